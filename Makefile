@@ -1,0 +1,49 @@
+# infergate — see README.md. `make demo` and `make test` do all set-up.
+
+GO ?= go
+GOBIN ?= $(shell $(GO) env GOPATH)/bin
+PROTOC_GEN_GO_VERSION := v1.36.12
+PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
+BIN := bin
+
+.PHONY: all build test test-short vet fmt proto proto-tools demo bench-overhead clean
+
+all: build
+
+build:
+	$(GO) build -o $(BIN)/ ./cmd/... ./examples/simserver ./bench/cmd/...
+
+vet:
+	$(GO) vet ./...
+
+fmt:
+	@test -z "$$(gofmt -l . | grep -v '^proto/.*\.pb\.go$$')" || (gofmt -l . ; exit 1)
+
+# test: unit and integration tests (integration tests start real processes on
+# loopback: simserver, infergate, promtool, nginx).
+test: fmt vet
+	$(GO) test -race -count=1 -timeout 20m ./...
+
+test-short:
+	$(GO) test -count=1 -short ./...
+
+proto-tools:
+	GOBIN=$(GOBIN) $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
+	GOBIN=$(GOBIN) $(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
+
+# proto regenerates the committed Go code from proto/defs with pinned
+# generator versions (protoc from Debian's protobuf-compiler).
+proto: proto-tools
+	cd proto/defs && PATH=$(GOBIN):$$PATH protoc -I . -I /usr/include \
+		--go_out=../.. --go_opt=module=github.com/infergate/infergate \
+		--go-grpc_out=../.. --go-grpc_opt=module=github.com/infergate/infergate \
+		kserve/*.proto tensorflow/core/framework/*.proto tensorflow/core/protobuf/*.proto tensorflow_serving/apis/*.proto
+
+demo: build
+	./scripts/demo.sh
+
+bench-overhead: build
+	$(BIN)/bench overhead
+
+clean:
+	rm -rf $(BIN)
