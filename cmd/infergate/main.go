@@ -1,0 +1,159 @@
+// Command infergate is a transparent gRPC proxy for model servers (Triton
+// over KServe v2, TF-Serving) that measures every call's latency exactly and
+// exports it on /metrics. See README.md for flags, YAML and metrics.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"google.golang.org/grpc"
+
+	"github.com/infergate/infergate/monitor"
+	"github.com/infergate/infergate/proxy"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:]))
+}
+
+// run returns the process exit code: 0 after a clean drain, 2 for a bad
+// configuration (nothing was served), 1 for a runtime failure.
+func run(args []string) int {
+	cfg, err := parseConfig(args)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintln(os.Stderr, "infergate:", err)
+		return 2
+	}
+	log := newLogger(cfg.Log)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if err := serve(ctx, cfg, log); err != nil {
+		fmt.Fprintln(os.Stderr, "infergate:", err)
+		return 1
+	}
+	return 0
+}
+
+func newLogger(c LogConfig) *slog.Logger {
+	var level slog.Level
+	level.UnmarshalText([]byte(c.Level)) // validated already
+	opts := &slog.HandlerOptions{Level: level}
+	if c.Format == "json" {
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts))
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, opts))
+}
+
+// serve wires the parts, serves until ctx ends, then drains.
+func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
+	srvCreds, err := serverCreds(cfg.TLS)
+	if err != nil {
+		return err
+	}
+	upCreds, err := clientCreds(cfg.UpstreamTLS)
+	if err != nil {
+		return err
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	mon := monitor.NewRegistry(monitor.Options{MaxSeries: cfg.Monitor.MaxSeries})
+	if err := mon.Register(reg); err != nil {
+		return fmt.Errorf("metrics: %w", err)
+	}
+
+	up, err := proxy.DialUpstream(cfg.Upstream, proxy.UpstreamOptions{
+		Credentials: upCreds,
+		MaxMsgSize:  cfg.MaxMessageBytes,
+		Conns:       cfg.UpstreamConns,
+	})
+	if err != nil {
+		return err
+	}
+	p, err := proxy.New(proxy.StaticDirector(up),
+		proxy.WithRecorder(mon),
+		proxy.WithMaxMsgSize(cfg.MaxMessageBytes),
+		proxy.WithLogger(log),
+		proxy.WithLogRequests(cfg.Log.Requests),
+	)
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+
+	var sopts []grpc.ServerOption
+	if srvCreds != nil {
+		sopts = append(sopts, grpc.Creds(srvCreds))
+	}
+	gs := p.NewServer(sopts...)
+
+	// Bind both listeners before announcing anything, so a bad address
+	// fails the start rather than half of the service.
+	lis, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	adminLis, err := net.Listen("tcp", cfg.Admin)
+	if err != nil {
+		lis.Close()
+		return fmt.Errorf("admin: %w", err)
+	}
+	adm := &admin{gatherer: reg, upstream: cfg.Upstream, series: func() any { return seriesJSON(mon.Snapshot()) }}
+	hs := &http.Server{Handler: adm.handler(), ReadHeaderTimeout: 10 * time.Second}
+
+	runCtx, cancelRun := context.WithCancel(context.Background())
+	defer cancelRun()
+	go mon.Run(runCtx)
+
+	errc := make(chan error, 2)
+	go func() { errc <- gs.Serve(lis) }()
+	go func() {
+		if err := hs.Serve(adminLis); !errors.Is(err, http.ErrServerClosed) {
+			errc <- fmt.Errorf("admin: %w", err)
+		}
+	}()
+	// The one start line: tests and scripts read the bound addresses from it.
+	fmt.Fprintf(os.Stderr, "infergate: grpc=%s admin=%s upstream=%s tls=%t\n", lis.Addr(), adminLis.Addr(), cfg.Upstream, srvCreds != nil)
+	log.Info("serving", "grpc", lis.Addr().String(), "admin", adminLis.Addr().String(), "upstream", cfg.Upstream)
+
+	select {
+	case <-ctx.Done():
+	case err := <-errc:
+		return err
+	}
+
+	// Drain: readiness goes red, the listener stops accepting, in-flight
+	// calls finish within the timeout; past it they are cut.
+	adm.draining.Store(true)
+	log.Info("draining", "timeout", cfg.ShutdownTimeout)
+	done := make(chan struct{})
+	go func() { gs.GracefulStop(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(cfg.ShutdownTimeout):
+		log.Warn("drain timeout: cutting remaining calls")
+		gs.Stop()
+		<-done
+	}
+	shutCtx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	hs.Shutdown(shutCtx)
+	log.Info("stopped")
+	return nil
+}
+

@@ -1,0 +1,117 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/infergate/infergate/proto/kservepb"
+	"github.com/infergate/infergate/proto/tfservingpb"
+)
+
+// TestInjectedDelayShowsInItsSeries injects 50 ms into one model at the
+// model server and wants that model's p50 on infergate's /metrics to carry
+// it, in the upstream component, while another model's series does not.
+func TestInjectedDelayShowsInItsSeries(t *testing.T) {
+	e := newEnv(t)
+	if code, body := httpDo(t, http.MethodPost, "http://"+e.sim.admin+"/api/v1/faults", `{"model":"simple","delay_ms":50}`); code != http.StatusOK {
+		t.Fatalf("inject fault: %d %s", code, body)
+	}
+	cc := dial(t, e.gate.grpc)
+	kc, tc := kservepb.NewGRPCInferenceServiceClient(cc), tfservingpb.NewPredictionServiceClient(cc)
+	ctx := testCtx(t)
+	for i := 0; i < 20; i++ {
+		if _, err := kc.ModelInfer(ctx, simpleRequest("d")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tc.Predict(ctx, halfPlusTwoRequest(1, 2)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fams := scrape(t, e.gate.admin)
+	slow := map[string]string{"model": "simple", "method": "/inference.GRPCInferenceService/ModelInfer", "window": "1m", "code_class": "ok"}
+	fast := map[string]string{"model": "half_plus_two", "method": "/tensorflow.serving.PredictionService/Predict", "window": "1m", "code_class": "ok"}
+	slowP50, ok1 := summaryQuantile(t, fams, "infergate_request_latency_seconds", slow, 0.5)
+	slowUp, ok2 := summaryQuantile(t, fams, "infergate_upstream_latency_seconds", slow, 0.5)
+	fastP50, ok3 := summaryQuantile(t, fams, "infergate_request_latency_seconds", fast, 0.5)
+	if !ok1 || !ok2 || !ok3 {
+		t.Fatalf("series missing from /metrics:\n%s", dumpFamilies(fams, "infergate_request_latency"))
+	}
+	if slowP50 < 0.050 || slowUp < 0.050 {
+		t.Errorf("simple p50 total %.4fs upstream %.4fs: want both >= the injected 0.050s", slowP50, slowUp)
+	}
+	if fastP50 >= slowP50 {
+		t.Errorf("half_plus_two p50 %.4fs is not below the delayed model's %.4fs", fastP50, slowP50)
+	}
+	if n := counterSum(fams, "infergate_requests_total", map[string]string{"model": "simple", "code": "OK"}); n != 20 {
+		t.Errorf("infergate_requests_total{model=simple,code=OK} = %v, want 20", n)
+	}
+}
+
+// TestSeriesCap: beyond --max-series, calls land in one "other" series and
+// the overflow counter counts them, so untrusted model names cannot grow
+// memory or Prometheus without bound.
+func TestSeriesCap(t *testing.T) {
+	e := newEnv(t, "--max-series", "3")
+	kc := kservepb.NewGRPCInferenceServiceClient(dial(t, e.gate.grpc))
+	ctx := testCtx(t)
+	for i := 0; i < 10; i++ {
+		kc.ModelInfer(ctx, &kservepb.ModelInferRequest{ModelName: fmt.Sprintf("attacker_%d", i)}) // NOT_FOUND, still measured
+	}
+	fams := scrape(t, e.gate.admin)
+	if n := counterSum(fams, "infergate_series_overflow_total", nil); n < 7 {
+		t.Errorf("infergate_series_overflow_total = %v, want >= 7", n)
+	}
+	if len(find(fams, "infergate_requests_total", map[string]string{"model": "other"})) == 0 {
+		t.Errorf("no model=\"other\" series on /metrics")
+	}
+	models := map[string]bool{}
+	for _, m := range fams["infergate_requests_total"].GetMetric() {
+		for _, lp := range m.GetLabel() {
+			if lp.GetName() == "model" {
+				models[lp.GetValue()] = true
+			}
+		}
+	}
+	if len(models) > 4 { // three series plus "other"
+		t.Errorf("%d distinct models on /metrics, want at most 4: %v", len(models), models)
+	}
+}
+
+// TestPromtoolCheckMetrics runs Prometheus' own linter over /metrics after
+// traffic of every kind (ok, errors, both protocols).
+func TestPromtoolCheckMetrics(t *testing.T) {
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		t.Fatal("promtool not installed (Debian package prometheus; .ci/run installs it)")
+	}
+	e := newEnv(t)
+	cc := dial(t, e.gate.grpc)
+	ctx := testCtx(t)
+	kservepb.NewGRPCInferenceServiceClient(cc).ModelInfer(ctx, simpleRequest("p"))
+	kservepb.NewGRPCInferenceServiceClient(cc).ModelInfer(ctx, &kservepb.ModelInferRequest{ModelName: "nope"})
+	tfservingpb.NewPredictionServiceClient(cc).Predict(ctx, halfPlusTwoRequest(3))
+
+	cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(cctx, http.MethodGet, "http://"+e.gate.admin+"/metrics", nil)
+	req.Header.Set("Accept", "text/plain; version=0.0.4")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	cmd := exec.CommandContext(cctx, promtool, "check", "metrics")
+	cmd.Stdin = resp.Body
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	runErr := cmd.Run()
+	if runErr != nil || strings.TrimSpace(out.String()) != "" {
+		t.Fatalf("promtool check metrics: %v\n%s", runErr, out.String())
+	}
+}

@@ -1,0 +1,176 @@
+package monitor
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+var (
+	seriesLabels  = []string{"model", "version", "method", "upstream"}
+	summaryLabels = []string{"model", "version", "method", "upstream", "code_class", "window"}
+
+	componentDescs = [NumComponents]*prometheus.Desc{
+		ComponentTotal: prometheus.NewDesc("infergate_request_latency_seconds",
+			"Exact quantiles (HDR) of the time from arrival at the proxy to the last byte sent, over a rolling window.",
+			summaryLabels, nil),
+		ComponentUpstream: prometheus.NewDesc("infergate_upstream_latency_seconds",
+			"Exact quantiles (HDR) of the time spent in the upstream call, over a rolling window.",
+			summaryLabels, nil),
+		ComponentOverhead: prometheus.NewDesc("infergate_proxy_overhead_seconds",
+			"Exact quantiles (HDR) of total minus upstream minus queue time, over a rolling window.",
+			summaryLabels, nil),
+		ComponentQueue: prometheus.NewDesc("infergate_queue_latency_seconds",
+			"Exact quantiles (HDR) of the time spent in a batch queue, over a rolling window; only for series that ever queued.",
+			summaryLabels, nil),
+	}
+	maxDesc = prometheus.NewDesc("infergate_request_latency_max_seconds",
+		"Exact maximum of the request latency over a rolling window.",
+		summaryLabels, nil)
+	requestsDesc = prometheus.NewDesc("infergate_requests_total",
+		"Calls finished, by gRPC status code.",
+		append(append([]string{}, seriesLabels...), "code"), nil)
+	requestBytesDesc = prometheus.NewDesc("infergate_request_bytes_total",
+		"Request payload bytes received from clients.", seriesLabels, nil)
+	responseBytesDesc = prometheus.NewDesc("infergate_response_bytes_total",
+		"Response payload bytes sent to clients.", seriesLabels, nil)
+	inFlightDesc = prometheus.NewDesc("infergate_requests_in_flight",
+		"Calls in flight to an upstream.", []string{"upstream"}, nil)
+	overflowDesc = prometheus.NewDesc("infergate_series_overflow_total",
+		"Calls recorded in the overflow series because the series cap was reached.", nil, nil)
+	seriesDesc = prometheus.NewDesc("infergate_series",
+		"Live series, not counting the overflow series.", nil, nil)
+)
+
+// durationBuckets resolve 100 µs to 60 s.
+var durationBuckets = []float64{
+	0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+	0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60,
+}
+
+func newDurationVec() *prometheus.HistogramVec {
+	return prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:                            "infergate_request_duration_seconds",
+		Help:                            "Time from arrival at the proxy to the last byte sent to the client.",
+		Buckets:                         durationBuckets,
+		NativeHistogramBucketFactor:     1.1,
+		NativeHistogramMaxBucketNumber:  160,
+		NativeHistogramMinResetDuration: time.Hour,
+	}, seriesLabels)
+}
+
+// Register registers the registry's metrics on reg (never the global
+// registry): the request histogram and one collector that builds every other
+// metric from one snapshot per scrape.
+func (r *Registry) Register(reg prometheus.Registerer) error {
+	var errs []error
+	if r.durations != nil {
+		if err := reg.Register(r.durations); err != nil {
+			errs = append(errs, fmt.Errorf("monitor: register request histogram: %w", err))
+		}
+	}
+	if err := reg.Register(collector{r}); err != nil {
+		errs = append(errs, fmt.Errorf("monitor: register collector: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// collector turns a Registry into const metrics at scrape time. Collect may
+// run concurrently with itself and with recording.
+type collector struct{ r *Registry }
+
+// Describe sends every descriptor the collector may emit.
+func (c collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range componentDescs {
+		ch <- d
+	}
+	for _, d := range []*prometheus.Desc{maxDesc, requestsDesc, requestBytesDesc,
+		responseBytesDesc, inFlightDesc, overflowDesc, seriesDesc} {
+		ch <- d
+	}
+}
+
+// labelSet is the label values shared by the counters: series that differ
+// only in code class add up.
+type labelSet [4]string
+
+func labelsOf(k SeriesKey) labelSet { return labelSet{k.Model, k.Version, k.Method, k.Upstream} }
+
+// Collect emits the metrics of one snapshot.
+func (c collector) Collect(ch chan<- prometheus.Metric) {
+	r := c.r
+	for _, ss := range r.Snapshot() {
+		collectSummaries(ch, ss)
+	}
+
+	type codeKey struct {
+		l    labelSet
+		code string
+	}
+	requests := map[codeKey]int64{}
+	bytesIn := map[labelSet]int64{}
+	bytesOut := map[labelSet]int64{}
+	list := r.state.Load().list
+	for _, s := range append(list[:len(list):len(list)], r.overflow) {
+		t := s.totals()
+		if s.overflow {
+			ch <- prometheus.MustNewConstMetric(overflowDesc, prometheus.CounterValue, float64(t.calls()))
+			if t.calls() == 0 {
+				continue
+			}
+		}
+		l := labelsOf(s.key)
+		for i, n := range t.codes {
+			if n > 0 {
+				requests[codeKey{l, codeNames[i]}] += n
+			}
+		}
+		for code, n := range t.unknown {
+			requests[codeKey{l, code}] += n
+		}
+		bytesIn[l] += t.bytesIn
+		bytesOut[l] += t.bytesOut
+	}
+	for k, n := range requests {
+		ch <- prometheus.MustNewConstMetric(requestsDesc, prometheus.CounterValue, float64(n),
+			k.l[0], k.l[1], k.l[2], k.l[3], k.code)
+	}
+	for l, n := range bytesIn {
+		ch <- prometheus.MustNewConstMetric(requestBytesDesc, prometheus.CounterValue, float64(n), l[:]...)
+		ch <- prometheus.MustNewConstMetric(responseBytesDesc, prometheus.CounterValue, float64(bytesOut[l]), l[:]...)
+	}
+
+	r.inflightMu.Lock()
+	for up, g := range r.inflight {
+		ch <- prometheus.MustNewConstMetric(inFlightDesc, prometheus.GaugeValue, float64(g.Value()), up)
+	}
+	r.inflightMu.Unlock()
+	ch <- prometheus.MustNewConstMetric(seriesDesc, prometheus.GaugeValue, float64(len(list)))
+}
+
+// collectSummaries emits the HDR summaries and maxima of one series. The
+// queue summary is left out for series that never queued, so passthrough
+// routes do not export a column of zeros.
+func collectSummaries(ch chan<- prometheus.Metric, ss SeriesSnapshot) {
+	k := ss.Key
+	for w := range Window(NumWindows) {
+		lv := []string{k.Model, k.Version, k.Method, k.Upstream, k.CodeClass, w.String()}
+		for comp := range Component(NumComponents) {
+			if comp == ComponentQueue && !ss.QueueSeen {
+				continue
+			}
+			st := ss.Stats[w][comp]
+			q := map[float64]float64{
+				Quantiles[0]: nanOr(st.Count, seconds(st.P50)),
+				Quantiles[1]: nanOr(st.Count, seconds(st.P90)),
+				Quantiles[2]: nanOr(st.Count, seconds(st.P99)),
+				Quantiles[3]: nanOr(st.Count, seconds(st.P999)),
+			}
+			ch <- prometheus.MustNewConstSummary(componentDescs[comp], st.Count, seconds(st.Sum), q, lv...)
+		}
+		st := ss.Stats[w][ComponentTotal]
+		ch <- prometheus.MustNewConstMetric(maxDesc, prometheus.GaugeValue, nanOr(st.Count, seconds(st.Max)), lv...)
+	}
+}

@@ -1,0 +1,171 @@
+package monitor
+
+import (
+	"fmt"
+	"runtime"
+	"testing"
+	"time"
+)
+
+// benchSamples is a spread of latencies so the HDR recorders touch many
+// buckets, as real traffic does.
+var benchSamples = func() []Sample {
+	s := make([]Sample, 1024)
+	for i := range s {
+		total := time.Duration(200+i*37%5000) * time.Microsecond
+		s[i] = Sample{Total: total, Upstream: total * 8 / 10, Code: "OK", BytesIn: 512, BytesOut: 2048}
+	}
+	return s
+}()
+
+func BenchmarkSeriesRecordParallel(b *testing.B) {
+	for _, bc := range []struct {
+		name string
+		opts Options
+	}{
+		{"hdr_only", Options{NoRequestHistogram: true}},
+		{"hdr+prometheus", Options{}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			r := NewRegistry(bc.opts)
+			s := r.Series(testKey)
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				i := 0
+				for pb.Next() {
+					s.Record(benchSamples[i&1023])
+					i++
+				}
+			})
+		})
+	}
+}
+
+func BenchmarkSeriesRecord(b *testing.B) {
+	r := NewRegistry(Options{NoRequestHistogram: true})
+	s := r.Series(testKey)
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		s.Record(benchSamples[i&1023])
+	}
+}
+
+func BenchmarkRegistrySeriesLookup(b *testing.B) {
+	r := NewRegistry(Options{NoRequestHistogram: true})
+	keys := make([]SeriesKey, 1000)
+	for i := range keys {
+		keys[i] = testKey
+		keys[i].Model = fmt.Sprintf("model-%d", i)
+		r.Series(keys[i])
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		i := 0
+		for pb.Next() {
+			if r.Series(keys[i%len(keys)]) == nil {
+				b.Fatal("nil series")
+			}
+			i++
+		}
+	})
+}
+
+// busyRegistry returns a registry with n series that each took calls in
+// every slice of the last 15 minutes.
+func busyRegistry(n int) *Registry {
+	r := NewRegistry(Options{NoRequestHistogram: true})
+	series := make([]*Series, n)
+	for i := range series {
+		k := testKey
+		k.Model = fmt.Sprintf("model-%d", i)
+		series[i] = r.Series(k)
+	}
+	for tick := range 60 * coarseSlots {
+		for i, s := range series {
+			for j := range 50 {
+				s.Record(benchSamples[(tick*50+j+i)&1023])
+			}
+		}
+		r.Rotate()
+	}
+	return r
+}
+
+func BenchmarkRotate(b *testing.B) {
+	r := busyRegistry(10)
+	list := r.state.Load().list
+	b.ReportAllocs()
+	for b.Loop() {
+		b.StopTimer()
+		for i, s := range list {
+			for j := range 50 {
+				s.Record(benchSamples[(j+i)&1023])
+			}
+		}
+		b.StartTimer()
+		r.Rotate()
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(list)), "ns/busy-series")
+}
+
+func BenchmarkSnapshot(b *testing.B) {
+	r := busyRegistry(10)
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = r.Snapshot()
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/10, "ns/busy-series")
+}
+
+// BenchmarkWindowMemory reports the heap a series holds: idle (created, no
+// calls) and busy (calls in every slice of 15 minutes, ~50 distinct values
+// per slice), after rotation returned the hot recorders to their pool.
+func BenchmarkWindowMemory(b *testing.B) {
+	heap := func() uint64 {
+		runtime.GC()
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return ms.HeapAlloc
+	}
+	const n = 20
+	for b.Loop() {
+		before := heap()
+		idle := NewRegistry(Options{NoRequestHistogram: true})
+		for i := range 1000 {
+			k := testKey
+			k.Model = fmt.Sprintf("idle-%d", i)
+			idle.Series(k)
+		}
+		b.ReportMetric(float64(heap()-before)/1000, "B/idle-series")
+		runtime.KeepAlive(idle)
+
+		before = heap()
+		busy := busyRegistry(n)
+		b.ReportMetric(float64(heap()-before)/n, "B/busy-series")
+		b.ReportMetric(float64(busy.packedBytes())/n, "packed-B/busy-series")
+		runtime.KeepAlive(busy)
+	}
+}
+
+// packedBytes adds up the storage of every packed histogram in the windows.
+func (r *Registry) packedBytes() int {
+	r.winMu.RLock()
+	defer r.winMu.RUnlock()
+	total := 0
+	for _, s := range r.state.Load().list {
+		for _, sl := range append(s.win.fine[:len(s.win.fine):len(s.win.fine)], s.win.coarse...) {
+			if sl == nil {
+				continue
+			}
+			for _, h := range sl.h {
+				if h != nil {
+					total += h.GetMemorySize()
+				}
+			}
+		}
+	}
+	return total
+}

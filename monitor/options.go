@@ -1,0 +1,90 @@
+package monitor
+
+import (
+	"runtime"
+	"time"
+)
+
+// Defaults for the zero values of Options.
+const (
+	DefaultMaxSeries   = 1000
+	DefaultSliceLength = time.Second
+	maxDefaultShards   = 4
+	maxShards          = 64
+)
+
+// Options configures a Registry. The zero value is ready to use.
+type Options struct {
+	// MaxSeries caps the number of distinct series; 0 or less means
+	// DefaultMaxSeries (1000). Beyond it calls go to one overflow series
+	// whose labels are all "other".
+	MaxSeries int
+
+	// Now is the clock; nil means time.Now. Run uses it to catch up on
+	// ticks it missed, and snapshots are stamped with it.
+	Now func() time.Time
+
+	// SliceLength is the finest window step, the period of Run's ticker and
+	// the most a snapshot lags behind the calls. 0 or less means 1s. It is
+	// rounded so that a whole number of slices make one minute, and capped
+	// at one minute.
+	SliceLength time.Duration
+
+	// Shards is the number of HDR recorders per series that concurrent
+	// Record calls spread over. 0 or less means GOMAXPROCS rounded up to a
+	// power of two, at most 4; other values are rounded up to a power of
+	// two, at most 64. Each shard that sees traffic in a slice holds up to
+	// four dense histograms (about 184 KiB each) until the slice ends.
+	Shards int
+
+	// NoRequestHistogram leaves out infergate_request_duration_seconds,
+	// the one metric that Record updates through client_golang; the HDR
+	// summaries stay. The zero value exports it.
+	NoRequestHistogram bool
+}
+
+// config is Options with the defaults applied.
+type config struct {
+	maxSeries       int
+	now             func() time.Time
+	slice           time.Duration
+	slicesPerMinute int
+	shards          int
+	promHistogram   bool
+}
+
+func (o Options) config() config {
+	c := config{
+		maxSeries:     o.MaxSeries,
+		now:           o.Now,
+		slice:         o.SliceLength,
+		shards:        o.Shards,
+		promHistogram: !o.NoRequestHistogram,
+	}
+	if c.maxSeries <= 0 {
+		c.maxSeries = DefaultMaxSeries
+	}
+	if c.now == nil {
+		c.now = time.Now
+	}
+	if c.slice <= 0 {
+		c.slice = DefaultSliceLength
+	}
+	c.slice = min(c.slice, time.Minute)
+	c.slicesPerMinute = max(1, int((time.Minute+c.slice/2)/c.slice))
+	c.slice = time.Minute / time.Duration(c.slicesPerMinute)
+	if c.shards <= 0 {
+		c.shards = min(runtime.GOMAXPROCS(0), maxDefaultShards)
+	}
+	c.shards = min(ceilPow2(c.shards), maxShards)
+	return c
+}
+
+// ceilPow2 returns the smallest power of two >= n (n >= 1).
+func ceilPow2(n int) int {
+	p := 1
+	for p < n {
+		p <<= 1
+	}
+	return p
+}

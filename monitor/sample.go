@@ -1,0 +1,61 @@
+package monitor
+
+import "time"
+
+// Sample holds the components of one finished call, measured by the proxy.
+// Negative durations are recorded as 0.
+type Sample struct {
+	Total    time.Duration // arrival at the proxy to the last byte/status sent to the client
+	Upstream time.Duration // time spent in the upstream call
+	Queue    time.Duration // time waiting in a batch queue (0 for passthrough)
+	Code     string        // gRPC code name as codes.Code.String() gives it: "OK", "Unavailable", ...
+	BytesIn  int64         // request payload bytes received from the client
+	BytesOut int64         // response payload bytes sent to the client
+}
+
+// Overhead returns the proxy's own share of the call: Total - Upstream -
+// Queue, clamped at 0 because the components are read from separate clocks.
+func (sm Sample) Overhead() time.Duration {
+	o := sm.Total - max(sm.Upstream, 0) - max(sm.Queue, 0)
+	return max(o, 0)
+}
+
+// Code classes a SeriesKey carries; the proxy classifies gRPC codes into them.
+const (
+	CodeClassOK          = "ok"
+	CodeClassClientError = "client_error"
+	CodeClassServerError = "server_error"
+)
+
+// OverflowLabel is the value of every label of the overflow series.
+const OverflowLabel = "other"
+
+// SeriesKey identifies one series.
+type SeriesKey struct {
+	Model, Version, Method, Upstream string
+	CodeClass                        string // "ok", "client_error" or "server_error" (the proxy classifies)
+}
+
+// OverflowKey is the key of the shared series that takes calls once the
+// registry holds MaxSeries series.
+var OverflowKey = SeriesKey{
+	Model: OverflowLabel, Version: OverflowLabel, Method: OverflowLabel,
+	Upstream: OverflowLabel, CodeClass: OverflowLabel,
+}
+
+// less orders keys for stable snapshots and expositions.
+func (k SeriesKey) less(o SeriesKey) bool {
+	if k.Model != o.Model {
+		return k.Model < o.Model
+	}
+	if k.Version != o.Version {
+		return k.Version < o.Version
+	}
+	if k.Method != o.Method {
+		return k.Method < o.Method
+	}
+	if k.Upstream != o.Upstream {
+		return k.Upstream < o.Upstream
+	}
+	return k.CodeClass < o.CodeClass
+}

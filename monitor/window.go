@@ -1,0 +1,296 @@
+package monitor
+
+import (
+	"math"
+	"time"
+
+	hdr "github.com/HdrHistogram/hdrhistogram-go"
+)
+
+// slice is the packed record of one series over one completed time step
+// (a fine slice or a one-minute bucket).
+type slice struct {
+	h     [NumComponents]*hdr.PackedHistogram // nil: no values
+	sum   [NumComponents]int64                // nanoseconds
+	max   [NumComponents]int64                // nanoseconds
+	count int64
+}
+
+// release gives the slice's histograms back to the free list.
+func (sl *slice) release(f *packedFree) {
+	for c, h := range sl.h {
+		f.put(h)
+		sl.h[c] = nil
+	}
+	sl.sum = [NumComponents]int64{}
+	sl.max = [NumComponents]int64{}
+	sl.count = 0
+}
+
+// merge adds src into sl.
+func (sl *slice) merge(src *slice, f *packedFree) {
+	for c, h := range src.h {
+		if h == nil {
+			continue
+		}
+		if sl.h[c] == nil {
+			sl.h[c] = f.get()
+		}
+		sl.h[c].Merge(h)
+	}
+	for c := range sl.sum {
+		sl.sum[c] += src.sum[c]
+		sl.max[c] = max(sl.max[c], src.max[c])
+	}
+	sl.count += src.count
+}
+
+// window is the rolling state of one series: a ring of fine slices for the
+// 1m window and a ring of one-minute buckets for 5m and 15m. A nil entry is
+// a step without calls, so an idle series holds no histograms.
+type window struct {
+	fine      []*slice
+	finePos   int
+	coarse    []*slice // coarse[coarsePos] is the current, partial minute
+	coarsePos int
+	// done[w] is the sum of the completed minutes window w holds besides
+	// the current one, rebuilt once a minute so that a snapshot merges two
+	// slices instead of 15.
+	done      [NumWindows]*slice
+	calls     int64 // calls moved into the windows so far
+	queueSeen bool
+}
+
+func newWindow(slicesPerMinute int) window {
+	return window{
+		fine:   make([]*slice, slicesPerMinute),
+		coarse: make([]*slice, coarseSlots),
+	}
+}
+
+// rotate closes the current slice of s: it drains the shards into the
+// oldest fine slot, adds that slot to the current minute and, when
+// minuteDone, starts a new minute in the oldest one-minute bucket.
+func (s *Series) rotate(f *packedFree, minuteDone bool) {
+	w := &s.win
+	w.finePos = (w.finePos + 1) % len(w.fine)
+	sl := s.drain(w.fine[w.finePos], f)
+	w.fine[w.finePos] = sl
+	if sl != nil {
+		cur := w.coarse[w.coarsePos]
+		if cur == nil {
+			cur = &slice{}
+			w.coarse[w.coarsePos] = cur
+		}
+		cur.merge(sl, f)
+		w.calls += sl.count
+	}
+	if minuteDone {
+		w.coarsePos = (w.coarsePos + 1) % len(w.coarse)
+		if old := w.coarse[w.coarsePos]; old != nil {
+			old.release(f)
+			w.coarse[w.coarsePos] = nil
+		}
+		w.rebuildDone(f)
+	}
+}
+
+// rebuildDone sums the completed minutes of the 5m and 15m windows.
+func (w *window) rebuildDone(f *packedFree) {
+	n := len(w.coarse)
+	for _, win := range []Window{Window5m, Window15m} {
+		d := w.done[win]
+		if d != nil {
+			d.release(f)
+		}
+		for k := 1; k < windowMinutes[win]; k++ {
+			sl := w.coarse[(w.coarsePos-k+n)%n]
+			if sl == nil {
+				continue
+			}
+			if d == nil {
+				d = &slice{}
+			}
+			d.merge(sl, f)
+		}
+		if d != nil && d.count == 0 {
+			d = nil
+		}
+		w.done[win] = d
+	}
+}
+
+// drain moves what the shards recorded since the last rotation into a
+// packed slice, reusing the storage of old (the expiring slot). It returns
+// nil when there were no calls. Each shard is locked only to swap its dense
+// histograms out; merging and resetting them happens after unlocking.
+func (s *Series) drain(old *slice, f *packedFree) *slice {
+	var sl *slice
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		if sh.count == 0 {
+			sh.mu.Unlock()
+			continue
+		}
+		hs, sums, maxs, n, zeros := sh.h, sh.sum, sh.max, sh.count, sh.queueZeros
+		if sh.queueSeen {
+			s.win.queueSeen = true
+		}
+		sh.h = [NumComponents]*hdr.Histogram{}
+		sh.sum = [NumComponents]int64{}
+		sh.max = [NumComponents]int64{}
+		sh.count, sh.queueZeros, sh.queueSeen = 0, 0, false
+		sh.mu.Unlock()
+
+		if sl == nil {
+			sl = old
+			if sl == nil {
+				sl = &slice{}
+			}
+			for _, h := range sl.h {
+				if h != nil {
+					h.Reset()
+				}
+			}
+			sl.sum = [NumComponents]int64{}
+			sl.max = [NumComponents]int64{}
+			sl.count = 0
+		}
+		sl.count += n
+		for c, h := range hs {
+			sl.sum[c] += sums[c]
+			sl.max[c] = max(sl.max[c], maxs[c])
+			if h == nil {
+				continue
+			}
+			if sl.h[c] == nil {
+				sl.h[c] = f.get()
+			}
+			sl.h[c].MergeFrom(h)
+			h.Reset()
+			densePool.Put(h)
+		}
+		if zeros > 0 {
+			if sl.h[ComponentQueue] == nil {
+				sl.h[ComponentQueue] = f.get()
+			}
+			// Recording at 0 always fits the range.
+			_ = sl.h[ComponentQueue].RecordValues(0, zeros)
+		}
+	}
+	if sl == nil {
+		if old != nil {
+			old.release(f)
+		}
+		return nil
+	}
+	// Components that stayed empty give back the storage they reused.
+	for c, h := range sl.h {
+		if h != nil && h.TotalCount() == 0 {
+			f.put(h)
+			sl.h[c] = nil
+		}
+	}
+	return sl
+}
+
+// merger accumulates slices of one component to compute a window's Stats;
+// one is reused across the series of a snapshot. The 1m window merges many
+// small slices, which is cheapest into a dense histogram (each merge is
+// linear in the slice alone); 5m and 15m merge two large slices, which is
+// cheapest packed.
+type merger struct {
+	d     *hdr.Histogram
+	p     *hdr.PackedHistogram
+	dense bool
+	sum   int64
+	max   int64
+	count int64
+}
+
+func newMerger() *merger { return &merger{d: newDense(), p: newPacked()} }
+
+func (m *merger) reset(dense bool) {
+	m.dense = dense
+	if dense {
+		if m.d.TotalCount() > 0 {
+			m.d.Reset()
+		}
+	} else {
+		m.p.Reset()
+	}
+	m.sum, m.max, m.count = 0, 0, 0
+}
+
+func (m *merger) add(sl *slice, c Component) {
+	if sl == nil || sl.count == 0 {
+		return
+	}
+	if h := sl.h[c]; h != nil {
+		if m.dense {
+			h.MergeInto(m.d)
+		} else {
+			m.p.Merge(h)
+		}
+	}
+	m.sum += sl.sum[c]
+	m.max = max(m.max, sl.max[c])
+	m.count += sl.count
+}
+
+// stats reads the merged quantiles, capping each at the exact maximum (HDR
+// reports the top of a value's bucket, which can lie above it).
+func (m *merger) stats() Stats {
+	if m.count == 0 {
+		return Stats{}
+	}
+	st := Stats{
+		Count: uint64(m.count),
+		Sum:   time.Duration(m.sum),
+		Max:   time.Duration(m.max),
+	}
+	var vs []int64
+	if m.dense {
+		vs = m.d.ValueAtPercentilesSlice(percentiles)
+	} else {
+		vs = m.p.ValueAtPercentilesSlice(percentiles)
+	}
+	q := func(i int) time.Duration { return min(fromMicros(vs[i]), st.Max) }
+	st.P50, st.P90, st.P99, st.P999 = q(0), q(1), q(2), q(3)
+	return st
+}
+
+// snapshot computes the Stats of every window and component of s.
+func (s *Series) snapshot(m *merger, at time.Time) SeriesSnapshot {
+	w := &s.win
+	ss := SeriesSnapshot{Key: s.key, At: at, Calls: uint64(w.calls), QueueSeen: w.queueSeen}
+	cur := w.coarse[w.coarsePos]
+	for c := range Component(NumComponents) {
+		m.reset(true)
+		for _, sl := range w.fine {
+			m.add(sl, c)
+		}
+		ss.Stats[Window1m][c] = m.stats()
+
+		for _, win := range []Window{Window5m, Window15m} {
+			m.reset(false)
+			m.add(w.done[win], c)
+			m.add(cur, c)
+			ss.Stats[win][c] = m.stats()
+		}
+	}
+	return ss
+}
+
+// seconds converts a duration to float64 seconds for Prometheus.
+func seconds(d time.Duration) float64 { return d.Seconds() }
+
+// nanOr returns NaN for an empty window, so that Prometheus shows a gap
+// rather than a zero latency.
+func nanOr(count uint64, v float64) float64 {
+	if count == 0 {
+		return math.NaN()
+	}
+	return v
+}
