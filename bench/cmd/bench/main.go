@@ -1,0 +1,71 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run dispatches to a subcommand and returns the exit code: 0 success,
+// 1 failure, 2 usage error.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		usage(stderr)
+		return 2
+	}
+	var err error
+	switch args[0] {
+	case "load":
+		err = runLoad(ctx, args[1:], stdout, stderr)
+	case "overhead":
+		err = runOverhead(ctx, args[1:], stdout, stderr)
+	case "-h", "-help", "--help", "help":
+		usage(stdout)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "bench: unknown command %q\n", args[0])
+		usage(stderr)
+		return 2
+	}
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.As(err, new(usageError)):
+		fmt.Fprintln(stderr, "bench:", err)
+		return 2
+	default:
+		fmt.Fprintln(stderr, "bench:", err)
+		return 1
+	}
+}
+
+// usageError marks bad flags, reported with exit code 2.
+type usageError struct{ err error }
+
+func (u usageError) Error() string { return u.err.Error() }
+func (u usageError) Unwrap() error { return u.err }
+
+func usage(w io.Writer) {
+	fmt.Fprint(w, `usage: bench <command> [flags]
+
+commands:
+  load      one closed- or open-loop run against a loopback gRPC target
+  overhead  direct vs infergate vs nginx, small and 1 MiB payloads
+
+Run "bench <command> -h" for the flags of a command.
+`)
+}

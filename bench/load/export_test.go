@@ -1,0 +1,4 @@
+package load
+
+// RunWithClock exposes runWithClock to the external tests.
+var RunWithClock = runWithClock

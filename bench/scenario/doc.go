@@ -1,0 +1,9 @@
+// Package scenario runs complete bench scenarios: it starts the processes a
+// scenario needs on loopback (simserver, infergate, nginx), drives them with
+// the load generator and summarises the runs.
+//
+// The overhead scenario (RunOverhead) sends the same load straight to
+// simserver, through infergate and through nginx, for a small and a large
+// payload, and reports what each proxy adds to p50/p99 and takes from
+// throughput, all measured in one run on one machine.
+package scenario

@@ -1,0 +1,199 @@
+package scenario
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Process is a child process started by a scenario. Its stdout and stderr
+// go to a log file.
+type Process struct {
+	// Name is used in errors and logs.
+	Name string
+	// LogPath is the file holding the process's output.
+	LogPath string
+
+	cmd    *exec.Cmd
+	exited chan struct{}
+	err    error // set before exited is closed
+}
+
+// StartSpec says how to start a process and how to tell it is ready.
+type StartSpec struct {
+	Name string
+	Bin  string
+	Args []string
+	// LogPath receives stdout and stderr; required.
+	LogPath string
+	// ReadyLine, when set, must match a line of stderr or stdout; its
+	// submatches are returned by Start.
+	ReadyLine *regexp.Regexp
+	// ReadyAddr, when set, counts the process as ready once a TCP connection
+	// to it succeeds (used when ReadyLine is unset, or as an alternative to
+	// it for programs whose start line may differ).
+	ReadyAddr string
+	// Timeout bounds the wait for readiness; zero means 15 s.
+	Timeout time.Duration
+}
+
+// StartProcess starts spec.Bin and waits until it is ready, has exited, or
+// the timeout passes; in the last two cases the process is stopped and the
+// error quotes the end of its log.
+func StartProcess(ctx context.Context, spec StartSpec) (*Process, []string, error) {
+	if spec.Timeout == 0 {
+		spec.Timeout = 15 * time.Second
+	}
+	logf, err := os.Create(spec.LogPath)
+	if err != nil {
+		return nil, nil, fmt.Errorf("scenario: %s: log: %w", spec.Name, err)
+	}
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		_ = logf.Close()
+		return nil, nil, fmt.Errorf("scenario: %s: pipe: %w", spec.Name, err)
+	}
+	cmd := exec.Command(spec.Bin, spec.Args...)
+	cmd.Stdout, cmd.Stderr = pw, pw
+	// Own process group, so a forced stop also reaches workers it forked.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		_ = pr.Close()
+		_ = pw.Close()
+		_ = logf.Close()
+		return nil, nil, fmt.Errorf("scenario: start %s (%s): %w", spec.Name, spec.Bin, err)
+	}
+	_ = pw.Close() // the child holds its own copy
+	p := &Process{Name: spec.Name, LogPath: spec.LogPath, cmd: cmd, exited: make(chan struct{})}
+
+	matched := make(chan []string, 1)
+	var copyDone sync.WaitGroup
+	copyDone.Go(func() { scanOutput(pr, logf, spec.ReadyLine, matched) })
+	go func() {
+		p.err = cmd.Wait()
+		copyDone.Wait()
+		_ = pr.Close()
+		_ = logf.Close()
+		close(p.exited)
+	}()
+
+	deadline := time.NewTimer(spec.Timeout)
+	defer deadline.Stop()
+	poll := time.NewTicker(50 * time.Millisecond)
+	defer poll.Stop()
+	for {
+		select {
+		case m := <-matched:
+			return p, m, nil
+		case <-p.exited:
+			return nil, nil, fmt.Errorf("scenario: %s exited before it was ready (%v): %s", spec.Name, p.err, p.LogTail())
+		case <-deadline.C:
+			p.Stop()
+			return nil, nil, fmt.Errorf("scenario: %s not ready after %s: %s", spec.Name, spec.Timeout, p.LogTail())
+		case <-ctx.Done():
+			p.Stop()
+			return nil, nil, fmt.Errorf("scenario: start %s: %w", spec.Name, ctx.Err())
+		case <-poll.C:
+			if spec.ReadyAddr != "" && canDial(spec.ReadyAddr) {
+				return p, nil, nil
+			}
+		}
+	}
+}
+
+// scanOutput copies the child's output to the log and reports the first
+// line matching ready. It keeps draining afterwards so the child never
+// blocks on a full pipe.
+func scanOutput(r io.Reader, log io.Writer, ready *regexp.Regexp, matched chan<- []string) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	found := false
+	for sc.Scan() {
+		line := sc.Text()
+		_, _ = io.WriteString(log, line+"\n")
+		if !found && ready != nil {
+			if m := ready.FindStringSubmatch(line); m != nil {
+				found = true
+				matched <- m
+			}
+		}
+	}
+	_, _ = io.Copy(log, r) // after a too-long line, keep the rest raw
+}
+
+func canDial(addr string) bool {
+	c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+	if err != nil {
+		return false
+	}
+	_ = c.Close()
+	return true
+}
+
+// Stop asks the process to exit (SIGTERM), waits up to five seconds, then
+// kills its process group. It is safe to call more than once.
+func (p *Process) Stop() {
+	if p == nil {
+		return
+	}
+	select {
+	case <-p.exited:
+		return
+	default:
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	t := time.NewTimer(5 * time.Second)
+	defer t.Stop()
+	select {
+	case <-p.exited:
+	case <-t.C:
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		<-p.exited
+	}
+}
+
+// Pid returns the process id.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
+// LogTail returns the last lines of the process's log, for error messages.
+func (p *Process) LogTail() string {
+	data, err := os.ReadFile(p.LogPath)
+	if err != nil {
+		return "(no log: " + err.Error() + ")"
+	}
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if len(lines) > 10 {
+		lines = lines[len(lines)-10:]
+	}
+	if len(lines) == 1 && lines[0] == "" {
+		return "(empty log)"
+	}
+	return strings.Join(lines, " | ")
+}
+
+// FreeAddr returns a loopback address with a port that was free a moment
+// ago: it listens on 127.0.0.1:0 and closes the listener.
+func FreeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("scenario: free port: %w", err)
+	}
+	addr := l.Addr().String()
+	if err := l.Close(); err != nil {
+		return "", fmt.Errorf("scenario: free port: %w", err)
+	}
+	return addr, nil
+}
+
+// errMissingBinary reports a binary that does not exist, with a hint.
+var errMissingBinary = errors.New("binary not found (build it with: go build -o bin/ ./cmd/... ./examples/simserver ./bench/cmd/...)")

@@ -1,0 +1,23 @@
+// Package wire reads and rewrites the few fields infergate needs from raw
+// KServe v2 and TF-Serving request bytes without unmarshalling them.
+//
+// The proxy forwards payloads as opaque frames; to label a measurement or to
+// route a model to a fallback it only needs the model name and version, which
+// sit in the first fields of every request message. The scanners here walk
+// the protobuf wire format with google.golang.org/protobuf/encoding/protowire,
+// skip every other field (tensor payloads included) by length, and follow
+// proto3 semantics: for a repeated scalar field the last occurrence wins, and
+// repeated occurrences of a message field are merged.
+//
+// Which function serves which message:
+//
+//   - ModelInferTarget, RewriteModelInferName: inference.ModelInferRequest and
+//     every KServe v2 request whose name and version are fields 1 and 2
+//     (ModelMetadataRequest, ModelReadyRequest, ModelConfigRequest,
+//     ModelStatisticsRequest).
+//   - PredictTarget, RewritePredictName: tensorflow.serving.PredictRequest and
+//     every TF-Serving request whose ModelSpec is field 1
+//     (GetModelMetadataRequest, ClassificationRequest, RegressionRequest).
+//   - ModelInferTargetChunks, PredictTargetChunks: the same scans for a
+//     message held in several buffers, as gRPC receives a large one.
+package wire

@@ -1,0 +1,184 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
+)
+
+// Director holds the proxy's routing policy: it picks the upstream for each
+// call. Direct runs once per call, before any message is read, with the
+// call's context (incoming metadata, deadline) and its full method name
+// ("/package.Service/Method"). It is called concurrently and must not block.
+//
+// An error that is a gRPC status (status.Error) is returned to the client
+// as it is, so a director can refuse a call with, say, UNIMPLEMENTED or
+// PERMISSION_DENIED; any other error becomes UNAVAILABLE.
+//
+// If the Director also implements io.Closer, Proxy.Close closes it.
+type Director interface {
+	Direct(ctx context.Context, fullMethod string) (*Upstream, error)
+}
+
+// DirectorFunc adapts a function to the Director interface.
+type DirectorFunc func(ctx context.Context, fullMethod string) (*Upstream, error)
+
+// Direct calls f.
+func (f DirectorFunc) Direct(ctx context.Context, fullMethod string) (*Upstream, error) {
+	return f(ctx, fullMethod)
+}
+
+// StaticDirector returns a Director that sends every call to up. Closing it
+// (Proxy.Close does) closes up.
+func StaticDirector(up *Upstream) Director { return staticDirector{up} }
+
+type staticDirector struct{ up *Upstream }
+
+func (d staticDirector) Direct(context.Context, string) (*Upstream, error) { return d.up, nil }
+
+func (d staticDirector) Close() error { return d.up.Close() }
+
+// Upstream is one model server behind the proxy: a name for metrics and a
+// small pool of connections used in turn.
+type Upstream struct {
+	name  string
+	conns []*grpc.ClientConn
+	next  atomic.Uint32
+}
+
+// NewUpstream returns an Upstream named name (the value of the upstream
+// metric label) that uses conns in turn. It takes ownership of conns:
+// Close closes them. At least one connection is required.
+func NewUpstream(name string, conns ...*grpc.ClientConn) (*Upstream, error) {
+	if len(conns) == 0 {
+		return nil, fmt.Errorf("proxy: upstream %q: no connections", name)
+	}
+	return &Upstream{name: name, conns: conns}, nil
+}
+
+// Name returns the upstream's name, used as its metric label.
+func (u *Upstream) Name() string { return u.name }
+
+// Conn returns the next connection of the pool, round robin.
+func (u *Upstream) Conn() *grpc.ClientConn {
+	if len(u.conns) == 1 {
+		return u.conns[0]
+	}
+	return u.conns[int(u.next.Add(1)-1)%len(u.conns)]
+}
+
+// Close closes every connection of the pool.
+func (u *Upstream) Close() error {
+	var errs []error
+	for _, c := range u.conns {
+		if err := c.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("proxy: upstream %q: close: %w", u.name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// UpstreamOptions configures DialUpstream. The zero value dials without TLS
+// with the defaults given on each field.
+type UpstreamOptions struct {
+	// Name is the upstream metric label. Empty means the dial target.
+	Name string
+	// Credentials secure the connections (TLS). Nil means plaintext (h2c),
+	// what Triton and TF-Serving serve by default.
+	Credentials credentials.TransportCredentials
+	// MaxMsgSize is the default message size limit of the connections, in
+	// bytes. Zero or negative means DefaultMaxMsgSize. The proxy sets its own
+	// limit (WithMaxMsgSize) on every call, which takes precedence.
+	MaxMsgSize int
+	// Conns is the number of connections in the pool. Zero or negative
+	// means 2. More than one spreads load over several HTTP/2 connections
+	// (and server threads) and keeps working while one reconnects.
+	Conns int
+	// Keepalive sets HTTP/2 pings. The zero value means Time 30s,
+	// Timeout 10s, PermitWithoutStream false. Pings then run only while
+	// calls are in flight: Triton's and TF-Serving's default policies allow
+	// pings on an idle connection only every 5 minutes (2 hours without
+	// calls) and answer more with GOAWAY "too_many_pings"; a call in flight
+	// still finds out about a dead upstream within Time+Timeout.
+	Keepalive keepalive.ClientParameters
+	// ConnectTimeout bounds one connection attempt. Zero or negative means
+	// 5s. A fail-fast call waits at most this long for a first connection,
+	// and fails at once with UNAVAILABLE while the upstream is down.
+	ConnectTimeout time.Duration
+	// BackoffMax caps the wait between reconnection attempts. Zero or
+	// negative means 5s, so a restarted model server is found again
+	// quickly (gRPC's default is 120s).
+	BackoffMax time.Duration
+	// DialOptions are added last, after the options built from the fields
+	// above, so they can override any of them.
+	DialOptions []grpc.DialOption
+}
+
+// withDefaults returns o with its zero fields filled.
+func (o UpstreamOptions) withDefaults(target string) UpstreamOptions {
+	if o.Name == "" {
+		o.Name = target
+	}
+	if o.MaxMsgSize <= 0 {
+		o.MaxMsgSize = DefaultMaxMsgSize
+	}
+	if o.Conns <= 0 {
+		o.Conns = 2
+	}
+	if o.Keepalive == (keepalive.ClientParameters{}) {
+		o.Keepalive = keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}
+	}
+	if o.ConnectTimeout <= 0 {
+		o.ConnectTimeout = 5 * time.Second
+	}
+	if o.BackoffMax <= 0 {
+		o.BackoffMax = 5 * time.Second
+	}
+	return o
+}
+
+// DialUpstream creates the connection pool to target ("host:port", or any
+// gRPC target) and starts connecting at once, so the first call does not
+// pay for the handshake. It fails only on invalid options: an unreachable
+// upstream makes calls fail with UNAVAILABLE, it does not fail the dial.
+func DialUpstream(target string, opts UpstreamOptions) (*Upstream, error) {
+	o := opts.withDefaults(target)
+	creds := o.Credentials
+	if creds == nil {
+		creds = insecure.NewCredentials()
+	}
+	bo := backoff.DefaultConfig
+	bo.BaseDelay = min(250*time.Millisecond, o.BackoffMax)
+	bo.MaxDelay = o.BackoffMax
+	dialOpts := append([]grpc.DialOption{
+		grpc.WithTransportCredentials(creds),
+		grpc.WithKeepaliveParams(o.Keepalive),
+		grpc.WithConnectParams(grpc.ConnectParams{Backoff: bo, MinConnectTimeout: o.ConnectTimeout}),
+		grpc.WithDefaultCallOptions(
+			grpc.MaxCallRecvMsgSize(o.MaxMsgSize),
+			grpc.MaxCallSendMsgSize(o.MaxMsgSize),
+		),
+	}, o.DialOptions...)
+
+	conns := make([]*grpc.ClientConn, 0, o.Conns)
+	for range o.Conns {
+		cc, err := grpc.NewClient(target, dialOpts...)
+		if err != nil {
+			for _, c := range conns {
+				_ = c.Close()
+			}
+			return nil, fmt.Errorf("proxy: dial upstream %q: %w", target, err)
+		}
+		cc.Connect()
+		conns = append(conns, cc)
+	}
+	return NewUpstream(o.Name, conns...)
+}

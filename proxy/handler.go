@@ -1,0 +1,309 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/infergate/infergate/monitor"
+)
+
+// bidiDesc describes every proxied stream: the proxy does not know a
+// method's real shape, so it lets both sides stream.
+var bidiDesc = grpc.StreamDesc{ServerStreams: true, ClientStreams: true}
+
+// outcome is what a forwarded call reports back to handle.
+type outcome struct {
+	err               error
+	upstream          time.Duration
+	bytesIn, bytesOut int64
+	model, version    string
+}
+
+// handle is the grpc.StreamHandler for every method: it routes the call,
+// forwards it by the unary fast path or the stream path, and measures it.
+func (p *Proxy) handle(_ any, ss grpc.ServerStream) error {
+	start := p.now()
+	ctx := ss.Context()
+	method, ok := grpc.MethodFromServerStream(ss)
+	if !ok {
+		return status.Error(codes.Internal, "infergate: no method name on the server stream")
+	}
+	up, err := p.director.Direct(ctx, method)
+	if err == nil && up == nil {
+		err = status.Error(codes.Internal, "infergate: director returned no upstream for "+method)
+	}
+	if err != nil {
+		err = p.directorError(ctx, method, err)
+		p.finish(ctx, start, method, "", outcome{err: err})
+		return err
+	}
+	var inFlight *monitor.Gauge
+	if p.rec != nil {
+		inFlight = p.inFlight(up)
+		inFlight.Inc()
+	}
+
+	outCtx, subtype := outgoingContext(ctx)
+	opts := p.callOpts
+	if subtype != "" {
+		opts = append(opts[:len(opts):len(opts)], grpc.CallContentSubtype(subtype))
+	}
+	info := lookupMethod(method)
+	var o outcome
+	if info.unary {
+		o = p.unary(outCtx, up, method, info.target, ss, opts)
+	} else {
+		o = p.stream(outCtx, up, method, info.target, ss, opts)
+	}
+	p.finish(ctx, start, method, up.name, o)
+	if inFlight != nil {
+		inFlight.Dec()
+	}
+	return o.err
+}
+
+// unary forwards a call known to carry one message each way with a single
+// Invoke, without the two pump goroutines of a stream.
+func (p *Proxy) unary(ctx context.Context, up *Upstream, method string, kind targetKind,
+	ss grpc.ServerStream, opts []grpc.CallOption) (o outcome) {
+	req, resp := new(Frame), new(Frame)
+	if err := ss.RecvMsg(req); err != nil {
+		if err == io.EOF {
+			err = status.Error(codes.Internal, "infergate: client sent no request message for "+method)
+		}
+		o.err = requestError(err)
+		return o
+	}
+	o.bytesIn = int64(req.Len())
+	o.model, o.version = frameTarget(kind, req)
+
+	var header, trailer metadata.MD
+	opts = append(opts[:len(opts):len(opts)], grpc.Header(&header), grpc.Trailer(&trailer))
+	t0 := p.now()
+	err := up.Conn().Invoke(ctx, method, req, resp, opts...)
+	o.upstream = since(p.now, t0)
+	req.Free()
+	// SetHeader and SetTrailer fail only once headers went out, which
+	// cannot have happened yet.
+	if header != nil {
+		_ = ss.SetHeader(header)
+	}
+	if len(trailer) > 0 {
+		ss.SetTrailer(trailer)
+	}
+	if err != nil {
+		o.err = p.upstreamError(ctx, up, method, err, header != nil || len(trailer) > 0)
+		return o
+	}
+	o.bytesOut = int64(resp.Len())
+	o.err = ss.SendMsg(resp)
+	resp.Free()
+	return o
+}
+
+// stream forwards any call frame by frame with one pump per direction,
+// full duplex.
+func (p *Proxy) stream(ctx context.Context, up *Upstream, method string, kind targetKind,
+	ss grpc.ServerStream, opts []grpc.CallOption) (o outcome) {
+	// Cancelling upCtx aborts the upstream call when the client side fails.
+	upCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	st := new(callStats)
+	t0 := p.now()
+	cs, err := up.Conn().NewStream(upCtx, &bidiDesc, method, opts...)
+	if err != nil {
+		o.upstream = since(p.now, t0)
+		o.err = p.upstreamError(ctx, up, method, err, false)
+		return o
+	}
+	s2c := p.forwardServerToClient(cs, ss, st)
+	c2s := p.forwardClientToServer(ss, cs, kind, st)
+	for {
+		select {
+		case err := <-c2s:
+			if err == nil {
+				// The client has sent everything, or the upstream stopped
+				// reading; the upstream's status comes from s2c.
+				c2s = nil
+				continue
+			}
+			// The client failed or went away: abort the upstream call,
+			// then wait for s2c so that nothing sends on ss after return.
+			cancel()
+			<-s2c
+			o.err = err
+		case err := <-s2c:
+			ss.SetTrailer(cs.Trailer())
+			o.err = p.streamError(ctx, up, method, err, st.gotHeader || len(cs.Trailer()) > 0)
+		}
+		break
+	}
+	o.upstream = since(p.now, t0)
+	o.bytesIn, o.bytesOut = st.bytesIn.Load(), st.bytesOut.Load()
+	o.model, o.version = st.target()
+	return o
+}
+
+// streamError returns the status for what forwardServerToClient reported.
+func (p *Proxy) streamError(ctx context.Context, up *Upstream, method string, err error, fromUpstream bool) error {
+	if err == io.EOF {
+		return nil // the upstream finished with OK
+	}
+	var cse clientSendError
+	if errors.As(err, &cse) {
+		return status.Convert(cse.err).Err()
+	}
+	return p.upstreamError(ctx, up, method, err, fromUpstream)
+}
+
+// clientSendError marks a failure to send to the client, as opposed to an
+// upstream status, in what forwardServerToClient reports.
+type clientSendError struct{ err error }
+
+func (e clientSendError) Error() string { return "proxy: send to client: " + e.err.Error() }
+
+func (e clientSendError) Unwrap() error { return e.err }
+
+// forwardClientToServer pumps request frames from the client to the
+// upstream. It reports nil when the client half-closed (after passing the
+// half-close on) or the upstream stopped taking messages, and otherwise the
+// client-side error. The channel is buffered and never closed.
+func (p *Proxy) forwardClientToServer(src grpc.ServerStream, dst grpc.ClientStream, kind targetKind, st *callStats) chan error {
+	ret := make(chan error, 1)
+	go func() {
+		for first := true; ; first = false {
+			f := new(Frame)
+			if err := src.RecvMsg(f); err != nil {
+				if err == io.EOF {
+					ret <- dst.CloseSend() // always nil
+				} else {
+					ret <- requestError(err)
+				}
+				return
+			}
+			st.bytesIn.Add(int64(f.Len()))
+			if first {
+				st.setTarget(kind, f)
+			}
+			err := dst.SendMsg(f)
+			f.Free()
+			if err != nil {
+				// io.EOF: the upstream ended the call, and forwardServerToClient
+				// gets its status. Other errors abort the call there too.
+				ret <- nil
+				return
+			}
+		}
+	}()
+	return ret
+}
+
+// forwardServerToClient pumps the upstream's headers and response frames to
+// the client. It reports io.EOF when the upstream finished with OK, the
+// upstream's status error, or a failure to send to the client wrapped with
+// clientSendError. The channel is buffered and never closed.
+func (p *Proxy) forwardServerToClient(src grpc.ClientStream, dst grpc.ServerStream, st *callStats) chan error {
+	ret := make(chan error, 1)
+	go func() {
+		// Relay the headers as soon as they arrive, before any message: a
+		// bidi client may wait for them before it sends. Header returns nil
+		// for a trailers-only response; RecvMsg then gives the status.
+		if md, _ := src.Header(); md != nil {
+			st.gotHeader = true
+			if err := dst.SendHeader(md); err != nil {
+				ret <- clientSendError{err}
+				return
+			}
+		}
+		for {
+			f := new(Frame)
+			if err := src.RecvMsg(f); err != nil {
+				ret <- err
+				return
+			}
+			st.bytesOut.Add(int64(f.Len()))
+			err := dst.SendMsg(f)
+			f.Free()
+			if err != nil {
+				ret <- clientSendError{err}
+				return
+			}
+		}
+	}()
+	return ret
+}
+
+// requestError returns the status for a failure to read the client's
+// request, such as an oversized message. gRPC has already sent that status
+// to the client when RecvMsg failed, so it is returned as it is, for the
+// measurement.
+func requestError(err error) error {
+	return status.Convert(err).Err()
+}
+
+// upstreamError returns the status for a failed upstream call. A status the
+// upstream sent (fromUpstream: it sent headers or trailers) passes
+// unchanged, details included. One the proxy's own client made (upstream
+// unreachable, connection lost) keeps its code and gets a message that
+// says so.
+func (p *Proxy) upstreamError(ctx context.Context, up *Upstream, method string, err error, fromUpstream bool) error {
+	if fromUpstream {
+		return err
+	}
+	s := status.Convert(err)
+	if ctx.Err() == nil {
+		p.log.LogAttrs(ctx, slog.LevelWarn, "upstream call failed",
+			slog.String("method", method), slog.String("upstream", up.name),
+			slog.String("code", s.Code().String()), slog.String("error", s.Message()))
+	}
+	return status.Error(s.Code(), "infergate: upstream "+up.name+": "+s.Message())
+}
+
+// directorError returns the status for a director's refusal: a status
+// error as it is, anything else as UNAVAILABLE.
+func (p *Proxy) directorError(ctx context.Context, method string, err error) error {
+	if _, ok := status.FromError(err); ok {
+		return err
+	}
+	p.log.LogAttrs(ctx, slog.LevelWarn, "no route",
+		slog.String("method", method), slog.String("error", err.Error()))
+	return status.Error(codes.Unavailable, "infergate: no route for "+method+": "+err.Error())
+}
+
+// finish records and logs a finished call.
+func (p *Proxy) finish(ctx context.Context, start time.Time, method, upstream string, o outcome) {
+	if p.rec == nil && !p.logRequests {
+		return
+	}
+	code := status.Code(o.err)
+	if code == codes.Unknown {
+		// gRPC's server turns context errors into their codes.
+		code = status.FromContextError(o.err).Code()
+	}
+	total := since(p.now, start)
+	if p.logRequests {
+		p.log.LogAttrs(ctx, slog.LevelInfo, "call",
+			slog.String("method", method), slog.String("upstream", upstream),
+			slog.String("model", o.model), slog.String("version", o.version),
+			slog.String("code", code.String()), slog.Duration("total", total),
+			slog.Duration("upstream_time", o.upstream),
+			slog.Int64("bytes_in", o.bytesIn), slog.Int64("bytes_out", o.bytesOut))
+	}
+	if p.rec != nil {
+		p.rec.Record(monitor.SeriesKey{
+			Model: o.model, Version: o.version, Method: method, Upstream: upstream,
+			CodeClass: codeClass(code),
+		}, monitor.Sample{
+			Total: total, Upstream: o.upstream, Code: code.String(),
+			BytesIn: o.bytesIn, BytesOut: o.bytesOut,
+		})
+	}
+}

@@ -1,0 +1,49 @@
+package proxy
+
+import (
+	"context"
+	"strings"
+
+	"google.golang.org/grpc/metadata"
+)
+
+// hopHeaders are incoming metadata keys that describe the client's hop, not
+// the call, and so are not forwarded. gRPC's client transport would skip
+// most of them anyway (it writes its own :authority, content-type,
+// user-agent and te); grpc-accept-encoding it would not, and the upstream
+// would then see two lists, one naming compressors the proxy may lack.
+var hopHeaders = [...]string{":authority", "content-type", "user-agent", "te", "grpc-accept-encoding", "host"}
+
+// outgoingContext returns ctx with the client's metadata set as the
+// upstream call's, minus hopHeaders, and the client's content-subtype ("" for
+// plain "application/grpc"). Everything else, binary "-bin" keys and
+// tracing keys included, passes unchanged. ctx keeps its deadline, so
+// gRPC sends the remaining time upstream as grpc-timeout.
+func outgoingContext(ctx context.Context) (context.Context, string) {
+	md, ok := metadata.FromIncomingContext(ctx) // a copy, ours to edit
+	if !ok {
+		return ctx, ""
+	}
+	var subtype string
+	if ct := md["content-type"]; len(ct) > 0 {
+		subtype = contentSubtype(ct[0])
+	}
+	for _, k := range hopHeaders {
+		delete(md, k)
+	}
+	return metadata.NewOutgoingContext(ctx, md), subtype
+}
+
+// contentSubtype returns the part of a gRPC content-type after
+// "application/grpc+" or "application/grpc;", lower-cased, or "".
+func contentSubtype(ct string) string {
+	const base = "application/grpc"
+	if len(ct) <= len(base)+1 || !strings.EqualFold(ct[:len(base)], base) {
+		return ""
+	}
+	switch ct[len(base)] {
+	case '+', ';':
+		return strings.ToLower(ct[len(base)+1:])
+	}
+	return ""
+}

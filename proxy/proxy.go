@@ -1,0 +1,115 @@
+package proxy
+
+import (
+	"errors"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	_ "google.golang.org/grpc/encoding/gzip" // accept gzip-compressed calls from clients
+	"google.golang.org/grpc/keepalive"
+
+	"github.com/infergate/infergate/monitor"
+)
+
+// Proxy forwards every gRPC call it receives, whatever the method, to the
+// upstream its Director picks, and measures each call. Serve it with the
+// grpc.Server from NewServer, or add ServerOptions to your own. A Proxy is
+// safe for concurrent use.
+type Proxy struct {
+	director    Director
+	rec         Recorder
+	log         *slog.Logger
+	logRequests bool
+	maxMsgSize  int
+	now         func() time.Time
+
+	// callOpts are the options of every upstream call; built once.
+	callOpts []grpc.CallOption
+	// gauges caches Recorder.InFlight per *Upstream.
+	gauges sync.Map
+}
+
+// New returns a Proxy that routes with director. It fails on a nil director
+// and on options that do not fit together.
+func New(director Director, opts ...Option) (*Proxy, error) {
+	if director == nil {
+		return nil, errors.New("proxy: nil director")
+	}
+	var o options
+	for _, opt := range opts {
+		opt.apply(&o)
+	}
+	if o.logRequests && o.logger == nil {
+		return nil, errors.New("proxy: WithLogRequests needs WithLogger")
+	}
+	if o.logger == nil {
+		o.logger = slog.New(slog.DiscardHandler)
+	}
+	if o.maxMsgSize <= 0 {
+		o.maxMsgSize = DefaultMaxMsgSize
+	}
+	if o.now == nil {
+		o.now = time.Now
+	}
+	return &Proxy{
+		director:    director,
+		rec:         o.recorder,
+		log:         o.logger,
+		logRequests: o.logRequests,
+		maxMsgSize:  o.maxMsgSize,
+		now:         o.now,
+		callOpts: []grpc.CallOption{
+			grpc.ForceCodecV2(rawCodec{}),
+			grpc.MaxCallRecvMsgSize(o.maxMsgSize),
+			grpc.MaxCallSendMsgSize(o.maxMsgSize),
+		},
+	}, nil
+}
+
+// ServerOptions returns the options that make a grpc.Server proxy every
+// call: the unknown-service handler, the raw codec and the message size
+// limits. Services registered on that server are served there and not
+// proxied; register none to proxy everything, grpc.health.v1 included.
+func (p *Proxy) ServerOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{
+		grpc.UnknownServiceHandler(p.handle),
+		grpc.ForceServerCodecV2(rawCodec{}),
+		grpc.MaxRecvMsgSize(p.maxMsgSize),
+		grpc.MaxSendMsgSize(p.maxMsgSize),
+		// gRPC's default policy closes connections of clients that ping
+		// more often than every 5 minutes; a proxy should not be stricter
+		// than the model servers clients were tuned against.
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
+			MinTime:             10 * time.Second,
+			PermitWithoutStream: true,
+		}),
+	}
+}
+
+// NewServer returns a grpc.Server with ServerOptions and then extra. Stop
+// it with GracefulStop to let calls in flight finish: their upstream calls
+// run on the call's context, which GracefulStop does not cancel.
+func (p *Proxy) NewServer(extra ...grpc.ServerOption) *grpc.Server {
+	return grpc.NewServer(append(p.ServerOptions(), extra...)...)
+}
+
+// Close closes the director if it implements io.Closer (StaticDirector
+// closes its upstream's connections). Stop the server first.
+func (p *Proxy) Close() error {
+	if c, ok := p.director.(io.Closer); ok {
+		return c.Close()
+	}
+	return nil
+}
+
+// inFlight returns the in-flight gauge of up, asking the recorder once.
+func (p *Proxy) inFlight(up *Upstream) *monitor.Gauge {
+	if g, ok := p.gauges.Load(up); ok {
+		return g.(*monitor.Gauge)
+	}
+	g, _ := p.gauges.LoadOrStore(up, p.rec.InFlight(up.name))
+	return g.(*monitor.Gauge)
+}

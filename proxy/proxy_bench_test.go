@@ -1,0 +1,123 @@
+package proxy
+
+import (
+	"context"
+	"net"
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/infergate/infergate/monitor"
+)
+
+// discardRecorder keeps nothing, so the benchmark measures the proxy and
+// not a test double.
+type discardRecorder struct{ g monitor.Gauge }
+
+func (*discardRecorder) Record(monitor.SeriesKey, monitor.Sample) {}
+
+func (r *discardRecorder) InFlight(string) *monitor.Gauge { return &r.g }
+
+// benchEnv starts a raw echo backend, which costs next to nothing, and a
+// proxy in front of it, over real loopback TCP.
+func benchEnv(b *testing.B) (direct, viaProxy *grpc.ClientConn) {
+	b.Helper()
+	echo := grpc.NewServer(grpc.ForceServerCodecV2(rawCodec{}),
+		grpc.MaxRecvMsgSize(DefaultMaxMsgSize), grpc.MaxSendMsgSize(DefaultMaxMsgSize),
+		grpc.UnknownServiceHandler(func(_ any, ss grpc.ServerStream) error {
+			f := new(Frame)
+			if err := ss.RecvMsg(f); err != nil {
+				return err
+			}
+			defer f.Free()
+			return ss.SendMsg(f)
+		}))
+	addr := serveB(b, echo)
+	up, err := DialUpstream(addr, UpstreamOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	p, err := New(StaticDirector(up), WithRecorder(&discardRecorder{}))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = p.Close() })
+	return dial(b, addr), dial(b, serveB(b, p.NewServer()))
+}
+
+func serveB(b *testing.B, srv *grpc.Server) string {
+	b.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	go func() { _ = srv.Serve(lis) }()
+	b.Cleanup(srv.Stop)
+	return lis.Addr().String()
+}
+
+var benchSizes = []struct {
+	name string
+	raw  int // bytes per input; the request carries two inputs
+}{{"128B", 32}, {"1MiB", 512 << 10}}
+
+func benchUnary(b *testing.B, cc *grpc.ClientConn, raw int) {
+	in, err := proto.Marshal(simpleRequest("simple", raw))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	b.SetBytes(int64(len(in)))
+	b.ReportAllocs()
+	for b.Loop() {
+		resp := new(Frame)
+		if err := cc.Invoke(ctx, "/inference.GRPCInferenceService/ModelInfer", NewFrame(in), resp, grpc.ForceCodecV2(rawCodec{})); err != nil {
+			b.Fatal(err)
+		}
+		resp.Free()
+	}
+}
+
+// BenchmarkProxyUnary measures one ModelInfer call through the proxy to an
+// echo backend; BenchmarkDirectUnary, its peer, the same call without the
+// proxy. The proxy's cost is the difference.
+func BenchmarkProxyUnary(b *testing.B) {
+	for _, size := range benchSizes {
+		b.Run(size.name, func(b *testing.B) {
+			_, via := benchEnv(b)
+			benchUnary(b, via, size.raw)
+		})
+	}
+}
+
+func BenchmarkDirectUnary(b *testing.B) {
+	for _, size := range benchSizes {
+		b.Run(size.name, func(b *testing.B) {
+			direct, _ := benchEnv(b)
+			benchUnary(b, direct, size.raw)
+		})
+	}
+}
+
+// BenchmarkProxyUnaryParallel runs small calls from many goroutines, as a
+// loaded proxy sees them.
+func BenchmarkProxyUnaryParallel(b *testing.B) {
+	_, via := benchEnv(b)
+	in, err := proto.Marshal(simpleRequest("simple", 32))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.SetParallelism(8)
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			resp := new(Frame)
+			if err := via.Invoke(context.Background(), "/inference.GRPCInferenceService/ModelInfer", NewFrame(in), resp, grpc.ForceCodecV2(rawCodec{})); err != nil {
+				b.Error(err)
+				return
+			}
+			resp.Free()
+		}
+	})
+}
