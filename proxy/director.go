@@ -161,6 +161,10 @@ func DialUpstream(target string, opts UpstreamOptions) (*Upstream, error) {
 	dialOpts := append([]grpc.DialOption{
 		grpc.WithTransportCredentials(creds),
 		grpc.WithKeepaliveParams(o.Keepalive),
+		grpc.WithInitialWindowSize(transportWindow),
+		grpc.WithInitialConnWindowSize(transportConnWindow),
+		grpc.WithReadBufferSize(transportBuffer),
+		grpc.WithWriteBufferSize(transportBuffer),
 		grpc.WithConnectParams(grpc.ConnectParams{Backoff: bo, MinConnectTimeout: o.ConnectTimeout}),
 		grpc.WithDefaultCallOptions(
 			grpc.MaxCallRecvMsgSize(o.MaxMsgSize),

@@ -79,6 +79,10 @@ func (p *Proxy) ServerOptions() []grpc.ServerOption {
 		grpc.ForceServerCodecV2(rawCodec{}),
 		grpc.MaxRecvMsgSize(p.maxMsgSize),
 		grpc.MaxSendMsgSize(p.maxMsgSize),
+		grpc.InitialWindowSize(transportWindow),
+		grpc.InitialConnWindowSize(transportConnWindow),
+		grpc.ReadBufferSize(transportBuffer),
+		grpc.WriteBufferSize(transportBuffer),
 		// gRPC's default policy closes connections of clients that ping
 		// more often than every 5 minutes; a proxy should not be stricter
 		// than the model servers clients were tuned against.
