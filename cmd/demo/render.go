@@ -1,0 +1,165 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+)
+
+// clearScreen moves the cursor home and clears the terminal, so each
+// frame redraws in place.
+const clearScreen = "\x1b[H\x1b[2J"
+
+// frame is everything one screen shows.
+type frame struct {
+	// elapsed is the time since the load started.
+	elapsed time.Duration
+	final   bool
+	// guide is the "where to look" block, shown on top when non-empty.
+	guide     string
+	series    []seriesDoc
+	seriesErr error
+	gpu       []gpuReading
+	gpuErr    error
+	load      loadSnapshot
+	// events are recent announcements (fault injected, cleared), oldest
+	// first.
+	events []string
+}
+
+// renderFrame writes f: title, table, GPU, load and events.
+func renderFrame(w io.Writer, f frame) {
+	if f.guide != "" {
+		io.WriteString(w, f.guide)
+		io.WriteString(w, "\n")
+	}
+	title := "live"
+	if f.final {
+		title = "final"
+	}
+	fmt.Fprintf(w, "infergate demo, %s, %s after load start (latency windows: 1m)\n\n", title, f.elapsed.Truncate(time.Second))
+	if f.seriesErr != nil {
+		fmt.Fprintf(w, "series: %v\n", f.seriesErr)
+	} else {
+		renderTable(w, f.series, f.elapsed)
+	}
+	io.WriteString(w, "\n")
+	if f.gpuErr != nil {
+		fmt.Fprintf(w, "gpu:   %v\n", f.gpuErr)
+	} else {
+		fmt.Fprintf(w, "gpu:   %s\n", gpuLine(f.gpu))
+	}
+	fmt.Fprintf(w, "load:  %s\n", f.load)
+	for _, e := range f.events {
+		fmt.Fprintf(w, "event: %s\n", e)
+	}
+}
+
+// tableHeader names the table's columns; the first four are text (left
+// aligned), the rest numbers (right aligned).
+var tableHeader = []string{
+	"MODEL", "PROTO", "METHOD", "CODE", "CALLS/1m", "REQ/S",
+	"P50 ms", "P99 ms", "P999 ms", "MAX ms", "UP P99 ms", "OVH P50 µs", "OVH P99 µs",
+}
+
+const textColumns = 4
+
+// renderTable writes one row per series from its 1m window: total
+// latency quantiles in ms, the upstream p99 in ms and the proxy overhead
+// in µs. Rates divide the 1m count by min(60s, elapsed).
+func renderTable(w io.Writer, series []seriesDoc, elapsed time.Duration) {
+	if len(series) == 0 {
+		io.WriteString(w, "(no series yet: waiting for the first requests to pass infergate)\n")
+		return
+	}
+	span := min(elapsed, time.Minute)
+	if span < time.Second {
+		span = time.Second
+	}
+	sorted := append([]seriesDoc(nil), series...)
+	sort.SliceStable(sorted, func(i, j int) bool {
+		a, b := sorted[i], sorted[j]
+		if a.Model != b.Model {
+			return a.Model < b.Model
+		}
+		if pa, pb := protocol(a.Method), protocol(b.Method); pa != pb {
+			return pa < pb
+		}
+		if a.Method != b.Method {
+			return a.Method < b.Method
+		}
+		return a.CodeClass < b.CodeClass
+	})
+	rows := [][]string{tableHeader}
+	for _, s := range sorted {
+		total := s.stats("1m", "total")
+		up := s.stats("1m", "upstream")
+		ovh := s.stats("1m", "overhead")
+		model := s.Model
+		if s.Version != "" {
+			model += ":" + s.Version
+		}
+		rows = append(rows, []string{
+			model, protocol(s.Method), shortMethod(s.Method), s.CodeClass,
+			fmt.Sprintf("%d", total.Count),
+			fmt.Sprintf("%.1f", float64(total.Count)/span.Seconds()),
+			ms(total.P50), ms(total.P99), ms(total.P999), ms(total.Max),
+			ms(up.P99), us(ovh.P50), us(ovh.P99),
+		})
+	}
+	writeColumns(w, rows, textColumns)
+}
+
+func ms(sec float64) string { return fmt.Sprintf("%.2f", sec*1e3) }
+func us(sec float64) string { return fmt.Sprintf("%.0f", sec*1e6) }
+
+// writeColumns pads rows into columns two spaces apart: the first
+// leftCols columns left aligned, the rest right aligned. Widths count
+// runes, so "µs" lines up.
+func writeColumns(w io.Writer, rows [][]string, leftCols int) {
+	var widths []int
+	for _, r := range rows {
+		for i, c := range r {
+			if i >= len(widths) {
+				widths = append(widths, 0)
+			}
+			widths[i] = max(widths[i], len([]rune(c)))
+		}
+	}
+	var b strings.Builder
+	for _, r := range rows {
+		for i, c := range r {
+			pad := strings.Repeat(" ", widths[i]-len([]rune(c)))
+			if i > 0 {
+				b.WriteString("  ")
+			}
+			if i < leftCols {
+				b.WriteString(c)
+				if i < len(r)-1 {
+					b.WriteString(pad)
+				}
+			} else {
+				b.WriteString(pad)
+				b.WriteString(c)
+			}
+		}
+		b.WriteByte('\n')
+	}
+	io.WriteString(w, b.String())
+}
+
+// guideText is the "where to look" block for the children's addresses.
+func guideText(gateGRPC, gateAdmin, simGRPC, simAdmin string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "infergate  grpc=%s  admin=%s   (upstream: simserver grpc=%s)\n", gateGRPC, gateAdmin, simGRPC)
+	fmt.Fprintf(&b, "  metrics:   http://%s/metrics\n", gateAdmin)
+	fmt.Fprintf(&b, "  series:    http://%s/api/v1/series\n", gateAdmin)
+	fmt.Fprintf(&b, "  ready:     http://%s/readyz\n", gateAdmin)
+	fmt.Fprintf(&b, "  clients:   point KServe/Triton or TF-Serving gRPC clients at %s instead of the model server\n", gateGRPC)
+	fmt.Fprintf(&b, "simserver  GPU metrics: http://%s/metrics\n", simAdmin)
+	fmt.Fprintf(&b, "  slow down: curl -XPOST http://%s/api/v1/faults -d '{\"model\":\"resnet50\",\"slowdown\":3}'\n", simAdmin)
+	fmt.Fprintf(&b, "  heal:      curl -XDELETE http://%s/api/v1/faults\n", simAdmin)
+	return b.String()
+}

@@ -1,0 +1,157 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/*.golden")
+
+func loadSeries(t *testing.T) []seriesDoc {
+	t.Helper()
+	f, err := os.Open("testdata/series.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	docs, err := parseSeries(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return docs
+}
+
+// squeeze collapses runs of spaces, so row checks do not depend on
+// column widths.
+func squeeze(s string) string {
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		lines[i] = strings.Join(strings.Fields(l), " ")
+	}
+	return strings.Join(lines, "\n")
+}
+
+func TestRenderTable(t *testing.T) {
+	var buf bytes.Buffer
+	renderTable(&buf, loadSeries(t), 30*time.Second)
+	got := buf.String()
+
+	rows := []string{
+		"MODEL PROTO METHOD CODE CALLS/1m REQ/S P50 ms P99 ms P999 ms MAX ms UP P99 ms OVH P50 µs OVH P99 µs",
+		"resnet50 kserve ModelInfer ok 1800 60.0 6.52 33.71 45.06 50.12 33.50 95 312",
+		"resnet50 tf Predict ok 600 20.0 6.10 31.20 40.00 41.50 31.00 110 290",
+		"resnet50:1 kserve ModelInfer server_error 3 0.1 0.20 0.50 0.50 0.50 0.40 50 100",
+		"simple kserve ModelInfer ok 1500 50.0 0.81 1.73 2.20 3.10 1.60 85 231",
+	}
+	sq := squeeze(got)
+	for _, r := range rows {
+		if !strings.Contains(sq, r+"\n") {
+			t.Errorf("table lacks row %q; got:\n%s", r, got)
+		}
+	}
+	// Sorted by model, then protocol: kserve resnet50 before tf resnet50,
+	// simple last.
+	if i, j := strings.Index(sq, "resnet50 kserve"), strings.Index(sq, "resnet50 tf"); i < 0 || j < i {
+		t.Errorf("rows out of order:\n%s", got)
+	}
+
+	golden := "testdata/table.golden"
+	if *update {
+		if err := os.WriteFile(golden, buf.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != string(want) {
+		t.Errorf("table differs from %s (go test -update rewrites it):\ngot:\n%s\nwant:\n%s", golden, got, want)
+	}
+}
+
+func TestRenderTableRates(t *testing.T) {
+	cases := []struct {
+		name    string
+		elapsed time.Duration
+		want    string
+	}{
+		{"before a minute", 30 * time.Second, " 60.0 "},
+		{"after a minute the window is full", 5 * time.Minute, " 30.0 "},
+		{"first second is not divided by zero", 0, " 1800.0 "},
+	}
+	docs := loadSeries(t)[2:3] // resnet50 kserve, 1800 calls in 1m
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			renderTable(&buf, docs, tc.elapsed)
+			if !strings.Contains(squeeze(buf.String())+" ", tc.want) {
+				t.Errorf("want rate %q in:\n%s", tc.want, buf.String())
+			}
+		})
+	}
+}
+
+func TestRenderTableEmpty(t *testing.T) {
+	var buf bytes.Buffer
+	renderTable(&buf, nil, time.Second)
+	if !strings.Contains(buf.String(), "no series yet") {
+		t.Errorf("got %q", buf.String())
+	}
+}
+
+func TestRenderFrame(t *testing.T) {
+	var buf bytes.Buffer
+	renderFrame(&buf, frame{
+		elapsed: 17*time.Second + 300*time.Millisecond,
+		final:   true,
+		guide:   guideText("127.0.0.1:9001", "127.0.0.1:9091", "127.0.0.1:8001", "127.0.0.1:8002"),
+		series:  loadSeries(t),
+		gpuErr:  errors.New("demo: GET http://x/metrics: 500"),
+		load: loadSnapshot{Sent: 10, OK: 7, Shed: 1, InFlight: 1,
+			Errors: map[codes.Code]uint64{codes.Unavailable: 2, codes.Internal: 1}},
+		events: []string{"[15s] FAULT: resnet50 slowed down"},
+	})
+	got := buf.String()
+	for _, want := range []string{
+		"http://127.0.0.1:9091/metrics",
+		"http://127.0.0.1:9091/api/v1/series",
+		"http://127.0.0.1:9091/readyz",
+		"GPU metrics: http://127.0.0.1:8002/metrics",
+		`curl -XPOST http://127.0.0.1:8002/api/v1/faults -d '{"model":"resnet50","slowdown":3}'`,
+		"curl -XDELETE http://127.0.0.1:8002/api/v1/faults",
+		"gRPC clients at 127.0.0.1:9001",
+		"infergate demo, final, 17s after load start",
+		"gpu:   demo: GET http://x/metrics: 500",
+		"load:  sent 10  ok 7  errors 3 (Internal 1, Unavailable 2)  shed 1  in flight 1",
+		"event: [15s] FAULT: resnet50 slowed down",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("frame lacks %q; got:\n%s", want, got)
+		}
+	}
+}
+
+func TestProtocolAndShortMethod(t *testing.T) {
+	cases := []struct{ method, proto, short string }{
+		{"/inference.GRPCInferenceService/ModelInfer", "kserve", "ModelInfer"},
+		{"/tensorflow.serving.PredictionService/Predict", "tf", "Predict"},
+		{"/grpc.health.v1.Health/Check", "-", "Check"},
+		{"other", "-", "other"},
+	}
+	for _, tc := range cases {
+		if p := protocol(tc.method); p != tc.proto {
+			t.Errorf("protocol(%q) = %q, want %q", tc.method, p, tc.proto)
+		}
+		if s := shortMethod(tc.method); s != tc.short {
+			t.Errorf("shortMethod(%q) = %q, want %q", tc.method, s, tc.short)
+		}
+	}
+}
