@@ -1,0 +1,112 @@
+package sim
+
+import (
+	"context"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// execute simulates one execution of a validated request of batch items on
+// m, applying the model's fault, and records its statistics. start is when
+// the request arrived. It returns a gRPC status error. The order follows a
+// GPU server: faults that refuse the request act first, then the request
+// queues for a slot, holds it for the compute latency, and releases it
+// before any network-like delay.
+func (s *Server) execute(ctx context.Context, m *model, batch int, start time.Time) error {
+	f := s.faults.Load().lookup(m.cfg.Name)
+	slowdown := 1.0
+	if f != nil {
+		if f.DropConnections {
+			s.conns.drop(ctx)
+			m.stats.recordFailure(ReasonBackend, s.now().Sub(start))
+			return status.Errorf(codes.Unavailable, "simserver: connection dropped by fault injection for model '%s'", m.cfg.Name)
+		}
+		if f.Hang {
+			select {
+			case <-ctx.Done():
+				return s.ctxFailure(ctx, m, start)
+			case <-s.closed:
+				m.stats.recordFailure(ReasonRejected, s.now().Sub(start))
+				return status.Error(codes.Unavailable, "simserver: server is shutting down")
+			}
+		}
+		if f.ErrorRate > 0 && s.chance(f.ErrorRate) {
+			m.stats.recordFailure(ReasonBackend, s.now().Sub(start))
+			return status.Errorf(f.code, "simserver: injected %s fault for model '%s'", f.ErrorCode, m.cfg.Name)
+		}
+		slowdown = f.Slowdown
+	}
+	if m.slots != nil {
+		m.stats.pending.Add(1)
+		select {
+		case m.slots <- struct{}{}:
+			m.stats.pending.Add(-1)
+		case <-ctx.Done():
+			m.stats.pending.Add(-1)
+			return s.ctxFailure(ctx, m, start)
+		}
+	}
+	computeStart := s.now()
+	var err error
+	if d := m.cfg.Latency.Duration(batch, slowdown, s.tail(m)); d > 0 {
+		s.gpu.begin(batch, computeStart)
+		err = s.sleep(ctx, d)
+		s.gpu.end(batch, s.now())
+	}
+	if m.slots != nil {
+		<-m.slots
+	}
+	computeEnd := s.now()
+	if err != nil {
+		return s.sleepFailure(ctx, m, start, err)
+	}
+	if f != nil && f.DelayMS > 0 {
+		if err := s.sleep(ctx, time.Duration(f.DelayMS*float64(time.Millisecond))); err != nil {
+			return s.sleepFailure(ctx, m, start, err)
+		}
+	}
+	end := s.now()
+	m.stats.recordSuccess(batch, end.Sub(start), computeStart.Sub(start), computeEnd.Sub(computeStart), end)
+	return nil
+}
+
+// ctxFailure records a request ended by its client and returns the status
+// for the context's error (CANCELLED or DEADLINE_EXCEEDED).
+func (s *Server) ctxFailure(ctx context.Context, m *model, start time.Time) error {
+	m.stats.recordFailure(ReasonCanceled, s.now().Sub(start))
+	return status.FromContextError(ctx.Err()).Err()
+}
+
+// sleepFailure maps a failed Sleep: the client's context, or else a broken
+// sleeper (INTERNAL).
+func (s *Server) sleepFailure(ctx context.Context, m *model, start time.Time, err error) error {
+	if ctx.Err() != nil {
+		return s.ctxFailure(ctx, m, start)
+	}
+	m.stats.recordFailure(ReasonBackend, s.now().Sub(start))
+	return status.Errorf(codes.Internal, "simserver: simulated execution of '%s': %v", m.cfg.Name, err)
+}
+
+// chance reports true with probability p, from the seeded source.
+func (s *Server) chance(p float64) bool {
+	s.rngMu.Lock()
+	defer s.rngMu.Unlock()
+	return s.rng.Float64() < p
+}
+
+// tail returns the long-tail factor of one execution of m: 1, or with the
+// profile's probability a factor drawn from its range.
+func (s *Server) tail(m *model) float64 {
+	p := &m.cfg.Latency
+	if p.TailProbability <= 0 {
+		return 1
+	}
+	s.rngMu.Lock()
+	defer s.rngMu.Unlock()
+	if s.rng.Float64() >= p.TailProbability {
+		return 1
+	}
+	return p.TailMinFactor + s.rng.Float64()*(p.TailMaxFactor-p.TailMinFactor)
+}

@@ -1,0 +1,130 @@
+package sim
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"google.golang.org/grpc/codes"
+)
+
+// AllModels is the Fault.Model value that applies a fault to every model
+// ("" is accepted as a synonym and normalised to it).
+const AllModels = "*"
+
+// Fault is an injected misbehaviour of one model (or all models). It is the
+// JSON body of POST /api/v1/faults. A model's own fault takes precedence
+// over an AllModels fault; the two are not combined.
+type Fault struct {
+	// Model is the model name, or "*" (or "") for all models.
+	Model string `json:"model"`
+	// Slowdown multiplies the compute latency (the time a request holds
+	// an execution slot); 0 means 1, negative is an error.
+	Slowdown float64 `json:"slowdown"`
+	// ErrorRate is the fraction of requests, 0..1, that fail with
+	// ErrorCode before they are queued.
+	ErrorRate float64 `json:"error_rate"`
+	// ErrorCode is a gRPC code name, case-insensitive (e.g. "unavailable");
+	// empty means INTERNAL. It is normalised to upper case.
+	ErrorCode string `json:"error_code"`
+	// Hang blocks every request until its client's context ends (or the
+	// server closes).
+	Hang bool `json:"hang"`
+	// DropConnections closes the TCP connection each request to the
+	// model arrived on (only connections accepted through a listener from
+	// WrapListener can be closed); the request fails UNAVAILABLE and
+	// every other call on that connection fails too.
+	DropConnections bool `json:"drop_connections"`
+	// DelayMS adds a fixed delay after execution, before the response,
+	// like a slow network: it does not hold an execution slot.
+	DelayMS float64 `json:"delay_ms"`
+}
+
+// FieldError is a fault or request field that failed validation.
+type FieldError struct {
+	Field  string
+	Reason string
+}
+
+// Error implements error.
+func (e *FieldError) Error() string { return fmt.Sprintf("sim: fault: %s: %s", e.Field, e.Reason) }
+
+// parseCode parses an upper-case gRPC code name as grpc-go's JSON form
+// spells it (e.g. DEADLINE_EXCEEDED, CANCELLED; CANCELED is accepted too).
+// Numbers and OK are refused: a fault must name a failure.
+func parseCode(name string) (codes.Code, bool) {
+	if name == "CANCELED" {
+		name = "CANCELLED"
+	}
+	if name == "" || name == "OK" || strings.ContainsAny(name, `"0123456789`) {
+		return 0, false
+	}
+	var c codes.Code
+	if err := c.UnmarshalJSON([]byte(`"` + name + `"`)); err != nil {
+		return 0, false
+	}
+	return c, true
+}
+
+// normalize fills defaults and validates f against the served models; it
+// returns the gRPC code the fault fails requests with.
+func (f *Fault) normalize(known func(string) bool) (codes.Code, error) {
+	if f.Model == "" {
+		f.Model = AllModels
+	}
+	if f.Model != AllModels && !known(f.Model) {
+		return 0, &FieldError{"model", fmt.Sprintf("unknown model %q", f.Model)}
+	}
+	if f.Slowdown == 0 {
+		f.Slowdown = 1
+	}
+	if f.Slowdown < 0 {
+		return 0, &FieldError{"slowdown", fmt.Sprintf("must be > 0, got %v", f.Slowdown)}
+	}
+	if f.ErrorRate < 0 || f.ErrorRate > 1 {
+		return 0, &FieldError{"error_rate", fmt.Sprintf("must be in [0,1], got %v", f.ErrorRate)}
+	}
+	if f.DelayMS < 0 {
+		return 0, &FieldError{"delay_ms", fmt.Sprintf("must be >= 0, got %v", f.DelayMS)}
+	}
+	if f.ErrorCode == "" {
+		f.ErrorCode = "INTERNAL"
+	}
+	f.ErrorCode = strings.ToUpper(f.ErrorCode)
+	code, ok := parseCode(f.ErrorCode)
+	if !ok {
+		return 0, &FieldError{"error_code", fmt.Sprintf("unknown or non-error gRPC code %q", f.ErrorCode)}
+	}
+	return code, nil
+}
+
+// activeFault is a validated fault with its parsed code.
+type activeFault struct {
+	Fault
+	code codes.Code
+}
+
+// faultSet is an immutable map model → fault, swapped whole on change so
+// the request path reads it without a lock.
+type faultSet map[string]*activeFault
+
+// lookup returns the fault for model: its own, else the all-models one.
+func (fs faultSet) lookup(model string) *activeFault {
+	if len(fs) == 0 {
+		return nil
+	}
+	if f, ok := fs[model]; ok {
+		return f
+	}
+	return fs[AllModels]
+}
+
+// list returns the faults sorted by model.
+func (fs faultSet) list() []Fault {
+	out := make([]Fault, 0, len(fs))
+	for _, f := range fs {
+		out = append(out, f.Fault)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Model < out[j].Model })
+	return out
+}

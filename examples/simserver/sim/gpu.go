@@ -1,0 +1,117 @@
+package sim
+
+import (
+	"sync"
+	"time"
+)
+
+// Simulated GPU: an H100-like card. The UUID is fixed so dashboards and
+// tests can match it.
+const (
+	// GPUUUID is the gpu_uuid label of the one simulated GPU.
+	GPUUUID = "GPU-5f1c0e42-sim0-4a6b-9c1d-5e1d0a7b3c21"
+	// GPUMemoryTotalBytes is the simulated card's memory (80 GiB).
+	GPUMemoryTotalBytes = 80 << 30
+	// GPUPowerLimitWatts is the simulated card's power limit.
+	GPUPowerLimitWatts = 700.0
+	// GPUIdleWatts is the simulated card's power draw when idle.
+	GPUIdleWatts = 60.0
+
+	// gpuBaseMemoryBytes is held by loaded weights and the runtime.
+	gpuBaseMemoryBytes = 2 << 30
+	// gpuItemMemoryBytes is the activation memory of one batch item in
+	// flight.
+	gpuItemMemoryBytes = 64 << 20
+)
+
+// GPUStats is one telemetry sample of the simulated GPU, as exported under
+// Triton's nv_gpu_* names.
+type GPUStats struct {
+	// Utilization is the fraction (0..1) of the last period during which
+	// at least one execution was running (NVML's definition).
+	Utilization float64
+	// MemoryUsedBytes grows with the peak number of batch items in flight
+	// during the last period.
+	MemoryUsedBytes uint64
+	// PowerWatts moves linearly from GPUIdleWatts to GPUPowerLimitWatts
+	// with Utilization.
+	PowerWatts float64
+	// EnergyJoules is the energy used since the server started.
+	EnergyJoules float64
+}
+
+// gpu accounts busy time (the union of execution intervals) and items in
+// flight. Executions report begin/end; a sampler off the request path turns
+// the accumulated busy time into a utilization per period.
+type gpu struct {
+	mu         sync.Mutex
+	active     int       // executions running
+	busySince  time.Time // start of the current busy stretch, when active > 0
+	busy       time.Duration
+	items      int // batch items in flight
+	peakItems  int // most items in flight since the last sample
+	lastSample time.Time
+	last       GPUStats
+}
+
+func newGPU(now time.Time) *gpu {
+	return &gpu{lastSample: now, last: GPUStats{MemoryUsedBytes: gpuBaseMemoryBytes, PowerWatts: GPUIdleWatts}}
+}
+
+// begin records the start of an execution of items.
+func (g *gpu) begin(items int, now time.Time) {
+	g.mu.Lock()
+	if g.active == 0 {
+		g.busySince = now
+	}
+	g.active++
+	g.items += items
+	g.peakItems = max(g.peakItems, g.items)
+	g.mu.Unlock()
+}
+
+// end records the end of an execution of items.
+func (g *gpu) end(items int, now time.Time) {
+	g.mu.Lock()
+	g.active--
+	g.items -= items
+	if g.active == 0 {
+		g.busy += now.Sub(g.busySince)
+	}
+	g.mu.Unlock()
+}
+
+// sample closes the period ending at now and returns its telemetry.
+func (g *gpu) sample(now time.Time) GPUStats {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	elapsed := now.Sub(g.lastSample)
+	if elapsed <= 0 {
+		return g.last
+	}
+	busy := g.busy
+	if g.active > 0 {
+		busy += now.Sub(g.busySince)
+		g.busySince = now
+	}
+	util := min(max(busy.Seconds()/elapsed.Seconds(), 0), 1)
+	power := GPUIdleWatts + (GPUPowerLimitWatts-GPUIdleWatts)*util
+	mem := uint64(gpuBaseMemoryBytes) + uint64(g.peakItems)*gpuItemMemoryBytes
+	g.last = GPUStats{
+		Utilization:     util,
+		MemoryUsedBytes: min(mem, GPUMemoryTotalBytes),
+		PowerWatts:      power,
+		EnergyJoules:    g.last.EnergyJoules + power*elapsed.Seconds(),
+	}
+	g.busy = 0
+	g.peakItems = g.items
+	g.lastSample = now
+	return g.last
+}
+
+// snapshot returns the last sample.
+func (g *gpu) snapshot() GPUStats {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.last
+}

@@ -1,0 +1,193 @@
+package sim
+
+import (
+	"context"
+	"io"
+	"sync"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/infergate/infergate/proto/kservepb"
+)
+
+// kserveService implements inference.GRPCInferenceService. RPCs it does
+// not override (shared memory, repository load/unload, trace, logging)
+// answer UNIMPLEMENTED.
+type kserveService struct {
+	kservepb.UnimplementedGRPCInferenceServiceServer
+	s *Server
+}
+
+// serverExtensions are the KServe v2 extensions simserver implements.
+var serverExtensions = []string{"model_configuration", "statistics", "parameters"}
+
+func (k *kserveService) ServerLive(context.Context, *kservepb.ServerLiveRequest) (*kservepb.ServerLiveResponse, error) {
+	return &kservepb.ServerLiveResponse{Live: true}, nil
+}
+
+func (k *kserveService) ServerReady(context.Context, *kservepb.ServerReadyRequest) (*kservepb.ServerReadyResponse, error) {
+	select {
+	case <-k.s.closed:
+		return &kservepb.ServerReadyResponse{Ready: false}, nil
+	default:
+		return &kservepb.ServerReadyResponse{Ready: true}, nil
+	}
+}
+
+func (k *kserveService) ServerMetadata(context.Context, *kservepb.ServerMetadataRequest) (*kservepb.ServerMetadataResponse, error) {
+	return &kservepb.ServerMetadataResponse{Name: "simserver", Version: Version, Extensions: serverExtensions}, nil
+}
+
+func (k *kserveService) ModelReady(_ context.Context, req *kservepb.ModelReadyRequest) (*kservepb.ModelReadyResponse, error) {
+	_, err := k.s.kserveModel(req.Name, req.Version)
+	return &kservepb.ModelReadyResponse{Ready: err == nil}, nil
+}
+
+func (k *kserveService) ModelMetadata(_ context.Context, req *kservepb.ModelMetadataRequest) (*kservepb.ModelMetadataResponse, error) {
+	m, err := k.s.kserveModel(req.Name, req.Version)
+	if err != nil {
+		return nil, err
+	}
+	meta := func(specs []TensorSpec) []*kservepb.ModelMetadataResponse_TensorMetadata {
+		out := make([]*kservepb.ModelMetadataResponse_TensorMetadata, len(specs))
+		for i, ts := range specs {
+			out[i] = &kservepb.ModelMetadataResponse_TensorMetadata{Name: ts.Name, Datatype: ts.Datatype, Shape: m.fullShape(ts)}
+		}
+		return out
+	}
+	return &kservepb.ModelMetadataResponse{
+		Name:     m.cfg.Name,
+		Versions: []string{"1"},
+		Platform: m.cfg.Platform,
+		Inputs:   meta(m.cfg.Inputs),
+		Outputs:  meta(m.cfg.Outputs),
+	}, nil
+}
+
+func (k *kserveService) ModelConfig(_ context.Context, req *kservepb.ModelConfigRequest) (*kservepb.ModelConfigResponse, error) {
+	m, err := k.s.kserveModel(req.Name, req.Version)
+	if err != nil {
+		return nil, err
+	}
+	return &kservepb.ModelConfigResponse{Config: m.kserveConfig()}, nil
+}
+
+func (k *kserveService) ModelStatistics(_ context.Context, req *kservepb.ModelStatisticsRequest) (*kservepb.ModelStatisticsResponse, error) {
+	resp := &kservepb.ModelStatisticsResponse{}
+	if req.Name == "" {
+		for _, m := range k.s.order {
+			if m.cfg.serves(ProtocolKServe) {
+				resp.ModelStats = append(resp.ModelStats, m.kserveStatistics())
+			}
+		}
+		return resp, nil
+	}
+	m, err := k.s.kserveModel(req.Name, req.Version)
+	if err != nil {
+		return nil, err
+	}
+	resp.ModelStats = append(resp.ModelStats, m.kserveStatistics())
+	return resp, nil
+}
+
+func (k *kserveService) RepositoryIndex(context.Context, *kservepb.RepositoryIndexRequest) (*kservepb.RepositoryIndexResponse, error) {
+	resp := &kservepb.RepositoryIndexResponse{}
+	for _, m := range k.s.order {
+		if m.cfg.serves(ProtocolKServe) {
+			resp.Models = append(resp.Models, &kservepb.RepositoryIndexResponse_ModelIndex{Name: m.cfg.Name, Version: "1", State: "READY"})
+		}
+	}
+	return resp, nil
+}
+
+func (k *kserveService) ModelInfer(ctx context.Context, req *kservepb.ModelInferRequest) (*kservepb.ModelInferResponse, error) {
+	return k.s.modelInfer(ctx, req)
+}
+
+// ModelStreamInfer answers each request on the stream with one response,
+// as Triton does for a non-decoupled model: requests run concurrently, so
+// responses come in completion order (match them by id), and a failed
+// request is reported in error_message while the stream stays open.
+func (k *kserveService) ModelStreamInfer(stream grpc.BidiStreamingServer[kservepb.ModelInferRequest, kservepb.ModelStreamInferResponse]) error {
+	ctx := stream.Context()
+	var (
+		wg     sync.WaitGroup
+		sendMu sync.Mutex
+	)
+	defer wg.Wait()
+	for {
+		req, err := stream.Recv()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out := &kservepb.ModelStreamInferResponse{}
+			resp, err := k.s.modelInfer(ctx, req)
+			if err != nil {
+				out.ErrorMessage = status.Convert(err).Message()
+				resp = &kservepb.ModelInferResponse{ModelName: req.ModelName, ModelVersion: req.ModelVersion, Id: req.Id}
+			}
+			out.InferResponse = resp
+			sendMu.Lock()
+			defer sendMu.Unlock()
+			// A failed Send means the stream is gone; Recv will
+			// report it to the loop.
+			_ = stream.Send(out)
+		}()
+	}
+}
+
+// kserveModel finds a model served over KServe, with Triton's NOT_FOUND
+// messages.
+func (s *Server) kserveModel(name, version string) (*model, error) {
+	m := s.lookup(name, ProtocolKServe)
+	if m == nil {
+		return nil, status.Errorf(codes.NotFound, "Request for unknown model: '%s' is not found", name)
+	}
+	if version != "" && version != "1" {
+		return nil, status.Errorf(codes.NotFound, "Request for unknown model: '%s' version %s is not found", name, version)
+	}
+	return m, nil
+}
+
+// modelInfer serves one KServe inference request.
+func (s *Server) modelInfer(ctx context.Context, req *kservepb.ModelInferRequest) (*kservepb.ModelInferResponse, error) {
+	start := s.now()
+	m, err := s.kserveModel(req.ModelName, req.ModelVersion)
+	if err != nil {
+		return nil, err
+	}
+	in, batch, err := m.decodeKServe(req)
+	var outIdx []int
+	if err == nil {
+		outIdx, err = m.kserveOutputs(req.Outputs)
+	}
+	if err != nil {
+		m.stats.recordFailure(ReasonOther, s.now().Sub(start))
+		return nil, err
+	}
+	if err := s.execute(ctx, m, batch, start); err != nil {
+		return nil, err
+	}
+	outs := m.compute(in)
+	resp := &kservepb.ModelInferResponse{
+		ModelName:         m.cfg.Name,
+		ModelVersion:      "1",
+		Id:                req.Id,
+		Outputs:           make([]*kservepb.ModelInferResponse_InferOutputTensor, len(outIdx)),
+		RawOutputContents: make([][]byte, len(outIdx)),
+	}
+	for i, j := range outIdx {
+		spec := m.cfg.Outputs[j]
+		resp.Outputs[i] = &kservepb.ModelInferResponse_InferOutputTensor{Name: spec.Name, Datatype: spec.Datatype, Shape: outs[j].shape}
+		resp.RawOutputContents[i] = outs[j].raw
+	}
+	return resp, nil
+}

@@ -1,0 +1,74 @@
+package sim
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Triton's metric names and help texts. They keep Triton's spelling
+// (counters without _total, microsecond units) so dashboards and GPU
+// sources written for Triton read simserver unchanged.
+var (
+	modelLabels   = []string{"model", "version"}
+	failureLabels = []string{"model", "version", "reason"}
+	gpuLabels     = []string{"gpu_uuid"}
+
+	descSuccess   = prometheus.NewDesc("nv_inference_request_success", "Number of successful inference requests, all batch sizes", modelLabels, nil)
+	descFailure   = prometheus.NewDesc("nv_inference_request_failure", "Number of failed inference requests, all batch sizes", failureLabels, nil)
+	descCount     = prometheus.NewDesc("nv_inference_count", "Number of inferences performed (does not include cached requests)", modelLabels, nil)
+	descExecCount = prometheus.NewDesc("nv_inference_exec_count", "Number of model executions performed (does not include cached requests)", modelLabels, nil)
+	descPending   = prometheus.NewDesc("nv_inference_pending_request_count", "Instantaneous number of pending requests awaiting execution per-model.", modelLabels, nil)
+	descRequestUS = prometheus.NewDesc("nv_inference_request_duration_us", "Cumulative inference request duration in microseconds (includes cached requests)", modelLabels, nil)
+	descQueueUS   = prometheus.NewDesc("nv_inference_queue_duration_us", "Cumulative inference queuing duration in microseconds (includes cached requests)", modelLabels, nil)
+	descComputeUS = prometheus.NewDesc("nv_inference_compute_infer_duration_us", "Cumulative compute inference duration in microseconds (does not include cached requests)", modelLabels, nil)
+	descCancelled = prometheus.NewDesc("simserver_cancelled_total", "Requests that ended because the client cancelled or its deadline passed while hung, queued, executing or delayed.", []string{"model"}, nil)
+
+	descGPUUtil     = prometheus.NewDesc("nv_gpu_utilization", "GPU utilization rate [0.0 - 1.0)", gpuLabels, nil)
+	descGPUMemTotal = prometheus.NewDesc("nv_gpu_memory_total_bytes", "GPU total memory, in bytes", gpuLabels, nil)
+	descGPUMemUsed  = prometheus.NewDesc("nv_gpu_memory_used_bytes", "GPU used memory, in bytes", gpuLabels, nil)
+	descGPUPower    = prometheus.NewDesc("nv_gpu_power_usage", "GPU power usage in watts", gpuLabels, nil)
+	descGPULimit    = prometheus.NewDesc("nv_gpu_power_limit", "GPU power management limit in watts", gpuLabels, nil)
+	descGPUEnergy   = prometheus.NewDesc("nv_energy_consumption", "GPU energy consumption in joules since the Triton Server started", gpuLabels, nil)
+)
+
+// collector turns the server's atomics and last GPU sample into const
+// metrics at scrape time; nothing is computed on the request path.
+type collector struct{ s *Server }
+
+func (c *collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descSuccess, descFailure, descCount, descExecCount, descPending,
+		descRequestUS, descQueueUS, descComputeUS, descCancelled,
+		descGPUUtil, descGPUMemTotal, descGPUMemUsed, descGPUPower, descGPULimit, descGPUEnergy} {
+		ch <- d
+	}
+}
+
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	counter := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
+	}
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	for _, m := range c.s.order {
+		st := &m.stats
+		name := m.cfg.Name
+		counter(descSuccess, float64(st.success.count.Load()), name, "1")
+		for i, reason := range failureReasons {
+			counter(descFailure, float64(st.failures[i].Load()), name, "1", reason)
+		}
+		counter(descCount, float64(st.inferenceCount.Load()), name, "1")
+		counter(descExecCount, float64(st.execCount.Load()), name, "1")
+		gauge(descPending, float64(st.pending.Load()), name, "1")
+		counter(descRequestUS, float64(st.success.ns.Load()/1000), name, "1")
+		counter(descQueueUS, float64(st.queue.ns.Load()/1000), name, "1")
+		counter(descComputeUS, float64(st.computeInfer.ns.Load()/1000), name, "1")
+		counter(descCancelled, float64(st.cancelled.Load()), name)
+	}
+	g := c.s.gpu.snapshot()
+	gauge(descGPUUtil, g.Utilization, GPUUUID)
+	gauge(descGPUMemTotal, GPUMemoryTotalBytes, GPUUUID)
+	gauge(descGPUMemUsed, float64(g.MemoryUsedBytes), GPUUUID)
+	gauge(descGPUPower, g.PowerWatts, GPUUUID)
+	gauge(descGPULimit, GPUPowerLimitWatts, GPUUUID)
+	counter(descGPUEnergy, g.EnergyJoules, GPUUUID)
+}
