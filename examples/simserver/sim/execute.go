@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -34,7 +35,7 @@ func (s *Server) execute(ctx context.Context, m *model, batch int, start time.Ti
 		}
 		if f.ErrorRate > 0 && s.chance(f.ErrorRate) {
 			m.stats.recordFailure(ReasonBackend, s.now().Sub(start))
-			return status.Errorf(f.code, "simserver: injected %s fault for model '%s'", f.ErrorCode, m.cfg.Name)
+			return injectedError(f.code, f.ErrorCode, m.cfg.Name)
 		}
 		slowdown = f.Slowdown
 	}
@@ -109,4 +110,17 @@ func (s *Server) tail(m *model) float64 {
 		return 1
 	}
 	return p.TailMinFactor + s.rng.Float64()*(p.TailMaxFactor-p.TailMinFactor)
+}
+
+// injectedError is the status of an error_rate fault. It carries a
+// google.rpc.ErrorInfo detail so tests can check that details survive a
+// proxy; Triton itself sends no details.
+func injectedError(code codes.Code, name, model string) error {
+	st := status.Newf(code, "simserver: injected %s fault for model '%s'", name, model)
+	if d, err := st.WithDetails(&errdetails.ErrorInfo{
+		Reason: "INJECTED_FAULT", Domain: "simserver.infergate", Metadata: map[string]string{"model": model},
+	}); err == nil {
+		st = d
+	}
+	return st.Err()
 }

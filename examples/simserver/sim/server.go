@@ -120,9 +120,12 @@ func (s *Server) RegisterGRPC(r grpc.ServiceRegistrar) {
 }
 
 // ServerOptions are the grpc.Server options simserver uses: 256 MiB
-// messages both ways.
+// messages both ways, and the metadata echo (see EchoPrefix).
 func ServerOptions() []grpc.ServerOption {
-	return []grpc.ServerOption{grpc.MaxRecvMsgSize(MaxMessageBytes), grpc.MaxSendMsgSize(MaxMessageBytes)}
+	return []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(MaxMessageBytes), grpc.MaxSendMsgSize(MaxMessageBytes),
+		grpc.ChainUnaryInterceptor(echoUnary), grpc.ChainStreamInterceptor(echoStream),
+	}
 }
 
 // WrapListener returns l with its accepted connections tracked, which the
