@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"sync/atomic"
 	"time"
 
@@ -22,6 +23,8 @@ type admin struct {
 	draining atomic.Bool
 	// series returns the JSON body of /api/v1/series.
 	series func() any
+	// pprof adds Go's profiler endpoints.
+	pprof bool
 	// dial checks that the upstream is reachable; replaced in tests.
 	dial func(ctx context.Context, addr string) error
 }
@@ -36,6 +39,13 @@ func (a *admin) handler() http.Handler {
 	mux.HandleFunc("GET /api/v1/series", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, a.series())
 	})
+	if a.pprof {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	return mux
 }
 

@@ -41,6 +41,8 @@ type Config struct {
 	Monitor MonitorConfig `yaml:"monitor"`
 	// Log configures structured logging.
 	Log LogConfig `yaml:"log"`
+	// Pprof serves Go's /debug/pprof/ on the admin listener. Default false.
+	Pprof bool `yaml:"pprof"`
 }
 
 // ServerTLS is the listener's TLS. CertFile and KeyFile together turn TLS on;
@@ -237,6 +239,7 @@ func parseConfig(args []string) (Config, error) {
 		logLevel   = fs.String("log-level", "warn", "debug, info, warn or error")
 		logFormat  = fs.String("log-format", "text", "text or json")
 		logReqs    = fs.Bool("log-requests", false, "log one line per call")
+		pprof      = fs.Bool("pprof", false, "serve /debug/pprof/ on the admin listener")
 	)
 	if err := fs.Parse(args); err != nil {
 		return Config{}, err
@@ -296,6 +299,8 @@ func parseConfig(args []string) (Config, error) {
 			c.Log.Format = *logFormat
 		case "log-requests":
 			c.Log.Requests = *logReqs
+		case "pprof":
+			c.Pprof = *pprof
 		}
 	})
 	return c, errors.Join(append(flagErrs, c.Validate())...)

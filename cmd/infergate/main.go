@@ -113,7 +113,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		lis.Close()
 		return fmt.Errorf("admin: %w", err)
 	}
-	adm := &admin{gatherer: reg, upstream: cfg.Upstream, series: func() any { return seriesJSON(mon.Snapshot()) }}
+	adm := &admin{gatherer: reg, upstream: cfg.Upstream, pprof: cfg.Pprof, series: func() any { return seriesJSON(mon.Snapshot()) }}
 	hs := &http.Server{Handler: adm.handler(), ReadHeaderTimeout: 10 * time.Second}
 
 	runCtx, cancelRun := context.WithCancel(context.Background())
@@ -156,4 +156,3 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	log.Info("stopped")
 	return nil
 }
-
