@@ -77,6 +77,14 @@ type OverheadConfig struct {
 	Conns int
 	// Arrival is the open-loop gap distribution; zero is Fixed.
 	Arrival load.Arrival
+	// OpenBase picks the max throughput the open-loop rate is a fraction
+	// of: "direct" (the default, the definition) or "slowest" (the
+	// slowest path's, so that no path is saturated and added latency is
+	// the proxy's own, not queueing).
+	OpenBase string
+	// OpenFraction is the open-loop rate as a fraction of OpenBase's max
+	// throughput; zero means 0.5.
+	OpenFraction float64
 
 	// WorkDir holds logs and nginx files; empty means a new temporary
 	// folder, removed afterwards unless KeepWorkDir is set.
@@ -90,6 +98,12 @@ type OverheadConfig struct {
 func (c *OverheadConfig) Validate() error {
 	if c.Model == "" {
 		c.Model = "identity_fp32"
+	}
+	if c.OpenBase == "" {
+		c.OpenBase = "direct"
+	}
+	if c.OpenFraction == 0 {
+		c.OpenFraction = 0.5
 	}
 	if c.Input == "" {
 		c.Input = "INPUT0"
@@ -121,6 +135,12 @@ func (c *OverheadConfig) Validate() error {
 		c.Log = io.Discard
 	}
 	var errs []error
+	if c.OpenBase != "direct" && c.OpenBase != "slowest" {
+		errs = append(errs, fmt.Errorf("overhead: open base %q: must be direct or slowest", c.OpenBase))
+	}
+	if c.OpenFraction <= 0 || c.OpenFraction > 1 {
+		errs = append(errs, fmt.Errorf("overhead: open fraction %g: must be in (0, 1]", c.OpenFraction))
+	}
 	if c.Duration < 0 {
 		errs = append(errs, fmt.Errorf("overhead: duration %s: must be positive", c.Duration))
 	}
@@ -253,7 +273,7 @@ func MeasureOverhead(ctx context.Context, cfg OverheadConfig, paths []Path) (*Ov
 	rep := newOverheadReport(cfg, paths)
 	for r := 1; r <= cfg.Repeat; r++ {
 		for i, ps := range cfg.Payloads {
-			var directMax float64
+			var directMax, slowestMax float64
 			for _, p := range paths {
 				res, err := measure(ctx, cfg, p, payloads[i], fmt.Sprintf("%s/%s/closed#%d", ps.Name, p.Name, r), ps.Concurrency, 0)
 				if err != nil {
@@ -263,11 +283,17 @@ func MeasureOverhead(ctx context.Context, cfg OverheadConfig, paths []Path) (*Ov
 				if p.Name == paths[0].Name {
 					directMax = res.Throughput
 				}
+				if slowestMax == 0 || res.Throughput < slowestMax {
+					slowestMax = res.Throughput
+				}
 			}
 			if directMax <= 0 {
 				return nil, fmt.Errorf("overhead: payload %s: direct path completed no requests", ps.Name)
 			}
-			rate := directMax / 2
+			rate := directMax * cfg.OpenFraction
+			if cfg.OpenBase == "slowest" {
+				rate = slowestMax * cfg.OpenFraction
+			}
 			for _, p := range paths {
 				res, err := measure(ctx, cfg, p, payloads[i], fmt.Sprintf("%s/%s/open#%d", ps.Name, p.Name, r), 0, rate)
 				if err != nil {

@@ -99,7 +99,7 @@ type PathSummary struct {
 type PayloadSummary struct {
 	PayloadSpec
 	RequestBytes int `json:"request_bytes"`
-	// Rate is the open-loop rate: half the direct path's max, per repetition.
+	// Rate is the open-loop rate (OpenFraction of OpenBase's max), per repetition.
 	Rate  Spread        `json:"open_loop_rate"`
 	Paths []PathSummary `json:"paths"`
 	// InfergateVsNginx is infergate's max throughput over nginx's, when both ran.
@@ -123,7 +123,7 @@ func newOverheadReport(cfg OverheadConfig, paths []Path) *OverheadReport {
 		Conns: cfg.Conns, Arrival: cfg.Arrival.String(),
 		NumCPU: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), Paths: paths,
 		Notes: []string{
-			"Max throughput: closed loop at the payload's concurrency. Latency: open loop at half the direct path's max rate, measured from intended send times.",
+			fmt.Sprintf("Max throughput: closed loop at the payload's concurrency. Latency: open loop at %.2f of the %s path's max rate, measured from intended send times.", cfg.OpenFraction, cfg.OpenBase),
 			"The load generator, simserver and the proxy share this machine's CPUs; compare paths within one run, not across machines.",
 		},
 	}}

@@ -39,6 +39,8 @@ func runOverhead(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		repeat    = fs.Int("repeat", 1, "repetitions; medians and min..max are reported")
 		conns     = fs.Int("conns", 2, "client connections per run")
 		arrival   = fs.String("arrival", "fixed", "open-loop arrivals: fixed or poisson")
+		openBase  = fs.String("open-base", "direct", "open-loop rate is a fraction of this path's max: direct or slowest")
+		openFrac  = fs.Float64("open-frac", 0.5, "open-loop rate as a fraction of -open-base's max throughput")
 		outDir    = fs.String("out", "", "write overhead.json, overhead.md and runs.md into this folder")
 		keep      = fs.Bool("keep", false, "keep the work folder (logs, nginx config)")
 	)
@@ -73,6 +75,7 @@ func runOverhead(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			{Name: sizeName("large", largeShape, *dtype), Shape: largeShape, Concurrency: *cLarge},
 		},
 		Duration: *dur, Warmup: *warmup, Repeat: *repeat, Conns: *conns, Arrival: arr,
+		OpenBase: *openBase, OpenFraction: *openFrac,
 		KeepWorkDir: *keep, Log: stderr,
 	}
 	if *quick {
