@@ -14,6 +14,8 @@
 //
 //   - Director picks the upstream of each call (StaticDirector: one).
 //   - Recorder receives one sample per call (nil: nothing measured).
+//   - WithBatcher hands unary ModelInfer and Predict calls of batchable
+//     models to a batcher.Batcher (nil: every call forwarded alone).
 //   - WithLogger, WithLogRequests, WithMaxMsgSize, WithClock.
 //
 // Known unary methods (KServe v2 except ModelStreamInfer, TF-Serving's

@@ -23,6 +23,7 @@ var bidiDesc = grpc.StreamDesc{ServerStreams: true, ClientStreams: true}
 type outcome struct {
 	err               error
 	upstream          time.Duration
+	queue             time.Duration // in a batch queue (batch.go)
 	bytesIn, bytesOut int64
 	model, version    string
 }
@@ -84,6 +85,11 @@ func (p *Proxy) unary(ctx context.Context, up *Upstream, method string, kind tar
 	}
 	o.bytesIn = int64(req.Len())
 	o.model, o.version = frameTarget(kind, req)
+	if p.batcher != nil && p.batcher.Handles(method, o.model) {
+		if bo, ok := p.batch(ctx, up, method, req, ss, o); ok {
+			return bo
+		}
+	}
 
 	var header, trailer metadata.MD
 	opts = append(opts[:len(opts):len(opts)], grpc.Header(&header), grpc.Trailer(&trailer))
@@ -302,7 +308,7 @@ func (p *Proxy) finish(ctx context.Context, start time.Time, method, upstream st
 			Model: o.model, Version: o.version, Method: method, Upstream: upstream,
 			CodeClass: codeClass(code),
 		}, monitor.Sample{
-			Total: total, Upstream: o.upstream, Code: code.String(),
+			Total: total, Upstream: o.upstream, Queue: o.queue, Code: code.String(),
 			BytesIn: o.bytesIn, BytesOut: o.bytesOut,
 		})
 	}

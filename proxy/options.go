@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/infergate/infergate/batcher"
 	"github.com/infergate/infergate/monitor"
 )
 
@@ -40,6 +41,7 @@ type options struct {
 	logRequests bool
 	maxMsgSize  int
 	now         func() time.Time
+	batcher     *batcher.Batcher
 }
 
 // WithRecorder makes the proxy measure every call into r. Nil, the default,

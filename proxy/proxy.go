@@ -11,6 +11,7 @@ import (
 	_ "google.golang.org/grpc/encoding/gzip" // accept gzip-compressed calls from clients
 	"google.golang.org/grpc/keepalive"
 
+	"github.com/infergate/infergate/batcher"
 	"github.com/infergate/infergate/monitor"
 )
 
@@ -25,6 +26,11 @@ type Proxy struct {
 	logRequests bool
 	maxMsgSize  int
 	now         func() time.Time
+	// batcher takes ModelInfer and Predict calls of batchable models; nil:
+	// no batching (see batch.go).
+	batcher *batcher.Batcher
+	// invokers caches the batcher.Invoker of each *Upstream.
+	invokers sync.Map
 
 	// callOpts are the options of every upstream call; built once.
 	callOpts []grpc.CallOption
@@ -61,6 +67,7 @@ func New(director Director, opts ...Option) (*Proxy, error) {
 		logRequests: o.logRequests,
 		maxMsgSize:  o.maxMsgSize,
 		now:         o.now,
+		batcher:     o.batcher,
 		callOpts: []grpc.CallOption{
 			grpc.ForceCodecV2(rawCodec{}),
 			grpc.MaxCallRecvMsgSize(o.maxMsgSize),

@@ -1,0 +1,187 @@
+package batcher
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// TestAdaptiveLowLoadNoWait: one request at a time is sent at once, alone:
+// adaptive batching costs nothing at low load.
+func TestAdaptiveLowLoadNoWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, Policy{Mode: Adaptive, MaxSize: 32})
+		h.up.latency = func(n int) time.Duration { return 5*time.Millisecond + time.Duration(n)*250*time.Microsecond }
+		for i := range 20 {
+			res, err := h.do(t.Context(), fmt.Sprintf("a 1 r%d", i), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Queue != 0 || res.BatchSize != 1 {
+				t.Fatalf("call %d: queued %v in a batch of %d, want 0 and 1", i, res.Queue, res.BatchSize)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
+}
+
+// load sends Poisson arrivals at rate per second for d, each checked for
+// its own response, and returns the mean batch size seen by the callers.
+func load(t *testing.T, h *harness, rate float64, d time.Duration, seed uint64) float64 {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(seed, 1))
+	var outs []<-chan outcome
+	for end := time.Now().Add(d); time.Now().Before(end); {
+		outs = append(outs, h.goDo(t.Context(), fmt.Sprintf("a 1 s%dn%d", seed, len(outs)), nil))
+		time.Sleep(time.Duration(rng.ExpFloat64() / rate * float64(time.Second)))
+	}
+	sum := 0
+	for i, ch := range outs {
+		o := <-ch
+		if want := fmt.Sprintf("resp s%dn%d", seed, i); o.err != nil || string(o.res.Payload) != want {
+			t.Fatalf("call %d: %q %v, want %q", i, o.res.Payload, o.err, want)
+		}
+		sum += o.res.BatchSize
+	}
+	return float64(sum) / float64(len(outs))
+}
+
+// TestAdaptiveGrowsUnderLoad: at a rate one execution slot cannot serve
+// unbatched, batches grow until it can, and every caller gets its own
+// answer.
+func TestAdaptiveGrowsUnderLoad(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, Policy{Mode: Adaptive, MaxSize: 64})
+		h.up.latency = func(n int) time.Duration { return 5*time.Millisecond + time.Duration(n)*250*time.Microsecond }
+		// 1000/s against 5.25 ms per unbatched call: 5x over capacity.
+		if mean := load(t, h, 1000, time.Second, 1); mean < 4 {
+			t.Errorf("mean batch size %.1f under 5x overload, want >= 4", mean)
+		}
+		if st := h.stats(); st.QueueLength != 0 || st.LatencyBSeconds <= 0 {
+			t.Errorf("after the load: %+v, want an empty queue and a fitted per-row cost", st)
+		}
+	})
+}
+
+// TestAdaptiveShrinksWhenBackendSlows: when the per-row cost rises, the
+// target size falls so that a batch stays within the SLO.
+func TestAdaptiveShrinksWhenBackendSlows(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, Policy{Mode: Adaptive, MaxSize: 64, SLO: 50 * time.Millisecond})
+		perRow := 250 * time.Microsecond
+		h.up.latency = func(n int) time.Duration {
+			h.up.mu.Lock() // read under the lock the test writes it with
+			defer h.up.mu.Unlock()
+			return 5*time.Millisecond + time.Duration(n)*perRow
+		}
+		load(t, h, 500, time.Second, 1)
+		fast := h.stats()
+		h.up.mu.Lock()
+		perRow = time.Millisecond
+		h.up.mu.Unlock()
+		load(t, h, 500, time.Second, 2)
+		time.Sleep(time.Millisecond)
+		h.do(t.Context(), "a 1 probe", nil) // recompute the target
+		slow := h.stats()
+		if slow.TargetSize >= fast.TargetSize || slow.LatencyBSeconds <= fast.LatencyBSeconds {
+			t.Fatalf("target %d (b=%.2gs) -> %d (b=%.2gs): want a smaller target after the slowdown",
+				fast.TargetSize, fast.LatencyBSeconds, slow.TargetSize, slow.LatencyBSeconds)
+		}
+		// The budget: (1 + 1/slots)·L(n) <= 0.8·SLO, L(n) = 5ms + 1ms·n -> n <= 15.
+		if slow.TargetSize > 16 {
+			t.Errorf("target %d after the slowdown, want <= 16 (fit a=%.3gs b=%.3gs)", slow.TargetSize, slow.LatencyASeconds, slow.LatencyBSeconds)
+		}
+	})
+}
+
+// TestAdaptiveSeveralSlots: with Slots 4, four batches are in flight at once
+// before anything waits.
+func TestAdaptiveSeveralSlots(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, Policy{Mode: Adaptive, Slots: 4})
+		gate := make(chan struct{})
+		h.up.gate = gate
+		var outs []<-chan outcome
+		for i := range 10 {
+			outs = append(outs, h.goDo(t.Context(), fmt.Sprintf("a 1 r%d", i), nil))
+			synctest.Wait()
+		}
+		if st := h.stats(); st.InFlight != 4 || st.QueueLength != 6 {
+			t.Fatalf("in flight %d, queued %d; want 4 and 6", st.InFlight, st.QueueLength)
+		}
+		if n := len(h.up.received()); n != 4 {
+			t.Fatalf("%d upstream calls, want 4", n)
+		}
+		h.up.mu.Lock()
+		h.up.gate = nil
+		h.up.mu.Unlock()
+		close(gate)
+		for _, ch := range outs {
+			if o := <-ch; o.err != nil {
+				t.Fatal(o.err)
+			}
+		}
+		// The six that waited went as one batch when the first slot freed.
+		if got := h.up.received(); len(got) != 5 || got[4].req != "batch r4,r5,r6,r7,r8,r9" {
+			t.Errorf("upstream calls %+v, want 4 singles then one batch of 6", got)
+		}
+	})
+}
+
+// TestAdaptiveTarget checks the controller's arithmetic on fixed fits.
+func TestAdaptiveTarget(t *testing.T) {
+	fit := func(a, b time.Duration) *latencyFit {
+		return &latencyFit{s0: 10, a: a.Seconds(), b: b.Seconds()}
+	}
+	ms := time.Millisecond
+	cases := []struct {
+		name  string
+		f     *latencyFit
+		rate  float64
+		slots int
+		want  int
+	}{
+		{"no data yet: max size", &latencyFit{}, 0, 1, 64},
+		// 2·(5 + 0.25n) <= 40 -> n <= 60
+		{"resnet-like idle", fit(5*ms, ms/4), 0, 1, 60},
+		// 2·(5 + n) <= 40 -> n <= 15
+		{"slow per row", fit(5*ms, ms), 0, 1, 15},
+		// 1.25·(5 + n) <= 40 -> n <= 27
+		{"four slots allow more", fit(5*ms, ms), 0, 4, 27},
+		// the SLO allows 30; 1.25·800/s needs only n >= 1000·0.005/(1 - 1000·0.0005) = 10
+		{"stable below slo", fit(5*ms, ms/2), 800, 1, 30},
+		// 1.25·700/s: n >= 875·0.005/(1 - 875·0.001) = 35 > the SLO's 15
+		{"load forces larger batches", fit(5*ms, ms), 700, 1, 35},
+		{"overload: max size", fit(5*ms, ms), 5000, 1, 64},
+		{"per-batch cost over budget: 1", fit(30*ms, 0), 0, 1, 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := adaptiveTarget(tc.f, tc.rate, 50*ms, tc.slots, 64); got != tc.want {
+				t.Errorf("target %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestLatencyFit: the fit recovers a + b·n from varied batches and ignores a
+// rare long-tail execution.
+func TestLatencyFit(t *testing.T) {
+	var f latencyFit
+	for i := range 200 {
+		n := 1 + i%16
+		d := 5*time.Millisecond + time.Duration(n)*250*time.Microsecond
+		if i == 150 {
+			d *= 8 // a long-tail execution
+		}
+		f.add(n, d)
+	}
+	if a := f.a * 1e3; a < 4.5 || a > 5.5 {
+		t.Errorf("a = %.3f ms, want about 5", a)
+	}
+	if b := f.b * 1e3; b < 0.2 || b > 0.3 {
+		t.Errorf("b = %.3f ms/row, want about 0.25", b)
+	}
+}

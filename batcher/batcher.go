@@ -1,0 +1,268 @@
+package batcher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/infergate/infergate/batcher/merge"
+)
+
+// The methods a Batcher can batch.
+const (
+	MethodModelInfer = "/inference.GRPCInferenceService/ModelInfer"
+	MethodPredict    = "/tensorflow.serving.PredictionService/Predict"
+)
+
+// ErrNotBatched is returned by Do for a request the batcher does not take:
+// a model or method not configured, a request the codec cannot batch (it
+// says merge.ErrUnbatchable), more rows than the policy's MaxSize, or a
+// Batcher that is closed. The caller sends such a request on its own.
+var ErrNotBatched = errors.New("batcher: not batched")
+
+// Invoker makes one unary upstream call with the raw request bytes and the
+// outgoing metadata md, and returns the raw response bytes with the
+// upstream's response header and trailer. Its error is the call's gRPC
+// status. It is called concurrently, from the Batcher's own goroutines, with
+// a context that is not any single caller's.
+type Invoker func(ctx context.Context, method string, req []byte, md metadata.MD) (resp []byte, header, trailer metadata.MD, err error)
+
+// Request is one caller's unary call handed to Do.
+type Request struct {
+	// Upstream names the model server; requests for different upstreams
+	// are never merged.
+	Upstream string
+	// Invoke calls that upstream. The queue keeps the Invoker of the first
+	// request that created it.
+	Invoke Invoker
+	// Method is MethodModelInfer or MethodPredict.
+	Method string
+	// Model and Version are read from the request by the caller.
+	Model, Version string
+	// Payload is the serialized request. The Batcher reads it until the
+	// call and any retry of it have finished, which can be after Do returns
+	// for a caller that gave up; it must not change meanwhile.
+	Payload []byte
+	// MD is the call's outgoing metadata (see the package doc for which
+	// keys reach the upstream). It is not modified.
+	MD metadata.MD
+}
+
+// Result is what Do measured and received for one call.
+type Result struct {
+	// Payload is the caller's own response; nil on error.
+	Payload []byte
+	// Header and Trailer are the upstream's, shared by every caller of
+	// the batch: do not modify them.
+	Header, Trailer metadata.MD
+	// Queue is the time from Do's call to the dispatch of the batch (the
+	// whole wait when the call never left the queue).
+	Queue time.Duration
+	// Upstream is the time of the upstream call.
+	Upstream time.Duration
+	// BatchSize is the number of rows of the batch the call went in; 0
+	// when it was never sent.
+	BatchSize int
+}
+
+// Option configures a Batcher. Options are sealed: build them with the With
+// functions of this package.
+type Option interface{ apply(*Batcher) }
+
+type optionFunc func(*Batcher)
+
+func (f optionFunc) apply(b *Batcher) { f(b) }
+
+// WithCodec sets the codec that parses, merges and splits requests of
+// method. The defaults are merge.KServe for MethodModelInfer and merge.TF
+// for MethodPredict; tests substitute their own.
+func WithCodec(method string, c merge.Codec) Option {
+	return optionFunc(func(b *Batcher) { b.codecs[method] = c })
+}
+
+// Limits on what untrusted requests can make the Batcher create.
+const (
+	// maxQueues caps the queues of a Batcher (upstream, method, model,
+	// version); a request that would need another is sent unbatched.
+	maxQueues = 512
+	// maxKeys caps the compatibility keys waiting in one queue at once.
+	maxKeys = 64
+)
+
+// Batcher merges unary inference calls into batches. Create it with New; it
+// is safe for concurrent use. Close it after the server has stopped.
+type Batcher struct {
+	models map[string]*model // read-only after New
+	codecs map[string]merge.Codec
+
+	mu      sync.Mutex // guards queue creation
+	queues  sync.Map   // queueKey → *queue
+	nQueues int
+
+	done      chan struct{}
+	closeOnce sync.Once
+	wg        sync.WaitGroup // dispatchers and batches in flight
+}
+
+// model is a configured model: its policy and counters.
+type model struct {
+	name     string
+	pol      Policy
+	rejected [numReasons]atomic.Uint64
+}
+
+// New returns a Batcher for the models in cfg, which it validates (filling
+// defaults).
+func New(cfg Config, opts ...Option) (*Batcher, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	b := &Batcher{
+		models: make(map[string]*model, len(cfg.Models)),
+		codecs: map[string]merge.Codec{MethodModelInfer: merge.KServe, MethodPredict: merge.TF},
+		done:   make(chan struct{}),
+	}
+	for name, p := range cfg.Models {
+		if p.Mode != Off {
+			b.models[name] = &model{name: name, pol: p}
+		}
+	}
+	for _, o := range opts {
+		o.apply(b)
+	}
+	return b, nil
+}
+
+// Handles reports whether calls of method to model may be batched. It is
+// cheap, so a caller can skip preparing a Request for the rest.
+func (b *Batcher) Handles(method, model string) bool {
+	if _, ok := b.models[model]; !ok {
+		return false
+	}
+	_, ok := b.codecs[method]
+	return ok
+}
+
+// Do queues one call, waits for its batch and returns the caller's own
+// response. It returns ErrNotBatched, at once, for a request it does not
+// take; the caller then sends it alone. Any other error is a gRPC status
+// for the caller: INVALID_ARGUMENT for a malformed request,
+// RESOURCE_EXHAUSTED for a full queue, CANCELLED or DEADLINE_EXCEEDED when
+// ctx ends first, or the upstream's status. The Result's timings are valid
+// with an error too.
+func (b *Batcher) Do(ctx context.Context, r Request) (Result, error) {
+	m := b.models[r.Model]
+	codec := b.codecs[r.Method]
+	if m == nil || codec == nil {
+		return Result{}, ErrNotBatched
+	}
+	item, err := codec.Parse(r.Payload)
+	switch {
+	case errors.Is(err, merge.ErrInvalid):
+		m.rejected[reasonInvalid].Add(1)
+		return Result{}, status.Error(codes.InvalidArgument, "infergate: "+err.Error())
+	case err != nil:
+		return Result{}, ErrNotBatched // unbatchable: the upstream judges it
+	case item.Rows < 1 || item.Rows >= m.pol.MaxSize:
+		return Result{}, ErrNotBatched // a full batch already, or no batch dimension
+	}
+	q := b.queue(queueKey{upstream: r.Upstream, method: r.Method, model: r.Model, version: r.Version}, m, codec, r.Invoke)
+	if q == nil {
+		return Result{}, ErrNotBatched
+	}
+	c := &call{
+		ctx:     ctx,
+		item:    item,
+		payload: r.Payload,
+		md:      r.MD,
+		key:     item.Key,
+		arrived: time.Now(),
+		done:    make(chan result, 1),
+	}
+	if auth := r.MD["authorization"]; len(auth) > 0 {
+		c.key += "\x00" + strings.Join(auth, "\x00")
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		c.deadline = dl
+	}
+	if err := q.enqueue(c); err != nil {
+		return Result{}, err
+	}
+	return q.wait(c)
+}
+
+// queue returns the queue of k, creating it and its dispatcher the first
+// time; nil when the Batcher is closed or holds maxQueues queues.
+func (b *Batcher) queue(k queueKey, m *model, codec merge.Codec, inv Invoker) *queue {
+	if q, ok := b.queues.Load(k); ok {
+		return q.(*queue)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if q, ok := b.queues.Load(k); ok {
+		return q.(*queue)
+	}
+	select {
+	case <-b.done:
+		return nil
+	default:
+	}
+	if b.nQueues >= maxQueues || inv == nil {
+		return nil
+	}
+	q := newQueue(b, k, m, codec, inv)
+	b.queues.Store(k, q)
+	b.nQueues++
+	b.wg.Add(1)
+	go q.run()
+	return q
+}
+
+// Close stops the dispatchers, fails every queued call with UNAVAILABLE and
+// waits for the batches in flight. Later calls to Do return ErrNotBatched.
+// Closing a nil Batcher does nothing.
+func (b *Batcher) Close() error {
+	if b == nil {
+		return nil
+	}
+	b.closeOnce.Do(func() {
+		b.mu.Lock()
+		close(b.done)
+		b.mu.Unlock()
+	})
+	b.wg.Wait()
+	return nil
+}
+
+// each calls f for every queue, in no particular order.
+func (b *Batcher) each(f func(q *queue)) {
+	b.queues.Range(func(_, v any) bool {
+		f(v.(*queue))
+		return true
+	})
+}
+
+// errClosed is the status of calls still queued when the Batcher closes.
+var errClosed = status.Error(codes.Unavailable, "infergate: shutting down: batch queue closed")
+
+// queueFullError is the status of a call rejected by a full queue.
+func queueFullError(model string, n int) error {
+	return status.Error(codes.ResourceExhausted, fmt.Sprintf("infergate: batch queue for model %s full (%d requests)", model, n))
+}
+
+// Policies returns the policy of every batched model, defaults filled.
+func (b *Batcher) Policies() map[string]Policy {
+	out := make(map[string]Policy, len(b.models))
+	for name, m := range b.models {
+		out[name] = m.pol
+	}
+	return out
+}

@@ -1,0 +1,169 @@
+package batcher
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Mode says how a model's requests are batched.
+type Mode uint8
+
+const (
+	// Off passes requests through unbatched.
+	Off Mode = iota
+	// Static follows Triton's dynamic batcher: max size, preferred sizes,
+	// max queue delay.
+	Static
+	// Adaptive dispatches whenever an execution slot is free, up to a target
+	// size chosen from the SLO and the measured latency and arrival rate.
+	Adaptive
+)
+
+// String returns "off", "static" or "adaptive".
+func (m Mode) String() string {
+	switch m {
+	case Off:
+		return "off"
+	case Static:
+		return "static"
+	case Adaptive:
+		return "adaptive"
+	}
+	return fmt.Sprintf("Mode(%d)", uint8(m))
+}
+
+// ParseMode reads "off", "static" or "adaptive".
+func ParseMode(s string) (Mode, error) {
+	switch s {
+	case "off":
+		return Off, nil
+	case "static":
+		return Static, nil
+	case "adaptive":
+		return Adaptive, nil
+	}
+	return Off, fmt.Errorf("batcher: mode must be off, static or adaptive, got %q", s)
+}
+
+// Defaults of Policy's zero fields.
+const (
+	DefaultMaxSize   = 32
+	DefaultQueueSize = 1024
+	DefaultSLO       = 50 * time.Millisecond
+	DefaultSlots     = 1
+	// MaxBatchSize bounds MaxSize and preferred sizes.
+	MaxBatchSize = 4096
+)
+
+// Policy is how one model's requests are batched. Zero fields mean the
+// documented defaults.
+type Policy struct {
+	// Mode is Static or Adaptive; Off leaves the model unbatched.
+	Mode Mode
+	// MaxSize is the largest batch, in rows (the batch dimension). Zero
+	// means DefaultMaxSize. A single request with more rows is sent alone,
+	// unbatched.
+	MaxSize int
+	// PreferredSizes (static) are batch sizes dispatched at once when they
+	// can be formed, like Triton's preferred_batch_size. Empty: none.
+	PreferredSizes []int
+	// MaxDelay (static) is the longest the oldest request waits for a batch
+	// to fill. Zero means no wait (Triton's default).
+	MaxDelay time.Duration
+	// QueueSize caps the requests waiting in one queue; beyond it a request
+	// is rejected at once with RESOURCE_EXHAUSTED. Zero means
+	// DefaultQueueSize.
+	QueueSize int
+	// SLO (adaptive) is the p99 latency target of a request. Zero means
+	// DefaultSLO.
+	SLO time.Duration
+	// Slots is the number of batches sent to the upstream at once: its
+	// execution slots for the model. Zero means DefaultSlots.
+	Slots int
+	// RetryUnbatched retries each request of a failed batch on its own
+	// instead of giving every caller the batch's error.
+	RetryUnbatched bool
+}
+
+// withDefaults returns p with its zero fields filled.
+func (p Policy) withDefaults() Policy {
+	if p.MaxSize == 0 {
+		p.MaxSize = DefaultMaxSize
+	}
+	if p.QueueSize == 0 {
+		p.QueueSize = DefaultQueueSize
+	}
+	if p.SLO == 0 {
+		p.SLO = DefaultSLO
+	}
+	if p.Slots == 0 {
+		p.Slots = DefaultSlots
+	}
+	return p
+}
+
+// validate returns every problem of a defaulted policy, each naming its
+// field.
+func (p Policy) validate() []error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
+	}
+	if p.Mode > Adaptive {
+		bad("mode", "must be off, static or adaptive, got %s", p.Mode)
+	}
+	if p.MaxSize < 1 || p.MaxSize > MaxBatchSize {
+		bad("max_size", "must be between 1 and %d, got %d", MaxBatchSize, p.MaxSize)
+	}
+	for _, s := range p.PreferredSizes {
+		if s < 1 || s > p.MaxSize {
+			bad("preferred_sizes", "each must be between 1 and max_size %d, got %d", p.MaxSize, s)
+			break
+		}
+	}
+	if p.MaxDelay < 0 {
+		bad("max_delay", "must not be negative, got %s", p.MaxDelay)
+	}
+	if p.QueueSize < 1 {
+		bad("queue_size", "must be positive, got %d", p.QueueSize)
+	}
+	if p.SLO <= 0 {
+		bad("slo", "must be positive, got %s", p.SLO)
+	}
+	if p.Slots < 1 || p.Slots > 1024 {
+		bad("slots", "must be between 1 and 1024, got %d", p.Slots)
+	}
+	return errs
+}
+
+// Config lists the batchable models. A model that is not listed, or listed
+// with Mode Off, is never batched.
+type Config struct {
+	// Models maps a model name to its policy.
+	Models map[string]Policy
+}
+
+// Validate fills defaults in c and returns every problem, each naming the
+// model and field ("batcher: model \"resnet50\": max_size: ...").
+func (c *Config) Validate() error {
+	var errs []error
+	for name, p := range c.Models {
+		p = p.withDefaults()
+		c.Models[name] = p
+		for _, err := range p.validate() {
+			errs = append(errs, fmt.Errorf("batcher: model %q: %w", name, err))
+		}
+	}
+	sortErrors(errs)
+	return errors.Join(errs...)
+}
+
+// sortErrors orders errs by text, for stable messages over map iteration.
+func sortErrors(errs []error) {
+	for i := 1; i < len(errs); i++ {
+		for j := i; j > 0 && errs[j].Error() < errs[j-1].Error(); j-- {
+			errs[j], errs[j-1] = errs[j-1], errs[j]
+		}
+	}
+}

@@ -1,0 +1,145 @@
+package batcher
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/infergate/infergate/batcher/merge"
+)
+
+// batch is a set of calls sent as one upstream call.
+type batch struct {
+	q          *queue
+	calls      []*call
+	rows       int
+	dispatched time.Time
+	ctx        context.Context
+	cancel     context.CancelFunc
+	live       atomic.Int32 // callers still waiting
+}
+
+// newBatch builds the batch of calls. Its context is detached from every
+// caller's: it carries the latest of their deadlines (none if any has
+// none) and is cancelled once every caller has left.
+func newBatch(q *queue, calls []*call, rows int, now time.Time) *batch {
+	bt := &batch{q: q, calls: calls, rows: rows, dispatched: now}
+	var latest time.Time
+	for _, c := range calls {
+		if c.deadline.IsZero() {
+			latest = time.Time{}
+			break
+		}
+		if c.deadline.After(latest) {
+			latest = c.deadline
+		}
+	}
+	if latest.IsZero() {
+		bt.ctx, bt.cancel = context.WithCancel(context.Background())
+	} else {
+		bt.ctx, bt.cancel = context.WithDeadline(context.Background(), latest)
+	}
+	bt.live.Store(int32(len(calls)))
+	return bt
+}
+
+// leave is called by a caller that gave up after its batch was sent; the
+// last one to leave cancels the upstream call.
+func (bt *batch) leave() {
+	if bt.live.Add(-1) == 0 {
+		bt.cancel()
+	}
+}
+
+// send makes the batch's upstream call and answers each caller. It runs on
+// its own goroutine, without the queue's lock.
+func (q *queue) send(bt *batch) {
+	defer q.b.wg.Done()
+	defer bt.cancel()
+	items := make([]*merge.Item, len(bt.calls))
+	for i, c := range bt.calls {
+		items[i] = c.item
+	}
+	req, err := q.codec.Merge(items)
+	if err != nil {
+		// The codec promised these were compatible; send them alone rather
+		// than fail callers for the batcher's own mistake.
+		q.finish(bt, 0, false)
+		q.sendEach(bt)
+		return
+	}
+	t0 := time.Now()
+	resp, header, trailer, err := q.invoke(bt.ctx, q.key.method, req, commonMetadata(bt.calls))
+	took := max(time.Since(t0), 0)
+	q.finish(bt, took, err == nil)
+	if err != nil {
+		if len(bt.calls) > 1 && (q.pol.RetryUnbatched || status.Code(err) == codes.InvalidArgument) {
+			q.sendEach(bt)
+			return
+		}
+		for _, c := range bt.calls {
+			c.done <- result{header: header, trailer: trailer, err: err, dispatched: bt.dispatched, upstream: took, size: bt.rows}
+		}
+		return
+	}
+	parts, err := q.codec.Split(resp, items)
+	if err == nil && len(parts) != len(bt.calls) {
+		err = merge.ErrSplit
+	}
+	if err != nil {
+		st := status.Errorf(codes.Internal, "infergate: batch of %d requests for model %s: cannot split the response: %v",
+			len(bt.calls), q.key.model, err)
+		for _, c := range bt.calls {
+			c.done <- result{header: header, trailer: trailer, err: st, dispatched: bt.dispatched, upstream: took, size: bt.rows}
+		}
+		return
+	}
+	for i, c := range bt.calls {
+		c.done <- result{payload: parts[i], header: header, trailer: trailer, dispatched: bt.dispatched, upstream: took, size: bt.rows}
+	}
+}
+
+// sendEach sends every call of bt that still has a caller on its own, with
+// the caller's context and metadata, and answers it.
+func (q *queue) sendEach(bt *batch) {
+	var wg sync.WaitGroup
+	for _, c := range bt.calls {
+		if c.ctx.Err() != nil {
+			c.done <- result{err: contextError(c.ctx.Err(), q.key.model, true), dispatched: bt.dispatched}
+			continue
+		}
+		wg.Go(func() {
+			t0 := time.Now()
+			resp, header, trailer, err := q.invoke(c.ctx, q.key.method, c.payload, c.md)
+			c.done <- result{payload: resp, header: header, trailer: trailer, err: err,
+				dispatched: bt.dispatched, upstream: max(time.Since(t0), 0), size: c.item.Rows}
+		})
+	}
+	wg.Wait()
+}
+
+// commonMetadata returns the metadata of the merged call: the keys whose
+// values are the same in every call of the batch.
+func commonMetadata(calls []*call) metadata.MD {
+	first := calls[0].md
+	if len(calls) == 1 || len(first) == 0 {
+		return first
+	}
+	md := make(metadata.MD, len(first))
+next:
+	for k, v := range first {
+		for _, c := range calls[1:] {
+			if !slices.Equal(c.md[k], v) {
+				continue next
+			}
+		}
+		md[k] = v
+	}
+	return md
+}

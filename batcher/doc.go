@@ -1,0 +1,70 @@
+// Package batcher merges concurrent unary inference calls for the same model
+// into one upstream call and splits the answer back, so a model server with a
+// batch dimension does more work per execution.
+//
+// A Batcher keeps one queue per (upstream, method, model, version). Inside a
+// queue, requests are grouped by their compatibility key (package
+// batcher/merge decides it: same inputs, datatypes, non-batch dims, outputs,
+// parameters); only requests with the same key are merged. A dispatcher
+// goroutine per queue forms batches and hands each to its own goroutine for
+// the upstream call, so no lock is held across I/O.
+//
+// # Policies
+//
+// Both modes send at most Policy.Slots batches of a queue at once (the model
+// server's execution slots, Triton's instance count): a batch is formed only
+// when a slot is free, and requests accumulate while all slots are busy.
+//
+//   - Static follows Triton's dynamic batcher: dispatch when MaxSize requests
+//     are queued or a preferred size can be formed, else wait up to MaxDelay
+//     from the oldest request's arrival, then send what is there.
+//   - Adaptive is work-conserving: when a slot is free and requests are
+//     queued it dispatches at once, up to a target size. At low load this
+//     means no wait at all; under load batches grow by themselves because
+//     requests pile up while the slots are busy. The target size is the
+//     largest batch whose predicted latency keeps a request within the SLO
+//     (one batch of wait per slot plus its own batch), but never below the
+//     size the measured arrival rate needs to keep the queue stable. The
+//     upstream latency L(n) = a + b·n is learnt online by least squares over
+//     recent batches (exponential forgetting, outliers clipped), and the
+//     arrival rate by an exponentially decaying counter. When the backend
+//     slows down, b rises and the target shrinks.
+//
+// # Deadlines, cancellation, errors
+//
+// A full queue (QueueSize requests across its keys) rejects at once with
+// RESOURCE_EXHAUSTED. A static queue never holds a request past its deadline
+// minus the predicted upstream time; a request whose deadline has passed is
+// answered DEADLINE_EXCEEDED without being sent. A caller that gives up
+// leaves the queue; if its batch was already sent, its share is dropped,
+// and when every caller of a batch has gone the upstream call is cancelled.
+// The merged call's deadline is the latest of its callers' deadlines (none
+// when any caller has none).
+//
+// A request the codec finds malformed gets INVALID_ARGUMENT alone, before it
+// is queued. An upstream error for a batch goes to each of its callers, or,
+// with Policy.RetryUnbatched, each request is retried alone. An upstream
+// INVALID_ARGUMENT for a batch of several requests is always retried alone,
+// so that one bad request cannot fail the others. A response that cannot be
+// split gives each caller INTERNAL.
+//
+// # Metadata
+//
+// The merged call carries the metadata keys whose values are identical in
+// every request of the batch; keys that differ (request ids, trace
+// parents) are dropped. Requests with different "authorization" values are
+// never merged, so credentials are never mixed. The response headers and
+// trailers of the merged call go to every caller.
+//
+// # Observability
+//
+// Register exports infergate_batch_size, infergate_batches_total,
+// infergate_batch_rejected_total, infergate_batch_target_size,
+// infergate_batch_target_delay_seconds and infergate_batch_queue_length;
+// Stats returns the controller's current view for the admin API. The queue
+// wait of each call is returned to the caller (the proxy records it as
+// monitor.Sample.Queue).
+//
+// Time-driven behaviour uses the time package directly and is tested under
+// testing/synctest.
+package batcher

@@ -1,0 +1,83 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/infergate/infergate/batcher"
+)
+
+// WithBatcher hands unary ModelInfer and Predict calls of the models b
+// batches to b instead of forwarding each alone. Nil, the default, batches
+// nothing and costs nothing on the path. The proxy does not close b: close
+// it after the server has stopped.
+func WithBatcher(b *batcher.Batcher) Option {
+	return optionFunc(func(o *options) { o.batcher = b })
+}
+
+// batch hands a received unary request to the batcher. It reports false
+// when the batcher does not take it (batcher.ErrNotBatched); the caller then
+// forwards req itself. The request frame is not freed on this path: the
+// batcher may still read its bytes after a caller gave up, so the garbage
+// collector reclaims it instead of gRPC's pool.
+func (p *Proxy) batch(ctx context.Context, up *Upstream, method string, req *Frame,
+	ss grpc.ServerStream, o outcome) (outcome, bool) {
+	md, _ := metadata.FromOutgoingContext(ctx)
+	res, err := p.batcher.Do(ctx, batcher.Request{
+		Upstream: up.name,
+		Invoke:   p.invoker(up),
+		Method:   method,
+		Model:    o.model,
+		Version:  o.version,
+		Payload:  req.Bytes(),
+		MD:       md,
+	})
+	if errors.Is(err, batcher.ErrNotBatched) {
+		return o, false
+	}
+	o.queue, o.upstream = res.Queue, res.Upstream
+	if res.Header != nil {
+		_ = ss.SetHeader(res.Header)
+	}
+	if len(res.Trailer) > 0 {
+		ss.SetTrailer(res.Trailer)
+	}
+	if err != nil {
+		o.err = status.Convert(err).Err()
+		return o, true
+	}
+	o.bytesOut = int64(len(res.Payload))
+	o.err = ss.SendMsg(NewFrame(res.Payload))
+	return o, true
+}
+
+// invoker returns the batcher.Invoker of up, built once.
+func (p *Proxy) invoker(up *Upstream) batcher.Invoker {
+	if inv, ok := p.invokers.Load(up); ok {
+		return inv.(batcher.Invoker)
+	}
+	inv, _ := p.invokers.LoadOrStore(up, p.newInvoker(up))
+	return inv.(batcher.Invoker)
+}
+
+// newInvoker returns the batcher.Invoker that calls up with raw frames. A
+// status the upstream sent passes unchanged; one the proxy's own client
+// made says which upstream failed.
+func (p *Proxy) newInvoker(up *Upstream) batcher.Invoker {
+	return func(ctx context.Context, method string, req []byte, md metadata.MD) ([]byte, metadata.MD, metadata.MD, error) {
+		var header, trailer metadata.MD
+		opts := append(p.callOpts[:len(p.callOpts):len(p.callOpts)], grpc.Header(&header), grpc.Trailer(&trailer))
+		resp := new(Frame)
+		err := up.Conn().Invoke(metadata.NewOutgoingContext(ctx, md), method, NewFrame(req), resp, opts...)
+		if err != nil {
+			return nil, header, trailer, p.upstreamError(ctx, up, method, err, header != nil || len(trailer) > 0)
+		}
+		// Not freed: the split responses may alias these bytes after this
+		// returns, so the garbage collector reclaims them, not gRPC's pool.
+		return resp.Bytes(), header, trailer, nil
+	}
+}
