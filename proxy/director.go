@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"google.golang.org/grpc/experimental"
 	"sync/atomic"
 	"time"
 
@@ -161,6 +162,7 @@ func DialUpstream(target string, opts UpstreamOptions) (*Upstream, error) {
 	dialOpts := append([]grpc.DialOption{
 		grpc.WithTransportCredentials(creds),
 		grpc.WithKeepaliveParams(o.Keepalive),
+		experimental.WithBufferPool(bufferPool),
 		grpc.WithInitialWindowSize(transportWindow),
 		grpc.WithInitialConnWindowSize(transportConnWindow),
 		grpc.WithReadBufferSize(transportBuffer),

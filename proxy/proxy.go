@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"errors"
+	"google.golang.org/grpc/experimental"
 	"io"
 	"log/slog"
 	"sync"
@@ -86,6 +87,7 @@ func (p *Proxy) ServerOptions() []grpc.ServerOption {
 		grpc.ForceServerCodecV2(rawCodec{}),
 		grpc.MaxRecvMsgSize(p.maxMsgSize),
 		grpc.MaxSendMsgSize(p.maxMsgSize),
+		experimental.BufferPool(bufferPool),
 		grpc.InitialWindowSize(transportWindow),
 		grpc.InitialConnWindowSize(transportConnWindow),
 		grpc.ReadBufferSize(transportBuffer),

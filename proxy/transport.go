@@ -10,3 +10,6 @@ const (
 	transportConnWindow = 16 << 20 // per connection
 	transportBuffer     = 256 << 10
 )
+
+// bufferPool serves both sides of every proxied call (see dirtyPool).
+var bufferPool = newDirtyPool()
