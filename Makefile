@@ -1,6 +1,7 @@
 # infergate — see README.md. `make demo` and `make test` do all set-up.
 
 GO ?= go
+export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 GOBIN ?= $(shell $(GO) env GOPATH)/bin
 PROTOC_GEN_GO_VERSION := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.2

@@ -2,87 +2,93 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"sort"
 	"strings"
-
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 )
 
-// gpuReading is one GPU's state from Triton-style metrics.
+// gpuReading is one GPU's state as infergate reports it on /api/v1/gpus,
+// plus the cause hints of the models running on it (/api/v1/models).
 type gpuReading struct {
-	UUID string
+	UUID string `json:"gpu_uuid"`
 	// Util is the utilization as a fraction, 0..1.
-	Util float64
+	Util float64 `json:"utilization"`
 	// PowerW and LimitW are the power draw and its limit in watts; a
 	// missing limit is 0.
-	PowerW, LimitW float64
+	PowerW float64 `json:"power_watts"`
+	LimitW float64 `json:"power_limit_watts"`
 	// MemUsed and MemTotal are bytes; 0 when not exported.
-	MemUsed, MemTotal float64
+	MemUsed  float64 `json:"memory_used_bytes"`
+	MemTotal float64 `json:"memory_total_bytes"`
+	// TempC is the temperature and SMClockHz the SM clock; 0 when not
+	// exported.
+	TempC     float64 `json:"temperature_celsius"`
+	SMClockHz float64 `json:"sm_clock_hertz"`
+	// Throttled and Reasons describe clock throttling.
+	Throttled bool     `json:"throttled"`
+	Reasons   []string `json:"clock_event_reasons"`
+	// Hints maps each model on this GPU whose latency is up to its cause
+	// hint (gpu_saturated, not_gpu, ...).
+	Hints map[string]string `json:"-"`
 }
 
-// parseGPU reads nv_gpu_* gauges from a Prometheus text exposition, one
-// reading per gpu_uuid, sorted by UUID.
-func parseGPU(r io.Reader) ([]gpuReading, error) {
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(r)
-	if err != nil {
-		return nil, fmt.Errorf("demo: parse GPU metrics: %w", err)
+// parseGPU reads infergate's /api/v1/gpus body and, from its
+// /api/v1/models body, the hints of models whose latency is up; readings
+// are sorted by UUID.
+func parseGPU(gpus, models io.Reader) ([]gpuReading, error) {
+	var doc struct {
+		GPUs []gpuReading `json:"gpus"`
 	}
-	byUUID := map[string]*gpuReading{}
-	get := func(m *dto.Metric) *gpuReading {
-		uuid := ""
-		for _, l := range m.GetLabel() {
-			if l.GetName() == "gpu_uuid" {
-				uuid = l.GetValue()
+	if err := json.NewDecoder(gpus).Decode(&doc); err != nil {
+		return nil, fmt.Errorf("demo: parse /api/v1/gpus: %w", err)
+	}
+	var ms []struct {
+		Model string  `json:"model"`
+		UUID  *string `json:"gpu_uuid"`
+		Hint  string  `json:"cause_hint"`
+	}
+	if err := json.NewDecoder(models).Decode(&ms); err != nil {
+		return nil, fmt.Errorf("demo: parse /api/v1/models: %w", err)
+	}
+	out := doc.GPUs
+	for i := range out {
+		for _, m := range ms {
+			if m.UUID != nil && *m.UUID == out[i].UUID && m.Hint != "" && m.Hint != "none" {
+				if out[i].Hints == nil {
+					out[i].Hints = map[string]string{}
+				}
+				out[i].Hints[m.Model] = m.Hint
 			}
 		}
-		g := byUUID[uuid]
-		if g == nil {
-			g = &gpuReading{UUID: uuid}
-			byUUID[uuid] = g
-		}
-		return g
-	}
-	fields := map[string]func(*gpuReading, float64){
-		"nv_gpu_utilization":        func(g *gpuReading, v float64) { g.Util = v },
-		"nv_gpu_power_usage":        func(g *gpuReading, v float64) { g.PowerW = v },
-		"nv_gpu_power_limit":        func(g *gpuReading, v float64) { g.LimitW = v },
-		"nv_gpu_memory_used_bytes":  func(g *gpuReading, v float64) { g.MemUsed = v },
-		"nv_gpu_memory_total_bytes": func(g *gpuReading, v float64) { g.MemTotal = v },
-	}
-	for name, set := range fields {
-		for _, m := range fams[name].GetMetric() {
-			set(get(m), m.GetGauge().GetValue())
-		}
-	}
-	out := make([]gpuReading, 0, len(byUUID))
-	for _, g := range byUUID {
-		out = append(out, *g)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].UUID < out[j].UUID })
 	return out, nil
 }
 
-// fetchGPU scrapes simserver's /metrics for its GPU readings.
+// fetchGPU reads infergate's GPU telemetry (which it scrapes from
+// simserver) and the models' cause hints.
 func fetchGPU(ctx context.Context, hc *http.Client, admin string) ([]gpuReading, error) {
-	body, err := httpGet(ctx, hc, "http://"+admin+"/metrics")
+	gpus, err := httpGet(ctx, hc, "http://"+admin+"/api/v1/gpus")
 	if err != nil {
 		return nil, err
 	}
-	defer body.Close()
-	return parseGPU(body)
+	defer gpus.Close()
+	models, err := httpGet(ctx, hc, "http://"+admin+"/api/v1/models")
+	if err != nil {
+		return nil, err
+	}
+	defer models.Close()
+	return parseGPU(gpus, models)
 }
 
 // gpuLine renders the readings on one line, e.g.
-// "GPU-1234: util 42.0%  power 123.4 W / 300 W  mem 2.0/16.0 GiB".
+// "GPU-1234: util 42.0%  power 123.4 W / 300 W  mem 2.0/16.0 GiB  61 °C  1980 MHz".
 func gpuLine(gs []gpuReading) string {
 	if len(gs) == 0 {
-		return "no nv_gpu_* metrics"
+		return "no GPU readings (yet)"
 	}
 	parts := make([]string, len(gs))
 	for i, g := range gs {
@@ -96,6 +102,23 @@ func gpuLine(gs []gpuReading) string {
 		}
 		if g.MemTotal > 0 {
 			fmt.Fprintf(&b, "  mem %.1f/%.1f GiB", g.MemUsed/(1<<30), g.MemTotal/(1<<30))
+		}
+		if g.TempC > 0 {
+			fmt.Fprintf(&b, "  %.0f °C", g.TempC)
+		}
+		if g.SMClockHz > 0 {
+			fmt.Fprintf(&b, "  %.0f MHz", g.SMClockHz/1e6)
+		}
+		if g.Throttled {
+			fmt.Fprintf(&b, "  THROTTLED (%s)", strings.Join(g.Reasons, ","))
+		}
+		models := make([]string, 0, len(g.Hints))
+		for m := range g.Hints {
+			models = append(models, m)
+		}
+		sort.Strings(models)
+		for _, m := range models {
+			fmt.Fprintf(&b, "  [%s: %s]", m, g.Hints[m])
 		}
 		parts[i] = b.String()
 	}

@@ -131,7 +131,8 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	}
 	defer sim.stop()
 	gate, err := startOnFreePorts(ctx, spec("infergate"), gateGRPC, gateAdmin, stderr, func(g, a string) []string {
-		return []string{"--listen", g, "--admin", a, "--upstream", sim.grpcAddr, "--log-level", "info"}
+		return []string{"--listen", g, "--admin", a, "--upstream", sim.grpcAddr, "--log-level", "info",
+			"--gpu-source", "prometheus", "--gpu-metrics-url", "http://" + sim.adminAddr + "/metrics"}
 	})
 	if err != nil {
 		return err
@@ -178,7 +179,7 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
 		defer cancel()
 		f := frame{elapsed: time.Since(start), final: final, load: gen.snapshot()}
 		f.series, f.seriesErr = fetchSeries(dctx, hc, gate.adminAddr)
-		f.gpu, f.gpuErr = fetchGPU(dctx, hc, sim.adminAddr)
+		f.gpu, f.gpuErr = fetchGPU(dctx, hc, gate.adminAddr)
 		if tty {
 			f.guide = guide
 			f.events = events.last(6)

@@ -156,10 +156,12 @@ func guideText(gateGRPC, gateAdmin, simGRPC, simAdmin string) string {
 	fmt.Fprintf(&b, "infergate  grpc=%s  admin=%s   (upstream: simserver grpc=%s)\n", gateGRPC, gateAdmin, simGRPC)
 	fmt.Fprintf(&b, "  metrics:   http://%s/metrics\n", gateAdmin)
 	fmt.Fprintf(&b, "  series:    http://%s/api/v1/series\n", gateAdmin)
+	fmt.Fprintf(&b, "  gpu:       http://%s/api/v1/gpus  models + cause hints: http://%s/api/v1/models\n", gateAdmin, gateAdmin)
 	fmt.Fprintf(&b, "  ready:     http://%s/readyz\n", gateAdmin)
 	fmt.Fprintf(&b, "  clients:   point KServe/Triton or TF-Serving gRPC clients at %s instead of the model server\n", gateGRPC)
 	fmt.Fprintf(&b, "simserver  GPU metrics: http://%s/metrics\n", simAdmin)
 	fmt.Fprintf(&b, "  slow down: curl -XPOST http://%s/api/v1/faults -d '{\"model\":\"resnet50\",\"slowdown\":3}'\n", simAdmin)
+	fmt.Fprintf(&b, "  throttle:  curl -XPOST http://%s/api/v1/faults -d '{\"model\":\"*\",\"throttle\":\"thermal\"}'\n", simAdmin)
 	fmt.Fprintf(&b, "  heal:      curl -XDELETE http://%s/api/v1/faults\n", simAdmin)
 	return b.String()
 }

@@ -23,6 +23,11 @@ type admin struct {
 	draining atomic.Bool
 	// series returns the JSON body of /api/v1/series.
 	series func() any
+	// batching returns the JSON body of /api/v1/batching (batching.go).
+	batching func() any
+	// models and gpus return the JSON bodies of /api/v1/models and
+	// /api/v1/gpus (gpu_api.go).
+	models, gpus func() any
 	// pprof adds Go's profiler endpoints.
 	pprof bool
 	// dial checks that the upstream is reachable; replaced in tests.
@@ -39,6 +44,15 @@ func (a *admin) handler() http.Handler {
 	mux.HandleFunc("GET /api/v1/series", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, a.series())
 	})
+	if a.models != nil {
+		mux.HandleFunc("GET /api/v1/models", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, a.models()) })
+		mux.HandleFunc("GET /api/v1/gpus", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, a.gpus()) })
+	}
+	if a.batching != nil {
+		mux.HandleFunc("GET /api/v1/batching", func(w http.ResponseWriter, r *http.Request) {
+			writeJSON(w, http.StatusOK, a.batching())
+		})
+	}
 	if a.pprof {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)

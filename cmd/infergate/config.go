@@ -43,6 +43,11 @@ type Config struct {
 	Log LogConfig `yaml:"log"`
 	// Pprof serves Go's /debug/pprof/ on the admin listener. Default false.
 	Pprof bool `yaml:"pprof"`
+	// Batching configures request batching (batching.go). Default off.
+	Batching BatchingConfig `yaml:"batching"`
+	// GPU configures GPU telemetry and its correlation with latency
+	// (gpu.go). Default off.
+	GPU GPUConfig `yaml:"gpu"`
 }
 
 // ServerTLS is the listener's TLS. CertFile and KeyFile together turn TLS on;
@@ -182,6 +187,8 @@ func (c *Config) Validate() error {
 			bad(field, "cannot read %q: %v", path, errors.Unwrap(err))
 		}
 	}
+	errs = append(errs, c.Batching.validate()...)
+	errs = append(errs, c.GPU.validate()...)
 	sortErrs(errs)
 	return errors.Join(errs...)
 }
@@ -241,6 +248,8 @@ func parseConfig(args []string) (Config, error) {
 		logReqs    = fs.Bool("log-requests", false, "log one line per call")
 		pprof      = fs.Bool("pprof", false, "serve /debug/pprof/ on the admin listener")
 	)
+	batchFlags := addBatchingFlags(fs)
+	gpuFlags := addGPUFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return Config{}, err
 	}
@@ -301,6 +310,9 @@ func parseConfig(args []string) (Config, error) {
 			c.Log.Requests = *logReqs
 		case "pprof":
 			c.Pprof = *pprof
+		default:
+			batchFlags.apply(f.Name, &c.Batching, &flagErrs)
+			gpuFlags.apply(f.Name, &c.GPU)
 		}
 	})
 	return c, errors.Join(append(flagErrs, c.Validate())...)

@@ -76,6 +76,10 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err := mon.Register(reg); err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
+	gt, err := startGPU(cfg.GPU, mon, reg, log)
+	if err != nil {
+		return err
+	}
 
 	up, err := proxy.DialUpstream(cfg.Upstream, proxy.UpstreamOptions{
 		Credentials: upCreds,
@@ -85,7 +89,14 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	bat, err := startBatcher(cfg.Batching, reg)
+	if err != nil {
+		up.Close()
+		return err
+	}
+	defer bat.Close() // after the server and the proxy: batches in flight end first
 	p, err := proxy.New(proxy.StaticDirector(up),
+		proxy.WithBatcher(bat),
 		proxy.WithRecorder(mon),
 		proxy.WithMaxMsgSize(cfg.MaxMessageBytes),
 		proxy.WithLogger(log),
@@ -114,11 +125,14 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return fmt.Errorf("admin: %w", err)
 	}
 	adm := &admin{gatherer: reg, upstream: cfg.Upstream, pprof: cfg.Pprof, series: func() any { return seriesJSON(mon.Snapshot()) }}
+	adm.batching = func() any { return batchingJSON(bat) }
+	adm.models, adm.gpus = gt.modelsJSON, gt.gpusJSON
 	hs := &http.Server{Handler: adm.handler(), ReadHeaderTimeout: 10 * time.Second}
 
 	runCtx, cancelRun := context.WithCancel(context.Background())
 	defer cancelRun()
 	go mon.Run(runCtx)
+	go gt.run(runCtx)
 
 	errc := make(chan error, 2)
 	go func() { errc <- gs.Serve(lis) }()

@@ -2,7 +2,7 @@
 // server: both gRPC protocols for real, a GPU latency model, Triton's
 // metrics and an HTTP fault-injection API. See package sim.
 //
-//	simserver --listen 127.0.0.1:8001 --admin 127.0.0.1:8002 [--config models.yaml] [--seed N] [--log-level info]
+//	simserver --listen 127.0.0.1:8001 --admin 127.0.0.1:8002 [--config models.yaml] [--seed N] [--gpu-interval 1s] [--log-level info]
 //
 // At start it prints exactly one line "simserver: grpc=ADDR admin=ADDR" to
 // stderr with the bound addresses (so :0 ports can be discovered). SIGTERM
@@ -47,6 +47,7 @@ type options struct {
 	listen, admin, config string
 	seed                  uint64
 	level                 slog.Level
+	gpuInterval           time.Duration
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -57,6 +58,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.admin, "admin", "127.0.0.1:8002", "admin HTTP listen address (/metrics, /healthz, /api/v1/faults)")
 	fs.StringVar(&o.config, "config", "", "YAML models file; replaces the default models")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed for the long tail and error_rate faults")
+	fs.DurationVar(&o.gpuInterval, "gpu-interval", time.Second, "GPU telemetry period (utilisation is averaged over it)")
 	level := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -66,6 +68,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	if err := o.level.UnmarshalText([]byte(*level)); err != nil {
 		return o, fmt.Errorf("simserver: --log-level: %w", err)
+	}
+	if o.gpuInterval <= 0 {
+		return o, fmt.Errorf("simserver: --gpu-interval: must be positive, got %s", o.gpuInterval)
 	}
 	return o, nil
 }
@@ -84,7 +89,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 			return fmt.Errorf("simserver: --config: %w", err)
 		}
 	}
-	srv, err := sim.New(sim.Config{Models: models, Seed: o.seed, Logger: log})
+	srv, err := sim.New(sim.Config{Models: models, Seed: o.seed, Logger: log, SampleInterval: o.gpuInterval})
 	if err != nil {
 		return fmt.Errorf("simserver: %w", err)
 	}

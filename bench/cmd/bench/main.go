@@ -31,6 +31,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runLoad(ctx, args[1:], stdout, stderr)
 	case "overhead":
 		err = runOverhead(ctx, args[1:], stdout, stderr)
+	case "batching":
+		err = runBatching(ctx, args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		usage(stdout)
 		return 0
@@ -65,6 +67,7 @@ func usage(w io.Writer) {
 commands:
   load      one closed- or open-loop run against a loopback gRPC target
   overhead  direct vs infergate vs nginx, small and 1 MiB payloads
+  batching  batching off vs static vs adaptive under open-loop load
 
 Run "bench <command> -h" for the flags of a command.
 `)

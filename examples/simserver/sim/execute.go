@@ -51,6 +51,8 @@ func (s *Server) execute(ctx context.Context, m *model, batch int, start time.Ti
 	}
 	computeStart := s.now()
 	var err error
+	// A throttled GPU runs at a lower clock: compute takes longer.
+	slowdown *= s.gpu.slowdown()
 	if d := m.cfg.Latency.Duration(batch, slowdown, s.tail(m)); d > 0 {
 		s.gpu.begin(batch, computeStart)
 		err = s.sleep(ctx, d)

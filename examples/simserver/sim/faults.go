@@ -38,6 +38,13 @@ type Fault struct {
 	// DelayMS adds a fixed delay after execution, before the response,
 	// like a slow network: it does not hold an execution slot.
 	DelayMS float64 `json:"delay_ms"`
+	// Throttle throttles the simulated GPU: "thermal" (SM clock halved,
+	// thermal slowdown reasons, temperature towards 90 °C) or "power" (SM
+	// clock at 60%, sw_power_cap, power at the limit); "" is none. The GPU
+	// is one device, so the throttle slows every model's compute by the
+	// clock ratio, whichever model the fault names; it lasts while any
+	// fault carries it (thermal wins over power).
+	Throttle string `json:"throttle,omitempty"`
 }
 
 // FieldError is a fault or request field that failed validation.
@@ -87,6 +94,10 @@ func (f *Fault) normalize(known func(string) bool) (codes.Code, error) {
 	if f.DelayMS < 0 {
 		return 0, &FieldError{"delay_ms", fmt.Sprintf("must be >= 0, got %v", f.DelayMS)}
 	}
+	f.Throttle = strings.ToLower(f.Throttle)
+	if _, ok := throttleClock[f.Throttle]; !ok {
+		return 0, &FieldError{"throttle", fmt.Sprintf("must be %q, %q or empty, got %q", ThrottleThermal, ThrottlePower, f.Throttle)}
+	}
 	if f.ErrorCode == "" {
 		f.ErrorCode = "INTERNAL"
 	}
@@ -117,6 +128,21 @@ func (fs faultSet) lookup(model string) *activeFault {
 		return f
 	}
 	return fs[AllModels]
+}
+
+// throttle returns the GPU throttle the faults ask for: thermal if any
+// fault asks for it, else power if any does, else "".
+func (fs faultSet) throttle() string {
+	kind := ""
+	for _, f := range fs {
+		switch f.Throttle {
+		case ThrottleThermal:
+			return ThrottleThermal
+		case ThrottlePower:
+			kind = ThrottlePower
+		}
+	}
+	return kind
 }
 
 // list returns the faults sorted by model.

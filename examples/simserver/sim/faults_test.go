@@ -95,6 +95,7 @@ func TestFaultsAPIBadBody(t *testing.T) {
 		{"unknown code", `{"error_code": "BROKEN"}`, "error_code"},
 		{"OK code", `{"error_code": "ok"}`, "error_code"},
 		{"unknown model", `{"model": "gpt"}`, "model"},
+		{"unknown throttle", `{"throttle": "cold"}`, "throttle"},
 		{"not JSON", `{model: 1`, ""},
 	}
 	for _, tc := range cases {

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"math"
 	"sync"
 	"time"
 )
@@ -22,7 +23,46 @@ const (
 	// gpuItemMemoryBytes is the activation memory of one batch item in
 	// flight.
 	gpuItemMemoryBytes = 64 << 20
+
+	// GPUName is the simulated card's product name (DCGM's modelName).
+	GPUName = "NVIDIA H100 80GB HBM3 (simulated)"
+	// GPUMaxSMClockMHz is the simulated card's maximum SM clock; a busy,
+	// unthrottled card runs at it.
+	GPUMaxSMClockMHz = 1980.0
+	// GPUIdleSMClockMHz is the SM clock of an idle card (clock event
+	// reason gpu_idle).
+	GPUIdleSMClockMHz = 345.0
+	// GPUIdleCelsius and GPUFullLoadCelsius bound the temperature the card
+	// settles at, linear in utilisation; GPUThrottleCelsius is where a
+	// thermal throttle fault drives it.
+	GPUIdleCelsius     = 35.0
+	GPUFullLoadCelsius = 75.0
+	GPUThrottleCelsius = 90.0
+	// gpuThermalTau is the thermal time constant: the temperature closes
+	// 63% of the gap to its target in this long.
+	gpuThermalTau = 5 * time.Second
 )
+
+// Throttle kinds of the throttle fault.
+const (
+	// ThrottleThermal halves the SM clock (sw and hw thermal slowdown) and
+	// drives the temperature to GPUThrottleCelsius.
+	ThrottleThermal = "thermal"
+	// ThrottlePower caps the SM clock at 60% (sw power cap) and the power
+	// draw at the limit.
+	ThrottlePower = "power"
+)
+
+// NVML clock event reason bits the simulation sets.
+const (
+	reasonGPUIdle           = 0x1
+	reasonSWPowerCap        = 0x4
+	reasonSWThermalSlowdown = 0x20
+	reasonHWThermalSlowdown = 0x40
+)
+
+// throttleClock is the SM clock ratio under each throttle kind.
+var throttleClock = map[string]float64{"": 1, ThrottleThermal: 0.5, ThrottlePower: 0.6}
 
 // GPUStats is one telemetry sample of the simulated GPU, as exported under
 // Triton's nv_gpu_* names.
@@ -38,6 +78,15 @@ type GPUStats struct {
 	PowerWatts float64
 	// EnergyJoules is the energy used since the server started.
 	EnergyJoules float64
+	// TemperatureCelsius follows utilisation (GPUIdleCelsius to
+	// GPUFullLoadCelsius) with thermal inertia.
+	TemperatureCelsius float64
+	// SMClockMHz is GPUMaxSMClockMHz while busy, scaled down under a
+	// throttle fault, and GPUIdleSMClockMHz when idle.
+	SMClockMHz float64
+	// ClockEventReasons is NVML's clock event reasons bitmask: gpu_idle,
+	// sw_power_cap, sw/hw_thermal_slowdown.
+	ClockEventReasons uint64
 }
 
 // gpu accounts busy time (the union of execution intervals) and items in
@@ -52,10 +101,29 @@ type gpu struct {
 	peakItems  int // most items in flight since the last sample
 	lastSample time.Time
 	last       GPUStats
+	throttle   string // "", ThrottleThermal or ThrottlePower
 }
 
 func newGPU(now time.Time) *gpu {
-	return &gpu{lastSample: now, last: GPUStats{MemoryUsedBytes: gpuBaseMemoryBytes, PowerWatts: GPUIdleWatts}}
+	return &gpu{lastSample: now, last: GPUStats{
+		MemoryUsedBytes: gpuBaseMemoryBytes, PowerWatts: GPUIdleWatts, TemperatureCelsius: GPUIdleCelsius,
+		SMClockMHz: GPUIdleSMClockMHz, ClockEventReasons: reasonGPUIdle,
+	}}
+}
+
+// setThrottle sets the throttle the faults ask for ("" for none).
+func (g *gpu) setThrottle(kind string) {
+	g.mu.Lock()
+	g.throttle = kind
+	g.mu.Unlock()
+}
+
+// slowdown is how much longer an execution takes at the current clock:
+// compute time scales with the inverse of the SM clock.
+func (g *gpu) slowdown() float64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return 1 / throttleClock[g.throttle]
 }
 
 // begin records the start of an execution of items.
@@ -97,11 +165,29 @@ func (g *gpu) sample(now time.Time) GPUStats {
 	util := min(max(busy.Seconds()/elapsed.Seconds(), 0), 1)
 	power := GPUIdleWatts + (GPUPowerLimitWatts-GPUIdleWatts)*util
 	mem := uint64(gpuBaseMemoryBytes) + uint64(g.peakItems)*gpuItemMemoryBytes
+	target := GPUIdleCelsius + (GPUFullLoadCelsius-GPUIdleCelsius)*util
+	clock, reasons := GPUMaxSMClockMHz*throttleClock[g.throttle], uint64(0)
+	switch g.throttle {
+	case ThrottleThermal:
+		target = GPUThrottleCelsius
+		reasons |= reasonSWThermalSlowdown | reasonHWThermalSlowdown
+	case ThrottlePower:
+		power = GPUPowerLimitWatts
+		reasons |= reasonSWPowerCap
+	}
+	if util == 0 && g.throttle == "" {
+		clock, reasons = GPUIdleSMClockMHz, reasonGPUIdle
+	}
+	temp := g.last.TemperatureCelsius
+	temp += (target - temp) * (1 - math.Exp(-elapsed.Seconds()/gpuThermalTau.Seconds()))
 	g.last = GPUStats{
-		Utilization:     util,
-		MemoryUsedBytes: min(mem, GPUMemoryTotalBytes),
-		PowerWatts:      power,
-		EnergyJoules:    g.last.EnergyJoules + power*elapsed.Seconds(),
+		Utilization:        util,
+		MemoryUsedBytes:    min(mem, GPUMemoryTotalBytes),
+		PowerWatts:         power,
+		EnergyJoules:       g.last.EnergyJoules + power*elapsed.Seconds(),
+		TemperatureCelsius: temp,
+		SMClockMHz:         clock,
+		ClockEventReasons:  reasons,
 	}
 	g.busy = 0
 	g.peakItems = g.items

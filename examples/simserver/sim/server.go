@@ -168,9 +168,11 @@ func (s *Server) SetFault(f Fault) (Fault, error) {
 	next := s.copyFaults()
 	next[f.Model] = &activeFault{Fault: f, code: code}
 	s.faults.Store(&next)
+	s.gpu.setThrottle(next.throttle())
 	s.faultMu.Unlock()
 	s.log.Info("fault set", "model", f.Model, "slowdown", f.Slowdown, "error_rate", f.ErrorRate,
-		"error_code", f.ErrorCode, "hang", f.Hang, "drop_connections", f.DropConnections, "delay_ms", f.DelayMS)
+		"error_code", f.ErrorCode, "hang", f.Hang, "drop_connections", f.DropConnections, "delay_ms", f.DelayMS,
+		"throttle", f.Throttle)
 	return f, nil
 }
 
@@ -184,6 +186,7 @@ func (s *Server) ClearFaults(model string) []Fault {
 		delete(next, model)
 	}
 	s.faults.Store(&next)
+	s.gpu.setThrottle(next.throttle())
 	s.faultMu.Unlock()
 	s.log.Info("faults cleared", "model", model)
 	return next.list()

@@ -1,0 +1,365 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/infergate/infergate/batcher"
+)
+
+// BatchingConfig is the batching section: global values, and per-model
+// values that override them for that model. Flags set the global values.
+type BatchingConfig struct {
+	// Mode is off, static or adaptive. Default off. A model's own mode
+	// overrides it; the flag --batching off turns batching off for all.
+	Mode string `yaml:"mode"`
+	// MaxSize is the largest batch in rows. Default 32.
+	MaxSize int `yaml:"max_size"`
+	// PreferredSizes (static) are sizes sent as soon as they can be formed.
+	PreferredSizes []int `yaml:"preferred_sizes"`
+	// MaxDelay (static) is the longest the oldest request waits for a
+	// batch to fill. Default 1ms.
+	MaxDelay *time.Duration `yaml:"max_delay"`
+	// QueueSize caps waiting requests per queue. Default 1024.
+	QueueSize int `yaml:"queue_size"`
+	// SLO (adaptive) is the p99 latency target. Default 50ms.
+	SLO time.Duration `yaml:"slo"`
+	// Slots is the upstream's execution slots per model. Default 1.
+	Slots int `yaml:"slots"`
+	// RetryUnbatched retries each request of a failed batch alone.
+	RetryUnbatched bool `yaml:"retry_unbatched"`
+	// Models lists the batchable models with their own settings; a model
+	// named only by --batch-models uses the global values.
+	Models map[string]ModelBatching `yaml:"models"`
+
+	// off is set by an explicit --batching off.
+	off bool
+}
+
+// ModelBatching overrides the global batching values for one model; unset
+// fields inherit them.
+type ModelBatching struct {
+	Mode           string         `yaml:"mode"`
+	MaxSize        *int           `yaml:"max_size"`
+	PreferredSizes []int          `yaml:"preferred_sizes"`
+	MaxDelay       *time.Duration `yaml:"max_delay"`
+	QueueSize      *int           `yaml:"queue_size"`
+	SLO            *time.Duration `yaml:"slo"`
+	Slots          *int           `yaml:"slots"`
+	RetryUnbatched *bool          `yaml:"retry_unbatched"`
+}
+
+const (
+	defaultBatchMaxDelay = time.Millisecond
+)
+
+// validate fills the global defaults and returns every problem, each
+// naming its field.
+func (c *BatchingConfig) validate() []error {
+	if c.Mode == "" {
+		c.Mode = "off"
+	}
+	if c.MaxSize == 0 {
+		c.MaxSize = batcher.DefaultMaxSize
+	}
+	if c.MaxDelay == nil {
+		d := defaultBatchMaxDelay
+		c.MaxDelay = &d
+	}
+	if c.QueueSize == 0 {
+		c.QueueSize = batcher.DefaultQueueSize
+	}
+	if c.SLO == 0 {
+		c.SLO = batcher.DefaultSLO
+	}
+	if c.Slots == 0 {
+		c.Slots = batcher.DefaultSlots
+	}
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("config: batching.%s: %s", field, fmt.Sprintf(format, args...)))
+	}
+	checkMode := func(field, v string) {
+		if _, err := batcher.ParseMode(v); err != nil {
+			bad(field, "must be off, static or adaptive, got %q", v)
+		}
+	}
+	checkMode("mode", c.Mode)
+	checkSize := func(field string, v int) {
+		if v < 1 || v > batcher.MaxBatchSize {
+			bad(field, "must be between 1 and %d, got %d", batcher.MaxBatchSize, v)
+		}
+	}
+	checkPreferred := func(field string, sizes []int, maxSize int) {
+		for _, s := range sizes {
+			if s < 1 || s > maxSize {
+				bad(field, "each must be between 1 and max_size %d, got %d", maxSize, s)
+				return
+			}
+		}
+	}
+	checkDelay := func(field string, d time.Duration) {
+		if d < 0 {
+			bad(field, "must not be negative, got %s", d)
+		}
+	}
+	checkQueue := func(field string, v int) {
+		if v < 1 {
+			bad(field, "must be positive, got %d", v)
+		}
+	}
+	checkSLO := func(field string, d time.Duration) {
+		if d <= 0 {
+			bad(field, "must be positive, got %s", d)
+		}
+	}
+	checkSlots := func(field string, v int) {
+		if v < 1 || v > 1024 {
+			bad(field, "must be between 1 and 1024, got %d", v)
+		}
+	}
+	checkSize("max_size", c.MaxSize)
+	checkPreferred("preferred_sizes", c.PreferredSizes, c.MaxSize)
+	checkDelay("max_delay", *c.MaxDelay)
+	checkQueue("queue_size", c.QueueSize)
+	checkSLO("slo", c.SLO)
+	checkSlots("slots", c.Slots)
+	for _, name := range sortedKeys(c.Models) {
+		m := c.Models[name]
+		f := "models." + name + "."
+		if m.Mode != "" {
+			checkMode(f+"mode", m.Mode)
+		}
+		maxSize := c.MaxSize
+		if m.MaxSize != nil {
+			checkSize(f+"max_size", *m.MaxSize)
+			maxSize = *m.MaxSize
+		}
+		if m.PreferredSizes != nil {
+			checkPreferred(f+"preferred_sizes", m.PreferredSizes, maxSize)
+		} else if m.MaxSize != nil {
+			checkPreferred(f+"preferred_sizes", c.PreferredSizes, maxSize)
+		}
+		if m.MaxDelay != nil {
+			checkDelay(f+"max_delay", *m.MaxDelay)
+		}
+		if m.QueueSize != nil {
+			checkQueue(f+"queue_size", *m.QueueSize)
+		}
+		if m.SLO != nil {
+			checkSLO(f+"slo", *m.SLO)
+		}
+		if m.Slots != nil {
+			checkSlots(f+"slots", *m.Slots)
+		}
+	}
+	if len(errs) == 0 && c.Mode != "off" && !c.off && len(c.Models) == 0 {
+		bad("models", "required when batching is on: name the batchable models with --batch-models or batching.models")
+	}
+	return errs
+}
+
+// policies returns the batcher's config: one policy per model, global
+// values where the model sets none. Call after validate.
+func (c *BatchingConfig) policies() batcher.Config {
+	cfg := batcher.Config{Models: map[string]batcher.Policy{}}
+	if c.off {
+		return cfg
+	}
+	for name, m := range c.Models {
+		mode := c.Mode
+		if m.Mode != "" {
+			mode = m.Mode
+		}
+		p := batcher.Policy{
+			MaxSize: c.MaxSize, PreferredSizes: c.PreferredSizes, MaxDelay: *c.MaxDelay,
+			QueueSize: c.QueueSize, SLO: c.SLO, Slots: c.Slots, RetryUnbatched: c.RetryUnbatched,
+		}
+		p.Mode, _ = batcher.ParseMode(mode)
+		if m.MaxSize != nil {
+			p.MaxSize = *m.MaxSize
+		}
+		if m.PreferredSizes != nil {
+			p.PreferredSizes = m.PreferredSizes
+		}
+		if m.MaxDelay != nil {
+			p.MaxDelay = *m.MaxDelay
+		}
+		if m.QueueSize != nil {
+			p.QueueSize = *m.QueueSize
+		}
+		if m.SLO != nil {
+			p.SLO = *m.SLO
+		}
+		if m.Slots != nil {
+			p.Slots = *m.Slots
+		}
+		if m.RetryUnbatched != nil {
+			p.RetryUnbatched = *m.RetryUnbatched
+		}
+		if p.Mode != batcher.Off {
+			cfg.Models[name] = p
+		}
+	}
+	return cfg
+}
+
+// newBatcher returns the batcher for c, or nil when no model is batched.
+func newBatcher(c BatchingConfig) (*batcher.Batcher, error) {
+	cfg := c.policies()
+	if len(cfg.Models) == 0 {
+		return nil, nil
+	}
+	return batcher.New(cfg)
+}
+
+// batchingJSON is the body of GET /api/v1/batching.
+func batchingJSON(b *batcher.Batcher) any {
+	type modelJSON struct {
+		Model           string               `json:"model"`
+		Mode            string               `json:"mode"`
+		MaxSize         int                  `json:"max_size"`
+		PreferredSizes  []int                `json:"preferred_sizes,omitempty"`
+		MaxDelaySeconds float64              `json:"max_delay_seconds"`
+		QueueSize       int                  `json:"queue_size"`
+		SLOSeconds      float64              `json:"slo_seconds"`
+		Slots           int                  `json:"slots"`
+		RetryUnbatched  bool                 `json:"retry_unbatched"`
+		Queues          []batcher.QueueStats `json:"queues"`
+	}
+	out := struct {
+		Models []modelJSON `json:"models"`
+	}{Models: []modelJSON{}}
+	if b == nil {
+		return out
+	}
+	queues := b.Stats()
+	pols := b.Policies()
+	for _, name := range sortedKeys(pols) {
+		p := pols[name]
+		m := modelJSON{
+			Model: name, Mode: p.Mode.String(), MaxSize: p.MaxSize, PreferredSizes: p.PreferredSizes,
+			MaxDelaySeconds: p.MaxDelay.Seconds(), QueueSize: p.QueueSize, SLOSeconds: p.SLO.Seconds(),
+			Slots: p.Slots, RetryUnbatched: p.RetryUnbatched, Queues: []batcher.QueueStats{},
+		}
+		for _, q := range queues {
+			if q.Model == name {
+				m.Queues = append(m.Queues, q)
+			}
+		}
+		out.Models = append(out.Models, m)
+	}
+	return out
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// batchingFlags are the --batch* flags.
+type batchingFlags struct {
+	mode, models, preferred *string
+	maxSize, queueSize      *int
+	slots                   *int
+	maxDelay, slo           *time.Duration
+}
+
+func addBatchingFlags(fs *flag.FlagSet) *batchingFlags {
+	return &batchingFlags{
+		mode:      fs.String("batching", "off", "batch ModelInfer/Predict calls: off, static or adaptive"),
+		models:    fs.String("batch-models", "", "comma-separated batchable models (batch dimension 0)"),
+		maxSize:   fs.Int("batch-max-size", batcher.DefaultMaxSize, "largest batch, in rows"),
+		preferred: fs.String("batch-preferred-sizes", "", "static: comma-separated batch sizes sent as soon as they can be formed"),
+		maxDelay:  fs.Duration("batch-max-delay", defaultBatchMaxDelay, "static: longest the oldest request waits for a batch to fill"),
+		queueSize: fs.Int("batch-queue-size", batcher.DefaultQueueSize, "waiting requests per model before RESOURCE_EXHAUSTED"),
+		slo:       fs.Duration("batch-slo", batcher.DefaultSLO, "adaptive: p99 latency target per request"),
+		slots:     fs.Int("batch-slots", batcher.DefaultSlots, "batches in flight per model (the upstream's execution slots)"),
+	}
+}
+
+// apply sets the batching value of the flag named name, if it is one.
+func (bf *batchingFlags) apply(name string, c *BatchingConfig, errs *[]error) {
+	bad := func(format string, args ...any) {
+		*errs = append(*errs, fmt.Errorf("config: --%s: %s", name, fmt.Sprintf(format, args...)))
+	}
+	switch name {
+	case "batching":
+		c.Mode = strings.ToLower(*bf.mode)
+		c.off = c.Mode == "off"
+	case "batch-models":
+		for _, m := range strings.Split(*bf.models, ",") {
+			if m = strings.TrimSpace(m); m == "" {
+				continue
+			}
+			if c.Models == nil {
+				c.Models = map[string]ModelBatching{}
+			}
+			if _, ok := c.Models[m]; !ok {
+				c.Models[m] = ModelBatching{}
+			}
+		}
+	case "batch-max-size":
+		c.MaxSize = *bf.maxSize
+		if c.MaxSize == 0 {
+			bad("must be between 1 and %d, got 0", batcher.MaxBatchSize)
+		}
+	case "batch-preferred-sizes":
+		c.PreferredSizes = nil
+		for _, s := range strings.Split(*bf.preferred, ",") {
+			if s = strings.TrimSpace(s); s == "" {
+				continue
+			}
+			n, err := strconv.Atoi(s)
+			if err != nil {
+				bad("%q is not a list of sizes", *bf.preferred)
+				return
+			}
+			c.PreferredSizes = append(c.PreferredSizes, n)
+		}
+		slices.Sort(c.PreferredSizes)
+	case "batch-max-delay":
+		d := *bf.maxDelay
+		c.MaxDelay = &d
+	case "batch-queue-size":
+		c.QueueSize = *bf.queueSize
+		if c.QueueSize == 0 {
+			bad("must be positive, got 0")
+		}
+	case "batch-slo":
+		c.SLO = *bf.slo
+		if c.SLO == 0 {
+			bad("must be positive, got 0s")
+		}
+	case "batch-slots":
+		c.Slots = *bf.slots
+		if c.Slots == 0 {
+			bad("must be between 1 and 1024, got 0")
+		}
+	}
+}
+
+// startBatcher returns the batcher for c with its metrics registered on
+// reg, or nil when no model is batched. Closing a nil one is a no-op.
+func startBatcher(c BatchingConfig, reg prometheus.Registerer) (*batcher.Batcher, error) {
+	b, err := newBatcher(c)
+	if err != nil || b == nil {
+		return nil, err
+	}
+	if err := b.Register(reg); err != nil {
+		b.Close()
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
+	return b, nil
+}

@@ -1,0 +1,163 @@
+package main
+
+import (
+	"math"
+	"sort"
+
+	"github.com/infergate/infergate/monitor/correlate"
+	"github.com/infergate/infergate/monitor/gpu"
+)
+
+// gpuDoc is one GPU in /api/v1/gpus and /api/v1/models. Readings the
+// source does not report are left out.
+type gpuDoc struct {
+	UUID               string   `json:"gpu_uuid"`
+	Name               string   `json:"name,omitempty"`
+	Source             string   `json:"source"`
+	Utilization        *float64 `json:"utilization,omitempty"`
+	MemoryUtilization  *float64 `json:"memory_utilization,omitempty"`
+	MemoryUsedBytes    *float64 `json:"memory_used_bytes,omitempty"`
+	MemoryTotalBytes   *float64 `json:"memory_total_bytes,omitempty"`
+	TemperatureCelsius *float64 `json:"temperature_celsius,omitempty"`
+	PowerWatts         *float64 `json:"power_watts,omitempty"`
+	PowerLimitWatts    *float64 `json:"power_limit_watts,omitempty"`
+	SMClockHz          *float64 `json:"sm_clock_hertz,omitempty"`
+	SMClockMaxHz       *float64 `json:"sm_clock_max_hertz,omitempty"`
+	// ClockEventReasons are the active clock event reasons by name.
+	ClockEventReasons []string `json:"clock_event_reasons,omitempty"`
+	// Throttled is true under a power, thermal or hardware slowdown with
+	// the SM clock below its maximum.
+	Throttled bool `json:"throttled"`
+}
+
+func newGPUDoc(d gpu.Device) *gpuDoc {
+	opt := func(f gpu.Field, v float64) *float64 {
+		if !d.Has(f) {
+			return nil
+		}
+		return &v
+	}
+	return &gpuDoc{
+		UUID: d.UUID, Name: d.Name, Source: d.Source,
+		Utilization:        opt(gpu.FieldUtilization, d.Utilization),
+		MemoryUtilization:  opt(gpu.FieldMemoryUtilization, d.MemoryUtilization),
+		MemoryUsedBytes:    opt(gpu.FieldMemoryUsed, d.MemoryUsedBytes),
+		MemoryTotalBytes:   opt(gpu.FieldMemoryTotal, d.MemoryTotalBytes),
+		TemperatureCelsius: opt(gpu.FieldTemperature, d.TemperatureCelsius),
+		PowerWatts:         opt(gpu.FieldPower, d.PowerWatts),
+		PowerLimitWatts:    opt(gpu.FieldPowerLimit, d.PowerLimitWatts),
+		SMClockHz:          opt(gpu.FieldSMClock, d.SMClockHz),
+		SMClockMaxHz:       opt(gpu.FieldSMClockMax, d.SMClockMaxHz),
+		ClockEventReasons:  d.ActiveReasons(),
+		Throttled:          d.Throttled(),
+	}
+}
+
+// sourceDoc is one GPU source in /api/v1/gpus.
+type sourceDoc struct {
+	Name      string `json:"source"`
+	Up        bool   `json:"up"`
+	Errors    uint64 `json:"errors"`
+	LastError string `json:"last_error,omitempty"`
+}
+
+// gpusDoc is the body of /api/v1/gpus.
+type gpusDoc struct {
+	Sources []sourceDoc `json:"sources"`
+	GPUs    []*gpuDoc   `json:"gpus"`
+	// Models maps model to GPU UUID (configured, then reported).
+	Models map[string]string `json:"models"`
+}
+
+func (g *gpuRuntime) gpusJSON() any {
+	st := g.hub.State()
+	doc := gpusDoc{Sources: []sourceDoc{}, GPUs: []*gpuDoc{}, Models: st.Models}
+	for _, s := range st.Sources {
+		doc.Sources = append(doc.Sources, sourceDoc{Name: s.Name, Up: s.Up, Errors: s.Errors, LastError: s.LastError})
+	}
+	for _, d := range st.Devices {
+		doc.GPUs = append(doc.GPUs, newGPUDoc(d))
+	}
+	return doc
+}
+
+// modelDoc is one model in /api/v1/models: its recent latency, its GPU and
+// the cause hint, as the correlator saw them at its last sample.
+type modelDoc struct {
+	Model string `json:"model"`
+	// Calls, P50 and P99 cover the model's successful inference calls of
+	// the last LatencyWindowSeconds.
+	Calls                uint64   `json:"calls"`
+	LatencyWindowSeconds float64  `json:"latency_window_seconds"`
+	P50                  float64  `json:"p50_seconds"`
+	P99                  float64  `json:"p99_seconds"`
+	QueueP99             *float64 `json:"queue_p99_seconds,omitempty"`
+	// BaselineP99 and BaselineP50 are what a rise is measured against;
+	// null until known. LatencyUp: p99 or p50 rose 1.5 times its baseline.
+	BaselineP99 *float64 `json:"baseline_p99_seconds"`
+	BaselineP50 *float64 `json:"baseline_p50_seconds"`
+	LatencyUp   bool     `json:"latency_up"`
+	// GPUUUID is the GPU the model runs on (null when unknown) and GPUFrom
+	// where that came from: config, source or only_device.
+	GPUUUID        *string  `json:"gpu_uuid"`
+	GPUFrom        string   `json:"gpu_from,omitempty"`
+	GPUUtilization *float64 `json:"gpu_utilization"`
+	// Correlation is Pearson's r between p99 and GPU utilisation over the
+	// 1m window (null when it cannot be computed); CorrelationWindows has
+	// 1m and 5m, QueueCorrelation the same for queue time.
+	Correlation        *float64            `json:"correlation"`
+	CorrelationWindows map[string]*float64 `json:"correlation_windows"`
+	QueueCorrelation   map[string]*float64 `json:"queue_correlation,omitempty"`
+	GPU                *gpuDoc             `json:"gpu"`
+	CauseHint          string              `json:"cause_hint"`
+}
+
+// num turns NaN into null.
+func num(v float64) *float64 {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return nil
+	}
+	return &v
+}
+
+func modelsJSON(states []correlate.ModelState) []modelDoc {
+	out := make([]modelDoc, 0, len(states))
+	for _, s := range states {
+		d := modelDoc{
+			Model: s.Model, Calls: s.Calls, LatencyWindowSeconds: s.LatencyWindow.Seconds(),
+			P50: s.P50.Seconds(), P99: s.P99.Seconds(), LatencyUp: s.LatencyUp,
+			GPUFrom: s.GPUFrom, CauseHint: s.Hint,
+			Correlation:        num(s.Correlation[correlate.Window1m]),
+			CorrelationWindows: map[string]*float64{},
+		}
+		if s.QueueSeen {
+			d.QueueP99 = num(s.QueueP99.Seconds())
+			d.QueueCorrelation = map[string]*float64{}
+		}
+		for w, name := range correlate.WindowNames {
+			d.CorrelationWindows[name] = num(s.Correlation[w])
+			if s.QueueSeen {
+				d.QueueCorrelation[name] = num(s.QueueCorrelation[w])
+			}
+		}
+		if s.Baseline > 0 {
+			d.BaselineP99 = num(s.Baseline.Seconds())
+		}
+		if s.BaselineP50 > 0 {
+			d.BaselineP50 = num(s.BaselineP50.Seconds())
+		}
+		if s.GPUUUID != "" {
+			u := s.GPUUUID
+			d.GPUUUID = &u
+		}
+		if s.GPU != nil {
+			d.GPU = newGPUDoc(*s.GPU)
+			d.GPUUtilization = d.GPU.Utilization
+		}
+		out = append(out, d)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Model < out[j].Model })
+	return out
+}
+
+func (g *gpuRuntime) modelsJSON() any { return modelsJSON(g.corr.Models()) }

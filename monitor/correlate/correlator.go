@@ -1,0 +1,369 @@
+package correlate
+
+import (
+	"context"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/infergate/infergate/monitor"
+	"github.com/infergate/infergate/monitor/gpu"
+)
+
+// The rolling rings, in samples: 1m and 5m at the default 1s interval.
+const (
+	ShortSamples = 60
+	LongSamples  = 300
+	// minBaseline is how many samples with calls a baseline needs.
+	minBaseline = 10
+)
+
+// The correlation windows, indexes of ModelState.Correlation.
+const (
+	Window1m = iota
+	Window5m
+	NumWindows
+)
+
+// WindowNames names the correlation windows ("1m", "5m") for labels and
+// JSON.
+var WindowNames = [NumWindows]string{"1m", "5m"}
+
+var windowSamples = [NumWindows]int{ShortSamples, LongSamples}
+
+// Defaults of Options.
+const (
+	DefaultInterval     = time.Second
+	DefaultRecentSlices = 5
+	DefaultUpFactor     = 1.5
+	DefaultMinRise      = time.Millisecond
+)
+
+// LatencySource gives recent per-group latency; *monitor.Registry is one.
+type LatencySource interface {
+	Recent(n int, group func(monitor.SeriesKey) string) (map[string]monitor.RecentStats, time.Time)
+}
+
+// Options configures a Correlator. Latency is required; zero values of the
+// rest mean the documented defaults.
+type Options struct {
+	// Latency is where per-model recent latency comes from.
+	Latency LatencySource
+	// GPU returns the current GPU state; nil means no GPU data (every rise
+	// gets HintUnknown).
+	GPU func() gpu.State
+	// Interval is the sampling period; 0 or less means 1s.
+	Interval time.Duration
+	// RecentSlices is how many monitor slices (seconds at the default
+	// slice length) the sampled p99 covers; 0 or less means 5.
+	RecentSlices int
+	// UpFactor is how many times its baseline p99 must be for latency to
+	// be up; 0 or less means 1.5.
+	UpFactor float64
+	// MinRise is the least rise over the baseline that counts, so that
+	// jitter on sub-millisecond models is not a rise; 0 means 1ms,
+	// negative means none.
+	MinRise time.Duration
+	// Methods are the gRPC method names (last path element) whose calls
+	// are a model's inference latency; nil means ModelInfer,
+	// ModelStreamInfer, Predict, Classify, Regress and MultiInference.
+	Methods []string
+	// Now is the clock stamped on states; nil means time.Now.
+	Now func() time.Time
+}
+
+var defaultMethods = []string{"ModelInfer", "ModelStreamInfer", "Predict", "Classify", "Regress", "MultiInference"}
+
+// ModelState is one model's latency, GPU and hint at the last sample.
+type ModelState struct {
+	Model string
+	At    time.Time
+	// Calls, P50, P99 and QueueP99 cover the model's successful inference
+	// calls of the last RecentSlices slices; all zero when it had none.
+	Calls         uint64
+	P50, P99      time.Duration
+	QueueP99      time.Duration
+	QueueSeen     bool
+	LatencyWindow time.Duration
+	// Baseline and BaselineP50 are what P99 and P50 are compared with;
+	// 0 until known.
+	Baseline, BaselineP50 time.Duration
+	// LatencyUp is true when P99 or P50 rose UpFactor times its baseline.
+	LatencyUp bool
+	// GPUUUID is the GPU the model runs on and GPUFrom where that came
+	// from (gpu.FromConfig, ...); both "" when unknown.
+	GPUUUID, GPUFrom string
+	// GPU is the device's current reading; nil without one.
+	GPU *gpu.Device
+	// Correlation and QueueCorrelation are Pearson's r between the
+	// model's p99 (queue p99) and its GPU's utilisation over the 1m and 5m
+	// rings; NaN where it cannot be computed.
+	Correlation      [NumWindows]float64
+	QueueCorrelation [NumWindows]float64
+	// UtilizationFlat is true when utilisation barely moved over the 1m
+	// ring.
+	UtilizationFlat bool
+	// Hint is the cause hint (Hint*).
+	Hint string
+}
+
+// sample is one model's reading at one step.
+type sample struct {
+	p50, p99, q99      float64 // seconds
+	util               float64
+	hasLat, hasQ, hasU bool
+	up                 bool
+}
+
+// track is one model's ring of samples.
+type track struct {
+	ring []sample // len LongSamples once full; ring[pos] is the oldest
+	pos  int
+	idle int // consecutive steps without calls
+}
+
+func (t *track) push(s sample) {
+	if len(t.ring) < LongSamples {
+		t.ring = append(t.ring, s)
+		return
+	}
+	t.ring[t.pos] = s
+	t.pos = (t.pos + 1) % LongSamples
+}
+
+// last calls f on the newest n samples, oldest first.
+func (t *track) last(n int, f func(s *sample)) {
+	n = min(n, len(t.ring))
+	start := len(t.ring) - n
+	if len(t.ring) == LongSamples {
+		start = (t.pos + LongSamples - n) % LongSamples
+	}
+	for i := range n {
+		f(&t.ring[(start+i)%len(t.ring)])
+	}
+}
+
+// baseline returns the baseline p50 and p99 in seconds, zeros when there
+// is none yet.
+func (t *track) baseline() (p50, p99 float64) {
+	var calm50, calm99, all50, all99 []float64
+	t.last(LongSamples, func(s *sample) {
+		if !s.hasLat {
+			return
+		}
+		all50, all99 = append(all50, s.p50), append(all99, s.p99)
+		if !s.up {
+			calm50, calm99 = append(calm50, s.p50), append(calm99, s.p99)
+		}
+	})
+	switch {
+	case len(calm99) >= minBaseline:
+		return median(calm50), median(calm99)
+	case len(all99) > len(calm99):
+		// Up so long that the calm samples aged out of the ring: accept
+		// the new normal.
+		return median(all50), median(all99)
+	}
+	return 0, 0 // still learning
+}
+
+// risen reports whether v is up against base: at least factor times it
+// and at least minRise above it (minRise < 0: no floor).
+func risen(v, base, factor float64, minRise time.Duration) bool {
+	return base > 0 && v >= factor*base && (minRise < 0 || v-base >= minRise.Seconds())
+}
+
+// Correlator samples per-model latency beside GPU state and derives the
+// cause hints. Step and Run must not run concurrently with each other;
+// Models, Model and the metrics are safe for concurrent use and read the
+// last published state.
+type Correlator struct {
+	opts    Options
+	methods map[string]bool
+	mu      sync.Mutex
+	tracks  map[string]*track
+	states  atomic.Pointer[[]ModelState]
+}
+
+// New returns a correlator; call Run (or Step) to sample.
+func New(opts Options) *Correlator {
+	if opts.Interval <= 0 {
+		opts.Interval = DefaultInterval
+	}
+	if opts.RecentSlices <= 0 {
+		opts.RecentSlices = DefaultRecentSlices
+	}
+	if opts.UpFactor <= 0 {
+		opts.UpFactor = DefaultUpFactor
+	}
+	if opts.MinRise == 0 {
+		opts.MinRise = DefaultMinRise
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Methods == nil {
+		opts.Methods = defaultMethods
+	}
+	c := &Correlator{opts: opts, methods: map[string]bool{}, tracks: map[string]*track{}}
+	for _, m := range opts.Methods {
+		c.methods[m] = true
+	}
+	c.states.Store(&[]ModelState{})
+	return c
+}
+
+// Interval returns the sampling period.
+func (c *Correlator) Interval() time.Duration { return c.opts.Interval }
+
+// Run samples every interval until ctx ends.
+func (c *Correlator) Run(ctx context.Context) {
+	t := time.NewTicker(c.opts.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			c.Step()
+		}
+	}
+}
+
+// group keys a series by model for its successful inference calls only:
+// metadata calls are fast and failures are another story.
+func (c *Correlator) group(k monitor.SeriesKey) string {
+	if k.Model == "" || k.CodeClass != monitor.CodeClassOK || k == monitor.OverflowKey {
+		return ""
+	}
+	m := k.Method
+	if i := strings.LastIndexByte(m, '/'); i >= 0 {
+		m = m[i+1:]
+	}
+	if !c.methods[m] {
+		return ""
+	}
+	return k.Model
+}
+
+// Step takes one sample of every model and publishes the new states.
+func (c *Correlator) Step() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.opts.Now()
+	recent, _ := c.opts.Latency.Recent(c.opts.RecentSlices, c.group)
+	var gs gpu.State
+	if c.opts.GPU != nil {
+		gs = c.opts.GPU()
+	}
+	for m := range recent {
+		if c.tracks[m] == nil {
+			c.tracks[m] = &track{}
+		}
+	}
+	states := make([]ModelState, 0, len(c.tracks))
+	for name, t := range c.tracks {
+		rs, ok := recent[name]
+		if ok {
+			t.idle = 0
+		} else if t.idle++; t.idle >= LongSamples {
+			delete(c.tracks, name)
+			continue
+		}
+		states = append(states, c.stepModel(name, t, rs, ok, gs, now))
+	}
+	slices.SortFunc(states, func(a, b ModelState) int { return strings.Compare(a.Model, b.Model) })
+	c.states.Store(&states)
+}
+
+func (c *Correlator) stepModel(name string, t *track, rs monitor.RecentStats, hasCalls bool, gs gpu.State, now time.Time) ModelState {
+	tot, q := rs.Stats[monitor.ComponentTotal], rs.Stats[monitor.ComponentQueue]
+	ms := ModelState{
+		Model: name, At: now, Calls: tot.Count, P50: tot.P50, P99: tot.P99,
+		QueueP99: q.P99, QueueSeen: rs.QueueSeen, Hint: HintNone,
+		LatencyWindow: time.Duration(c.opts.RecentSlices) * time.Second,
+	}
+	s := sample{hasLat: hasCalls, p50: tot.P50.Seconds(), p99: tot.P99.Seconds(), q99: q.P99.Seconds(), hasQ: hasCalls && rs.QueueSeen}
+	ms.GPUUUID, ms.GPUFrom = gs.ModelGPU(name)
+	if ms.GPUUUID != "" {
+		if d, ok := gs.Device(ms.GPUUUID); ok {
+			ms.GPU = &d
+			s.util, s.hasU = d.Utilization, d.Has(gpu.FieldUtilization)
+		}
+	}
+	base50, base99 := t.baseline()
+	ms.Baseline = time.Duration(base99 * float64(time.Second))
+	ms.BaselineP50 = time.Duration(base50 * float64(time.Second))
+	// The median as well as the tail: with few calls per window p99 is
+	// the maximum, and one slow call in the baseline can hide a rise that
+	// moves every call.
+	s.up = hasCalls && (risen(s.p99, base99, c.opts.UpFactor, c.opts.MinRise) ||
+		risen(s.p50, base50, c.opts.UpFactor, c.opts.MinRise))
+	ms.LatencyUp = s.up
+	t.push(s)
+
+	for w, n := range windowSamples {
+		var lat, qs, u, uq []float64
+		t.last(n, func(s *sample) {
+			if !s.hasU {
+				return
+			}
+			if s.hasLat {
+				lat, u = append(lat, s.p99), append(u, s.util)
+			}
+			if s.hasQ {
+				qs, uq = append(qs, s.q99), append(uq, s.util)
+			}
+		})
+		ms.Correlation[w] = pearson(lat, u)
+		ms.QueueCorrelation[w] = pearson(qs, uq)
+	}
+	var utils []float64
+	t.last(ShortSamples, func(s *sample) {
+		if s.hasU {
+			utils = append(utils, s.util)
+		}
+	})
+	ms.UtilizationFlat = len(utils) >= 3 && stddev(utils) < FlatUtilization
+
+	sig := Signal{
+		LatencyUp: s.up, HasGPU: s.hasU, Utilization: s.util, UtilizationFlat: ms.UtilizationFlat,
+		Correlation: ms.Correlation[Window1m],
+	}
+	if ms.GPU != nil {
+		sig.Throttled = ms.GPU.Throttled()
+		sig.MemoryRatio, sig.HasMemory = ms.GPU.MemoryRatio()
+	}
+	ms.Hint = Hint(sig)
+	return ms
+}
+
+// Models returns every tracked model's state at the last step, sorted by
+// model.
+func (c *Correlator) Models() []ModelState { return *c.states.Load() }
+
+// Model returns one model's state at the last step; the alert engine reads
+// the hint for compound rules and annotations through it.
+func (c *Correlator) Model(name string) (ModelState, bool) {
+	states := *c.states.Load()
+	i, ok := slices.BinarySearchFunc(states, name, func(s ModelState, n string) int { return strings.Compare(s.Model, n) })
+	if !ok {
+		return ModelState{}, false
+	}
+	return states[i], true
+}
+
+// CauseHint returns the model's current hint, HintNone for an unknown
+// model.
+func (c *Correlator) CauseHint(model string) string {
+	if s, ok := c.Model(model); ok {
+		return s.Hint
+	}
+	return HintNone
+}
+
+// nan is NaN, for unknown values in metrics.
+var nan = math.NaN()

@@ -1,0 +1,214 @@
+package correlate
+
+import (
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/expfmt"
+
+	"github.com/infergate/infergate/monitor"
+	"github.com/infergate/infergate/monitor/gpu"
+)
+
+// fakeLatency serves a fixed per-model p99, and checks that the group
+// function keeps only successful inference calls.
+type fakeLatency struct {
+	t   *testing.T
+	p99 map[string]time.Duration
+	q99 map[string]time.Duration
+}
+
+func (f *fakeLatency) Recent(n int, group func(monitor.SeriesKey) string) (map[string]monitor.RecentStats, time.Time) {
+	for key, want := range map[monitor.SeriesKey]string{
+		{Model: "m", Method: "/inference.GRPCInferenceService/ModelInfer", CodeClass: "ok"}:           "m",
+		{Model: "m", Method: "/tensorflow.serving.PredictionService/Predict", CodeClass: "ok"}:        "m",
+		{Model: "m", Method: "/inference.GRPCInferenceService/ModelReady", CodeClass: "ok"}:           "",
+		{Model: "m", Method: "/inference.GRPCInferenceService/ModelInfer", CodeClass: "server_error"}: "",
+		monitor.OverflowKey: "",
+	} {
+		if got := group(key); got != want {
+			f.t.Errorf("group(%+v) = %q, want %q", key, got, want)
+		}
+	}
+	out := map[string]monitor.RecentStats{}
+	for m, d := range f.p99 {
+		var rs monitor.RecentStats
+		rs.Stats[monitor.ComponentTotal] = monitor.Stats{Count: 100, P50: d / 2, P99: d, Max: d}
+		if q, ok := f.q99[m]; ok {
+			rs.QueueSeen = true
+			rs.Stats[monitor.ComponentQueue] = monitor.Stats{Count: 100, P99: q, Max: q}
+		}
+		out[m] = rs
+	}
+	return out, time.Time{}
+}
+
+// fakeGPU is one device whose state the test sets between steps.
+type fakeGPU struct{ dev gpu.Device }
+
+func (f *fakeGPU) state() gpu.State { return stateOf(f.dev) }
+
+func TestCorrelatorScenarios(t *testing.T) {
+	const uuid = "GPU-1"
+	idle := gpu.Device{UUID: uuid, Utilization: 0.2, MemoryUsedBytes: 10, MemoryTotalBytes: 80,
+		SMClockHz: 1.98e9, SMClockMaxHz: 1.98e9,
+		Known: gpu.FieldUtilization | gpu.FieldMemoryUsed | gpu.FieldMemoryTotal | gpu.FieldSMClock | gpu.FieldSMClockMax | gpu.FieldClockEventReasons}
+	lat := &fakeLatency{t: t, p99: map[string]time.Duration{"m": 10 * time.Millisecond}}
+	g := &fakeGPU{dev: idle}
+	c := New(Options{Latency: lat, GPU: g.state})
+
+	step := func(n int, p99 time.Duration, dev gpu.Device, jitter bool) ModelState {
+		for i := range n {
+			d := p99
+			u := dev
+			if jitter && i%2 == 1 {
+				d += d / 20
+				u.Utilization = math.Max(0, u.Utilization-0.01)
+			}
+			lat.p99["m"] = d
+			g.dev = u
+			c.Step()
+		}
+		s, ok := c.Model("m")
+		if !ok {
+			t.Fatal("model m not tracked")
+		}
+		return s
+	}
+
+	// Learning: no baseline yet, nothing is up.
+	if s := step(5, 10*time.Millisecond, idle, true); s.Baseline != 0 || s.Hint != HintNone {
+		t.Fatalf("learning: %+v", s)
+	}
+	s := step(30, 10*time.Millisecond, idle, true)
+	if s.Baseline < 10*time.Millisecond || s.Baseline > 11*time.Millisecond || s.LatencyUp || s.Hint != HintNone {
+		t.Fatalf("calm: %+v", s)
+	}
+	if s.GPUUUID != uuid || s.GPUFrom != gpu.FromOnlyDevice || s.GPU == nil {
+		t.Fatalf("GPU mapping: %+v", s)
+	}
+
+	// Network-side delay: latency triples, the GPU stays idle and flat.
+	s = step(10, 30*time.Millisecond, idle, true)
+	if !s.LatencyUp || s.Hint != HintNotGPU {
+		t.Fatalf("delay: %+v", s)
+	}
+	step(40, 10*time.Millisecond, idle, true) // heal; the up samples age out of the 1m ring
+
+	// Saturation: utilisation and latency climb together.
+	sat := idle
+	sat.Utilization = 0.98
+	s = step(10, 40*time.Millisecond, sat, true)
+	if !s.LatencyUp || s.Hint != HintGPUSaturated || !(s.Correlation[Window1m] >= MovesWith) {
+		t.Fatalf("saturation: %+v", s)
+	}
+	if s.Baseline > 11*time.Millisecond {
+		t.Errorf("a rise must not drag its own baseline: %v", s.Baseline)
+	}
+	step(70, 10*time.Millisecond, idle, true)
+
+	// Thermal throttling at moderate load.
+	hot := idle
+	hot.Utilization = 0.4
+	hot.SMClockHz = 0.99e9
+	hot.ClockEventReasons = uint64(gpu.ReasonSWThermalSlowdown)
+	if s = step(10, 20*time.Millisecond, hot, true); s.Hint != HintGPUThrottled {
+		t.Fatalf("throttle: %+v", s)
+	}
+	step(70, 10*time.Millisecond, idle, true)
+
+	// Memory pressure.
+	full := idle
+	full.Utilization = 0.6
+	full.MemoryUsedBytes = 79
+	if s = step(5, 20*time.Millisecond, full, true); s.Hint != HintGPUMemoryPressure {
+		t.Fatalf("memory: %+v", s)
+	}
+}
+
+func TestCorrelatorNoGPU(t *testing.T) {
+	lat := &fakeLatency{t: t, p99: map[string]time.Duration{"m": 10 * time.Millisecond}, q99: map[string]time.Duration{"m": time.Millisecond}}
+	c := New(Options{Latency: lat})
+	for range 20 {
+		c.Step()
+	}
+	lat.p99["m"] = 50 * time.Millisecond
+	c.Step()
+	s, _ := c.Model("m")
+	if !s.LatencyUp || s.Hint != HintUnknown || s.GPU != nil || !math.IsNaN(s.Correlation[Window1m]) {
+		t.Fatalf("no GPU: %+v", s)
+	}
+
+	reg := prometheus.NewPedanticRegistry()
+	if err := c.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, f := range fams {
+		expfmt.MetricFamilyToText(&b, f)
+	}
+	text := b.String()
+	for _, line := range []string{
+		`infergate_model_cause_hint{hint="unknown",model="m"} 1`,
+		`infergate_model_cause_hint{hint="none",model="m"} 0`,
+		`infergate_model_gpu_correlation{model="m",window="1m"} NaN`,
+		`infergate_model_gpu_queue_correlation{model="m",window="5m"} NaN`,
+		`infergate_model_latency_baseline_seconds{model="m",stat="p99"} 0.01`,
+		`infergate_model_latency_baseline_seconds{model="m",stat="p50"} 0.005`,
+	} {
+		if !strings.Contains(text, line+"\n") {
+			t.Errorf("missing %s in\n%s", line, text)
+		}
+	}
+}
+
+// TestCorrelatorMedianRise: one slow call inflated the baseline p99 (with
+// few calls per window p99 is the maximum); a rise that moves every call
+// still counts, through the median.
+func TestCorrelatorMedianRise(t *testing.T) {
+	lat := &fakeStats{p50: 10 * time.Millisecond, p99: 40 * time.Millisecond}
+	c := New(Options{Latency: lat})
+	for range 20 {
+		c.Step()
+	}
+	lat.p50, lat.p99 = 20*time.Millisecond, 45*time.Millisecond
+	c.Step()
+	if s, _ := c.Model("m"); !s.LatencyUp || s.BaselineP50 != 10*time.Millisecond || s.Baseline != 40*time.Millisecond {
+		t.Fatalf("median rise: %+v", s)
+	}
+}
+
+// fakeStats serves model m with a given p50 and p99.
+type fakeStats struct{ p50, p99 time.Duration }
+
+func (f *fakeStats) Recent(int, func(monitor.SeriesKey) string) (map[string]monitor.RecentStats, time.Time) {
+	var rs monitor.RecentStats
+	rs.Stats[monitor.ComponentTotal] = monitor.Stats{Count: 50, P50: f.p50, P99: f.p99, Max: f.p99}
+	return map[string]monitor.RecentStats{"m": rs}, time.Time{}
+}
+
+// TestCorrelatorForgetsIdleModels: a model without calls for the whole
+// long ring is dropped.
+func TestCorrelatorForgetsIdleModels(t *testing.T) {
+	lat := &fakeLatency{t: t, p99: map[string]time.Duration{"m": time.Millisecond}}
+	c := New(Options{Latency: lat})
+	c.Step()
+	delete(lat.p99, "m")
+	for range LongSamples - 1 {
+		c.Step()
+	}
+	if s, ok := c.Model("m"); !ok || s.Calls != 0 || s.Hint != HintNone {
+		t.Fatalf("idle model: %+v %v", s, ok)
+	}
+	c.Step()
+	if _, ok := c.Model("m"); ok {
+		t.Error("model still tracked after a long ring without calls")
+	}
+}

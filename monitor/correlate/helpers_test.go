@@ -1,0 +1,16 @@
+package correlate
+
+import (
+	"context"
+
+	"github.com/infergate/infergate/monitor/gpu"
+)
+
+// stateOf builds a gpu.State holding devs, through a real hub and sampler.
+func stateOf(devs ...gpu.Device) gpu.State {
+	s := gpu.NewSampler(gpu.SourceFunc(func(context.Context) (gpu.Reading, error) {
+		return gpu.Reading{Devices: devs}, nil
+	}), gpu.SamplerOptions{Name: "fake"})
+	s.SampleOnce(context.Background())
+	return gpu.NewHub(nil, s).State()
+}

@@ -1,0 +1,57 @@
+package monitor
+
+import "time"
+
+// RecentStats is one group's statistics over its most recent slices, from
+// Registry.Recent.
+type RecentStats struct {
+	// Stats is indexed by Component.
+	Stats [NumComponents]Stats
+	// QueueSeen reports whether any series of the group ever queued.
+	QueueSeen bool
+}
+
+// Recent merges, per group, the last n completed slices of every series
+// whose group(key) is not "" (the overflow series is left out): a window
+// finer than 1m, for readers that need a fresh signal (the GPU correlation
+// wants seconds-old p99 per model, not per series). n is clamped to 1 and
+// to the slices of one minute. Groups without calls in those slices are
+// absent. It reads like Snapshot and changes nothing.
+func (r *Registry) Recent(n int, group func(SeriesKey) string) (map[string]RecentStats, time.Time) {
+	at := r.cfg.now()
+	n = min(max(n, 1), r.cfg.slicesPerMinute)
+	byGroup := map[string][]*Series{}
+	var order []string
+	for _, s := range r.state.Load().list {
+		g := group(s.key)
+		if g == "" {
+			continue
+		}
+		if byGroup[g] == nil {
+			order = append(order, g)
+		}
+		byGroup[g] = append(byGroup[g], s)
+	}
+	out := make(map[string]RecentStats, len(order))
+	m := newMerger()
+	r.winMu.RLock()
+	defer r.winMu.RUnlock()
+	for _, g := range order {
+		var rs RecentStats
+		for c := range Component(NumComponents) {
+			m.reset(true)
+			for _, s := range byGroup[g] {
+				w := &s.win
+				for k := range n {
+					m.add(w.fine[(w.finePos-k+len(w.fine))%len(w.fine)], c)
+				}
+				rs.QueueSeen = rs.QueueSeen || w.queueSeen
+			}
+			rs.Stats[c] = m.stats()
+		}
+		if rs.Stats[ComponentTotal].Count > 0 {
+			out[g] = rs
+		}
+	}
+	return out, at
+}

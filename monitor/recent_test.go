@@ -1,0 +1,53 @@
+package monitor
+
+import (
+	"testing"
+	"time"
+)
+
+func TestRecent(t *testing.T) {
+	r := NewRegistry(Options{NoRequestHistogram: true})
+	key := func(model, code string) SeriesKey {
+		return SeriesKey{Model: model, Version: "1", Method: "/m", Upstream: "u", CodeClass: code}
+	}
+	byModel := func(k SeriesKey) string {
+		if k.CodeClass != CodeClassOK {
+			return ""
+		}
+		return k.Model
+	}
+	// Slice 1: slow calls; slices 2 and 3: fast calls on two series of
+	// the same model (another version) and one failure, which the group
+	// function leaves out.
+	for range 10 {
+		r.Record(key("a", CodeClassOK), Sample{Total: 100 * time.Millisecond})
+	}
+	r.Rotate()
+	for range 10 {
+		r.Record(key("a", CodeClassOK), Sample{Total: time.Millisecond})
+		k := key("a", CodeClassOK)
+		k.Version = "2"
+		r.Record(k, Sample{Total: 2 * time.Millisecond, Queue: time.Millisecond})
+		r.Record(key("a", CodeClassServerError), Sample{Total: time.Second})
+	}
+	r.Rotate()
+	r.Rotate() // an empty slice
+
+	got, _ := r.Recent(2, byModel)
+	a, ok := got["a"]
+	if !ok || len(got) != 1 {
+		t.Fatalf("Recent = %+v", got)
+	}
+	tot := a.Stats[ComponentTotal]
+	if tot.Count != 20 || tot.Max != 2*time.Millisecond || !a.QueueSeen {
+		t.Errorf("last 2 slices: %+v queueSeen=%v; want 20 fast calls", tot, a.QueueSeen)
+	}
+	got, _ = r.Recent(3, byModel)
+	if tot := got["a"].Stats[ComponentTotal]; tot.Count != 30 || tot.Max != 100*time.Millisecond {
+		t.Errorf("last 3 slices: %+v; want the slow slice too", tot)
+	}
+	got, _ = r.Recent(1, byModel)
+	if len(got) != 0 {
+		t.Errorf("last slice is empty, got %+v", got)
+	}
+}
