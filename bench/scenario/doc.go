@@ -6,4 +6,9 @@
 // simserver, through infergate and through nginx, for a small and a large
 // payload, and reports what each proxy adds to p50/p99 and takes from
 // throughput, all measured in one run on one machine.
+//
+// The batching scenario (RunBatching) sweeps offered load against
+// simserver's resnet50 through infergate with batching off, static
+// configurations and adaptive, and checks throughput, goodput within the
+// SLO and p99 against the batching issue's criteria.
 package scenario
