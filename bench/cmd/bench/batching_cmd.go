@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -112,13 +111,7 @@ func runBatching(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if *outDir == "" {
 		return nil
 	}
-	if err := os.MkdirAll(*outDir, 0o755); err != nil {
-		return fmt.Errorf("batching: out: %w", err)
-	}
-	if err := report.WriteJSONFile(filepath.Join(*outDir, "batching.json"), rep); err != nil {
-		return err
-	}
-	if err := report.WriteFile(filepath.Join(*outDir, "batching.md"), []byte(md)); err != nil {
+	if err := saveReport(*outDir, "batching", rep, md); err != nil {
 		return err
 	}
 	plotPath := filepath.Join(*outDir, "batching."+*plotFmt)

@@ -96,13 +96,7 @@ func runOverhead(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if *outDir == "" {
 		return nil
 	}
-	if err := os.MkdirAll(*outDir, 0o755); err != nil {
-		return fmt.Errorf("overhead: out: %w", err)
-	}
-	if err := report.WriteJSONFile(filepath.Join(*outDir, "overhead.json"), rep); err != nil {
-		return err
-	}
-	if err := report.WriteFile(filepath.Join(*outDir, "overhead.md"), []byte(md)); err != nil {
+	if err := saveReport(*outDir, "overhead", rep, md); err != nil {
 		return err
 	}
 	return report.WriteFile(filepath.Join(*outDir, "runs.md"), []byte(rep.RunsMarkdown()))
@@ -123,4 +117,15 @@ func sizeName(fallback string, shape []int64, dtype string) string {
 	default:
 		return fmt.Sprintf("%dB", n)
 	}
+}
+
+// saveReport writes a scenario's report into dir as NAME.json and NAME.md.
+func saveReport(dir, name string, rep any, md string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("%s: out: %w", name, err)
+	}
+	if err := report.WriteJSONFile(filepath.Join(dir, name+".json"), rep); err != nil {
+		return err
+	}
+	return report.WriteFile(filepath.Join(dir, name+".md"), []byte(md))
 }
