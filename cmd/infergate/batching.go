@@ -312,9 +312,6 @@ func (bf *batchingFlags) apply(name string, c *BatchingConfig, errs *[]error) {
 		}
 	case "batch-max-size":
 		c.MaxSize = *bf.maxSize
-		if c.MaxSize == 0 {
-			bad("must be between 1 and %d, got 0", batcher.MaxBatchSize)
-		}
 	case "batch-preferred-sizes":
 		c.PreferredSizes = nil
 		for _, s := range strings.Split(*bf.preferred, ",") {
@@ -334,19 +331,10 @@ func (bf *batchingFlags) apply(name string, c *BatchingConfig, errs *[]error) {
 		c.MaxDelay = &d
 	case "batch-queue-size":
 		c.QueueSize = *bf.queueSize
-		if c.QueueSize == 0 {
-			bad("must be positive, got 0")
-		}
 	case "batch-slo":
 		c.SLO = *bf.slo
-		if c.SLO == 0 {
-			bad("must be positive, got 0s")
-		}
 	case "batch-slots":
 		c.Slots = *bf.slots
-		if c.Slots == 0 {
-			bad("must be between 1 and 1024, got 0")
-		}
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/infergate/infergate/batcher"
 	"io"
 	"net"
 	"os"
@@ -222,6 +223,21 @@ func loadFile(path string) (Config, error) {
 	return c, nil
 }
 
+// zeroIsNotDefault lists the flags whose field reads 0 as "use the
+// default" (an absent YAML key is 0). Given explicitly on the command line,
+// 0 is a mistake, not a request for the default: it is rejected with the
+// field's valid range.
+var zeroIsNotDefault = map[string]string{
+	"max-message-bytes": "must be positive",
+	"upstream-conns":    "must be between 1 and 64",
+	"max-series":        "must be positive",
+	"batch-max-size":    fmt.Sprintf("must be between 1 and %d", batcher.MaxBatchSize),
+	"batch-queue-size":  "must be positive",
+	"batch-slo":         "must be positive",
+	"batch-slots":       "must be between 1 and 1024",
+	"gpu-interval":      "must be positive",
+}
+
 // parseConfig builds the config from args: the YAML file named by --config
 // first, then every flag that was set on the command line (flags win).
 func parseConfig(args []string) (Config, error) {
@@ -265,6 +281,9 @@ func parseConfig(args []string) (Config, error) {
 	}
 	var flagErrs []error
 	fs.Visit(func(f *flag.Flag) {
+		if rule, ok := zeroIsNotDefault[f.Name]; ok && (f.Value.String() == "0" || f.Value.String() == "0s") {
+			flagErrs = append(flagErrs, fmt.Errorf("config: --%s: %s, got %s", f.Name, rule, f.Value))
+		}
 		switch f.Name {
 		case "listen":
 			c.Listen = *listen
@@ -274,14 +293,8 @@ func parseConfig(args []string) (Config, error) {
 			c.Admin = *admin
 		case "max-message-bytes":
 			c.MaxMessageBytes = *maxMsg
-			if *maxMsg == 0 { // 0 given explicitly is an error, not "default"
-				flagErrs = append(flagErrs, errors.New("config: --max-message-bytes: must be positive, got 0"))
-			}
 		case "upstream-conns":
 			c.UpstreamConns = *conns
-			if *conns == 0 {
-				flagErrs = append(flagErrs, errors.New("config: --upstream-conns: must be between 1 and 64, got 0"))
-			}
 		case "shutdown-timeout":
 			c.ShutdownTimeout = *shutdown
 		case "max-series":
