@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -273,18 +274,8 @@ func startBatchPair(ctx context.Context, cfg BatchingConfig, dir string, s Batch
 	if err != nil {
 		return batchTarget{}, nil, fmt.Errorf("batching: %s: %w", s.Name, err)
 	}
-	listen, err1 := FreeAddr()
-	admin, err2 := FreeAddr()
-	if err := errors.Join(err1, err2); err != nil {
-		sim.Stop()
-		return batchTarget{}, nil, fmt.Errorf("batching: %w", err)
-	}
-	args := append([]string{"--listen", listen, "--admin", admin, "--upstream", m[1]}, cfg.InfergateArgs...)
-	args = append(args, s.Args(cfg.Model)...)
-	ig, _, err := StartProcess(ctx, StartSpec{
-		Name: "infergate", Bin: cfg.Infergate, Args: args,
-		LogPath: filepath.Join(dir, tag+"-infergate.log"), ReadyLine: infergateLine, ReadyAddr: listen,
-	})
+	args := append(slices.Clone(cfg.InfergateArgs), s.Args(cfg.Model)...)
+	ig, listen, admin, err := startInfergate(ctx, cfg.Infergate, m[1], filepath.Join(dir, tag+"-infergate.log"), args)
 	if err != nil {
 		sim.Stop()
 		return batchTarget{}, nil, fmt.Errorf("batching: %s (%s): %w", s.Name, strings.Join(args, " "), err)

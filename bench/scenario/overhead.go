@@ -175,7 +175,7 @@ type Path struct {
 
 var (
 	simserverLine = regexp.MustCompile(`simserver: grpc=(\S+) admin=(\S+)`)
-	infergateLine = regexp.MustCompile(`infergate: grpc=(\S+)`)
+	infergateLine = regexp.MustCompile(`infergate: grpc=(\S+) admin=(\S+)`)
 )
 
 // RunOverhead starts simserver, infergate and nginx on loopback, measures
@@ -212,16 +212,7 @@ func RunOverhead(ctx context.Context, cfg OverheadConfig) (*OverheadReport, erro
 	fmt.Fprintf(cfg.Log, "bench: overhead: simserver pid %d grpc=%s\n", sim.Pid(), simAddr)
 
 	if cfg.Infergate != "" {
-		listen, err1 := FreeAddr()
-		admin, err2 := FreeAddr()
-		if err := errors.Join(err1, err2); err != nil {
-			return nil, fmt.Errorf("overhead: %w", err)
-		}
-		args := append([]string{"--listen", listen, "--upstream", simAddr, "--admin", admin}, cfg.InfergateArgs...)
-		ig, _, err := StartProcess(ctx, StartSpec{
-			Name: "infergate", Bin: cfg.Infergate, Args: args,
-			LogPath: filepath.Join(dir, "infergate.log"), ReadyLine: infergateLine, ReadyAddr: listen,
-		})
+		ig, listen, admin, err := startInfergate(ctx, cfg.Infergate, simAddr, filepath.Join(dir, "infergate.log"), cfg.InfergateArgs)
 		if err != nil {
 			return nil, fmt.Errorf("overhead: %w", err)
 		}

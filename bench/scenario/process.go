@@ -197,3 +197,18 @@ func FreeAddr() (string, error) {
 
 // errMissingBinary reports a binary that does not exist, with a hint.
 var errMissingBinary = errors.New("binary not found (build it with: go build -o bin/ ./cmd/... ./examples/simserver ./bench/cmd/...)")
+
+// startInfergate starts infergate in front of upstream on ports the kernel
+// picks (127.0.0.1:0) and reads the bound addresses from its start line.
+// Picking ports first and passing them (FreeAddr) races: two picks can
+// return the same port, and another process can take it meanwhile.
+func startInfergate(ctx context.Context, bin, upstream, logPath string, extra []string) (p *Process, grpcAddr, adminAddr string, err error) {
+	args := append([]string{"--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0", "--upstream", upstream}, extra...)
+	p, m, err := StartProcess(ctx, StartSpec{
+		Name: "infergate", Bin: bin, Args: args, LogPath: logPath, ReadyLine: infergateLine,
+	})
+	if err != nil {
+		return nil, "", "", fmt.Errorf("%w (args: %s)", err, strings.Join(args, " "))
+	}
+	return p, m[1], m[2], nil
+}
