@@ -2,8 +2,9 @@ package sim
 
 import (
 	"context"
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -53,7 +54,7 @@ func (s *Server) execute(ctx context.Context, m *model, batch int, start time.Ti
 	var err error
 	// A throttled GPU runs at a lower clock: compute takes longer.
 	slowdown *= s.gpu.slowdown()
-	if d := m.cfg.Latency.Duration(batch, slowdown, s.tail(m)); d > 0 {
+	if d := m.cfg.Latency.Duration(batch, slowdown, s.tail(m, batch)); d > 0 {
 		s.gpu.begin(batch, computeStart)
 		err = s.sleep(ctx, d)
 		s.gpu.end(batch, s.now())
@@ -99,20 +100,38 @@ func (s *Server) chance(p float64) bool {
 	return s.rng.Float64() < p
 }
 
-// tail returns the long-tail factor of one execution of m: 1, or with the
-// profile's probability a factor drawn from its range.
-func (s *Server) tail(m *model) float64 {
+// tail returns the long-tail factor of one execution of batch rows of m: 1,
+// or with the profile's probability a factor drawn from its range. The draw
+// is a function of the seed, the model and the index of the execution's
+// first row among every row the model has executed, not of how many
+// executions came before: two runs that send the same requests in the same
+// order meet the same slow executions whether they batch them or not, so
+// a comparison of batching policies is paired (common random numbers)
+// rather than decided by which run drew more tail.
+func (s *Server) tail(m *model, batch int) float64 {
 	p := &m.cfg.Latency
 	if p.TailProbability <= 0 {
 		return 1
 	}
-	s.rngMu.Lock()
-	defer s.rngMu.Unlock()
-	if s.rng.Float64() >= p.TailProbability {
+	first := m.rows.Add(uint64(batch)) - uint64(batch)
+	u := splitmix64(s.cfg.Seed ^ m.seed ^ first*0x9e3779b97f4a7c15)
+	if unit(u) >= p.TailProbability {
 		return 1
 	}
-	return p.TailMinFactor + s.rng.Float64()*(p.TailMaxFactor-p.TailMinFactor)
+	return p.TailMinFactor + unit(splitmix64(u))*(p.TailMaxFactor-p.TailMinFactor)
 }
+
+// splitmix64 is a 64-bit mixing function (Steele, Lea and Flood's
+// SplitMix64 finaliser): nearby inputs give unrelated outputs.
+func splitmix64(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ x>>30) * 0xbf58476d1ce4e5b9
+	x = (x ^ x>>27) * 0x94d049bb133111eb
+	return x ^ x>>31
+}
+
+// unit maps u to [0, 1) with 53 bits.
+func unit(u uint64) float64 { return float64(u>>11) / (1 << 53) }
 
 // injectedError is the status of an error_rate fault. It carries a
 // google.rpc.ErrorInfo detail so tests can check that details survive a

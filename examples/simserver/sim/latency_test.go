@@ -231,3 +231,40 @@ func TestOneExecutionAtOnce(t *testing.T) {
 		t.Errorf("max concurrent executions = %d, want 1", maxAct)
 	}
 }
+
+// TestTailKeyedByRow: an execution's long-tail draw depends on its first
+// row's index, not on how many executions came before, so a run that
+// batches meets the same slow executions as one that does not; and about
+// TailProbability of the rows start a slow execution.
+func TestTailKeyedByRow(t *testing.T) {
+	newServer := func() (*Server, *model) {
+		models := DefaultModels()
+		models[2].Latency.TailProbability = 0.1
+		s, err := New(Config{Models: models, Seed: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s, s.models["resnet50"]
+	}
+	s1, m1 := newServer()
+	single := make([]float64, 10000)
+	slow := 0
+	for i := range single {
+		single[i] = s1.tail(m1, 1)
+		if single[i] != 1 {
+			slow++
+			if single[i] < 4 || single[i] > 8 {
+				t.Fatalf("row %d: factor %v outside [4,8]", i, single[i])
+			}
+		}
+	}
+	if slow < 900 || slow > 1100 {
+		t.Errorf("%d of 10000 executions slow, want about 1000", slow)
+	}
+	s2, m2 := newServer()
+	for row, n := 0, 1; row+n <= len(single); row, n = row+n, n%3+1 {
+		if got := s2.tail(m2, n); got != single[row] {
+			t.Fatalf("batch of %d from row %d: factor %v, want %v as when row %d ran alone", n, row, got, single[row], row)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"hash/fnv"
 	"math"
 	"math/rand/v2"
+	"sync/atomic"
 )
 
 // model is a loaded model: its config, execution slots, weights and
@@ -18,10 +19,16 @@ type model struct {
 	// weights is the classifier's F×C matrix, row-major.
 	weights []float32
 	stats   modelStats
+	// rows counts the rows executed; seed is the model name's hash. Both
+	// key the long-tail draws (Server.tail).
+	rows atomic.Uint64
+	seed uint64
 }
 
 func newModel(cfg ModelConfig) *model {
-	m := &model{cfg: cfg}
+	h := fnv.New64a()
+	h.Write([]byte(cfg.Name))
+	m := &model{cfg: cfg, seed: h.Sum64()}
 	if cfg.Slots > 0 {
 		m.slots = make(chan struct{}, cfg.Slots)
 	}
