@@ -3,9 +3,12 @@ package batcher
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"google.golang.org/grpc/metadata"
 )
 
 // TestAdaptiveLowLoadNoWait: one request at a time is sent at once, alone:
@@ -23,6 +26,96 @@ func TestAdaptiveLowLoadNoWait(t *testing.T) {
 				t.Fatalf("call %d: queued %v in a batch of %d, want 0 and 1", i, res.Queue, res.BatchSize)
 			}
 			time.Sleep(20 * time.Millisecond)
+		}
+	})
+}
+
+// TestLoneRequestSentAsIs: a request that finds the queue empty and a slot
+// free goes upstream exactly as the caller sent it, with all its metadata
+// (no merge, no split); in adaptive mode and in static mode without delay at
+// once, with a static delay after it.
+func TestLoneRequestSentAsIs(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		pol   Policy
+		queue time.Duration
+	}{
+		{"adaptive", Policy{Mode: Adaptive}, 0},
+		{"static no delay", Policy{Mode: Static, MaxSize: 8}, 0},
+		{"static with delay", Policy{Mode: Static, MaxSize: 8, MaxDelay: time.Millisecond}, time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				h := newHarness(t, tc.pol)
+				md := metadata.Pairs("x-request-id", "42", "traceparent", "00-ab-cd-01")
+				res, err := h.do(t.Context(), "a 1 r0", md)
+				if err != nil || string(res.Payload) != "resp r0" || res.BatchSize != 1 || res.Queue != tc.queue {
+					t.Fatalf("got %q %v in a batch of %d after %v, want a batch of 1 after %v", res.Payload, err, res.BatchSize, res.Queue, tc.queue)
+				}
+				got := h.up.received()
+				if len(got) != 1 || got[0].req != "a 1 r0" {
+					t.Fatalf("upstream got %+v, want the request as sent", got)
+				}
+				if g := got[0].md; g.Get("x-request-id")[0] != "42" || g.Get("traceparent")[0] != "00-ab-cd-01" {
+					t.Errorf("upstream metadata %v, want the caller's", g)
+				}
+				if st := h.stats(); st.Batches != 1 || st.InFlight != 0 {
+					t.Errorf("stats %+v, want one batch counted and the slot free", st)
+				}
+			})
+		})
+	}
+}
+
+// TestLateRequestsYield: requests whose wait already used up the SLO go
+// after the fresh ones, so one slow execution does not make every request
+// behind it late too; they are still sent, oldest first, and counted.
+func TestLateRequestsYield(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, Policy{Mode: Adaptive, MaxSize: 3, SLO: 50 * time.Millisecond})
+		h.up.latency = func(n int) time.Duration { return 5 * time.Millisecond }
+		for i := range 5 { // teach the latency fit
+			if _, err := h.do(t.Context(), fmt.Sprintf("a 1 w%d", i), nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		gate := make(chan struct{})
+		h.up.mu.Lock()
+		h.up.gate = gate
+		h.up.mu.Unlock()
+		busy := h.goDo(t.Context(), "a 1 busy", nil) // a slow execution holds the slot
+		synctest.Wait()
+		var outs []<-chan outcome
+		for _, id := range []string{"o0", "o1"} {
+			outs = append(outs, h.goDo(t.Context(), "a 1 "+id, nil))
+			synctest.Wait()
+		}
+		time.Sleep(100 * time.Millisecond) // o0 and o1 can no longer meet the SLO
+		for _, id := range []string{"f0", "f1"} {
+			outs = append(outs, h.goDo(t.Context(), "a 1 "+id, nil))
+			synctest.Wait()
+		}
+		h.up.mu.Lock()
+		h.up.gate = nil
+		h.up.mu.Unlock()
+		close(gate)
+		<-busy
+		for i, ch := range outs {
+			if o := <-ch; o.err != nil {
+				t.Fatalf("call %d: %v", i, o.err)
+			}
+		}
+		var reqs []string
+		for _, c := range h.up.received()[6:] {
+			reqs = append(reqs, c.req)
+		}
+		// A batch holds 3 rows: f0, f1, then the oldest late one; o1
+		// follows alone.
+		if want := []string{"batch f0,f1,o0", "a 1 o1"}; !slices.Equal(reqs, want) {
+			t.Errorf("upstream got %q, want %q", reqs, want)
+		}
+		if st := h.stats(); st.Late != 2 {
+			t.Errorf("late = %d, want 2", st.Late)
 		}
 	})
 }

@@ -193,8 +193,12 @@ func (b *Batcher) Do(ctx context.Context, r Request) (Result, error) {
 	if dl, ok := ctx.Deadline(); ok {
 		c.deadline = dl
 	}
-	if err := q.enqueue(c); err != nil {
+	alone, err := q.enqueue(c)
+	switch {
+	case err != nil:
 		return Result{}, err
+	case alone:
+		return q.sendAlone(c)
 	}
 	return q.wait(c)
 }

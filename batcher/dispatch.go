@@ -58,10 +58,17 @@ func (bt *batch) leave() {
 }
 
 // send makes the batch's upstream call and answers each caller. It runs on
-// its own goroutine, without the queue's lock.
+// its own goroutine, without the queue's lock. A batch of one call goes as
+// the caller sent it, without merge and split.
 func (q *queue) send(bt *batch) {
 	defer q.b.wg.Done()
 	defer bt.cancel()
+	if len(bt.calls) == 1 {
+		c := bt.calls[0]
+		resp, header, trailer, took, err := q.call(bt.ctx, bt.rows, c.payload, c.md)
+		c.done <- result{payload: resp, header: header, trailer: trailer, err: err, dispatched: bt.dispatched, upstream: took, size: bt.rows}
+		return
+	}
 	items := make([]*merge.Item, len(bt.calls))
 	for i, c := range bt.calls {
 		items[i] = c.item
@@ -70,14 +77,11 @@ func (q *queue) send(bt *batch) {
 	if err != nil {
 		// The codec promised these were compatible; send them alone rather
 		// than fail callers for the batcher's own mistake.
-		q.finish(bt, 0, false)
+		q.finish(bt.rows, 0, false)
 		q.sendEach(bt)
 		return
 	}
-	t0 := time.Now()
-	resp, header, trailer, err := q.invoke(bt.ctx, q.key.method, req, commonMetadata(bt.calls))
-	took := max(time.Since(t0), 0)
-	q.finish(bt, took, err == nil)
+	resp, header, trailer, took, err := q.call(bt.ctx, bt.rows, req, commonMetadata(bt.calls))
 	if err != nil {
 		if len(bt.calls) > 1 && (q.pol.RetryUnbatched || status.Code(err) == codes.InvalidArgument) {
 			q.sendEach(bt)
@@ -122,6 +126,31 @@ func (q *queue) sendEach(bt *batch) {
 		})
 	}
 	wg.Wait()
+}
+
+// call makes the upstream call of a batch of rows rows that holds one
+// slot, and frees the slot, teaching the latency fit, when it returns.
+func (q *queue) call(ctx context.Context, rows int, req []byte, md metadata.MD) (resp []byte, header, trailer metadata.MD, took time.Duration, err error) {
+	t0 := time.Now()
+	resp, header, trailer, err = q.invoke(ctx, q.key.method, req, md)
+	took = max(time.Since(t0), 0)
+	q.finish(rows, took, err == nil)
+	return resp, header, trailer, took, err
+}
+
+// sendAlone sends c, which enqueue took as a batch of its own, from the
+// caller's goroutine with the caller's context and metadata.
+func (q *queue) sendAlone(c *call) (Result, error) {
+	defer q.b.wg.Done()
+	t0 := time.Now()
+	resp, header, trailer, took, err := q.call(c.ctx, c.item.Rows, c.payload, c.md)
+	if err != nil && c.ctx.Err() != nil {
+		err = contextError(c.ctx.Err(), q.key.model, true)
+	}
+	return Result{
+		Payload: resp, Header: header, Trailer: trailer,
+		Queue: max(t0.Sub(c.arrived), 0), Upstream: took, BatchSize: c.item.Rows,
+	}, err
 }
 
 // commonMetadata returns the metadata of the merged call: the keys whose

@@ -28,7 +28,19 @@
 //     upstream latency L(n) = a + b·n is learnt online by least squares over
 //     recent batches (exponential forgetting, outliers clipped), and the
 //     arrival rate by an exponentially decaying counter. When the backend
-//     slows down, b rises and the target shrinks.
+//     slows down, b rises and the target shrinks. Requests whose wait has
+//     already used up the SLO (age + L(n) > SLO) go after the fresh ones,
+//     oldest first: after one slow execution they are late whatever is
+//     done, and serving them first would make every request behind them
+//     late too. They are still sent, in the same batch when it has room,
+//     and counted (infergate_batch_late_total).
+//
+// A request that finds its queue empty and a slot free, when the policy
+// would send it alone at once (adaptive, or static without max delay), is
+// sent by its caller's goroutine with its own context, metadata and bytes:
+// light traffic goes upstream exactly as without batching, with no
+// hand-off to the dispatcher. Any batch of one goes as the caller sent it,
+// without merge and split.
 //
 // # Deadlines, cancellation, errors
 //
@@ -59,7 +71,7 @@
 // # Observability
 //
 // Register exports infergate_batch_size, infergate_batches_total,
-// infergate_batch_rejected_total, infergate_batch_target_size,
+// infergate_batch_late_total, infergate_batch_rejected_total, infergate_batch_target_size,
 // infergate_batch_target_delay_seconds and infergate_batch_queue_length;
 // Stats returns the controller's current view for the admin API. The queue
 // wait of each call is returned to the caller (the proxy records it as

@@ -93,7 +93,7 @@ func TestRetryUnbatched(t *testing.T) {
 			reqs = append(reqs, c.req)
 		}
 		slices.Sort(reqs[2:])
-		if want := []string{"batch busy", "batch r0,r1,r2", "a 1 r0", "a 1 r1", "a 1 r2"}; !slices.Equal(reqs, want) {
+		if want := []string{"a 1 busy", "batch r0,r1,r2", "a 1 r0", "a 1 r1", "a 1 r2"}; !slices.Equal(reqs, want) {
 			t.Errorf("upstream got %q, want %q", reqs, want)
 		}
 	})
@@ -157,10 +157,16 @@ func TestSplitFailure(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, Policy{Mode: Adaptive})
 		h.b.codecs[MethodModelInfer] = splitBroken{h.b.codecs[MethodModelInfer].(*fakeCodec)}
-		ch := h.goDo(t.Context(), "a 1 r0", nil)
-		o := <-ch
-		if status.Code(o.err) != codes.Internal || !strings.Contains(status.Convert(o.err).Message(), "cannot split the response") {
-			t.Fatalf("err %v, want INTERNAL about the split", o.err)
+		outs, busy, release := startBatch(t, h, 2)
+		release()
+		if o := <-busy; o.err != nil {
+			t.Fatalf("lone call, sent without split: %v", o.err)
+		}
+		for i, ch := range outs {
+			o := <-ch
+			if status.Code(o.err) != codes.Internal || !strings.Contains(status.Convert(o.err).Message(), "cannot split the response") {
+				t.Errorf("call %d: err %v, want INTERNAL about the split", i, o.err)
+			}
 		}
 	})
 }
@@ -204,7 +210,7 @@ func TestIncompatibleNotMerged(t *testing.T) {
 			reqs = append(reqs, c.req)
 		}
 		slices.Sort(reqs)
-		if want := []string{"batch a0,a1", "batch b0,b1", "batch x0"}; !slices.Equal(reqs, want) {
+		if want := []string{"a 1 x0", "batch a0,a1", "batch b0,b1"}; !slices.Equal(reqs, want) {
 			t.Errorf("batches %q, want %q", reqs, want)
 		}
 	})

@@ -49,6 +49,9 @@ var (
 		"Rows per batch sent upstream.", []string{"model", "upstream"}, nil)
 	batchesDesc = prometheus.NewDesc("infergate_batches_total",
 		"Batches sent upstream.", []string{"model", "upstream"}, nil)
+	lateDesc = prometheus.NewDesc("infergate_batch_late_total",
+		"Requests the adaptive batcher sent after fresher ones because their wait had already used up the SLO.",
+		[]string{"model", "upstream"}, nil)
 	rejectedDesc = prometheus.NewDesc("infergate_batch_rejected_total",
 		"Requests the batcher answered without sending them, by reason: queue_full, deadline, invalid, cancelled.",
 		[]string{"model", "reason"}, nil)
@@ -75,15 +78,15 @@ func (b *Batcher) Register(reg prometheus.Registerer) error {
 type collector struct{ b *Batcher }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{sizeDesc, batchesDesc, rejectedDesc, targetSizeDesc, targetDelayDesc, queueLengthDesc} {
+	for _, d := range []*prometheus.Desc{sizeDesc, batchesDesc, lateDesc, rejectedDesc, targetSizeDesc, targetDelayDesc, queueLengthDesc} {
 		ch <- d
 	}
 }
 
 func (c collector) Collect(ch chan<- prometheus.Metric) {
 	type hist struct {
-		count, sum uint64
-		sizes      [numSizeBuckets]uint64
+		count, sum, late uint64
+		sizes            [numSizeBuckets]uint64
 	}
 	type perModel struct {
 		queued int
@@ -110,6 +113,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		q.mu.Lock()
 		h.count += q.stats.batches
 		h.sum += q.stats.rows
+		h.late += q.stats.late
 		for i, n := range q.stats.sizes {
 			h.sizes[i] += n
 		}
@@ -131,6 +135,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstHistogram(sizeDesc, h.count, float64(h.sum), buckets, k[0], k[1])
 		ch <- prometheus.MustNewConstMetric(batchesDesc, prometheus.CounterValue, float64(h.count), k[0], k[1])
+		ch <- prometheus.MustNewConstMetric(lateDesc, prometheus.CounterValue, float64(h.late), k[0], k[1])
 	}
 	for name, m := range c.b.models {
 		for r := range numReasons {
@@ -169,6 +174,9 @@ type QueueStats struct {
 	InFlight    int     `json:"in_flight"`
 	Slots       int     `json:"slots"`
 	Batches     uint64  `json:"batches"`
+	// Late counts requests sent after fresher ones because their wait had
+	// used up the SLO (adaptive only).
+	Late uint64 `json:"late"`
 	// MeanBatchSize is rows per batch since start.
 	MeanBatchSize float64 `json:"mean_batch_size"`
 }
@@ -193,6 +201,7 @@ func (b *Batcher) Stats() []QueueStats {
 			InFlight:                q.inFlight,
 			Slots:                   q.pol.Slots,
 			Batches:                 q.stats.batches,
+			Late:                    q.stats.late,
 		}
 		if q.pol.Mode == Adaptive {
 			s.SLOSeconds = q.pol.SLO.Seconds()

@@ -3,6 +3,7 @@ package batcher
 import (
 	"context"
 	"slices"
+	"sort"
 	"sync"
 	"time"
 
@@ -87,6 +88,7 @@ type queue struct {
 // queueStats are a queue's counters, guarded by its lock.
 type queueStats struct {
 	batches, rows uint64
+	late          uint64                 // calls sent behind fresher ones: past their SLO budget
 	sizes         [numSizeBuckets]uint64 // batches by size bucket, not cumulative
 }
 
@@ -112,24 +114,36 @@ func (q *queue) poke() {
 }
 
 // enqueue adds c, or returns RESOURCE_EXHAUSTED when the queue is full and
-// ErrNotBatched when too many keys wait already.
-func (q *queue) enqueue(c *call) error {
+// ErrNotBatched when too many keys wait already. It reports alone when c
+// was not queued but taken as a batch of its own, at once: the queue was
+// empty, a slot free and the policy would send a lone request now. The
+// caller then sends it itself (sendAlone), sparing the hand-offs to the
+// dispatcher and to a batch goroutine, which cost light traffic latency.
+func (q *queue) enqueue(c *call) (alone bool, err error) {
 	q.mu.Lock()
 	if q.closed {
 		q.mu.Unlock()
-		return ErrNotBatched
+		return false, ErrNotBatched
 	}
 	if q.n >= q.pol.QueueSize {
 		n := q.n
 		q.mu.Unlock()
 		q.m.rejected[reasonQueueFull].Add(1)
-		return queueFullError(q.key.model, n)
+		return false, queueFullError(q.key.model, n)
+	}
+	q.rate.add(c.arrived)
+	if q.n == 0 && q.inFlight < q.pol.Slots && q.sendsAtOnce(c.item.Rows, c.arrived) {
+		c.state = stateDispatched
+		q.countBatch(c.item.Rows)
+		q.b.wg.Add(1) // under the lock and before closed: Close waits for it
+		q.mu.Unlock()
+		return true, nil
 	}
 	s := q.subs[c.key]
 	if s == nil {
 		if len(q.subs) >= maxKeys {
 			q.mu.Unlock()
-			return ErrNotBatched
+			return false, ErrNotBatched
 		}
 		s = &sub{key: c.key}
 		q.subs[c.key] = s
@@ -137,10 +151,20 @@ func (q *queue) enqueue(c *call) error {
 	s.calls = append(s.calls, c)
 	s.rows += c.item.Rows
 	q.n++
-	q.rate.add(c.arrived)
 	q.mu.Unlock()
 	q.poke()
-	return nil
+	return false, nil
+}
+
+// sendsAtOnce reports whether the policy sends rows rows, alone in an empty
+// queue, at once: always in adaptive mode, in static mode when no delay is
+// configured or rows is a preferred size.
+func (q *queue) sendsAtOnce(rows int, now time.Time) bool {
+	if q.pol.Mode == Adaptive {
+		return true
+	}
+	n, _ := staticDecide(&q.pol, rows, now, time.Time{}, now)
+	return n > 0
 }
 
 // wait blocks until c's batch answers or c's context ends.
@@ -299,7 +323,11 @@ func (q *queue) next(now time.Time) (*batch, time.Time) {
 	if best == nil {
 		return nil, wakeAt
 	}
-	bt := q.take(best, size, now)
+	var lateBefore time.Time
+	if q.pol.Mode == Adaptive && q.fit.ready() {
+		lateBefore = now.Add(-(q.pol.SLO - q.fit.predict(size)))
+	}
+	bt := q.take(best, size, lateBefore, now)
 	if bt == nil {
 		return q.next(now) // every call taken had given up
 	}
@@ -354,33 +382,54 @@ func staticDecide(p *Policy, rows int, oldest, holdLimit, now time.Time) (int, t
 	return 0, due
 }
 
-// take removes up to size rows of calls from the head of s into a new batch.
-// Calls whose context has ended are dropped on the way. Called with the lock
-// held; nil when nothing was left to send.
-func (q *queue) take(s *sub, size int, now time.Time) *batch {
+// take removes up to size rows of calls from s into a new batch. Calls
+// that arrived before lateBefore can no longer meet the SLO: they go after
+// the others (oldest first among each), so that one slow execution does not
+// make every request behind it late too; with a zero lateBefore the order is
+// FIFO. Calls whose context has ended are dropped on the way. Called with
+// the lock held; nil when nothing was left to send.
+func (q *queue) take(s *sub, size int, lateBefore, now time.Time) *batch {
+	fresh := 0
+	if !lateBefore.IsZero() {
+		fresh = sort.Search(len(s.calls), func(i int) bool { return !s.calls[i].arrived.Before(lateBefore) })
+	}
 	calls := make([]*call, 0, min(size, len(s.calls)))
-	rows, i := 0, 0
-	for ; i < len(s.calls); i++ {
-		c := s.calls[i]
-		if err := c.ctx.Err(); err != nil {
-			c.state = stateDropped
-			q.m.rejected[reasonOf(err)].Add(1)
-			continue // its caller returns on its own context
+	rows, late := 0, 0
+	pick := func(cs []*call) bool { // false once the batch is full
+		for _, c := range cs {
+			if err := c.ctx.Err(); err != nil {
+				c.state = stateDropped
+				q.m.rejected[reasonOf(err)].Add(1)
+				continue // its caller returns on its own context
+			}
+			if rows+c.item.Rows > size {
+				return false
+			}
+			c.state = stateDispatched
+			calls = append(calls, c)
+			rows += c.item.Rows
 		}
-		if rows+c.item.Rows > size {
-			break
+		return true
+	}
+	if pick(s.calls[fresh:]) && fresh > 0 {
+		n := len(calls)
+		pick(s.calls[:fresh])
+		late = len(calls) - n
+	}
+	// Keep the calls still queued, in arrival order.
+	kept := 0
+	for _, c := range s.calls {
+		if c.state == stateQueued {
+			s.calls[kept] = c
+			kept++
+		} else {
+			s.rows -= c.item.Rows
 		}
-		c.state = stateDispatched
-		calls = append(calls, c)
-		rows += c.item.Rows
 	}
-	for _, c := range s.calls[:i] {
-		s.rows -= c.item.Rows
-	}
-	q.n -= i
-	clear(s.calls[:i])
-	s.calls = s.calls[i:]
-	if len(s.calls) == 0 {
+	q.n -= len(s.calls) - kept
+	clear(s.calls[kept:])
+	s.calls = s.calls[:kept]
+	if kept == 0 {
 		delete(q.subs, s.key)
 	}
 	if len(calls) == 0 {
@@ -390,20 +439,27 @@ func (q *queue) take(s *sub, size int, now time.Time) *batch {
 	for _, c := range calls {
 		c.batch = bt
 	}
+	q.countBatch(rows)
+	q.stats.late += uint64(late)
+	return bt
+}
+
+// countBatch counts one batch of rows rows sent and takes a slot. Called
+// with the lock held.
+func (q *queue) countBatch(rows int) {
 	q.inFlight++
 	q.stats.batches++
 	q.stats.rows += uint64(rows)
 	q.stats.sizes[sizeBucket(rows)]++
-	return bt
 }
 
 // finish records a sent batch: the slot is free again, and a successful
 // batch teaches the latency fit.
-func (q *queue) finish(bt *batch, took time.Duration, ok bool) {
+func (q *queue) finish(rows int, took time.Duration, ok bool) {
 	q.mu.Lock()
 	q.inFlight--
 	if ok {
-		q.fit.add(bt.rows, took)
+		q.fit.add(rows, took)
 		if q.pol.Mode == Adaptive {
 			q.target = adaptiveTarget(&q.fit, q.rate.at(time.Now()), q.pol.SLO, q.pol.Slots, q.pol.MaxSize)
 		}

@@ -202,8 +202,8 @@ func TestCancelLeavesQueue(t *testing.T) {
 			t.Fatalf("remaining call: %q %v", o.res.Payload, o.err)
 		}
 		got := h.up.received()
-		if len(got) != 2 || got[1].req != "batch stay" {
-			t.Errorf("upstream got %+v, want the busy call then \"batch stay\"", got)
+		if len(got) != 2 || got[1].req != "a 1 stay" {
+			t.Errorf("upstream got %+v, want the busy call then \"a 1 stay\" as sent", got)
 		}
 		if n := h.b.models["m"].rejected[reasonCancelled].Load(); n != 1 {
 			t.Errorf("cancelled rejections = %d, want 1", n)
