@@ -1,6 +1,7 @@
 package batcher
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -69,7 +70,8 @@ func TestLoneRequestSentAsIs(t *testing.T) {
 
 // TestLateRequestsYield: requests whose wait already used up the SLO go
 // after the fresh ones, so one slow execution does not make every request
-// behind it late too; they are still sent, oldest first, and counted.
+// behind it late too; they are still sent, oldest first, and counted. A
+// late request that would expire before another batch goes first.
 func TestLateRequestsYield(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, Policy{Mode: Adaptive, MaxSize: 3, SLO: 50 * time.Millisecond})
@@ -86,11 +88,18 @@ func TestLateRequestsYield(t *testing.T) {
 		busy := h.goDo(t.Context(), "a 1 busy", nil) // a slow execution holds the slot
 		synctest.Wait()
 		var outs []<-chan outcome
-		for _, id := range []string{"o0", "o1"} {
-			outs = append(outs, h.goDo(t.Context(), "a 1 "+id, nil))
+		for _, id := range []string{"o0", "o1", "o2"} {
+			ctx := t.Context()
+			if id == "o2" {
+				// Its deadline comes before a second batch could answer.
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, 112*time.Millisecond)
+				defer cancel()
+			}
+			outs = append(outs, h.goDo(ctx, "a 1 "+id, nil))
 			synctest.Wait()
 		}
-		time.Sleep(100 * time.Millisecond) // o0 and o1 can no longer meet the SLO
+		time.Sleep(100 * time.Millisecond) // o0..o2 can no longer meet the SLO
 		for _, id := range []string{"f0", "f1"} {
 			outs = append(outs, h.goDo(t.Context(), "a 1 "+id, nil))
 			synctest.Wait()
@@ -109,13 +118,13 @@ func TestLateRequestsYield(t *testing.T) {
 		for _, c := range h.up.received()[6:] {
 			reqs = append(reqs, c.req)
 		}
-		// A batch holds 3 rows: f0, f1, then the oldest late one; o1
-		// follows alone.
-		if want := []string{"batch f0,f1,o0", "a 1 o1"}; !slices.Equal(reqs, want) {
+		// A batch holds 3 rows: o2, urgent, then f0 and f1; then the other
+		// late ones, oldest first.
+		if want := []string{"batch o2,f0,f1", "batch o0,o1"}; !slices.Equal(reqs, want) {
 			t.Errorf("upstream got %q, want %q", reqs, want)
 		}
-		if st := h.stats(); st.Late != 2 {
-			t.Errorf("late = %d, want 2", st.Late)
+		if st := h.stats(); st.Late != 3 {
+			t.Errorf("late = %d, want 3", st.Late)
 		}
 	})
 }

@@ -33,7 +33,8 @@
 //     oldest first: after one slow execution they are late whatever is
 //     done, and serving them first would make every request behind them
 //     late too. They are still sent, in the same batch when it has room,
-//     and counted (infergate_batch_late_total).
+//     and counted (infergate_batch_late_total); one whose deadline would
+//     pass before another batch could answer it goes first instead.
 //
 // A request that finds its queue empty and a slot free, when the policy
 // would send it alone at once (adaptive, or static without max delay), is

@@ -323,11 +323,12 @@ func (q *queue) next(now time.Time) (*batch, time.Time) {
 	if best == nil {
 		return nil, wakeAt
 	}
-	var lateBefore time.Time
+	var ord order
 	if q.pol.Mode == Adaptive && q.fit.ready() {
-		lateBefore = now.Add(-(q.pol.SLO - q.fit.predict(size)))
+		l := q.fit.predict(size)
+		ord = order{lateBefore: now.Add(-(q.pol.SLO - l)), urgentBefore: now.Add(2*l + deadlineMargin)}
 	}
-	bt := q.take(best, size, lateBefore, now)
+	bt := q.take(best, size, ord, now)
 	if bt == nil {
 		return q.next(now) // every call taken had given up
 	}
@@ -382,21 +383,32 @@ func staticDecide(p *Policy, rows int, oldest, holdLimit, now time.Time) (int, t
 	return 0, due
 }
 
-// take removes up to size rows of calls from s into a new batch. Calls
-// that arrived before lateBefore can no longer meet the SLO: they go after
-// the others (oldest first among each), so that one slow execution does not
-// make every request behind it late too; with a zero lateBefore the order is
-// FIFO. Calls whose context has ended are dropped on the way. Called with
-// the lock held; nil when nothing was left to send.
-func (q *queue) take(s *sub, size int, lateBefore, now time.Time) *batch {
+// order is the adaptive order of a sub-queue's calls; the zero order is
+// FIFO. Calls that arrived before lateBefore can no longer meet the SLO:
+// they go after the fresh ones, so that one slow execution does not make
+// every request behind it late too. But a late call whose deadline comes
+// before urgentBefore would expire before another batch could answer it:
+// it goes first, served late rather than not at all.
+type order struct{ lateBefore, urgentBefore time.Time }
+
+// take removes up to size rows of calls from s into a new batch, in ord's
+// order (arrival order within each class). Calls whose context has ended
+// are dropped on the way. Called with the lock held; nil when nothing was
+// left to send.
+func (q *queue) take(s *sub, size int, ord order, now time.Time) *batch {
 	fresh := 0
-	if !lateBefore.IsZero() {
-		fresh = sort.Search(len(s.calls), func(i int) bool { return !s.calls[i].arrived.Before(lateBefore) })
+	if !ord.lateBefore.IsZero() {
+		fresh = sort.Search(len(s.calls), func(i int) bool { return !s.calls[i].arrived.Before(ord.lateBefore) })
 	}
 	calls := make([]*call, 0, min(size, len(s.calls)))
-	rows, late := 0, 0
-	pick := func(cs []*call) bool { // false once the batch is full
+	rows := 0
+	// pick takes the calls of cs that want accepts, until the batch is
+	// full; false once it is.
+	pick := func(cs []*call, want func(*call) bool) bool {
 		for _, c := range cs {
+			if c.state != stateQueued || !want(c) {
+				continue
+			}
 			if err := c.ctx.Err(); err != nil {
 				c.state = stateDropped
 				q.m.rejected[reasonOf(err)].Add(1)
@@ -411,10 +423,14 @@ func (q *queue) take(s *sub, size int, lateBefore, now time.Time) *batch {
 		}
 		return true
 	}
-	if pick(s.calls[fresh:]) && fresh > 0 {
-		n := len(calls)
-		pick(s.calls[:fresh])
-		late = len(calls) - n
+	all := func(*call) bool { return true }
+	urgent := func(c *call) bool { return !c.deadline.IsZero() && c.deadline.Before(ord.urgentBefore) }
+	late := s.calls[:fresh]
+	_ = pick(late, urgent) && pick(s.calls[fresh:], all) && pick(late, all)
+	for _, c := range late {
+		if c.state == stateDispatched {
+			q.stats.late++
+		}
 	}
 	// Keep the calls still queued, in arrival order.
 	kept := 0
@@ -440,7 +456,6 @@ func (q *queue) take(s *sub, size int, lateBefore, now time.Time) *batch {
 		c.batch = bt
 	}
 	q.countBatch(rows)
-	q.stats.late += uint64(late)
 	return bt
 }
 
