@@ -273,7 +273,7 @@ func newBatchingReport(cfg BatchingConfig) *BatchingReport {
 		Notes: []string{
 			"Open-loop Poisson arrivals, the same seeded schedule for every configuration; latency from each request's intended send time.",
 			"Goodput: completed requests within the SLO per second. A configuration stops after two loads in a row with goodput under half the offered rate; later loads are marked skipped and count as 0.",
-			"Every configuration runs with a fresh simserver (same seed, so the same long-tail draws) and a fresh infergate.",
+			"Every configuration runs with a fresh simserver and a fresh infergate. simserver draws an execution's long tail from its seed and the execution's first row, so every configuration meets the same slow executions for the same requests, batched or not: the comparison is paired.",
 			"Load generator, infergate and simserver share this machine's CPUs.",
 		},
 	}}
