@@ -199,6 +199,41 @@ func TestBatchingMetadataAndErrors(t *testing.T) {
 	wg.Wait()
 }
 
+// TestBatchingLoneCallAsSent: with adaptive batching on, a call that meets
+// an idle queue goes upstream as it was sent, with metadata a batch would
+// drop (a per-request id), and the caller gets simserver's direct answer.
+func TestBatchingLoneCallAsSent(t *testing.T) {
+	e := newEnv(t, "--batching", "adaptive", "--batch-models", "resnet50")
+	dk := kservepb.NewGRPCInferenceServiceClient(dial(t, e.sim.grpc))
+	vk := kservepb.NewGRPCInferenceServiceClient(dial(t, e.gate.grpc))
+	for i := range 3 {
+		req := classifierRequest("resnet50", 1, i)
+		want, err := dk.ModelInfer(testCtx(t), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := fmt.Sprintf("call-%d", i)
+		ctx := metadata.AppendToOutgoingContext(testCtx(t), "x-echo-request-id", id)
+		var header metadata.MD
+		got, err := vk.ModelInfer(ctx, req, grpc.Header(&header))
+		if err != nil || !proto.Equal(got, want) {
+			t.Fatalf("call %d: %v %v, want the direct answer %v", i, got, err, want)
+		}
+		if h := header.Get("x-echo-request-id"); len(h) != 1 || h[0] != id {
+			t.Errorf("call %d: header x-echo-request-id = %q, want %q: a lone call keeps all its metadata", i, h, id)
+		}
+	}
+	fams := scrape(t, e.gate.admin)
+	var batches, rows float64
+	for _, m := range find(fams, "infergate_batch_size", map[string]string{"model": "resnet50"}) {
+		batches += float64(m.GetHistogram().GetSampleCount())
+		rows += m.GetHistogram().GetSampleSum()
+	}
+	if batches != 3 || rows != 3 {
+		t.Errorf("infergate_batch_size: %v batches, %v rows; want 3 batches of one", batches, rows)
+	}
+}
+
 // TestPromtoolCheckMetricsBatching lints /metrics with the batcher's
 // metrics present.
 func TestPromtoolCheckMetricsBatching(t *testing.T) {
@@ -225,7 +260,7 @@ func TestPromtoolCheckMetricsBatching(t *testing.T) {
 	defer resp.Body.Close()
 	var text bytes.Buffer
 	text.ReadFrom(resp.Body)
-	for _, name := range []string{"infergate_batch_size_bucket", "infergate_batches_total", "infergate_batch_rejected_total",
+	for _, name := range []string{"infergate_batch_size_bucket", "infergate_batches_total", "infergate_batch_late_total", "infergate_batch_rejected_total",
 		"infergate_batch_target_size", "infergate_batch_target_delay_seconds", "infergate_batch_queue_length"} {
 		if !strings.Contains(text.String(), name) {
 			t.Errorf("/metrics lacks %s", name)
