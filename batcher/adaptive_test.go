@@ -33,29 +33,36 @@ func TestAdaptiveLowLoadNoWait(t *testing.T) {
 
 // TestLoneRequestSentAsIs: a request that finds the queue empty and a slot
 // free goes upstream exactly as the caller sent it, with all its metadata
-// (no merge, no split); in adaptive mode and in static mode without delay at
-// once, with a static delay after it.
+// (no merge, no split). In adaptive mode and in static mode without delay
+// it goes at once, from the caller's own goroutine and context (no
+// hand-off to the dispatcher); with a static delay, after it, as a batch
+// of one.
 func TestLoneRequestSentAsIs(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		pol   Policy
 		queue time.Duration
+		own   bool // sent with the caller's own context
 	}{
-		{"adaptive", Policy{Mode: Adaptive}, 0},
-		{"static no delay", Policy{Mode: Static, MaxSize: 8}, 0},
-		{"static with delay", Policy{Mode: Static, MaxSize: 8, MaxDelay: time.Millisecond}, time.Millisecond},
+		{"adaptive", Policy{Mode: Adaptive}, 0, true},
+		{"static no delay", Policy{Mode: Static, MaxSize: 8}, 0, true},
+		{"static with delay", Policy{Mode: Static, MaxSize: 8, MaxDelay: time.Millisecond}, time.Millisecond, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				h := newHarness(t, tc.pol)
 				md := metadata.Pairs("x-request-id", "42", "traceparent", "00-ab-cd-01")
-				res, err := h.do(t.Context(), "a 1 r0", md)
+				ctx := context.WithValue(t.Context(), callerTag{}, "caller")
+				res, err := h.do(ctx, "a 1 r0", md)
 				if err != nil || string(res.Payload) != "resp r0" || res.BatchSize != 1 || res.Queue != tc.queue {
 					t.Fatalf("got %q %v in a batch of %d after %v, want a batch of 1 after %v", res.Payload, err, res.BatchSize, res.Queue, tc.queue)
 				}
 				got := h.up.received()
 				if len(got) != 1 || got[0].req != "a 1 r0" {
 					t.Fatalf("upstream got %+v, want the request as sent", got)
+				}
+				if own := got[0].tag == "caller"; own != tc.own {
+					t.Errorf("sent with the caller's own context: %v, want %v", own, tc.own)
 				}
 				if g := got[0].md; g.Get("x-request-id")[0] != "42" || g.Get("traceparent")[0] != "00-ab-cd-01" {
 					t.Errorf("upstream metadata %v, want the caller's", g)

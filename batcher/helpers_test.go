@@ -75,7 +75,12 @@ type upstreamCall struct {
 	req string
 	md  metadata.MD
 	at  time.Time
+	tag any // the call context's callerTag value: set when it is the caller's own
 }
+
+// callerTag is a context key tests use to see whose context reached the
+// upstream.
+type callerTag struct{}
 
 // fakeUpstream records calls and answers them: after latency(rows) of
 // (fake) time, with the error err returns, if any. A batched request gets
@@ -91,7 +96,7 @@ type fakeUpstream struct {
 func (u *fakeUpstream) invoke(ctx context.Context, method string, req []byte, md metadata.MD) ([]byte, metadata.MD, metadata.MD, error) {
 	s := string(req)
 	u.mu.Lock()
-	u.calls = append(u.calls, upstreamCall{req: s, md: md, at: time.Now()})
+	u.calls = append(u.calls, upstreamCall{req: s, md: md, at: time.Now(), tag: ctx.Value(callerTag{})})
 	lat, fail, gate := u.latency, u.fail, u.gate
 	u.mu.Unlock()
 	rows := 1
