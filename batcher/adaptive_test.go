@@ -88,10 +88,7 @@ func TestLateRequestsYield(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		gate := make(chan struct{})
-		h.up.mu.Lock()
-		h.up.gate = gate
-		h.up.mu.Unlock()
+		release := h.up.hold()
 		busy := h.goDo(t.Context(), "a 1 busy", nil) // a slow execution holds the slot
 		synctest.Wait()
 		var outs []<-chan outcome
@@ -111,10 +108,7 @@ func TestLateRequestsYield(t *testing.T) {
 			outs = append(outs, h.goDo(t.Context(), "a 1 "+id, nil))
 			synctest.Wait()
 		}
-		h.up.mu.Lock()
-		h.up.gate = nil
-		h.up.mu.Unlock()
-		close(gate)
+		release()
 		<-busy
 		for i, ch := range outs {
 			if o := <-ch; o.err != nil {
@@ -210,8 +204,7 @@ func TestAdaptiveShrinksWhenBackendSlows(t *testing.T) {
 func TestAdaptiveSeveralSlots(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, Policy{Mode: Adaptive, Slots: 4})
-		gate := make(chan struct{})
-		h.up.gate = gate
+		release := h.up.hold()
 		var outs []<-chan outcome
 		for i := range 10 {
 			outs = append(outs, h.goDo(t.Context(), fmt.Sprintf("a 1 r%d", i), nil))
@@ -223,10 +216,7 @@ func TestAdaptiveSeveralSlots(t *testing.T) {
 		if n := len(h.up.received()); n != 4 {
 			t.Fatalf("%d upstream calls, want 4", n)
 		}
-		h.up.mu.Lock()
-		h.up.gate = nil
-		h.up.mu.Unlock()
-		close(gate)
+		release()
 		for _, ch := range outs {
 			if o := <-ch; o.err != nil {
 				t.Fatal(o.err)

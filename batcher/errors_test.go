@@ -19,22 +19,14 @@ import (
 // and the busy call's.
 func startBatch(t *testing.T, h *harness, n int) (outs []<-chan outcome, busy <-chan outcome, release func()) {
 	t.Helper()
-	gate := make(chan struct{})
-	h.up.mu.Lock()
-	h.up.gate = gate
-	h.up.mu.Unlock()
+	release = h.up.hold()
 	busy = h.goDo(t.Context(), "a 1 busy", nil)
 	synctest.Wait()
 	for i := range n {
 		outs = append(outs, h.goDo(t.Context(), fmt.Sprintf("a 1 r%d", i), nil))
 		synctest.Wait()
 	}
-	return outs, busy, func() {
-		h.up.mu.Lock()
-		h.up.gate = nil
-		h.up.mu.Unlock()
-		close(gate)
-	}
+	return outs, busy, release
 }
 
 // TestUpstreamErrorToEveryCaller: the upstream's status for a batch, with
@@ -182,8 +174,7 @@ func (splitBroken) Split([]byte, []*merge.Item) ([][]byte, error) {
 func TestIncompatibleNotMerged(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, Policy{Mode: Adaptive, Slots: 1})
-		gate := make(chan struct{})
-		h.up.gate = gate
+		release := h.up.hold()
 		busy := h.goDo(t.Context(), "a 1 busy", nil)
 		synctest.Wait()
 		alice, bob := metadata.Pairs("authorization", "Bearer alice"), metadata.Pairs("authorization", "Bearer bob")
@@ -195,10 +186,7 @@ func TestIncompatibleNotMerged(t *testing.T) {
 			outs = append(outs, h.goDo(t.Context(), p.payload, p.md))
 			synctest.Wait()
 		}
-		h.up.mu.Lock()
-		h.up.gate = nil
-		h.up.mu.Unlock()
-		close(gate)
+		release()
 		<-busy
 		for _, ch := range outs {
 			if o := <-ch; o.err != nil {
@@ -221,8 +209,7 @@ func TestIncompatibleNotMerged(t *testing.T) {
 func TestMetadataCommonKeys(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, Policy{Mode: Adaptive})
-		gate := make(chan struct{})
-		h.up.gate = gate
+		release := h.up.hold()
 		busy := h.goDo(t.Context(), "a 1 busy", nil)
 		synctest.Wait()
 		var outs []<-chan outcome
@@ -231,10 +218,7 @@ func TestMetadataCommonKeys(t *testing.T) {
 			outs = append(outs, h.goDo(t.Context(), fmt.Sprintf("a 1 r%d", i), md))
 			synctest.Wait()
 		}
-		h.up.mu.Lock()
-		h.up.gate = nil
-		h.up.mu.Unlock()
-		close(gate)
+		release()
 		<-busy
 		for _, ch := range outs {
 			<-ch

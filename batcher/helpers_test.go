@@ -126,6 +126,21 @@ func (u *fakeUpstream) invoke(ctx context.Context, method string, req []byte, md
 	return []byte("resp " + id), hdr, trl, nil
 }
 
+// hold makes every upstream call wait from now until release, which lets
+// the calls already waiting through and the later ones pass at once.
+func (u *fakeUpstream) hold() (release func()) {
+	gate := make(chan struct{})
+	u.mu.Lock()
+	u.gate = gate
+	u.mu.Unlock()
+	return func() {
+		u.mu.Lock()
+		u.gate = nil
+		u.mu.Unlock()
+		close(gate)
+	}
+}
+
 // received returns the calls so far.
 func (u *fakeUpstream) received() []upstreamCall {
 	u.mu.Lock()

@@ -2,7 +2,9 @@ package integration
 
 import (
 	"context"
+	"io"
 	"net/http"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -109,4 +111,39 @@ func dumpFamilies(fams map[string]*dto.MetricFamily, prefix string) string {
 		}
 	}
 	return b.String()
+}
+
+// promtoolClean fetches infergate's /metrics in the classic text format,
+// checks that each of families has its TYPE line, and runs Prometheus' own
+// linter, promtool check metrics, over it: any output is a failure.
+func promtoolClean(t *testing.T, admin string, families ...string) {
+	t.Helper()
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		t.Fatal("promtool not installed (Debian package prometheus; .ci/run installs it)")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+admin+"/metrics", nil)
+	req.Header.Set("Accept", "text/plain; version=0.0.4")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("/metrics: %d %v", resp.StatusCode, err)
+	}
+	body := string(b)
+	for _, fam := range families {
+		if !strings.Contains(body, "# TYPE "+fam+" ") {
+			t.Errorf("/metrics lacks %s", fam)
+		}
+	}
+	cmd := exec.CommandContext(ctx, promtool, "check", "metrics")
+	cmd.Stdin = strings.NewReader(body)
+	if out, err := cmd.CombinedOutput(); err != nil || strings.TrimSpace(string(out)) != "" {
+		t.Fatalf("promtool check metrics: %v\n%s", err, out)
+	}
 }
