@@ -14,8 +14,8 @@ import (
 	"github.com/prometheus/common/model"
 )
 
-// scrape fetches /metrics in the classic text format and parses it.
-func scrape(t *testing.T, admin string) map[string]*dto.MetricFamily {
+// metricsText fetches infergate's /metrics in the classic text format.
+func metricsText(t *testing.T, admin string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -26,8 +26,18 @@ func scrape(t *testing.T, admin string) map[string]*dto.MetricFamily {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("/metrics: %d %v", resp.StatusCode, err)
+	}
+	return string(b)
+}
+
+// scrape fetches /metrics in the classic text format and parses it.
+func scrape(t *testing.T, admin string) map[string]*dto.MetricFamily {
+	t.Helper()
 	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(resp.Body)
+	fams, err := p.TextToMetricFamilies(strings.NewReader(metricsText(t, admin)))
 	if err != nil {
 		t.Fatalf("parse /metrics: %v", err)
 	}
@@ -122,25 +132,14 @@ func promtoolClean(t *testing.T, admin string, families ...string) {
 	if err != nil {
 		t.Fatal("promtool not installed (Debian package prometheus; .ci/run installs it)")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+admin+"/metrics", nil)
-	req.Header.Set("Accept", "text/plain; version=0.0.4")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("/metrics: %d %v", resp.StatusCode, err)
-	}
-	body := string(b)
+	body := metricsText(t, admin)
 	for _, fam := range families {
 		if !strings.Contains(body, "# TYPE "+fam+" ") {
 			t.Errorf("/metrics lacks %s", fam)
 		}
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
 	cmd := exec.CommandContext(ctx, promtool, "check", "metrics")
 	cmd.Stdin = strings.NewReader(body)
 	if out, err := cmd.CombinedOutput(); err != nil || strings.TrimSpace(string(out)) != "" {
