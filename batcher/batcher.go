@@ -28,6 +28,20 @@ const (
 // Batcher that is closed. The caller sends such a request on its own.
 var ErrNotBatched = errors.New("batcher: not batched")
 
+// Sentinel errors of Do; the proxy turns them into gRPC statuses at its
+// edge. Do wraps them with the model and what happened.
+var (
+	// ErrQueueFull: the model's queue holds its limit of requests
+	// (RESOURCE_EXHAUSTED).
+	ErrQueueFull = errors.New("batcher: queue full")
+	// ErrClosed: the Batcher closed while the call was queued
+	// (UNAVAILABLE).
+	ErrClosed = errors.New("batcher: closed")
+	// ErrPanic: batching code panicked while handling the call (INTERNAL);
+	// the panic is counted and logged, and other calls go on.
+	ErrPanic = errors.New("batcher: internal error")
+)
+
 // Invoker makes one unary upstream call with the raw request bytes and the
 // outgoing metadata md, and returns the raw response bytes with the
 // upstream's response header and trailer. Its error is the call's gRPC
