@@ -1,13 +1,10 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
-	"net"
 	"net/http"
 	"net/http/pprof"
 	"sync/atomic"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -17,9 +14,11 @@ import (
 // read-only JSON API. It never sits on the request path.
 type admin struct {
 	gatherer prometheus.Gatherer
-	upstream string
-	// draining flips /readyz to 503 once SIGTERM arrives, so a load
-	// balancer stops sending new calls while in-flight ones finish.
+	// ready returns the upstream's cached readiness (ready.go).
+	ready func() readyState
+	// draining flips /readyz to 503 the moment SIGTERM arrives, while calls
+	// are still served for the drain delay, so a load balancer stops
+	// sending new calls before the listener closes.
 	draining atomic.Bool
 	// series returns the JSON body of /api/v1/series.
 	series func() any
@@ -30,8 +29,6 @@ type admin struct {
 	models, gpus func() any
 	// pprof adds Go's profiler endpoints.
 	pprof bool
-	// dial checks that the upstream is reachable; replaced in tests.
-	dial func(ctx context.Context, addr string) error
 }
 
 func (a *admin) handler() http.Handler {
@@ -63,33 +60,19 @@ func (a *admin) handler() http.Handler {
 	return mux
 }
 
-// readyz answers 200 when the upstream accepts a TCP connection within a
-// second and the process is not draining.
+// readyz answers 200 while the upstream answers its readiness probe and
+// the process is not draining, 503 otherwise; the JSON body says why.
 func (a *admin) readyz(w http.ResponseWriter, r *http.Request) {
+	st := a.ready()
 	if a.draining.Load() {
-		http.Error(w, "draining\n", http.StatusServiceUnavailable)
-		return
+		st.Ready = false
+		st.Reason = "draining: shutting down after SIGTERM"
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), time.Second)
-	defer cancel()
-	dial := a.dial
-	if dial == nil {
-		dial = tcpDial
+	code := http.StatusOK
+	if !st.Ready {
+		code = http.StatusServiceUnavailable
 	}
-	if err := dial(ctx, a.upstream); err != nil {
-		http.Error(w, "upstream "+a.upstream+" unreachable: "+err.Error()+"\n", http.StatusServiceUnavailable)
-		return
-	}
-	w.Write([]byte("ok\n"))
-}
-
-func tcpDial(ctx context.Context, addr string) error {
-	var d net.Dialer
-	c, err := d.DialContext(ctx, "tcp", addr)
-	if err != nil {
-		return err
-	}
-	return c.Close()
+	writeJSON(w, code, st)
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

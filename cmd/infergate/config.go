@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"reflect"
 	"strings"
 	"time"
 
@@ -31,9 +32,27 @@ type Config struct {
 	// MaxMessageBytes caps one gRPC message in either direction. Default
 	// 64 MiB; tensors are big.
 	MaxMessageBytes int `yaml:"max_message_bytes"`
-	// ShutdownTimeout bounds the drain of in-flight calls on SIGTERM.
-	// Default 30s.
+	// ShutdownTimeout bounds the drain of in-flight calls (and queued
+	// batches) after the listener closed on SIGTERM. Default 30s.
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+	// DrainDelay is how long, after SIGTERM, /readyz answers 503 while
+	// calls are still served, so that load balancers notice before the
+	// listener closes. Default 5s; 0s turns the delay off.
+	DrainDelay *time.Duration `yaml:"drain_delay"`
+	// UpstreamTimeout bounds unary calls that carry no client deadline;
+	// they end with DEADLINE_EXCEEDED. Default 60s; 0s means none.
+	UpstreamTimeout *time.Duration `yaml:"upstream_timeout"`
+	// UpstreamKeepaliveTime is the interval of HTTP/2 pings to the upstream
+	// while calls are in flight. Default 5m: gRPC servers (grpc-go, and
+	// gRPC core under Triton and TF-Serving) close connections that ping
+	// more often by default. Lower it only for servers that allow it.
+	UpstreamKeepaliveTime time.Duration `yaml:"upstream_keepalive_time"`
+	// MaxInFlight caps the calls in progress through the proxy; beyond it
+	// calls are rejected at once with RESOURCE_EXHAUSTED. Default 10000;
+	// 0 means no cap.
+	MaxInFlight *int `yaml:"max_in_flight"`
+	// Readiness configures the /readyz probe of the upstream.
+	Readiness ReadinessConfig `yaml:"readiness"`
 	// TLS configures the client-facing listener; empty means plaintext.
 	TLS ServerTLS `yaml:"tls"`
 	// UpstreamTLS configures the connection to the model server.
@@ -49,6 +68,11 @@ type Config struct {
 	// GPU configures GPU telemetry and its correlation with latency
 	// (gpu.go). Default off.
 	GPU GPUConfig `yaml:"gpu"`
+
+	// PrintVersion (--version) and CheckOnly (--check-config) are modes of
+	// the command line, not settings.
+	PrintVersion bool `yaml:"-"`
+	CheckOnly    bool `yaml:"-"`
 }
 
 // ServerTLS is the listener's TLS. CertFile and KeyFile together turn TLS on;
@@ -76,6 +100,31 @@ type MonitorConfig struct {
 	// MaxSeries caps distinct series; beyond it calls count under "other".
 	// Default 1000.
 	MaxSeries int `yaml:"max_series"`
+	// SeriesIdleTimeout drops a series without calls for this long, freeing
+	// its memory and its place under the cap. Default 15m, the longest
+	// window; shorter values cut the 5m and 15m windows of quiet series.
+	SeriesIdleTimeout time.Duration `yaml:"series_idle_timeout"`
+	// MaxLabelBytes is the longest model, version or method a client's call
+	// may turn into a label value; longer or non-UTF-8 values count under
+	// "other". Default 128.
+	MaxLabelBytes int `yaml:"max_label_bytes"`
+}
+
+// ReadinessConfig configures how /readyz checks the upstream, off the
+// request path, over the proxy's own upstream connections (TLS included).
+type ReadinessConfig struct {
+	// Probe is auto (grpc.health.v1, then KServe ServerReady, then
+	// TF-Serving model metadata), health, kserve, tfserving or tcp.
+	// Default auto.
+	Probe string `yaml:"probe"`
+	// Model is the model whose status the tfserving probe (and auto, on a
+	// TF-Serving upstream) checks. Default none: the server answering is
+	// enough.
+	Model string `yaml:"model"`
+	// Interval is the time between probes. Default 2s.
+	Interval time.Duration `yaml:"interval"`
+	// Timeout bounds one probe. Default 1s.
+	Timeout time.Duration `yaml:"timeout"`
 }
 
 // LogConfig configures log/slog output on stderr.
@@ -84,8 +133,12 @@ type LogConfig struct {
 	Level string `yaml:"level"`
 	// Format is text or json. Default text.
 	Format string `yaml:"format"`
-	// Requests logs one line per call at info level. Default false.
+	// Requests logs one line per call, whatever the level. Default false.
 	Requests bool `yaml:"requests"`
+	// Interval is the least time between two log lines about repeated
+	// failures of one kind (per upstream and code); the next line counts
+	// what was left out. Default 10s.
+	Interval time.Duration `yaml:"interval"`
 }
 
 const (
@@ -95,7 +148,18 @@ const (
 	defaultUpstreamConns   = 2
 	defaultShutdownTimeout = 30 * time.Second
 	defaultMaxSeries       = 1000
+	defaultDrainDelay      = 5 * time.Second
+	defaultUpstreamTimeout = 60 * time.Second
+	defaultKeepaliveTime   = 5 * time.Minute
+	defaultMaxInFlight     = 10000
+	defaultSeriesIdle      = 15 * time.Minute
+	defaultMaxLabelBytes   = 128
+	defaultLogInterval     = 10 * time.Second
+	defaultReadyInterval   = 2 * time.Second
+	defaultReadyTimeout    = time.Second
 )
+
+func ptr[T any](v T) *T { return &v }
 
 // enabled reports whether upstream TLS is on.
 func (c ClientTLS) enabled() bool {
@@ -121,6 +185,36 @@ func (c *Config) Validate() error {
 	}
 	if c.Monitor.MaxSeries == 0 {
 		c.Monitor.MaxSeries = defaultMaxSeries
+	}
+	if c.DrainDelay == nil {
+		c.DrainDelay = ptr(defaultDrainDelay)
+	}
+	if c.UpstreamTimeout == nil {
+		c.UpstreamTimeout = ptr(defaultUpstreamTimeout)
+	}
+	if c.UpstreamKeepaliveTime == 0 {
+		c.UpstreamKeepaliveTime = defaultKeepaliveTime
+	}
+	if c.MaxInFlight == nil {
+		c.MaxInFlight = ptr(defaultMaxInFlight)
+	}
+	if c.Monitor.SeriesIdleTimeout == 0 {
+		c.Monitor.SeriesIdleTimeout = defaultSeriesIdle
+	}
+	if c.Monitor.MaxLabelBytes == 0 {
+		c.Monitor.MaxLabelBytes = defaultMaxLabelBytes
+	}
+	if c.Log.Interval == 0 {
+		c.Log.Interval = defaultLogInterval
+	}
+	if c.Readiness.Probe == "" {
+		c.Readiness.Probe = "auto"
+	}
+	if c.Readiness.Interval == 0 {
+		c.Readiness.Interval = defaultReadyInterval
+	}
+	if c.Readiness.Timeout == 0 {
+		c.Readiness.Timeout = defaultReadyTimeout
 	}
 	if c.Log.Level == "" {
 		c.Log.Level = "warn"
@@ -156,6 +250,40 @@ func (c *Config) Validate() error {
 	}
 	if c.Monitor.MaxSeries < 0 {
 		bad("monitor.max_series", "must be positive, got %d", c.Monitor.MaxSeries)
+	}
+	if c.Monitor.SeriesIdleTimeout < 0 {
+		bad("monitor.series_idle_timeout", "must be positive, got %s", c.Monitor.SeriesIdleTimeout)
+	}
+	if c.Monitor.MaxLabelBytes < 0 || c.Monitor.MaxLabelBytes > 4096 {
+		bad("monitor.max_label_bytes", "must be between 1 and 4096, got %d", c.Monitor.MaxLabelBytes)
+	}
+	if *c.DrainDelay < 0 {
+		bad("drain_delay", "must be 0 or positive, got %s", *c.DrainDelay)
+	}
+	if *c.UpstreamTimeout < 0 {
+		bad("upstream_timeout", "must be 0 (none) or positive, got %s", *c.UpstreamTimeout)
+	}
+	if c.UpstreamKeepaliveTime < 10*time.Second {
+		// gRPC raises anything lower to 10s anyway; saying so beats a
+		// silent change.
+		bad("upstream_keepalive_time", "must be at least 10s, got %s", c.UpstreamKeepaliveTime)
+	}
+	if *c.MaxInFlight < 0 {
+		bad("max_in_flight", "must be 0 (no cap) or positive, got %d", *c.MaxInFlight)
+	}
+	if c.Log.Interval < 0 {
+		bad("log.interval", "must be positive, got %s", c.Log.Interval)
+	}
+	switch c.Readiness.Probe {
+	case "auto", "health", "kserve", "tfserving", "tcp":
+	default:
+		bad("readiness.probe", "must be auto, health, kserve, tfserving or tcp, got %q", c.Readiness.Probe)
+	}
+	if c.Readiness.Interval < 0 {
+		bad("readiness.interval", "must be positive, got %s", c.Readiness.Interval)
+	}
+	if c.Readiness.Timeout < 0 {
+		bad("readiness.timeout", "must be positive, got %s", c.Readiness.Timeout)
 	}
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":
@@ -218,9 +346,75 @@ func loadFile(path string) (Config, error) {
 		if errors.Is(err, io.EOF) {
 			return c, nil
 		}
-		return c, fmt.Errorf("config: %s: %w", path, err)
+		return c, fmt.Errorf("config: %s: %s", path, yamlMessage(err))
 	}
 	return c, nil
+}
+
+// yamlMessage rewrites the YAML decoder's messages in the file's terms:
+// "line 3: field upstreem not found in type main.Config" becomes
+// `line 3: unknown field "upstreem"` (and names the section it is in),
+// and Go type names in type errors become the YAML section they decode.
+func yamlMessage(err error) string {
+	var te *yaml.TypeError
+	if !errors.As(err, &te) {
+		return strings.TrimPrefix(err.Error(), "yaml: ")
+	}
+	paths := yamlSections()
+	msgs := make([]string, 0, len(te.Errors))
+	for _, m := range te.Errors {
+		if i := strings.Index(m, " not found in type "); i >= 0 && strings.Contains(m, "field ") {
+			j := strings.Index(m, "field ")
+			field := m[j+len("field ") : i]
+			where := ""
+			if sec := paths[m[i+len(" not found in type "):]]; sec != "" {
+				where = " in section " + sec
+			}
+			m = fmt.Sprintf("%sunknown field %q%s", m[:j], field, where)
+		}
+		for goName, sec := range paths {
+			if sec == "" {
+				sec = "the top level"
+			}
+			m = strings.ReplaceAll(m, "into "+goName, "into "+sec)
+		}
+		m = strings.ReplaceAll(m, "time.Duration", "a duration (e.g. 5s)")
+		msgs = append(msgs, m)
+	}
+	return strings.Join(msgs, "; ")
+}
+
+// yamlSections maps the Go type name of every struct the YAML file decodes
+// into ("main.MonitorConfig") to its section as a user writes it
+// ("monitor"; "" for the top level).
+func yamlSections() map[string]string {
+	out := map[string]string{}
+	var walk func(t reflect.Type, path string)
+	walk = func(t reflect.Type, path string) {
+		for t.Kind() == reflect.Pointer || t.Kind() == reflect.Map || t.Kind() == reflect.Slice {
+			if t.Kind() == reflect.Map {
+				path += ".<name>"
+			}
+			t = t.Elem()
+		}
+		if t.Kind() != reflect.Struct || t.PkgPath() == "time" {
+			return
+		}
+		if _, seen := out[t.String()]; seen {
+			return
+		}
+		out[t.String()] = strings.TrimPrefix(path, ".")
+		for i := range t.NumField() {
+			f := t.Field(i)
+			tag, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+			if tag == "" || tag == "-" {
+				continue
+			}
+			walk(f.Type, path+"."+tag)
+		}
+	}
+	walk(reflect.TypeOf(Config{}), "")
+	return out
 }
 
 // zeroIsNotDefault lists the flags whose field reads 0 as "use the
@@ -228,14 +422,20 @@ func loadFile(path string) (Config, error) {
 // 0 is a mistake, not a request for the default: it is rejected with the
 // field's valid range.
 var zeroIsNotDefault = map[string]string{
-	"max-message-bytes": "must be positive",
-	"upstream-conns":    "must be between 1 and 64",
-	"max-series":        "must be positive",
-	"batch-max-size":    fmt.Sprintf("must be between 1 and %d", batcher.MaxBatchSize),
-	"batch-queue-size":  "must be positive",
-	"batch-slo":         "must be positive",
-	"batch-slots":       "must be between 1 and 1024",
-	"gpu-interval":      "must be positive",
+	"max-message-bytes":       "must be positive",
+	"upstream-conns":          "must be between 1 and 64",
+	"max-series":              "must be positive",
+	"batch-max-size":          fmt.Sprintf("must be between 1 and %d", batcher.MaxBatchSize),
+	"batch-queue-size":        "must be positive",
+	"batch-slo":               "must be positive",
+	"batch-slots":             "must be between 1 and 1024",
+	"gpu-interval":            "must be positive",
+	"series-idle-timeout":     "must be positive",
+	"max-label-bytes":         "must be between 1 and 4096",
+	"upstream-keepalive-time": "must be at least 10s",
+	"log-interval":            "must be positive",
+	"readiness-interval":      "must be positive",
+	"readiness-timeout":       "must be positive",
 }
 
 // parseConfig builds the config from args: the YAML file named by --config
@@ -263,6 +463,19 @@ func parseConfig(args []string) (Config, error) {
 		logFormat  = fs.String("log-format", "text", "text or json")
 		logReqs    = fs.Bool("log-requests", false, "log one line per call")
 		pprof      = fs.Bool("pprof", false, "serve /debug/pprof/ on the admin listener")
+		drainDelay = fs.Duration("drain-delay", defaultDrainDelay, "after SIGTERM, keep serving this long with /readyz at 503 before closing the listener")
+		upTimeout  = fs.Duration("upstream-timeout", defaultUpstreamTimeout, "deadline for unary calls that carry none (0 = none)")
+		keepalive  = fs.Duration("upstream-keepalive-time", defaultKeepaliveTime, "ping interval to the upstream while calls are in flight (servers must allow it)")
+		maxIn      = fs.Int("max-in-flight", defaultMaxInFlight, "cap on calls in progress; beyond it RESOURCE_EXHAUSTED (0 = no cap)")
+		idle       = fs.Duration("series-idle-timeout", defaultSeriesIdle, "drop a latency series after this long without calls")
+		labelMax   = fs.Int("max-label-bytes", defaultMaxLabelBytes, "longest model/version/method that becomes a label value")
+		logIvl     = fs.Duration("log-interval", defaultLogInterval, "least time between log lines about repeated failures of one kind")
+		readyProbe = fs.String("readiness-probe", "auto", "how /readyz checks the upstream: auto, health, kserve, tfserving or tcp")
+		readyModel = fs.String("readiness-model", "", "model whose status the tfserving probe checks")
+		readyIvl   = fs.Duration("readiness-interval", defaultReadyInterval, "time between upstream readiness probes")
+		readyTO    = fs.Duration("readiness-timeout", defaultReadyTimeout, "limit of one readiness probe")
+		version    = fs.Bool("version", false, "print the version and exit")
+		checkOnly  = fs.Bool("check-config", false, "validate flags and the YAML file, print the result and exit (0 valid, 2 not)")
 	)
 	batchFlags := addBatchingFlags(fs)
 	gpuFlags := addGPUFlags(fs)
@@ -271,6 +484,9 @@ func parseConfig(args []string) (Config, error) {
 	}
 	if fs.NArg() > 0 {
 		return Config{}, fmt.Errorf("config: unexpected argument %q", fs.Arg(0))
+	}
+	if *version {
+		return Config{PrintVersion: true}, nil
 	}
 	var c Config
 	if *configPath != "" {
@@ -323,10 +539,35 @@ func parseConfig(args []string) (Config, error) {
 			c.Log.Requests = *logReqs
 		case "pprof":
 			c.Pprof = *pprof
+		case "drain-delay":
+			c.DrainDelay = ptr(*drainDelay)
+		case "upstream-timeout":
+			c.UpstreamTimeout = ptr(*upTimeout)
+		case "upstream-keepalive-time":
+			c.UpstreamKeepaliveTime = *keepalive
+		case "max-in-flight":
+			c.MaxInFlight = ptr(*maxIn)
+		case "series-idle-timeout":
+			c.Monitor.SeriesIdleTimeout = *idle
+		case "max-label-bytes":
+			c.Monitor.MaxLabelBytes = *labelMax
+		case "log-interval":
+			c.Log.Interval = *logIvl
+		case "readiness-probe":
+			c.Readiness.Probe = *readyProbe
+		case "readiness-model":
+			c.Readiness.Model = *readyModel
+		case "readiness-interval":
+			c.Readiness.Interval = *readyIvl
+		case "readiness-timeout":
+			c.Readiness.Timeout = *readyTO
+		case "version", "check-config":
 		default:
 			batchFlags.apply(f.Name, &c.Batching, &flagErrs)
 			gpuFlags.apply(f.Name, &c.GPU)
 		}
 	})
-	return c, errors.Join(append(flagErrs, c.Validate())...)
+	err := errors.Join(append(flagErrs, c.Validate())...)
+	c.CheckOnly = *checkOnly
+	return c, err
 }

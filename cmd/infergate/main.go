@@ -32,12 +32,19 @@ func main() {
 // configuration (nothing was served), 1 for a runtime failure.
 func run(args []string) int {
 	cfg, err := parseConfig(args)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	case cfg.PrintVersion:
+		ver, rev, gov := buildInfo()
+		fmt.Printf("infergate %s (revision %s, %s)\n", ver, rev, gov)
+		return 0
+	case err != nil:
 		fmt.Fprintln(os.Stderr, "infergate:", err)
 		return 2
+	case cfg.CheckOnly:
+		fmt.Println("infergate: configuration is valid")
+		return 0
 	}
 	log := newLogger(cfg.Log)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
@@ -71,7 +78,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), newBuildInfo())
 	mon := monitor.NewRegistry(monitor.Options{MaxSeries: cfg.Monitor.MaxSeries})
 	if err := mon.Register(reg); err != nil {
 		return fmt.Errorf("metrics: %w", err)
@@ -124,7 +131,8 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		lis.Close()
 		return fmt.Errorf("admin: %w", err)
 	}
-	adm := &admin{gatherer: reg, upstream: cfg.Upstream, pprof: cfg.Pprof, series: func() any { return seriesJSON(mon.Snapshot()) }}
+	ready := newReadiness(cfg.Readiness, cfg.Upstream, up.Conn(), recentFailures(mon))
+	adm := &admin{gatherer: reg, ready: ready.current, pprof: cfg.Pprof, series: func() any { return seriesJSON(mon.Snapshot()) }}
 	adm.batching = func() any { return batchingJSON(bat) }
 	adm.models, adm.gpus = gt.modelsJSON, gt.gpusJSON
 	hs := &http.Server{Handler: adm.handler(), ReadHeaderTimeout: 10 * time.Second}
@@ -133,6 +141,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	defer cancelRun()
 	go mon.Run(runCtx)
 	go gt.run(runCtx)
+	go ready.run(runCtx)
 
 	errc := make(chan error, 2)
 	go func() { errc <- gs.Serve(lis) }()
@@ -142,8 +151,11 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		}
 	}()
 	// The one start line: tests and scripts read the bound addresses from it.
-	fmt.Fprintf(os.Stderr, "infergate: grpc=%s admin=%s upstream=%s tls=%t\n", lis.Addr(), adminLis.Addr(), cfg.Upstream, srvCreds != nil)
-	log.Info("serving", "grpc", lis.Addr().String(), "admin", adminLis.Addr().String(), "upstream", cfg.Upstream)
+	ver, _, _ := buildInfo()
+	fmt.Fprintf(os.Stderr, "infergate: grpc=%s admin=%s upstream=%s tls=%t upstream_tls=%t version=%s\n",
+		lis.Addr(), adminLis.Addr(), cfg.Upstream, srvCreds != nil, upCreds != nil, ver)
+	log.Info("serving", "grpc", lis.Addr().String(), "admin", adminLis.Addr().String(),
+		"upstream", cfg.Upstream, "upstream_tls", upCreds != nil)
 
 	select {
 	case <-ctx.Done():
@@ -151,10 +163,20 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 
-	// Drain: readiness goes red, the listener stops accepting, in-flight
-	// calls finish within the timeout; past it they are cut.
+	// Drain, the way load balancers need it: readiness goes red at once
+	// while calls are still served for the drain delay (a balancer polling
+	// /readyz notices and stops sending); then the listener closes and
+	// in-flight calls and queued batches finish within the timeout; past
+	// it they are cut.
 	adm.draining.Store(true)
-	log.Info("draining", "timeout", cfg.ShutdownTimeout)
+	log.Info("draining", "delay", *cfg.DrainDelay, "timeout", cfg.ShutdownTimeout)
+	if *cfg.DrainDelay > 0 {
+		select {
+		case <-time.After(*cfg.DrainDelay):
+		case err := <-errc:
+			return err
+		}
+	}
 	done := make(chan struct{})
 	go func() { gs.GracefulStop(); close(done) }()
 	select {
