@@ -141,6 +141,9 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	defer cancelRun()
 	go mon.Run(runCtx)
 	go gt.run(runCtx)
+	// The first verdict is in before the start line: /readyz is never
+	// "not checked yet" for a process that says it serves.
+	ready.check(runCtx)
 	go ready.run(runCtx)
 
 	errc := make(chan error, 2)
