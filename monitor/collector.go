@@ -39,7 +39,8 @@ var (
 	inFlightDesc = prometheus.NewDesc("infergate_requests_in_flight",
 		"Calls in flight to an upstream.", []string{"upstream"}, nil)
 	overflowDesc = prometheus.NewDesc("infergate_series_overflow_total",
-		"Calls recorded in the overflow series because the series cap was reached.", nil, nil)
+		"Calls recorded in the overflow series (labels \"other\"), by reason: max_series (the cap was reached), label_too_long, label_invalid_utf8.",
+		[]string{"reason"}, nil)
 	seriesDesc = prometheus.NewDesc("infergate_series",
 		"Live series, not counting the overflow series.", nil, nil)
 )
@@ -115,11 +116,8 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	list := r.state.Load().list
 	for _, s := range append(list[:len(list):len(list)], r.overflow) {
 		t := s.totals()
-		if s.overflow {
-			ch <- prometheus.MustNewConstMetric(overflowDesc, prometheus.CounterValue, float64(t.calls()))
-			if t.calls() == 0 {
-				continue
-			}
+		if s.overflow && t.calls() == 0 {
+			continue
 		}
 		l := labelsOf(s.key)
 		for i, n := range t.codes {
@@ -140,6 +138,10 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	for l, n := range bytesIn {
 		ch <- prometheus.MustNewConstMetric(requestBytesDesc, prometheus.CounterValue, float64(n), l[:]...)
 		ch <- prometheus.MustNewConstMetric(responseBytesDesc, prometheus.CounterValue, float64(bytesOut[l]), l[:]...)
+	}
+
+	for i, reason := range overflowReasons {
+		ch <- prometheus.MustNewConstMetric(overflowDesc, prometheus.CounterValue, float64(r.overflowBy[i].Load()), reason)
 	}
 
 	r.inflightMu.Lock()

@@ -9,8 +9,9 @@ import (
 
 // HDR geometry: values are microseconds from 1 µs to one hour at three
 // significant figures (0.1% relative error). A dense histogram of this shape
-// holds 23,552 counts (about 184 KiB), which is why only the hot recorders
-// are dense and every stored slice is packed.
+// holds 23,552 counts (about 184 KiB), so dense histograms are used only
+// where they pay: by a shard that records more than bufCap calls in one
+// slice, and by the snapshot merger. Everything stored is raw or packed.
 const (
 	hdrLowest  = 1
 	hdrHighest = int64(time.Hour / time.Microsecond)
@@ -19,7 +20,8 @@ const (
 
 // toMicros converts a duration to the histogram's unit, rounding to the
 // nearest microsecond and clamping to the trackable range rather than
-// dropping the value (RecordValue errors out of range).
+// dropping the value (RecordValue errors out of range). One hour in
+// microseconds fits a uint32, which the raw value sets rely on.
 func toMicros(d time.Duration) int64 {
 	us := (int64(d) + 500) / 1000
 	return min(max(us, 0), hdrHighest)
@@ -28,24 +30,111 @@ func toMicros(d time.Duration) int64 {
 // fromMicros converts a histogram value back to a duration.
 func fromMicros(us int64) time.Duration { return time.Duration(us) * time.Microsecond }
 
-// densePool recycles the hot recorders: a shard takes one at its first call
-// in a slice, Rotate resets it and puts it back.
+// densePool recycles dense recorders: a shard takes one per component only
+// when its call buffer overflows within a slice; drain resets it and puts
+// it back.
 var densePool = sync.Pool{New: func() any { return newDense() }}
 
 func newDense() *hdr.Histogram { return hdr.New(hdrLowest, hdrHighest, hdrSigFigs) }
 
 func newPacked() *hdr.PackedHistogram { return hdr.NewPacked(hdrLowest, hdrHighest, hdrSigFigs) }
 
+// bufCap is how many calls a shard buffers raw in one slice before it
+// moves them into dense histograms: a series that sees a few calls a
+// second never holds a dense histogram.
+const bufCap = 32
+
+// callBuf holds the raw components (microseconds) of up to bufCap calls.
+type callBuf struct {
+	n int
+	v [bufCap][NumComponents]uint32
+}
+
+var bufPool = sync.Pool{New: func() any { return new(callBuf) }}
+
+// rawMax is the most values a valueSet keeps raw; beyond it they go into a
+// packed histogram. 256 raw values take 1 KiB, about what a packed
+// histogram of that many latencies takes, and far less for a few values.
+const rawMax = 256
+
+// valueSet is the recorded values of one component over one stored step:
+// raw microseconds while there are few, a packed HDR histogram beyond.
+// Both answer quantiles exactly as an HDR histogram of the same values.
+type valueSet struct {
+	raw []uint32
+	h   *hdr.PackedHistogram
+}
+
+func (v *valueSet) empty() bool { return len(v.raw) == 0 && (v.h == nil || v.h.TotalCount() == 0) }
+
+// add records one value.
+func (v *valueSet) add(us uint32, f *packedFree) {
+	if v.h == nil && len(v.raw) < rawMax {
+		v.raw = append(v.raw, us)
+		return
+	}
+	v.pack(f)
+	// Values come from toMicros, inside the range: no error.
+	_ = v.h.RecordValue(int64(us))
+}
+
+// pack moves the raw values into a packed histogram.
+func (v *valueSet) pack(f *packedFree) {
+	if v.h == nil {
+		v.h = f.get()
+	}
+	for _, us := range v.raw {
+		_ = v.h.RecordValue(int64(us))
+	}
+	v.raw = nil
+}
+
+// addDense adds a dense recorder's counts.
+func (v *valueSet) addDense(d *hdr.Histogram, f *packedFree) {
+	v.pack(f)
+	v.h.MergeFrom(d)
+}
+
+// merge adds src's values.
+func (v *valueSet) merge(src *valueSet, f *packedFree) {
+	if src.h != nil {
+		v.pack(f)
+		v.h.Merge(src.h)
+	}
+	if v.h == nil && len(v.raw)+len(src.raw) <= rawMax {
+		v.raw = append(v.raw, src.raw...)
+		return
+	}
+	for _, us := range src.raw {
+		v.add(us, f)
+	}
+}
+
+// release gives the storage back.
+func (v *valueSet) release(f *packedFree) {
+	f.put(v.h)
+	v.h, v.raw = nil, nil
+}
+
+// bytes estimates the heap bytes the set holds (for tests and the doc).
+func (v *valueSet) bytes() int {
+	n := 4 * cap(v.raw)
+	if v.h != nil {
+		n += 256 + int(v.h.TotalCount()) // rough: header plus packed counts
+	}
+	return n
+}
+
 // packedFree is a free list of empty packed histograms, owned by the
-// registry and used only under its window lock, so that an idle series gives
-// its storage back and a busy one reuses it.
+// registry and used only under its window lock, so that a busy series
+// reuses storage instead of allocating every minute.
 type packedFree struct {
 	list []*hdr.PackedHistogram
 }
 
 // maxFreePacked bounds the free list so a burst of traffic does not pin
-// memory forever.
-const maxFreePacked = 4096
+// memory after it: what is over it goes to the garbage collector.
+const maxFreePacked = 256
 
 func (f *packedFree) get() *hdr.PackedHistogram {
 	if n := len(f.list); n > 0 {

@@ -72,10 +72,14 @@ func BenchmarkRegistrySeriesLookup(b *testing.B) {
 	})
 }
 
-// busyRegistry returns a registry with n series that each took calls in
-// every slice of the last 15 minutes.
-func busyRegistry(n int) *Registry {
-	r := NewRegistry(Options{NoRequestHistogram: true})
+// busyRegistry returns a registry with n series that each took 50 calls
+// in every slice of the last 15 minutes.
+func busyRegistry(n int) *Registry { return busyRegistryAt(n, 50, Options{NoRequestHistogram: true}) }
+
+// busyRegistryAt returns a registry with n series that each took perSlice
+// calls in every slice of the last 15 minutes.
+func busyRegistryAt(n, perSlice int, opts Options) *Registry {
+	r := NewRegistry(opts)
 	series := make([]*Series, n)
 	for i := range series {
 		k := testKey
@@ -84,8 +88,8 @@ func busyRegistry(n int) *Registry {
 	}
 	for tick := range 60 * coarseSlots {
 		for i, s := range series {
-			for j := range 50 {
-				s.Record(benchSamples[(tick*50+j+i)&1023])
+			for j := range perSlice {
+				s.Record(benchSamples[(tick*perSlice+j+i*7)&1023])
 			}
 		}
 		r.Rotate()
@@ -119,38 +123,46 @@ func BenchmarkSnapshot(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/10, "ns/busy-series")
 }
 
+// heapInUse returns the live heap after two collections.
+func heapInUse() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
+}
+
 // BenchmarkWindowMemory reports the heap a series holds: idle (created, no
-// calls) and busy (calls in every slice of 15 minutes, ~50 distinct values
-// per slice), after rotation returned the hot recorders to their pool.
+// calls) and busy at 1, 50 and 100 calls per second in every slice of 15
+// minutes (windows full), with and without the Prometheus request
+// histogram, after rotation returned the shard buffers to their pool.
 func BenchmarkWindowMemory(b *testing.B) {
-	heap := func() uint64 {
-		runtime.GC()
-		runtime.GC()
-		var ms runtime.MemStats
-		runtime.ReadMemStats(&ms)
-		return ms.HeapAlloc
-	}
 	const n = 20
 	for b.Loop() {
-		before := heap()
+		before := heapInUse()
 		idle := NewRegistry(Options{NoRequestHistogram: true})
 		for i := range 1000 {
 			k := testKey
 			k.Model = fmt.Sprintf("idle-%d", i)
 			idle.Series(k)
 		}
-		b.ReportMetric(float64(heap()-before)/1000, "B/idle-series")
+		b.ReportMetric(float64(heapInUse()-before)/1000, "B/idle-series")
 		runtime.KeepAlive(idle)
 
-		before = heap()
-		busy := busyRegistry(n)
-		b.ReportMetric(float64(heap()-before)/n, "B/busy-series")
-		b.ReportMetric(float64(busy.packedBytes())/n, "packed-B/busy-series")
-		runtime.KeepAlive(busy)
+		for _, rate := range []int{1, 50, 100} {
+			before = heapInUse()
+			busy := busyRegistryAt(n, rate, Options{NoRequestHistogram: true})
+			b.ReportMetric(float64(heapInUse()-before)/n, fmt.Sprintf("B/series@%d/s", rate))
+			runtime.KeepAlive(busy)
+		}
+		before = heapInUse()
+		withProm := busyRegistryAt(n, 1, Options{})
+		b.ReportMetric(float64(heapInUse()-before)/n, "B/series@1/s+prom")
+		runtime.KeepAlive(withProm)
 	}
 }
 
-// packedBytes adds up the storage of every packed histogram in the windows.
+// packedBytes adds up the storage of every value set in the windows.
 func (r *Registry) packedBytes() int {
 	r.winMu.RLock()
 	defer r.winMu.RUnlock()
@@ -160,10 +172,11 @@ func (r *Registry) packedBytes() int {
 			if sl == nil {
 				continue
 			}
-			for _, h := range sl.h {
-				if h != nil {
+			for c := range sl.v {
+				if h := sl.v[c].h; h != nil {
 					total += h.GetMemorySize()
 				}
+				total += 4 * cap(sl.v[c].raw)
 			}
 		}
 	}

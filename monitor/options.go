@@ -7,8 +7,10 @@ import (
 
 // Defaults for the zero values of Options.
 const (
-	DefaultMaxSeries   = 1000
-	DefaultSliceLength = time.Second
+	DefaultMaxSeries     = 1000
+	DefaultSliceLength   = time.Second
+	DefaultIdleTimeout   = 15 * time.Minute
+	DefaultMaxLabelBytes = 128
 	maxDefaultShards   = 4
 	maxShards          = 64
 )
@@ -19,6 +21,18 @@ type Options struct {
 	// DefaultMaxSeries (1000). Beyond it calls go to one overflow series
 	// whose labels are all "other".
 	MaxSeries int
+
+	// IdleTimeout drops a series that has had no calls for this long, and
+	// frees its memory and its place under MaxSeries. 0 or less means
+	// DefaultIdleTimeout (15m, the longest window). A shorter value drops
+	// quiet series before their 5m and 15m windows are empty.
+	IdleTimeout time.Duration
+
+	// MaxLabelBytes is the longest Model, Version or Method a series key
+	// may carry; a longer value, or one that is not valid UTF-8, never
+	// becomes a label: the call goes to the overflow series. 0 or less
+	// means DefaultMaxLabelBytes (128).
+	MaxLabelBytes int
 
 	// Now is the clock; nil means time.Now. Run uses it to catch up on
 	// ticks it missed, and snapshots are stamped with it.
@@ -33,8 +47,9 @@ type Options struct {
 	// Shards is the number of HDR recorders per series that concurrent
 	// Record calls spread over. 0 or less means GOMAXPROCS rounded up to a
 	// power of two, at most 4; other values are rounded up to a power of
-	// two, at most 64. Each shard that sees traffic in a slice holds up to
-	// four dense histograms (about 184 KiB each) until the slice ends.
+	// two, at most 64. A shard buffers up to 32 calls of a slice raw; only
+	// beyond that does it borrow dense histograms (about 184 KiB per
+	// component) until the slice ends.
 	Shards int
 
 	// NoRequestHistogram leaves out infergate_request_duration_seconds,
@@ -51,6 +66,8 @@ type config struct {
 	slicesPerMinute int
 	shards          int
 	promHistogram   bool
+	idleTicks       int
+	maxLabelBytes   int
 }
 
 func (o Options) config() config {
@@ -77,6 +94,15 @@ func (o Options) config() config {
 		c.shards = min(runtime.GOMAXPROCS(0), maxDefaultShards)
 	}
 	c.shards = min(ceilPow2(c.shards), maxShards)
+	idle := o.IdleTimeout
+	if idle <= 0 {
+		idle = DefaultIdleTimeout
+	}
+	c.idleTicks = max(1, int((idle+c.slice-1)/c.slice))
+	c.maxLabelBytes = o.MaxLabelBytes
+	if c.maxLabelBytes <= 0 {
+		c.maxLabelBytes = DefaultMaxLabelBytes
+	}
 	return c
 }
 

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -21,12 +22,15 @@ type Registry struct {
 	mu       sync.Mutex
 	full     atomic.Bool // the cap is reached: unknown keys go to overflow without mu
 	overflow *Series
+	// overflowBy counts the calls sent to the overflow series, by reason.
+	overflowBy [numOverflowReasons]atomic.Int64
 
 	// winMu guards every Series.win, free and ticks: Rotate writes, Snapshot
 	// reads. The hot path never takes it.
 	winMu      sync.RWMutex
 	free       packedFree
 	ticks      int
+	tick       atomic.Int64 // ticks, for readers without winMu
 	lastRotate time.Time
 
 	inflightMu sync.Mutex
@@ -41,7 +45,40 @@ type Registry struct {
 type seriesState struct {
 	m    map[SeriesKey]*Series
 	list []*Series // sorted by key
+	// models and methods count the series of each model and method, so
+	// that a NotFound or Unimplemented call can tell whether its model or
+	// method is known.
+	models, methods map[string]int
 }
+
+// newState builds the state of list (sorted by key).
+func newState(list []*Series) *seriesState {
+	st := &seriesState{
+		m: make(map[SeriesKey]*Series, len(list)), list: list,
+		models: map[string]int{}, methods: map[string]int{},
+	}
+	for _, s := range list {
+		st.m[s.key] = s
+		st.models[s.key.Model]++
+		st.methods[s.key.Method]++
+	}
+	return st
+}
+
+// Why a call went to the overflow series.
+const (
+	overflowMaxSeries = iota
+	overflowTooLong
+	overflowBadUTF8
+	numOverflowReasons
+)
+
+var overflowReasons = [numOverflowReasons]string{"max_series", "label_too_long", "label_invalid_utf8"}
+
+// UnknownLabel replaces the model (or the method) of a call that the
+// upstream answered NotFound or Unimplemented while that model (or method)
+// has no series of its own: junk names share one series.
+const UnknownLabel = "(unknown)"
 
 // NewRegistry returns an empty registry configured by opts.
 func NewRegistry(opts Options) *Registry {
@@ -50,7 +87,7 @@ func NewRegistry(opts Options) *Registry {
 	if r.cfg.promHistogram {
 		r.durations = newDurationVec()
 	}
-	r.state.Store(&seriesState{m: map[SeriesKey]*Series{}})
+	r.state.Store(newState(nil))
 	r.overflow = r.newSeries(OverflowKey)
 	r.overflow.overflow = true
 	r.lastRotate = r.cfg.now()
@@ -67,32 +104,52 @@ func (r *Registry) newSeries(key SeriesKey) *Series {
 
 // Series returns the series for key, creating it if needed. Once the
 // registry holds MaxSeries series, new keys get the shared overflow series,
-// whose calls infergate_series_overflow_total counts. A key equal to
-// OverflowKey always gets the overflow series. Finding an existing series
-// takes no lock.
+// whose calls infergate_series_overflow_total counts; so do keys whose
+// Model, Version or Method is longer than MaxLabelBytes or not valid
+// UTF-8. A key equal to OverflowKey always gets the overflow series.
+// Finding an existing series takes no lock.
+//
+// Do not keep the *Series: a series idle for IdleTimeout is dropped, and
+// a dropped series refuses calls. Record looks the series up per call.
 func (r *Registry) Series(key SeriesKey) *Series {
+	s, _ := r.lookup(key)
+	return s
+}
+
+// lookup returns the series of key and, for the overflow series, why
+// (-1 otherwise).
+func (r *Registry) lookup(key SeriesKey) (*Series, int) {
 	if s := r.state.Load().m[key]; s != nil {
-		return s
+		return s, -1
 	}
-	if key == OverflowKey || r.full.Load() {
-		return r.overflow
+	return r.create(key)
+}
+
+// create is lookup's slow path: validate the key, then find or add its
+// series under the lock.
+func (r *Registry) create(key SeriesKey) (*Series, int) {
+	if key == OverflowKey {
+		return r.overflow, overflowMaxSeries
+	}
+	if why := r.badLabels(key); why >= 0 {
+		return r.overflow, why
+	}
+	if r.full.Load() {
+		return r.overflow, overflowMaxSeries
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	st := r.state.Load()
 	if s := st.m[key]; s != nil {
-		return s
+		return s, -1
 	}
 	if len(st.m) >= r.cfg.maxSeries {
 		r.full.Store(true)
-		return r.overflow
+		return r.overflow, overflowMaxSeries
 	}
 	s := r.newSeries(key)
-	m := make(map[SeriesKey]*Series, len(st.m)+1)
-	for k, v := range st.m {
-		m[k] = v
-	}
-	m[key] = s
+	s.lastTick = int(r.tick.Load()) // published by the Store below
+
 	i, _ := slices.BinarySearchFunc(st.list, key, func(e *Series, k SeriesKey) int {
 		switch {
 		case e.key.less(k):
@@ -102,14 +159,52 @@ func (r *Registry) Series(key SeriesKey) *Series {
 		}
 		return 0
 	})
-	list := slices.Insert(slices.Clone(st.list), i, s)
-	r.state.Store(&seriesState{m: m, list: list})
-	return s
+	r.state.Store(newState(slices.Insert(slices.Clone(st.list), i, s)))
+	return s, -1
 }
 
-// Record records one finished call: r.Record(key, sm) is
-// r.Series(key).Record(sm). Callers on a hot path should keep the *Series.
-func (r *Registry) Record(key SeriesKey, sm Sample) { r.Series(key).Record(sm) }
+// badLabels returns why key's client-supplied labels cannot be label
+// values, or -1 when they can.
+func (r *Registry) badLabels(key SeriesKey) int {
+	for _, v := range [...]string{key.Model, key.Version, key.Method} {
+		if len(v) > r.cfg.maxLabelBytes {
+			return overflowTooLong
+		}
+		if !utf8.ValidString(v) {
+			return overflowBadUTF8
+		}
+	}
+	return -1
+}
+
+// Record records one finished call under key. A call the upstream
+// answered NotFound or Unimplemented for a model (or, for calls without a
+// model, a method) that has no series of its own is recorded under
+// UnknownLabel, so junk names cannot take series.
+func (r *Registry) Record(key SeriesKey, sm Sample) {
+	if sm.Code == "NotFound" || sm.Code == "Unimplemented" {
+		st := r.state.Load()
+		switch {
+		case key.Model != "" && st.models[key.Model] == 0:
+			key.Model, key.Version = UnknownLabel, ""
+		case key.Model == "" && sm.Code == "Unimplemented" && st.methods[key.Method] == 0:
+			key.Method = UnknownLabel
+		}
+	}
+	for {
+		s, why := r.lookup(key)
+		if s.record(sm) {
+			if why >= 0 {
+				r.overflowBy[why].Add(1)
+			}
+			return
+		}
+		// The series was dropped as we found it: wait for the drop to
+		// finish (it holds mu), then look again.
+		r.mu.Lock()
+		r.mu.Unlock()
+	}
+}
 
 // InFlight returns the in-flight gauge of an upstream, creating it on first
 // use; keep it and call Inc/Dec around each call.
@@ -171,11 +266,71 @@ func (r *Registry) Rotate() {
 
 func (r *Registry) rotateLocked() {
 	r.ticks++
+	r.tick.Store(int64(r.ticks))
 	minuteDone := r.ticks%r.cfg.slicesPerMinute == 0
+	var idle []*Series
 	for _, s := range r.state.Load().list {
-		s.rotate(&r.free, minuteDone)
+		if s.rotate(&r.free, minuteDone) {
+			s.lastTick = r.ticks
+		} else if r.ticks-s.lastTick >= r.cfg.idleTicks {
+			idle = append(idle, s)
+		}
 	}
 	r.overflow.rotate(&r.free, minuteDone)
+	if len(idle) > 0 {
+		r.drop(idle)
+	}
+}
+
+// drop removes idle series and frees their memory. A series that took a
+// call since its last rotation is kept. Called with winMu held.
+func (r *Registry) drop(idle []*Series) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	gone := make(map[*Series]bool, len(idle))
+	for _, s := range idle {
+		// Mark it dead under every shard lock, so that no Record can be
+		// half way into it: a Record after this goes back to the registry.
+		for i := range s.shards {
+			s.shards[i].mu.Lock()
+		}
+		busy := false
+		for i := range s.shards {
+			busy = busy || s.shards[i].count > 0
+		}
+		if !busy {
+			s.dead.Store(true)
+			gone[s] = true
+		}
+		for i := range s.shards {
+			s.shards[i].mu.Unlock()
+		}
+	}
+	if len(gone) == 0 {
+		return
+	}
+	st := r.state.Load()
+	list := make([]*Series, 0, len(st.list)-len(gone))
+	for _, s := range st.list {
+		if !gone[s] {
+			list = append(list, s)
+		}
+	}
+	next := newState(list)
+	r.state.Store(next)
+	if len(list) < r.cfg.maxSeries {
+		r.full.Store(false)
+	}
+	live := make(map[labelSet]bool, len(list))
+	for _, s := range list {
+		live[labelsOf(s.key)] = true
+	}
+	for s := range gone {
+		s.win.release(&r.free)
+		if l := labelsOf(s.key); r.durations != nil && !live[l] {
+			r.durations.DeleteLabelValues(l[:]...)
+		}
+	}
 }
 
 // Snapshot returns the exact-quantile statistics of every series, sorted by

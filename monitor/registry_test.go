@@ -55,7 +55,7 @@ func TestSeriesCap(t *testing.T) {
 	}
 	text := exposition(t, reg, "infergate_series", "infergate_requests_total")
 	for _, want := range []string{
-		"infergate_series_overflow_total 2\n",
+		`infergate_series_overflow_total{reason="max_series"} 2`,
 		"infergate_series 3\n",
 		`infergate_requests_total{code="Unavailable",method="other",model="other",upstream="other",version="other"} 1`,
 		`infergate_requests_total{code="OK",method="other",model="other",upstream="other",version="other"} 1`,

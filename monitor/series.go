@@ -2,6 +2,7 @@ package monitor
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 
 	hdr "github.com/HdrHistogram/hdrhistogram-go"
@@ -18,6 +19,12 @@ type Series struct {
 	tokens   *sync.Pool          // *shardToken, shared by the registry's series
 	obs      prometheus.Observer // nil when the request histogram is off
 	overflow bool
+	// dead is set, under every shard lock, when the registry drops the
+	// series; a Record that finds it set goes back to the registry.
+	dead atomic.Bool
+	// lastTick is the registry tick of the last slice with calls (guarded
+	// by Registry.winMu).
+	lastTick int
 
 	unknownMu sync.Mutex
 	unknown   map[string]int64 // calls per code name outside codeNames
@@ -29,7 +36,8 @@ type Series struct {
 // codes and bytes are running totals for the Prometheus counters.
 type shard struct {
 	mu         sync.Mutex
-	h          [NumComponents]*hdr.Histogram // taken from densePool on first use in a slice
+	buf        *callBuf                      // taken from bufPool on the first call of a slice
+	h          [NumComponents]*hdr.Histogram // taken from densePool when buf overflows in a slice
 	sum        [NumComponents]int64          // nanoseconds
 	max        [NumComponents]int64          // nanoseconds
 	count      int64
@@ -65,8 +73,13 @@ func (s *Series) Key() SeriesKey { return s.key }
 
 // Record records one finished call. It takes one shard mutex, never
 // allocates in the steady state and, unless the request histogram is off,
-// observes Total in infergate_request_duration_seconds.
-func (s *Series) Record(sm Sample) {
+// observes Total in infergate_request_duration_seconds. Call it through
+// Registry.Record: a series the registry dropped refuses calls.
+func (s *Series) Record(sm Sample) { s.record(sm) }
+
+// record records sm and reports true, or reports false without recording
+// when the series was dropped.
+func (s *Series) record(sm Sample) bool {
 	total := max(sm.Total, 0)
 	up := max(sm.Upstream, 0)
 	q := max(sm.Queue, 0)
@@ -75,15 +88,34 @@ func (s *Series) Record(sm Sample) {
 
 	tok := s.tokens.Get().(*shardToken)
 	sh := s.lock(tok.i)
+	if s.dead.Load() {
+		sh.mu.Unlock()
+		s.tokens.Put(tok)
+		return false
+	}
 	sh.count++
-	sh.add(ComponentTotal, total)
-	sh.add(ComponentUpstream, up)
-	sh.add(ComponentOverhead, over)
+	sh.note(ComponentTotal, total)
+	sh.note(ComponentUpstream, up)
+	sh.note(ComponentOverhead, over)
 	if q > 0 {
-		sh.add(ComponentQueue, q)
+		sh.note(ComponentQueue, q)
 		sh.queueSeen = true
 	} else {
 		sh.queueZeros++
+	}
+	b := sh.buf
+	if b == nil {
+		b = bufPool.Get().(*callBuf)
+		sh.buf = b
+	}
+	qv := noQueue
+	if q > 0 {
+		qv = uint32(toMicros(q))
+	}
+	b.v[b.n] = [NumComponents]uint32{uint32(toMicros(total)), uint32(toMicros(up)), uint32(toMicros(over)), qv}
+	b.n++
+	if b.n == bufCap {
+		sh.spill()
 	}
 	if ci >= 0 {
 		sh.codes[ci]++
@@ -99,6 +131,7 @@ func (s *Series) Record(sm Sample) {
 	if s.obs != nil {
 		s.obs.Observe(total.Seconds())
 	}
+	return true
 }
 
 // lock locks shard hint, or the next free one when it is busy (another
@@ -117,19 +150,40 @@ func (s *Series) lock(hint uint32) *shard {
 	return sh
 }
 
-func (sh *shard) add(c Component, d time.Duration) {
+// note adds one value to a component's exact sum and max.
+func (sh *shard) note(c Component, d time.Duration) {
 	ns := int64(d)
 	sh.sum[c] += ns
 	if ns > sh.max[c] {
 		sh.max[c] = ns
 	}
-	h := sh.h[c]
-	if h == nil {
-		h = densePool.Get().(*hdr.Histogram)
-		sh.h[c] = h
+}
+
+// noQueue marks, in a call buffer, a call that did not queue: it is
+// counted in queueZeros instead (one hour in microseconds is below it).
+const noQueue = ^uint32(0)
+
+// spill moves a full call buffer into dense histograms: only a shard that
+// records more than bufCap calls in a slice pays for them. Zero queue
+// times are counted in queueZeros, not recorded.
+func (sh *shard) spill() {
+	b := sh.buf
+	for c := range Component(NumComponents) {
+		h := sh.h[c]
+		for i := range b.n {
+			us := b.v[i][c]
+			if us == noQueue {
+				continue
+			}
+			if h == nil {
+				h = densePool.Get().(*hdr.Histogram)
+				sh.h[c] = h
+			}
+			// toMicros clamps into the trackable range, so this cannot fail.
+			_ = h.RecordValue(int64(us))
+		}
 	}
-	// toMicros clamps into the trackable range, so this cannot fail.
-	_ = h.RecordValue(toMicros(d))
+	b.n = 0
 }
 
 // recordUnknownCode counts a code name outside the gRPC table; it is slow

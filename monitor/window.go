@@ -7,59 +7,60 @@ import (
 	hdr "github.com/HdrHistogram/hdrhistogram-go"
 )
 
-// slice is the packed record of one series over one completed time step
-// (a fine slice or a one-minute bucket).
+// slice is the record of one series over one completed time step (a fine
+// slice or a one-minute bucket): each component's values raw or packed
+// (valueSet), exact sums and maxima, and the calls that did not queue.
 type slice struct {
-	h     [NumComponents]*hdr.PackedHistogram // nil: no values
-	sum   [NumComponents]int64                // nanoseconds
-	max   [NumComponents]int64                // nanoseconds
+	v     [NumComponents]valueSet
+	sum   [NumComponents]int64 // nanoseconds
+	max   [NumComponents]int64 // nanoseconds
 	count int64
+	// zeros counts calls with no queue time; they belong to the queue
+	// component's distribution but are not stored value by value.
+	zeros int64
 }
 
-// release gives the slice's histograms back to the free list.
+// release gives the slice's storage back to the free list.
 func (sl *slice) release(f *packedFree) {
-	for c, h := range sl.h {
-		f.put(h)
-		sl.h[c] = nil
+	for c := range sl.v {
+		sl.v[c].release(f)
 	}
 	sl.sum = [NumComponents]int64{}
 	sl.max = [NumComponents]int64{}
-	sl.count = 0
+	sl.count, sl.zeros = 0, 0
 }
 
 // merge adds src into sl.
 func (sl *slice) merge(src *slice, f *packedFree) {
-	for c, h := range src.h {
-		if h == nil {
-			continue
-		}
-		if sl.h[c] == nil {
-			sl.h[c] = f.get()
-		}
-		sl.h[c].Merge(h)
-	}
-	for c := range sl.sum {
+	for c := range src.v {
+		sl.v[c].merge(&src.v[c], f)
 		sl.sum[c] += src.sum[c]
 		sl.max[c] = max(sl.max[c], src.max[c])
 	}
 	sl.count += src.count
+	sl.zeros += src.zeros
 }
 
 // window is the rolling state of one series: a ring of fine slices for the
 // 1m window and a ring of one-minute buckets for 5m and 15m. A nil entry is
-// a step without calls, so an idle series holds no histograms.
+// a step without calls, so an idle series holds no values.
 type window struct {
 	fine      []*slice
 	finePos   int
 	coarse    []*slice // coarse[coarsePos] is the current, partial minute
 	coarsePos int
 	// done[w] is the sum of the completed minutes window w holds besides
-	// the current one, rebuilt once a minute so that a snapshot merges two
-	// slices instead of 15.
+	// the current one, rebuilt once a minute for busy series so that a
+	// snapshot merges two slices instead of 15; nil when the minutes hold
+	// too few calls to be worth a copy (the snapshot merges them then).
 	done      [NumWindows]*slice
 	calls     int64 // calls moved into the windows so far
 	queueSeen bool
 }
+
+// doneMinCalls is the least number of calls in a window's completed
+// minutes for which a pre-merged copy is kept.
+const doneMinCalls = 4096
 
 func newWindow(slicesPerMinute int) window {
 	return window{
@@ -70,8 +71,9 @@ func newWindow(slicesPerMinute int) window {
 
 // rotate closes the current slice of s: it drains the shards into the
 // oldest fine slot, adds that slot to the current minute and, when
-// minuteDone, starts a new minute in the oldest one-minute bucket.
-func (s *Series) rotate(f *packedFree, minuteDone bool) {
+// minuteDone, starts a new minute in the oldest one-minute bucket. It
+// reports whether the slice had calls.
+func (s *Series) rotate(f *packedFree, minuteDone bool) bool {
 	w := &s.win
 	w.finePos = (w.finePos + 1) % len(w.fine)
 	sl := s.drain(w.fine[w.finePos], f)
@@ -93,37 +95,63 @@ func (s *Series) rotate(f *packedFree, minuteDone bool) {
 		}
 		w.rebuildDone(f)
 	}
+	return sl != nil
 }
 
-// rebuildDone sums the completed minutes of the 5m and 15m windows.
+// release frees everything the window holds (the series is dropped).
+func (w *window) release(f *packedFree) {
+	for i, sl := range w.fine {
+		if sl != nil {
+			sl.release(f)
+			w.fine[i] = nil
+		}
+	}
+	for i, sl := range w.coarse {
+		if sl != nil {
+			sl.release(f)
+			w.coarse[i] = nil
+		}
+	}
+	for i, d := range w.done {
+		if d != nil {
+			d.release(f)
+			w.done[i] = nil
+		}
+	}
+}
+
+// rebuildDone sums the completed minutes of the 5m and 15m windows when
+// they hold at least doneMinCalls calls.
 func (w *window) rebuildDone(f *packedFree) {
 	n := len(w.coarse)
 	for _, win := range []Window{Window5m, Window15m} {
-		d := w.done[win]
-		if d != nil {
+		if d := w.done[win]; d != nil {
 			d.release(f)
+			w.done[win] = nil
 		}
+		var calls int64
 		for k := 1; k < windowMinutes[win]; k++ {
-			sl := w.coarse[(w.coarsePos-k+n)%n]
-			if sl == nil {
-				continue
+			if sl := w.coarse[(w.coarsePos-k+n)%n]; sl != nil {
+				calls += sl.count
 			}
-			if d == nil {
-				d = &slice{}
-			}
-			d.merge(sl, f)
 		}
-		if d != nil && d.count == 0 {
-			d = nil
+		if calls < doneMinCalls {
+			continue
+		}
+		d := &slice{}
+		for k := 1; k < windowMinutes[win]; k++ {
+			if sl := w.coarse[(w.coarsePos-k+n)%n]; sl != nil {
+				d.merge(sl, f)
+			}
 		}
 		w.done[win] = d
 	}
 }
 
 // drain moves what the shards recorded since the last rotation into a
-// packed slice, reusing the storage of old (the expiring slot). It returns
-// nil when there were no calls. Each shard is locked only to swap its dense
-// histograms out; merging and resetting them happens after unlocking.
+// slice, reusing the storage of old (the expiring slot). It returns nil
+// when there were no calls. Each shard is locked only to swap its buffer
+// and dense histograms out; moving the values happens after unlocking.
 func (s *Series) drain(old *slice, f *packedFree) *slice {
 	var sl *slice
 	for i := range s.shards {
@@ -133,10 +161,11 @@ func (s *Series) drain(old *slice, f *packedFree) *slice {
 			sh.mu.Unlock()
 			continue
 		}
-		hs, sums, maxs, n, zeros := sh.h, sh.sum, sh.max, sh.count, sh.queueZeros
+		buf, hs, sums, maxs, n, zeros := sh.buf, sh.h, sh.sum, sh.max, sh.count, sh.queueZeros
 		if sh.queueSeen {
 			s.win.queueSeen = true
 		}
+		sh.buf = nil
 		sh.h = [NumComponents]*hdr.Histogram{}
 		sh.sum = [NumComponents]int64{}
 		sh.max = [NumComponents]int64{}
@@ -147,50 +176,35 @@ func (s *Series) drain(old *slice, f *packedFree) *slice {
 			sl = old
 			if sl == nil {
 				sl = &slice{}
+			} else {
+				sl.release(f)
 			}
-			for _, h := range sl.h {
-				if h != nil {
-					h.Reset()
-				}
-			}
-			sl.sum = [NumComponents]int64{}
-			sl.max = [NumComponents]int64{}
-			sl.count = 0
 		}
 		sl.count += n
-		for c, h := range hs {
+		sl.zeros += zeros
+		for c := range Component(NumComponents) {
 			sl.sum[c] += sums[c]
 			sl.max[c] = max(sl.max[c], maxs[c])
-			if h == nil {
-				continue
+			if h := hs[c]; h != nil {
+				sl.v[c].addDense(h, f)
+				h.Reset()
+				densePool.Put(h)
 			}
-			if sl.h[c] == nil {
-				sl.h[c] = f.get()
-			}
-			sl.h[c].MergeFrom(h)
-			h.Reset()
-			densePool.Put(h)
 		}
-		if zeros > 0 {
-			if sl.h[ComponentQueue] == nil {
-				sl.h[ComponentQueue] = f.get()
+		if buf != nil {
+			for _, vals := range buf.v[:buf.n] {
+				for c, us := range vals {
+					if us != noQueue {
+						sl.v[c].add(us, f)
+					}
+				}
 			}
-			// Recording at 0 always fits the range.
-			_ = sl.h[ComponentQueue].RecordValues(0, zeros)
+			buf.n = 0
+			bufPool.Put(buf)
 		}
 	}
-	if sl == nil {
-		if old != nil {
-			old.release(f)
-		}
-		return nil
-	}
-	// Components that stayed empty give back the storage they reused.
-	for c, h := range sl.h {
-		if h != nil && h.TotalCount() == 0 {
-			f.put(h)
-			sl.h[c] = nil
-		}
+	if sl == nil && old != nil {
+		old.release(f)
 	}
 	return sl
 }
@@ -227,16 +241,33 @@ func (m *merger) add(sl *slice, c Component) {
 	if sl == nil || sl.count == 0 {
 		return
 	}
-	if h := sl.h[c]; h != nil {
+	v := &sl.v[c]
+	if h := v.h; h != nil {
 		if m.dense {
 			h.MergeInto(m.d)
 		} else {
 			m.p.Merge(h)
 		}
 	}
+	for _, us := range v.raw {
+		m.record(int64(us), 1)
+	}
+	if c == ComponentQueue && sl.zeros > 0 {
+		m.record(0, sl.zeros)
+	}
 	m.sum += sl.sum[c]
 	m.max = max(m.max, sl.max[c])
 	m.count += sl.count
+}
+
+// record adds n values us.
+func (m *merger) record(us, n int64) {
+	// Values come from toMicros: in range, no error.
+	if m.dense {
+		_ = m.d.RecordValues(us, n)
+	} else {
+		_ = m.p.RecordValues(us, n)
+	}
 }
 
 // stats reads the merged quantiles, capping each at the exact maximum (HDR
@@ -275,7 +306,14 @@ func (s *Series) snapshot(m *merger, at time.Time) SeriesSnapshot {
 
 		for _, win := range []Window{Window5m, Window15m} {
 			m.reset(false)
-			m.add(w.done[win], c)
+			if d := w.done[win]; d != nil {
+				m.add(d, c)
+			} else {
+				n := len(w.coarse)
+				for k := 1; k < windowMinutes[win]; k++ {
+					m.add(w.coarse[(w.coarsePos-k+n)%n], c)
+				}
+			}
 			m.add(cur, c)
 			ss.Stats[win][c] = m.stats()
 		}

@@ -127,10 +127,16 @@ func TestRunRotates(t *testing.T) {
 		if got := counts(snapshotOf(t, r, testKey)); got != [NumWindows]uint64{0, 1, 1} {
 			t.Errorf("after 61.5s: counts = %v, want [0 1 1]", got)
 		}
-		time.Sleep(15 * time.Minute)
+		time.Sleep(13*time.Minute + 30*time.Second)
 		synctest.Wait()
-		if got := counts(snapshotOf(t, r, testKey)); got != [NumWindows]uint64{0, 0, 0} {
-			t.Errorf("after 16m: counts = %v, want [0 0 0]", got)
+		if got := counts(snapshotOf(t, r, testKey)); got != [NumWindows]uint64{0, 0, 1} {
+			t.Errorf("after 15m: counts = %v, want [0 0 1]", got)
+		}
+		// Idle for the default 15 minutes: the series is dropped.
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if r.Len() != 0 || len(r.Snapshot()) != 0 {
+			t.Errorf("after 16m idle: %d series, want the idle one dropped", r.Len())
 		}
 		cancel()
 		<-done
