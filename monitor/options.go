@@ -11,8 +11,8 @@ const (
 	DefaultSliceLength   = time.Second
 	DefaultIdleTimeout   = 15 * time.Minute
 	DefaultMaxLabelBytes = 128
-	maxDefaultShards   = 4
-	maxShards          = 64
+	maxDefaultShards     = 4
+	maxShards            = 64
 )
 
 // Options configures a Registry. The zero value is ready to use.

@@ -38,8 +38,17 @@ func (r *Registry) Recent(n int, group func(SeriesKey) string) (map[string]Recen
 	defer r.winMu.RUnlock()
 	for _, g := range order {
 		var rs RecentStats
+		var calls int64
+		for _, s := range byGroup[g] {
+			w := &s.win
+			for k := range n {
+				if sl := w.fine[(w.finePos-k+len(w.fine))%len(w.fine)]; sl != nil {
+					calls += sl.count
+				}
+			}
+		}
 		for c := range Component(NumComponents) {
-			m.reset(true)
+			m.reset(calls >= denseMinCalls)
 			for _, s := range byGroup[g] {
 				w := &s.win
 				for k := range n {

@@ -22,6 +22,8 @@ type Registry struct {
 	mu       sync.Mutex
 	full     atomic.Bool // the cap is reached: unknown keys go to overflow without mu
 	overflow *Series
+	// droppedCalls counts the calls of series dropped for idleness.
+	droppedCalls atomic.Int64
 	// overflowBy counts the calls sent to the overflow series, by reason.
 	overflowBy [numOverflowReasons]atomic.Int64
 
@@ -326,6 +328,7 @@ func (r *Registry) drop(idle []*Series) {
 		live[labelsOf(s.key)] = true
 	}
 	for s := range gone {
+		r.droppedCalls.Add(s.win.calls)
 		s.win.release(&r.free)
 		if l := labelsOf(s.key); r.durations != nil && !live[l] {
 			r.durations.DeleteLabelValues(l[:]...)

@@ -2,6 +2,8 @@ package monitor
 
 import (
 	"math"
+	"math/bits"
+	"slices"
 	"time"
 
 	hdr "github.com/HdrHistogram/hdrhistogram-go"
@@ -209,32 +211,66 @@ func (s *Series) drain(old *slice, f *packedFree) *slice {
 	return sl
 }
 
+// denseMinCalls is the least number of calls for which the merger uses a
+// dense histogram once packed data appears: clearing its 184 KiB costs
+// more than packing a few thousand values.
+const denseMinCalls = 2048
+
 // merger accumulates slices of one component to compute a window's Stats;
-// one is reused across the series of a snapshot. The 1m window merges many
-// small slices, which is cheapest into a dense histogram (each merge is
-// linear in the slice alone); 5m and 15m merge two large slices, which is
-// cheapest packed.
+// one is reused across the series of a snapshot. While every slice holds
+// raw values it only collects them, and reads quantiles by sorting (the
+// common case of a series with few calls); once a slice holds a packed
+// histogram it moves to an HDR histogram: dense for many calls (each merge
+// is linear in the slice alone), packed for few.
 type merger struct {
 	d     *hdr.Histogram
 	p     *hdr.PackedHistogram
 	dense bool
+	hist  bool     // values are in d or p, not in raw
+	raw   []uint32 // collected raw values while !hist
+	zeros int64    // zero values while !hist
 	sum   int64
 	max   int64
 	count int64
 }
 
-func newMerger() *merger { return &merger{d: newDense(), p: newPacked()} }
+func newMerger() *merger { return &merger{} }
 
+// reset starts a window; dense says which histogram to use if one is
+// needed.
 func (m *merger) reset(dense bool) {
 	m.dense = dense
-	if dense {
-		if m.d.TotalCount() > 0 {
+	m.hist = false
+	m.raw = m.raw[:0]
+	m.zeros, m.sum, m.max, m.count = 0, 0, 0, 0
+}
+
+// toHist moves the collected raw values into the histogram.
+func (m *merger) toHist() {
+	if m.hist {
+		return
+	}
+	m.hist = true
+	if m.dense {
+		if m.d == nil {
+			m.d = newDense()
+		} else if m.d.TotalCount() > 0 {
 			m.d.Reset()
 		}
 	} else {
-		m.p.Reset()
+		if m.p == nil {
+			m.p = newPacked()
+		} else {
+			m.p.Reset()
+		}
 	}
-	m.sum, m.max, m.count = 0, 0, 0
+	for _, us := range m.raw {
+		m.record(int64(us), 1)
+	}
+	if m.zeros > 0 {
+		m.record(0, m.zeros)
+	}
+	m.raw, m.zeros = m.raw[:0], 0
 }
 
 func (m *merger) add(sl *slice, c Component) {
@@ -243,24 +279,34 @@ func (m *merger) add(sl *slice, c Component) {
 	}
 	v := &sl.v[c]
 	if h := v.h; h != nil {
+		m.toHist()
 		if m.dense {
 			h.MergeInto(m.d)
 		} else {
 			m.p.Merge(h)
 		}
 	}
-	for _, us := range v.raw {
-		m.record(int64(us), 1)
+	var zeros int64
+	if c == ComponentQueue {
+		zeros = sl.zeros
 	}
-	if c == ComponentQueue && sl.zeros > 0 {
-		m.record(0, sl.zeros)
+	if m.hist {
+		for _, us := range v.raw {
+			m.record(int64(us), 1)
+		}
+		if zeros > 0 {
+			m.record(0, zeros)
+		}
+	} else {
+		m.raw = append(m.raw, v.raw...)
+		m.zeros += zeros
 	}
 	m.sum += sl.sum[c]
 	m.max = max(m.max, sl.max[c])
 	m.count += sl.count
 }
 
-// record adds n values us.
+// record adds n values us to the histogram.
 func (m *merger) record(us, n int64) {
 	// Values come from toMicros: in range, no error.
 	if m.dense {
@@ -282,9 +328,12 @@ func (m *merger) stats() Stats {
 		Max:   time.Duration(m.max),
 	}
 	var vs []int64
-	if m.dense {
+	switch {
+	case !m.hist:
+		vs = rawPercentiles(m.raw, m.zeros, percentiles)
+	case m.dense:
 		vs = m.d.ValueAtPercentilesSlice(percentiles)
-	} else {
+	default:
 		vs = m.p.ValueAtPercentilesSlice(percentiles)
 	}
 	q := func(i int) time.Duration { return min(fromMicros(vs[i]), st.Max) }
@@ -292,13 +341,60 @@ func (m *merger) stats() Stats {
 	return st
 }
 
+// rawPercentiles answers what an HDR histogram (this package's geometry)
+// holding raw and zeros zero values answers for each percentile (all > 0):
+// the highest value equivalent to the one at the percentile's rank. It
+// sorts raw in place.
+func rawPercentiles(raw []uint32, zeros int64, pcts []float64) []int64 {
+	slices.Sort(raw)
+	total := int64(len(raw)) + zeros
+	out := make([]int64, len(pcts))
+	if total == 0 {
+		return out
+	}
+	for i, p := range pcts {
+		rank := int64(p/100*float64(total) + 0.5)
+		rank = min(max(rank, 1), total)
+		var v int64
+		if rank > zeros {
+			v = int64(raw[rank-zeros-1])
+		}
+		out[i] = highestEquivalent(v)
+	}
+	return out
+}
+
+// The HDR geometry of hdrLowest 1 and hdrSigFigs 3: 2,048 sub-buckets.
+const (
+	subBucketBits = 11 // log2 of the sub-bucket count, 2,048 >= 2 * 10^3
+	subBucketMask = 1<<subBucketBits - 1
+)
+
+// highestEquivalent returns the largest value an HDR histogram of this
+// geometry cannot tell from v: the top of v's bucket.
+func highestEquivalent(v int64) int64 {
+	bucket := int64(64-bits.LeadingZeros64(uint64(v|subBucketMask))) - subBucketBits
+	sub := v >> bucket
+	size := int64(1) << bucket
+	if sub >= 1<<subBucketBits {
+		size <<= 1
+	}
+	return sub<<bucket + size - 1
+}
+
 // snapshot computes the Stats of every window and component of s.
 func (s *Series) snapshot(m *merger, at time.Time) SeriesSnapshot {
 	w := &s.win
 	ss := SeriesSnapshot{Key: s.key, At: at, Calls: uint64(w.calls), QueueSeen: w.queueSeen}
 	cur := w.coarse[w.coarsePos]
+	var fineCalls int64
+	for _, sl := range w.fine {
+		if sl != nil {
+			fineCalls += sl.count
+		}
+	}
 	for c := range Component(NumComponents) {
-		m.reset(true)
+		m.reset(fineCalls >= denseMinCalls)
 		for _, sl := range w.fine {
 			m.add(sl, c)
 		}

@@ -2,6 +2,9 @@ package monitor
 
 import (
 	"context"
+	"math"
+	"math/rand/v2"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -160,5 +163,31 @@ func TestRunCatchesUp(t *testing.T) {
 	}
 	if r.ticks != 121 {
 		t.Errorf("ticks = %d, want 121", r.ticks)
+	}
+}
+
+// TestRawPercentilesMatchHDR: quantiles read from raw values (a series with
+// few calls) equal those of an HDR histogram of the same values, at every
+// magnitude and with zeros among them.
+func TestRawPercentilesMatchHDR(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	pcts := []float64{50, 90, 99, 99.9, 100, 0.1}
+	for trial := range 500 {
+		n := 1 + rng.IntN(600)
+		raw := make([]uint32, n)
+		h := newDense()
+		for i := range raw {
+			v := int64(rng.ExpFloat64() * math.Pow(10, float64(trial%10)))
+			v = min(v, hdrHighest)
+			raw[i] = uint32(v)
+			h.RecordValue(v)
+		}
+		zeros := int64(rng.IntN(3) * rng.IntN(n+1))
+		h.RecordValues(0, zeros)
+		got := rawPercentiles(slices.Clone(raw), zeros, pcts)
+		want := h.ValueAtPercentilesSlice(pcts)
+		if !slices.Equal(got, want) {
+			t.Fatalf("trial %d (n=%d, zeros=%d): raw %v, HDR %v", trial, n, zeros, got, want)
+		}
 	}
 }

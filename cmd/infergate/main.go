@@ -79,7 +79,11 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), newBuildInfo())
-	mon := monitor.NewRegistry(monitor.Options{MaxSeries: cfg.Monitor.MaxSeries})
+	mon := monitor.NewRegistry(monitor.Options{
+		MaxSeries:     cfg.Monitor.MaxSeries,
+		IdleTimeout:   cfg.Monitor.SeriesIdleTimeout,
+		MaxLabelBytes: cfg.Monitor.MaxLabelBytes,
+	})
 	if err := mon.Register(reg); err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}

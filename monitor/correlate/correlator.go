@@ -345,8 +345,7 @@ func (c *Correlator) stepModel(name string, t *track, rs monitor.RecentStats, ha
 // model.
 func (c *Correlator) Models() []ModelState { return *c.states.Load() }
 
-// Model returns one model's state at the last step; the alert engine reads
-// the hint for compound rules and annotations through it.
+// Model returns one model's state at the last step.
 func (c *Correlator) Model(name string) (ModelState, bool) {
 	states := *c.states.Load()
 	i, ok := slices.BinarySearchFunc(states, name, func(s ModelState, n string) int { return strings.Compare(s.Model, n) })

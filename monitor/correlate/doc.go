@@ -41,5 +41,6 @@
 // The Correlator exports infergate_model_gpu_correlation,
 // infergate_model_gpu_queue_correlation, infergate_model_latency_baseline_seconds
 // and infergate_model_cause_hint (see Register), and serves the same state
-// to the admin API and the alert engine through Models and Model.
+// to readers such as the admin API's /api/v1/models through Models and
+// Model.
 package correlate

@@ -1,8 +1,9 @@
 // Package wire reads and rewrites the few fields infergate needs from raw
 // KServe v2 and TF-Serving request bytes without unmarshalling them.
 //
-// The proxy forwards payloads as opaque frames; to label a measurement or to
-// route a model to a fallback it only needs the model name and version, which
+// The proxy forwards payloads as opaque frames; to label a measurement it
+// only needs the model name and version (and to send a request to another
+// model, only to replace the name: the Rewrite functions), which
 // sit in the first fields of every request message. The scanners here walk
 // the protobuf wire format with google.golang.org/protobuf/encoding/protowire,
 // skip every other field (tensor payloads included) by length, and follow
