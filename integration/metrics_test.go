@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"fmt"
 	"net/http"
 	"testing"
 
@@ -55,12 +54,21 @@ func TestSeriesCap(t *testing.T) {
 	e := newEnv(t, "--max-series", "3")
 	kc := kservepb.NewGRPCInferenceServiceClient(dial(t, e.gate.grpc))
 	ctx := testCtx(t)
-	for i := 0; i < 10; i++ {
-		kc.ModelInfer(ctx, &kservepb.ModelInferRequest{ModelName: fmt.Sprintf("attacker_%d", i)}) // NOT_FOUND, still measured
+	// Twelve distinct successful keys: four models, three methods each.
+	for _, m := range []string{"simple", "resnet50", "mobilenet_v3", "identity_fp32"} {
+		if _, err := kc.ModelMetadata(ctx, &kservepb.ModelMetadataRequest{Name: m}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := kc.ModelReady(ctx, &kservepb.ModelReadyRequest{Name: m}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := kc.ModelConfig(ctx, &kservepb.ModelConfigRequest{Name: m}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	fams := scrape(t, e.gate.admin)
-	if n := counterSum(fams, "infergate_series_overflow_total", nil); n < 7 {
-		t.Errorf("infergate_series_overflow_total = %v, want >= 7", n)
+	if n := counterSum(fams, "infergate_series_overflow_total", map[string]string{"reason": "max_series"}); n != 9 {
+		t.Errorf("infergate_series_overflow_total{reason=\"max_series\"} = %v, want 9", n)
 	}
 	if len(find(fams, "infergate_requests_total", map[string]string{"model": "other"})) == 0 {
 		t.Errorf("no model=\"other\" series on /metrics")
