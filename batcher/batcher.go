@@ -4,14 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/status"
 
 	"github.com/infergate/infergate/batcher/merge"
 )
@@ -121,6 +120,8 @@ type Batcher struct {
 	queues  sync.Map   // queueKey → *queue
 	nQueues int
 
+	log *slog.Logger // nil: no logging
+
 	done      chan struct{}
 	closeOnce sync.Once
 	wg        sync.WaitGroup // dispatchers and batches in flight
@@ -167,11 +168,15 @@ func (b *Batcher) Handles(method, model string) bool {
 
 // Do queues one call, waits for its batch and returns the caller's own
 // response. It returns ErrNotBatched, at once, for a request it does not
-// take; the caller then sends it alone. Any other error is a gRPC status
-// for the caller: INVALID_ARGUMENT for a malformed request,
-// RESOURCE_EXHAUSTED for a full queue, CANCELLED or DEADLINE_EXCEEDED when
-// ctx ends first, or the upstream's status. The Result's timings are valid
-// with an error too.
+// take (malformed ones included: the upstream judges those); the caller
+// then sends it alone. The upstream's own error is returned unchanged
+// (the Invoker's status). The batcher's own errors wrap a sentinel, which
+// the caller turns into a gRPC status: ErrQueueFull (a full queue),
+// ErrClosed (the Batcher closed while the call was queued), ErrPanic (a
+// recovered panic), merge.ErrSplit (a response that cannot be cut by
+// rows), or the context's error (context.Canceled,
+// context.DeadlineExceeded) when ctx ends first. The Result's timings are
+// valid with an error too.
 func (b *Batcher) Do(ctx context.Context, r Request) (Result, error) {
 	m := b.models[r.Model]
 	codec := b.codecs[r.Method]
@@ -181,8 +186,10 @@ func (b *Batcher) Do(ctx context.Context, r Request) (Result, error) {
 	item, err := codec.Parse(r.Payload)
 	switch {
 	case errors.Is(err, merge.ErrInvalid):
+		// Malformed: the model server, not the batcher, judges it and
+		// answers with its own status, message and metadata.
 		m.rejected[reasonInvalid].Add(1)
-		return Result{}, status.Error(codes.InvalidArgument, "infergate: "+err.Error())
+		return Result{}, ErrNotBatched
 	case err != nil:
 		return Result{}, ErrNotBatched // unbatchable: the upstream judges it
 	case item.Rows < 1 || item.Rows >= m.pol.MaxSize:
@@ -268,12 +275,14 @@ func (b *Batcher) each(f func(q *queue)) {
 	})
 }
 
-// errClosed is the status of calls still queued when the Batcher closes.
-var errClosed = status.Error(codes.Unavailable, "infergate: shutting down: batch queue closed")
+// closedError is the error of calls still queued when the Batcher closes.
+func closedError(model string) error {
+	return fmt.Errorf("%w: shutting down: batch queue of model %s closed", ErrClosed, model)
+}
 
-// queueFullError is the status of a call rejected by a full queue.
+// queueFullError is the error of a call rejected by a full queue.
 func queueFullError(model string, n int) error {
-	return status.Error(codes.ResourceExhausted, fmt.Sprintf("infergate: batch queue for model %s full (%d requests)", model, n))
+	return fmt.Errorf("%w: batch queue of model %s holds %d requests", ErrQueueFull, model, n)
 }
 
 // Policies returns the policy of every batched model, defaults filled.

@@ -2,6 +2,8 @@ package batcher
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -63,8 +65,13 @@ func (bt *batch) leave() {
 func (q *queue) send(bt *batch) {
 	defer q.b.wg.Done()
 	defer bt.cancel()
+	// slotFreed: the batch's execution slot went back (q.call frees it
+	// whatever happens inside); a panic before that must free it too.
+	slotFreed := false
+	defer q.recoverBatch(bt, &slotFreed)
 	if len(bt.calls) == 1 {
 		c := bt.calls[0]
+		slotFreed = true
 		resp, header, trailer, took, err := q.call(bt.ctx, bt.rows, c.payload, c.md)
 		c.done <- result{payload: resp, header: header, trailer: trailer, err: err, dispatched: bt.dispatched, upstream: took, size: bt.rows}
 		return
@@ -78,9 +85,11 @@ func (q *queue) send(bt *batch) {
 		// The codec promised these were compatible; send them alone rather
 		// than fail callers for the batcher's own mistake.
 		q.finish(bt.rows, 0, false)
+		slotFreed = true
 		q.sendEach(bt)
 		return
 	}
+	slotFreed = true
 	resp, header, trailer, took, err := q.call(bt.ctx, bt.rows, req, commonMetadata(bt.calls))
 	if err != nil {
 		if len(bt.calls) > 1 && (q.pol.RetryUnbatched || status.Code(err) == codes.InvalidArgument) {
@@ -97,8 +106,10 @@ func (q *queue) send(bt *batch) {
 		err = merge.ErrSplit
 	}
 	if err != nil {
-		st := status.Errorf(codes.Internal, "infergate: batch of %d requests for model %s: cannot split the response: %v",
-			len(bt.calls), q.key.model, err)
+		if !errors.Is(err, merge.ErrSplit) {
+			err = fmt.Errorf("%w: %w", merge.ErrSplit, err)
+		}
+		st := fmt.Errorf("batcher: batch of %d requests for model %s: %w", len(bt.calls), q.key.model, err)
 		for _, c := range bt.calls {
 			c.done <- result{header: header, trailer: trailer, err: st, dispatched: bt.dispatched, upstream: took, size: bt.rows}
 		}
@@ -119,6 +130,11 @@ func (q *queue) sendEach(bt *batch) {
 			continue
 		}
 		wg.Go(func() {
+			defer func() {
+				if v := recover(); v != nil {
+					answer(c, result{err: q.panicked(v, "sending a request alone"), dispatched: bt.dispatched})
+				}
+			}()
 			t0 := time.Now()
 			resp, header, trailer, err := q.invoke(c.ctx, q.key.method, c.payload, c.md)
 			c.done <- result{payload: resp, header: header, trailer: trailer, err: err,
@@ -132,16 +148,24 @@ func (q *queue) sendEach(bt *batch) {
 // slot, and frees the slot, teaching the latency fit, when it returns.
 func (q *queue) call(ctx context.Context, rows int, req []byte, md metadata.MD) (resp []byte, header, trailer metadata.MD, took time.Duration, err error) {
 	t0 := time.Now()
+	ok := false
+	// Deferred so that a panic in the upstream call frees the slot too.
+	defer func() { q.finish(rows, took, ok) }()
 	resp, header, trailer, err = q.invoke(ctx, q.key.method, req, md)
 	took = max(time.Since(t0), 0)
-	q.finish(rows, took, err == nil)
+	ok = err == nil
 	return resp, header, trailer, took, err
 }
 
 // sendAlone sends c, which enqueue took as a batch of its own, from the
 // caller's goroutine with the caller's context and metadata.
-func (q *queue) sendAlone(c *call) (Result, error) {
+func (q *queue) sendAlone(c *call) (res Result, err error) {
 	defer q.b.wg.Done()
+	defer func() {
+		if v := recover(); v != nil {
+			res, err = Result{}, q.panicked(v, "sending a lone request")
+		}
+	}()
 	t0 := time.Now()
 	resp, header, trailer, took, err := q.call(c.ctx, c.item.Rows, c.payload, c.md)
 	if err != nil && c.ctx.Err() != nil {

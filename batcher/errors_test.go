@@ -1,9 +1,11 @@
 package batcher
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 
@@ -91,14 +93,15 @@ func TestRetryUnbatched(t *testing.T) {
 	})
 }
 
-// TestMalformedRequestDoesNotPoisonItsBatch: a malformed request gets
-// INVALID_ARGUMENT by itself; the others are batched and answered.
+// TestMalformedRequestDoesNotPoisonItsBatch: a malformed request is not
+// batched (the caller sends it alone, so the upstream answers it with its
+// own status); the others are batched and answered.
 func TestMalformedRequestDoesNotPoisonItsBatch(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, Policy{Mode: Adaptive})
 		outs, busy, release := startBatch(t, h, 3)
-		if _, err := h.do(t.Context(), "bad", nil); status.Code(err) != codes.InvalidArgument {
-			t.Fatalf("malformed request: %v, want INVALID_ARGUMENT", err)
+		if _, err := h.do(t.Context(), "bad", nil); !errors.Is(err, ErrNotBatched) {
+			t.Fatalf("malformed request: %v, want ErrNotBatched", err)
 		}
 		release()
 		<-busy
@@ -156,8 +159,8 @@ func TestSplitFailure(t *testing.T) {
 		}
 		for i, ch := range outs {
 			o := <-ch
-			if status.Code(o.err) != codes.Internal || !strings.Contains(status.Convert(o.err).Message(), "cannot split the response") {
-				t.Errorf("call %d: err %v, want INTERNAL about the split", i, o.err)
+			if !errors.Is(o.err, merge.ErrSplit) || !strings.Contains(o.err.Error(), "batch of 2 requests for model m") {
+				t.Errorf("call %d: err %v, want merge.ErrSplit naming the batch", i, o.err)
 			}
 		}
 	})
@@ -229,4 +232,50 @@ func TestMetadataCommonKeys(t *testing.T) {
 			t.Errorf("batch metadata %v, want %v", got, want)
 		}
 	})
+}
+
+// TestPanicFailsOnlyItsBatch: a codec that panics in Merge fails the
+// calls of that batch with ErrPanic, counts it, and the queue keeps
+// serving: the next batch goes through.
+func TestPanicFailsOnlyItsBatch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, Policy{Mode: Adaptive})
+		pc := &mergePanics{fakeCodec: h.b.codecs[MethodModelInfer].(*fakeCodec)}
+		pc.armed.Store(true)
+		h.b.codecs[MethodModelInfer] = pc
+		outs, busy, release := startBatch(t, h, 2)
+		release()
+		if o := <-busy; o.err != nil {
+			t.Fatalf("lone call (no merge): %v", o.err)
+		}
+		for i, ch := range outs {
+			if o := <-ch; !errors.Is(o.err, ErrPanic) {
+				t.Errorf("call %d of the panicking batch: %v, want ErrPanic", i, o.err)
+			}
+		}
+		if n := h.b.models["m"].rejected[reasonPanic].Load(); n != 1 {
+			t.Errorf("panics counted: %d, want 1", n)
+		}
+		pc.armed.Store(false)
+		outs, busy, release = startBatch(t, h, 2)
+		release()
+		<-busy
+		for i, ch := range outs {
+			if o := <-ch; o.err != nil {
+				t.Errorf("call %d after the panic: %v", i, o.err)
+			}
+		}
+	})
+}
+
+type mergePanics struct {
+	*fakeCodec
+	armed atomic.Bool
+}
+
+func (m *mergePanics) Merge(items []*merge.Item) ([]byte, error) {
+	if m.armed.Load() {
+		panic("fake merge bug")
+	}
+	return m.fakeCodec.Merge(items)
 }

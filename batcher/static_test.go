@@ -2,14 +2,12 @@ package batcher
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
-
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 )
 
 // TestStaticMaxDelayFlush: requests that never fill a batch are sent
@@ -92,11 +90,11 @@ func TestQueueFull(t *testing.T) {
 		}
 		t0 := time.Now()
 		_, err := h.do(t.Context(), "a 1 r9", nil)
-		if status.Code(err) != codes.ResourceExhausted || time.Since(t0) != 0 {
+		if !errors.Is(err, ErrQueueFull) || time.Since(t0) != 0 {
 			t.Fatalf("err %v after %v, want RESOURCE_EXHAUSTED at once", err, time.Since(t0))
 		}
-		if want := "infergate: batch queue for model m full (2 requests)"; status.Convert(err).Message() != want {
-			t.Errorf("message %q, want %q", status.Convert(err).Message(), want)
+		if want := "batcher: queue full: batch queue of model m holds 2 requests"; err.Error() != want {
+			t.Errorf("message %q, want %q", err.Error(), want)
 		}
 		if n := h.b.models["m"].rejected[reasonQueueFull].Load(); n != 1 {
 			t.Errorf("queue_full rejections = %d, want 1", n)
@@ -152,7 +150,7 @@ func TestExpiredNotSent(t *testing.T) {
 		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
 		defer cancel()
 		_, err := h.do(ctx, "a 1 late", nil)
-		if status.Code(err) != codes.DeadlineExceeded {
+		if !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("err %v, want DEADLINE_EXCEEDED", err)
 		}
 		close(h.up.gate)
@@ -190,7 +188,7 @@ func TestCancelLeavesQueue(t *testing.T) {
 			t.Fatalf("queue length %d, want 2", st.QueueLength)
 		}
 		cancel()
-		if o := <-gone; status.Code(o.err) != codes.Canceled {
+		if o := <-gone; !errors.Is(o.err, context.Canceled) {
 			t.Fatalf("cancelled call: %v, want CANCELLED", o.err)
 		}
 		if st := h.stats(); st.QueueLength != 1 {
@@ -221,7 +219,7 @@ func TestCancelAfterDispatch(t *testing.T) {
 		ch := h.goDo(ctx, "a 1 r", nil)
 		synctest.Wait()
 		cancel()
-		if o := <-ch; status.Code(o.err) != codes.Canceled {
+		if o := <-ch; !errors.Is(o.err, context.Canceled) {
 			t.Fatalf("err %v, want CANCELLED", o.err)
 		}
 		synctest.Wait() // the batch goroutine must have ended: Close would hang otherwise
