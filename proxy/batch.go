@@ -5,10 +5,12 @@ import (
 	"errors"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/infergate/infergate/batcher"
+	"github.com/infergate/infergate/batcher/merge"
 )
 
 // WithBatcher hands unary ModelInfer and Predict calls of the models b
@@ -47,7 +49,7 @@ func (p *Proxy) batch(ctx context.Context, up *Upstream, method string, req *Fra
 		ss.SetTrailer(res.Trailer)
 	}
 	if err != nil {
-		o.err = status.Convert(err).Err()
+		o.err = batchStatus(err)
 		return o, true
 	}
 	o.bytesOut = int64(len(res.Payload))
@@ -80,4 +82,28 @@ func (p *Proxy) newInvoker(up *Upstream) batcher.Invoker {
 		// returns, so the garbage collector reclaims them, not gRPC's pool.
 		return resp.Bytes(), header, trailer, nil
 	}
+}
+
+// batchStatus turns what the batcher returned into the caller's gRPC
+// status, once, here at the proxy's edge. A status error (the upstream's,
+// through the Invoker) passes unchanged, code, message and details; the
+// batcher's own sentinel errors get their codes.
+func batchStatus(err error) error {
+	if st, ok := status.FromError(err); ok {
+		return st.Err()
+	}
+	code := codes.Internal
+	switch {
+	case errors.Is(err, batcher.ErrQueueFull):
+		code = codes.ResourceExhausted
+	case errors.Is(err, batcher.ErrClosed):
+		code = codes.Unavailable
+	case errors.Is(err, context.DeadlineExceeded):
+		code = codes.DeadlineExceeded
+	case errors.Is(err, context.Canceled):
+		code = codes.Canceled
+	case errors.Is(err, batcher.ErrPanic), errors.Is(err, merge.ErrSplit):
+		code = codes.Internal
+	}
+	return status.Error(code, "infergate: "+err.Error())
 }
