@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 	"testing"
 
@@ -43,7 +44,8 @@ func classifierPredict(model string, n, seed int) *tfservingpb.PredictRequest {
 // TestBatchingThroughProxy: 32 concurrent callers per protocol through
 // infergate with adaptive batching each get exactly the answer simserver
 // gives them directly, batches of more than one request were formed, and a
-// malformed request among them gets INVALID_ARGUMENT alone.
+// malformed request among them reaches simserver alone and gets
+// simserver's own status, message and trailers, exactly as direct.
 func TestBatchingThroughProxy(t *testing.T) {
 	e := newEnv(t, "--batching", "adaptive", "--batch-models", "resnet50", "--batch-max-size", "64")
 	direct, via := dial(t, e.sim.grpc), dial(t, e.gate.grpc)
@@ -69,6 +71,11 @@ func TestBatchingThroughProxy(t *testing.T) {
 	}
 	bad := classifierRequest("resnet50", 2, 99)
 	bad.RawInputContents[0] = bad.RawInputContents[0][:64*4] // one row of data for a shape of two
+	var badTrailer metadata.MD
+	_, badDirect := dk.ModelInfer(metadata.AppendToOutgoingContext(ctx, "x-echo-req", "bad"), bad, grpc.Trailer(&badTrailer))
+	if status.Code(badDirect) == codes.OK {
+		t.Fatal("simserver accepted the malformed request")
+	}
 
 	for round := range 3 { // several rounds: the first may find the slot idle
 		var wg sync.WaitGroup
@@ -96,8 +103,13 @@ func TestBatchingThroughProxy(t *testing.T) {
 		}
 		wg.Go(func() {
 			<-start
-			if _, err := vk.ModelInfer(ctx, bad); status.Code(err) != codes.InvalidArgument {
-				errs <- fmt.Errorf("round %d malformed request: %v, want INVALID_ARGUMENT", round, err)
+			var trailer metadata.MD
+			_, err := vk.ModelInfer(metadata.AppendToOutgoingContext(ctx, "x-echo-req", "bad"), bad, grpc.Trailer(&trailer))
+			if status.Code(err) != status.Code(badDirect) || status.Convert(err).Message() != status.Convert(badDirect).Message() {
+				errs <- fmt.Errorf("round %d malformed request: %v, want simserver's own %v", round, err, badDirect)
+			}
+			if got, want := trailer.Get("x-echo-req"), badTrailer.Get("x-echo-req"); !slices.Equal(got, want) {
+				errs <- fmt.Errorf("round %d malformed request: trailer x-echo-req %q, want simserver's %q", round, got, want)
 			}
 		})
 		close(start)
