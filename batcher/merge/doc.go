@@ -15,8 +15,9 @@
 //
 //   - ErrInvalid: the request is malformed (inconsistent dimension 0, data
 //     length not matching shape and datatype, raw and typed data both set,
-//     no inputs, ...). The batcher answers that caller INVALID_ARGUMENT and
-//     the rest of its batch is unaffected.
+//     no inputs, ...). The batcher does not batch it: the caller sends it
+//     alone, so the model server answers with its own status, message and
+//     metadata, and the rest of its batch is unaffected.
 //   - ErrUnbatchable: the request is valid but merging could change its
 //     meaning, so it goes straight through. That is: a tensor without a
 //     batch dimension (scalar), zero rows (or more than 2^31-1), unknown
@@ -26,8 +27,10 @@
 //     sequence) and shared-memory parameters on inputs or outputs (the data
 //     is not in the message), a TF tensor whose *_val holds fewer values than
 //     elements (TF broadcasts the last value), a TF DT_STRING tensor_content,
-//     and TF dtypes outside the batchable set (complex, quantized, resource,
-//     variant).
+//     TF dtypes outside the batchable set (complex, quantized, resource,
+//     variant), and a TF request with client_id, request_options or
+//     predict_streamed_options set (one merged request could carry only one
+//     of each, so such requests reach the server as sent).
 //   - ErrSplit: the upstream response does not have dimension 0 equal to the
 //     batch's total rows, or its data does not match its shapes.
 //

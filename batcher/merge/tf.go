@@ -69,6 +69,11 @@ func (tfCodec) Parse(b []byte) (*Item, error) {
 	if req.ModelSpec == nil {
 		return nil, tInvalid("request has no model_spec")
 	}
+	// A merged request could carry only one of each: such requests go
+	// upstream alone, as sent, so the server sees every field.
+	if req.ClientId != nil || req.RequestOptions != nil || req.PredictStreamedOptions != nil {
+		return nil, tUnbatchable("request carries client_id, request_options or predict_streamed_options")
+	}
 	if len(req.Inputs) == 0 {
 		return nil, tInvalid("request has no inputs")
 	}

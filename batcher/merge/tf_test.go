@@ -289,6 +289,21 @@ func TestTFParseErrors(t *testing.T) {
 			return mustMarshal(t, r)
 		}, ErrInvalid},
 		{"scalar", func() []byte { return one(tTensor(f, nil, 1, false)) }, ErrUnbatchable},
+		{"client_id", func() []byte {
+			r := tReq(map[string]*tensorflowpb.TensorProto{"x": tTensor(f, []int64{1}, 1, true)})
+			r.ClientId = []byte("tenant-7")
+			return mustMarshal(t, r)
+		}, ErrUnbatchable},
+		{"request_options", func() []byte {
+			r := tReq(map[string]*tensorflowpb.TensorProto{"x": tTensor(f, []int64{1}, 1, true)})
+			r.RequestOptions = &tfservingpb.PredictRequest_RequestOptions{ClientId: []byte("t")}
+			return mustMarshal(t, r)
+		}, ErrUnbatchable},
+		{"predict_streamed_options", func() []byte {
+			r := tReq(map[string]*tensorflowpb.TensorProto{"x": tTensor(f, []int64{1}, 1, true)})
+			r.PredictStreamedOptions = &tfservingpb.PredictStreamedOptions{RequestState: tfservingpb.PredictStreamedOptions_SPLIT}
+			return mustMarshal(t, r)
+		}, ErrUnbatchable},
 		{"no shape", func() []byte { return one(&tensorflowpb.TensorProto{Dtype: f, FloatVal: []float32{1}}) }, ErrUnbatchable},
 		{"zero rows", func() []byte { return one(tTensor(f, []int64{0, 3}, 1, false)) }, ErrUnbatchable},
 		{"broadcast value", func() []byte {

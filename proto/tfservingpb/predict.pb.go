@@ -24,13 +24,117 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type PredictRequest_RequestOptions_DeterministicMode int32
+
+const (
+	PredictRequest_RequestOptions_DETERMINISTIC_MODE_UNSPECIFIED PredictRequest_RequestOptions_DeterministicMode = 0
+	PredictRequest_RequestOptions_FIXED_DECODER_SLOT             PredictRequest_RequestOptions_DeterministicMode = 1
+)
+
+// Enum value maps for PredictRequest_RequestOptions_DeterministicMode.
+var (
+	PredictRequest_RequestOptions_DeterministicMode_name = map[int32]string{
+		0: "DETERMINISTIC_MODE_UNSPECIFIED",
+		1: "FIXED_DECODER_SLOT",
+	}
+	PredictRequest_RequestOptions_DeterministicMode_value = map[string]int32{
+		"DETERMINISTIC_MODE_UNSPECIFIED": 0,
+		"FIXED_DECODER_SLOT":             1,
+	}
+)
+
+func (x PredictRequest_RequestOptions_DeterministicMode) Enum() *PredictRequest_RequestOptions_DeterministicMode {
+	p := new(PredictRequest_RequestOptions_DeterministicMode)
+	*p = x
+	return p
+}
+
+func (x PredictRequest_RequestOptions_DeterministicMode) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (PredictRequest_RequestOptions_DeterministicMode) Descriptor() protoreflect.EnumDescriptor {
+	return file_tensorflow_serving_apis_predict_proto_enumTypes[0].Descriptor()
+}
+
+func (PredictRequest_RequestOptions_DeterministicMode) Type() protoreflect.EnumType {
+	return &file_tensorflow_serving_apis_predict_proto_enumTypes[0]
+}
+
+func (x PredictRequest_RequestOptions_DeterministicMode) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use PredictRequest_RequestOptions_DeterministicMode.Descriptor instead.
+func (PredictRequest_RequestOptions_DeterministicMode) EnumDescriptor() ([]byte, []int) {
+	return file_tensorflow_serving_apis_predict_proto_rawDescGZIP(), []int{0, 1, 0}
+}
+
+type PredictStreamedOptions_RequestState int32
+
+const (
+	PredictStreamedOptions_NONE      PredictStreamedOptions_RequestState = 0
+	PredictStreamedOptions_SPLIT     PredictStreamedOptions_RequestState = 1
+	PredictStreamedOptions_END_SPLIT PredictStreamedOptions_RequestState = 2
+	PredictStreamedOptions_CANCEL    PredictStreamedOptions_RequestState = 3
+)
+
+// Enum value maps for PredictStreamedOptions_RequestState.
+var (
+	PredictStreamedOptions_RequestState_name = map[int32]string{
+		0: "NONE",
+		1: "SPLIT",
+		2: "END_SPLIT",
+		3: "CANCEL",
+	}
+	PredictStreamedOptions_RequestState_value = map[string]int32{
+		"NONE":      0,
+		"SPLIT":     1,
+		"END_SPLIT": 2,
+		"CANCEL":    3,
+	}
+)
+
+func (x PredictStreamedOptions_RequestState) Enum() *PredictStreamedOptions_RequestState {
+	p := new(PredictStreamedOptions_RequestState)
+	*p = x
+	return p
+}
+
+func (x PredictStreamedOptions_RequestState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (PredictStreamedOptions_RequestState) Descriptor() protoreflect.EnumDescriptor {
+	return file_tensorflow_serving_apis_predict_proto_enumTypes[1].Descriptor()
+}
+
+func (PredictStreamedOptions_RequestState) Type() protoreflect.EnumType {
+	return &file_tensorflow_serving_apis_predict_proto_enumTypes[1]
+}
+
+func (x PredictStreamedOptions_RequestState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use PredictStreamedOptions_RequestState.Descriptor instead.
+func (PredictStreamedOptions_RequestState) EnumDescriptor() ([]byte, []int) {
+	return file_tensorflow_serving_apis_predict_proto_rawDescGZIP(), []int{1, 0}
+}
+
 type PredictRequest struct {
-	state         protoimpl.MessageState               `protogen:"open.v1"`
-	ModelSpec     *ModelSpec                           `protobuf:"bytes,1,opt,name=model_spec,json=modelSpec,proto3" json:"model_spec,omitempty"`
-	Inputs        map[string]*tensorflowpb.TensorProto `protobuf:"bytes,2,rep,name=inputs,proto3" json:"inputs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	OutputFilter  []string                             `protobuf:"bytes,3,rep,name=output_filter,json=outputFilter,proto3" json:"output_filter,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state        protoimpl.MessageState               `protogen:"open.v1"`
+	ModelSpec    *ModelSpec                           `protobuf:"bytes,1,opt,name=model_spec,json=modelSpec,proto3" json:"model_spec,omitempty"`
+	Inputs       map[string]*tensorflowpb.TensorProto `protobuf:"bytes,2,rep,name=inputs,proto3" json:"inputs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	OutputFilter []string                             `protobuf:"bytes,3,rep,name=output_filter,json=outputFilter,proto3" json:"output_filter,omitempty"`
+	// How a request of a PredictStreamed stream is handled.
+	PredictStreamedOptions *PredictStreamedOptions `protobuf:"bytes,5,opt,name=predict_streamed_options,json=predictStreamedOptions,proto3" json:"predict_streamed_options,omitempty"`
+	// Groups requests of one entity (product, service, user) for placement
+	// and caching.
+	ClientId       []byte                         `protobuf:"bytes,6,opt,name=client_id,json=clientId,proto3,oneof" json:"client_id,omitempty"`
+	RequestOptions *PredictRequest_RequestOptions `protobuf:"bytes,7,opt,name=request_options,json=requestOptions,proto3,oneof" json:"request_options,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *PredictRequest) Reset() {
@@ -84,6 +188,87 @@ func (x *PredictRequest) GetOutputFilter() []string {
 	return nil
 }
 
+func (x *PredictRequest) GetPredictStreamedOptions() *PredictStreamedOptions {
+	if x != nil {
+		return x.PredictStreamedOptions
+	}
+	return nil
+}
+
+func (x *PredictRequest) GetClientId() []byte {
+	if x != nil {
+		return x.ClientId
+	}
+	return nil
+}
+
+func (x *PredictRequest) GetRequestOptions() *PredictRequest_RequestOptions {
+	if x != nil {
+		return x.RequestOptions
+	}
+	return nil
+}
+
+type PredictStreamedOptions struct {
+	state                protoimpl.MessageState              `protogen:"open.v1"`
+	RequestState         PredictStreamedOptions_RequestState `protobuf:"varint,1,opt,name=request_state,json=requestState,proto3,enum=tensorflow.serving.PredictStreamedOptions_RequestState" json:"request_state,omitempty"`
+	SplitDimensions      map[string]int32                    `protobuf:"bytes,2,rep,name=split_dimensions,json=splitDimensions,proto3" json:"split_dimensions,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	ReturnSingleResponse bool                                `protobuf:"varint,3,opt,name=return_single_response,json=returnSingleResponse,proto3" json:"return_single_response,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
+}
+
+func (x *PredictStreamedOptions) Reset() {
+	*x = PredictStreamedOptions{}
+	mi := &file_tensorflow_serving_apis_predict_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PredictStreamedOptions) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PredictStreamedOptions) ProtoMessage() {}
+
+func (x *PredictStreamedOptions) ProtoReflect() protoreflect.Message {
+	mi := &file_tensorflow_serving_apis_predict_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PredictStreamedOptions.ProtoReflect.Descriptor instead.
+func (*PredictStreamedOptions) Descriptor() ([]byte, []int) {
+	return file_tensorflow_serving_apis_predict_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *PredictStreamedOptions) GetRequestState() PredictStreamedOptions_RequestState {
+	if x != nil {
+		return x.RequestState
+	}
+	return PredictStreamedOptions_NONE
+}
+
+func (x *PredictStreamedOptions) GetSplitDimensions() map[string]int32 {
+	if x != nil {
+		return x.SplitDimensions
+	}
+	return nil
+}
+
+func (x *PredictStreamedOptions) GetReturnSingleResponse() bool {
+	if x != nil {
+		return x.ReturnSingleResponse
+	}
+	return false
+}
+
 type PredictResponse struct {
 	state         protoimpl.MessageState               `protogen:"open.v1"`
 	ModelSpec     *ModelSpec                           `protobuf:"bytes,2,opt,name=model_spec,json=modelSpec,proto3" json:"model_spec,omitempty"`
@@ -94,7 +279,7 @@ type PredictResponse struct {
 
 func (x *PredictResponse) Reset() {
 	*x = PredictResponse{}
-	mi := &file_tensorflow_serving_apis_predict_proto_msgTypes[1]
+	mi := &file_tensorflow_serving_apis_predict_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -106,7 +291,7 @@ func (x *PredictResponse) String() string {
 func (*PredictResponse) ProtoMessage() {}
 
 func (x *PredictResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tensorflow_serving_apis_predict_proto_msgTypes[1]
+	mi := &file_tensorflow_serving_apis_predict_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -119,7 +304,7 @@ func (x *PredictResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PredictResponse.ProtoReflect.Descriptor instead.
 func (*PredictResponse) Descriptor() ([]byte, []int) {
-	return file_tensorflow_serving_apis_predict_proto_rawDescGZIP(), []int{1}
+	return file_tensorflow_serving_apis_predict_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *PredictResponse) GetModelSpec() *ModelSpec {
@@ -136,19 +321,197 @@ func (x *PredictResponse) GetOutputs() map[string]*tensorflowpb.TensorProto {
 	return nil
 }
 
+type PredictRequest_RequestOptions struct {
+	state                             protoimpl.MessageState                           `protogen:"open.v1"`
+	ClientId                          []byte                                           `protobuf:"bytes,1,opt,name=client_id,json=clientId,proto3,oneof" json:"client_id,omitempty"`
+	DeterministicMode                 *PredictRequest_RequestOptions_DeterministicMode `protobuf:"varint,2,opt,name=deterministic_mode,json=deterministicMode,proto3,enum=tensorflow.serving.PredictRequest_RequestOptions_DeterministicMode,oneof" json:"deterministic_mode,omitempty"`
+	ReturnAdditionalArraysFromPrefill *bool                                            `protobuf:"varint,3,opt,name=return_additional_arrays_from_prefill,json=returnAdditionalArraysFromPrefill,proto3,oneof" json:"return_additional_arrays_from_prefill,omitempty"`
+	ReturnStoptokens                  []int64                                          `protobuf:"varint,4,rep,packed,name=return_stoptokens,json=returnStoptokens,proto3" json:"return_stoptokens,omitempty"`
+	MaxCacheLength                    *int64                                           `protobuf:"varint,6,opt,name=max_cache_length,json=maxCacheLength,proto3,oneof" json:"max_cache_length,omitempty"`
+	ReturnAllStoptokens               *bool                                            `protobuf:"varint,9,opt,name=return_all_stoptokens,json=returnAllStoptokens,proto3,oneof" json:"return_all_stoptokens,omitempty"`
+	Handshake                         *PredictRequest_RequestOptions_Handshake         `protobuf:"bytes,13,opt,name=handshake,proto3,oneof" json:"handshake,omitempty"`
+	unknownFields                     protoimpl.UnknownFields
+	sizeCache                         protoimpl.SizeCache
+}
+
+func (x *PredictRequest_RequestOptions) Reset() {
+	*x = PredictRequest_RequestOptions{}
+	mi := &file_tensorflow_serving_apis_predict_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PredictRequest_RequestOptions) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PredictRequest_RequestOptions) ProtoMessage() {}
+
+func (x *PredictRequest_RequestOptions) ProtoReflect() protoreflect.Message {
+	mi := &file_tensorflow_serving_apis_predict_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PredictRequest_RequestOptions.ProtoReflect.Descriptor instead.
+func (*PredictRequest_RequestOptions) Descriptor() ([]byte, []int) {
+	return file_tensorflow_serving_apis_predict_proto_rawDescGZIP(), []int{0, 1}
+}
+
+func (x *PredictRequest_RequestOptions) GetClientId() []byte {
+	if x != nil {
+		return x.ClientId
+	}
+	return nil
+}
+
+func (x *PredictRequest_RequestOptions) GetDeterministicMode() PredictRequest_RequestOptions_DeterministicMode {
+	if x != nil && x.DeterministicMode != nil {
+		return *x.DeterministicMode
+	}
+	return PredictRequest_RequestOptions_DETERMINISTIC_MODE_UNSPECIFIED
+}
+
+func (x *PredictRequest_RequestOptions) GetReturnAdditionalArraysFromPrefill() bool {
+	if x != nil && x.ReturnAdditionalArraysFromPrefill != nil {
+		return *x.ReturnAdditionalArraysFromPrefill
+	}
+	return false
+}
+
+func (x *PredictRequest_RequestOptions) GetReturnStoptokens() []int64 {
+	if x != nil {
+		return x.ReturnStoptokens
+	}
+	return nil
+}
+
+func (x *PredictRequest_RequestOptions) GetMaxCacheLength() int64 {
+	if x != nil && x.MaxCacheLength != nil {
+		return *x.MaxCacheLength
+	}
+	return 0
+}
+
+func (x *PredictRequest_RequestOptions) GetReturnAllStoptokens() bool {
+	if x != nil && x.ReturnAllStoptokens != nil {
+		return *x.ReturnAllStoptokens
+	}
+	return false
+}
+
+func (x *PredictRequest_RequestOptions) GetHandshake() *PredictRequest_RequestOptions_Handshake {
+	if x != nil {
+		return x.Handshake
+	}
+	return nil
+}
+
+// A first request of a stream that announces the payload size.
+type PredictRequest_RequestOptions_Handshake struct {
+	state                 protoimpl.MessageState `protogen:"open.v1"`
+	EstimatedPayloadBytes int64                  `protobuf:"varint,1,opt,name=estimated_payload_bytes,json=estimatedPayloadBytes,proto3" json:"estimated_payload_bytes,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
+}
+
+func (x *PredictRequest_RequestOptions_Handshake) Reset() {
+	*x = PredictRequest_RequestOptions_Handshake{}
+	mi := &file_tensorflow_serving_apis_predict_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PredictRequest_RequestOptions_Handshake) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PredictRequest_RequestOptions_Handshake) ProtoMessage() {}
+
+func (x *PredictRequest_RequestOptions_Handshake) ProtoReflect() protoreflect.Message {
+	mi := &file_tensorflow_serving_apis_predict_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PredictRequest_RequestOptions_Handshake.ProtoReflect.Descriptor instead.
+func (*PredictRequest_RequestOptions_Handshake) Descriptor() ([]byte, []int) {
+	return file_tensorflow_serving_apis_predict_proto_rawDescGZIP(), []int{0, 1, 0}
+}
+
+func (x *PredictRequest_RequestOptions_Handshake) GetEstimatedPayloadBytes() int64 {
+	if x != nil {
+		return x.EstimatedPayloadBytes
+	}
+	return 0
+}
+
 var File_tensorflow_serving_apis_predict_proto protoreflect.FileDescriptor
 
 const file_tensorflow_serving_apis_predict_proto_rawDesc = "" +
 	"\n" +
-	"%tensorflow_serving/apis/predict.proto\x12\x12tensorflow.serving\x1a&tensorflow/core/framework/tensor.proto\x1a#tensorflow_serving/apis/model.proto\"\x8f\x02\n" +
+	"%tensorflow_serving/apis/predict.proto\x12\x12tensorflow.serving\x1a&tensorflow/core/framework/tensor.proto\x1a#tensorflow_serving/apis/model.proto\"\xbc\n" +
+	"\n" +
 	"\x0ePredictRequest\x12<\n" +
 	"\n" +
 	"model_spec\x18\x01 \x01(\v2\x1d.tensorflow.serving.ModelSpecR\tmodelSpec\x12F\n" +
 	"\x06inputs\x18\x02 \x03(\v2..tensorflow.serving.PredictRequest.InputsEntryR\x06inputs\x12#\n" +
-	"\routput_filter\x18\x03 \x03(\tR\foutputFilter\x1aR\n" +
+	"\routput_filter\x18\x03 \x03(\tR\foutputFilter\x12d\n" +
+	"\x18predict_streamed_options\x18\x05 \x01(\v2*.tensorflow.serving.PredictStreamedOptionsR\x16predictStreamedOptions\x12 \n" +
+	"\tclient_id\x18\x06 \x01(\fH\x00R\bclientId\x88\x01\x01\x12_\n" +
+	"\x0frequest_options\x18\a \x01(\v21.tensorflow.serving.PredictRequest.RequestOptionsH\x01R\x0erequestOptions\x88\x01\x01\x1aR\n" +
 	"\vInputsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12-\n" +
-	"\x05value\x18\x02 \x01(\v2\x17.tensorflow.TensorProtoR\x05value:\x028\x01\"\xf0\x01\n" +
+	"\x05value\x18\x02 \x01(\v2\x17.tensorflow.TensorProtoR\x05value:\x028\x01\x1a\x99\x06\n" +
+	"\x0eRequestOptions\x12 \n" +
+	"\tclient_id\x18\x01 \x01(\fH\x00R\bclientId\x88\x01\x01\x12w\n" +
+	"\x12deterministic_mode\x18\x02 \x01(\x0e2C.tensorflow.serving.PredictRequest.RequestOptions.DeterministicModeH\x01R\x11deterministicMode\x88\x01\x01\x12U\n" +
+	"%return_additional_arrays_from_prefill\x18\x03 \x01(\bH\x02R!returnAdditionalArraysFromPrefill\x88\x01\x01\x12+\n" +
+	"\x11return_stoptokens\x18\x04 \x03(\x03R\x10returnStoptokens\x12-\n" +
+	"\x10max_cache_length\x18\x06 \x01(\x03H\x03R\x0emaxCacheLength\x88\x01\x01\x127\n" +
+	"\x15return_all_stoptokens\x18\t \x01(\bH\x04R\x13returnAllStoptokens\x88\x01\x01\x12^\n" +
+	"\thandshake\x18\r \x01(\v2;.tensorflow.serving.PredictRequest.RequestOptions.HandshakeH\x05R\thandshake\x88\x01\x01\x1aC\n" +
+	"\tHandshake\x126\n" +
+	"\x17estimated_payload_bytes\x18\x01 \x01(\x03R\x15estimatedPayloadBytes\"O\n" +
+	"\x11DeterministicMode\x12\"\n" +
+	"\x1eDETERMINISTIC_MODE_UNSPECIFIED\x10\x00\x12\x16\n" +
+	"\x12FIXED_DECODER_SLOT\x10\x01B\f\n" +
+	"\n" +
+	"_client_idB\x15\n" +
+	"\x13_deterministic_modeB(\n" +
+	"&_return_additional_arrays_from_prefillB\x13\n" +
+	"\x11_max_cache_lengthB\x18\n" +
+	"\x16_return_all_stoptokensB\f\n" +
+	"\n" +
+	"_handshakeB\f\n" +
+	"\n" +
+	"_client_idB\x12\n" +
+	"\x10_request_optionsJ\x04\b\x04\x10\x05\"\x9c\x03\n" +
+	"\x16PredictStreamedOptions\x12\\\n" +
+	"\rrequest_state\x18\x01 \x01(\x0e27.tensorflow.serving.PredictStreamedOptions.RequestStateR\frequestState\x12j\n" +
+	"\x10split_dimensions\x18\x02 \x03(\v2?.tensorflow.serving.PredictStreamedOptions.SplitDimensionsEntryR\x0fsplitDimensions\x124\n" +
+	"\x16return_single_response\x18\x03 \x01(\bR\x14returnSingleResponse\x1aB\n" +
+	"\x14SplitDimensionsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x05R\x05value:\x028\x01\">\n" +
+	"\fRequestState\x12\b\n" +
+	"\x04NONE\x10\x00\x12\t\n" +
+	"\x05SPLIT\x10\x01\x12\r\n" +
+	"\tEND_SPLIT\x10\x02\x12\n" +
+	"\n" +
+	"\x06CANCEL\x10\x03\"\xf0\x01\n" +
 	"\x0fPredictResponse\x12<\n" +
 	"\n" +
 	"model_spec\x18\x02 \x01(\v2\x1d.tensorflow.serving.ModelSpecR\tmodelSpec\x12J\n" +
@@ -169,27 +532,40 @@ func file_tensorflow_serving_apis_predict_proto_rawDescGZIP() []byte {
 	return file_tensorflow_serving_apis_predict_proto_rawDescData
 }
 
-var file_tensorflow_serving_apis_predict_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_tensorflow_serving_apis_predict_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_tensorflow_serving_apis_predict_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_tensorflow_serving_apis_predict_proto_goTypes = []any{
-	(*PredictRequest)(nil),           // 0: tensorflow.serving.PredictRequest
-	(*PredictResponse)(nil),          // 1: tensorflow.serving.PredictResponse
-	nil,                              // 2: tensorflow.serving.PredictRequest.InputsEntry
-	nil,                              // 3: tensorflow.serving.PredictResponse.OutputsEntry
-	(*ModelSpec)(nil),                // 4: tensorflow.serving.ModelSpec
-	(*tensorflowpb.TensorProto)(nil), // 5: tensorflow.TensorProto
+	(PredictRequest_RequestOptions_DeterministicMode)(0), // 0: tensorflow.serving.PredictRequest.RequestOptions.DeterministicMode
+	(PredictStreamedOptions_RequestState)(0),             // 1: tensorflow.serving.PredictStreamedOptions.RequestState
+	(*PredictRequest)(nil),                               // 2: tensorflow.serving.PredictRequest
+	(*PredictStreamedOptions)(nil),                       // 3: tensorflow.serving.PredictStreamedOptions
+	(*PredictResponse)(nil),                              // 4: tensorflow.serving.PredictResponse
+	nil,                                                  // 5: tensorflow.serving.PredictRequest.InputsEntry
+	(*PredictRequest_RequestOptions)(nil),                // 6: tensorflow.serving.PredictRequest.RequestOptions
+	(*PredictRequest_RequestOptions_Handshake)(nil),      // 7: tensorflow.serving.PredictRequest.RequestOptions.Handshake
+	nil,                              // 8: tensorflow.serving.PredictStreamedOptions.SplitDimensionsEntry
+	nil,                              // 9: tensorflow.serving.PredictResponse.OutputsEntry
+	(*ModelSpec)(nil),                // 10: tensorflow.serving.ModelSpec
+	(*tensorflowpb.TensorProto)(nil), // 11: tensorflow.TensorProto
 }
 var file_tensorflow_serving_apis_predict_proto_depIdxs = []int32{
-	4, // 0: tensorflow.serving.PredictRequest.model_spec:type_name -> tensorflow.serving.ModelSpec
-	2, // 1: tensorflow.serving.PredictRequest.inputs:type_name -> tensorflow.serving.PredictRequest.InputsEntry
-	4, // 2: tensorflow.serving.PredictResponse.model_spec:type_name -> tensorflow.serving.ModelSpec
-	3, // 3: tensorflow.serving.PredictResponse.outputs:type_name -> tensorflow.serving.PredictResponse.OutputsEntry
-	5, // 4: tensorflow.serving.PredictRequest.InputsEntry.value:type_name -> tensorflow.TensorProto
-	5, // 5: tensorflow.serving.PredictResponse.OutputsEntry.value:type_name -> tensorflow.TensorProto
-	6, // [6:6] is the sub-list for method output_type
-	6, // [6:6] is the sub-list for method input_type
-	6, // [6:6] is the sub-list for extension type_name
-	6, // [6:6] is the sub-list for extension extendee
-	0, // [0:6] is the sub-list for field type_name
+	10, // 0: tensorflow.serving.PredictRequest.model_spec:type_name -> tensorflow.serving.ModelSpec
+	5,  // 1: tensorflow.serving.PredictRequest.inputs:type_name -> tensorflow.serving.PredictRequest.InputsEntry
+	3,  // 2: tensorflow.serving.PredictRequest.predict_streamed_options:type_name -> tensorflow.serving.PredictStreamedOptions
+	6,  // 3: tensorflow.serving.PredictRequest.request_options:type_name -> tensorflow.serving.PredictRequest.RequestOptions
+	1,  // 4: tensorflow.serving.PredictStreamedOptions.request_state:type_name -> tensorflow.serving.PredictStreamedOptions.RequestState
+	8,  // 5: tensorflow.serving.PredictStreamedOptions.split_dimensions:type_name -> tensorflow.serving.PredictStreamedOptions.SplitDimensionsEntry
+	10, // 6: tensorflow.serving.PredictResponse.model_spec:type_name -> tensorflow.serving.ModelSpec
+	9,  // 7: tensorflow.serving.PredictResponse.outputs:type_name -> tensorflow.serving.PredictResponse.OutputsEntry
+	11, // 8: tensorflow.serving.PredictRequest.InputsEntry.value:type_name -> tensorflow.TensorProto
+	0,  // 9: tensorflow.serving.PredictRequest.RequestOptions.deterministic_mode:type_name -> tensorflow.serving.PredictRequest.RequestOptions.DeterministicMode
+	7,  // 10: tensorflow.serving.PredictRequest.RequestOptions.handshake:type_name -> tensorflow.serving.PredictRequest.RequestOptions.Handshake
+	11, // 11: tensorflow.serving.PredictResponse.OutputsEntry.value:type_name -> tensorflow.TensorProto
+	12, // [12:12] is the sub-list for method output_type
+	12, // [12:12] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_tensorflow_serving_apis_predict_proto_init() }
@@ -198,18 +574,21 @@ func file_tensorflow_serving_apis_predict_proto_init() {
 		return
 	}
 	file_tensorflow_serving_apis_model_proto_init()
+	file_tensorflow_serving_apis_predict_proto_msgTypes[0].OneofWrappers = []any{}
+	file_tensorflow_serving_apis_predict_proto_msgTypes[4].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tensorflow_serving_apis_predict_proto_rawDesc), len(file_tensorflow_serving_apis_predict_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   4,
+			NumEnums:      2,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
 		GoTypes:           file_tensorflow_serving_apis_predict_proto_goTypes,
 		DependencyIndexes: file_tensorflow_serving_apis_predict_proto_depIdxs,
+		EnumInfos:         file_tensorflow_serving_apis_predict_proto_enumTypes,
 		MessageInfos:      file_tensorflow_serving_apis_predict_proto_msgTypes,
 	}.Build()
 	File_tensorflow_serving_apis_predict_proto = out.File
