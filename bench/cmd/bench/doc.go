@@ -6,11 +6,23 @@
 //	bench load -target 127.0.0.1:8500 -proto tf -model half_plus_two -rate 2000 -arrival poisson
 //	bench overhead [-quick] [-repeat N] [-open-base direct|slowest] [-out DIR]
 //	bench batching [-quick] [-static 64:2ms,32:5ms] [-out DIR]
+//	bench soak [-rate 150] [-d 10m] [-sample 30s] [-infergate-args "..."] [-out DIR]
 //
 // load runs one closed-loop (-c) or open-loop (-rate) measurement against a
 // loopback model server or proxy and prints a Markdown table (and writes
 // JSON with -out, Markdown with -md). overhead starts simserver, infergate
 // and nginx itself and compares the three paths for a small and a 1 MiB
 // payload. batching compares batching off, static and adaptive against
-// offered load and draws a plot. Run "bench <command> -h" for the flags.
+// offered load and draws a plot. soak starts simserver and infergate and
+// drives an open-loop, production-like mix through infergate for a long
+// time (KServe ModelInfer on resnet50 and simple, TF Predict on
+// half_plus_two, a few ModelStreamInfer streams, some calls with short
+// deadlines, 1% of calls to junk model names that are each new). Every
+// -sample it records infergate's RSS (VmRSS of its pid), go_goroutines, the
+// size and scrape time of /metrics, and the interval's calls sent, ok and
+// failed by code with p50/p99; it prints one Markdown table row per sample
+// and a verdict: RSS and goroutines must stay within -tolerance (10%)
+// between the first sample at or after -baseline (2m) and the last, else
+// the verdict is FAIL and bench exits 1. With -out it writes soak.json and
+// soak.md. Run "bench <command> -h" for the flags.
 package main

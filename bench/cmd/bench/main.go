@@ -33,6 +33,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runOverhead(ctx, args[1:], stdout, stderr)
 	case "batching":
 		err = runBatching(ctx, args[1:], stdout, stderr)
+	case "soak":
+		err = runSoak(ctx, args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		usage(stdout)
 		return 0
@@ -68,6 +70,8 @@ commands:
   load      one closed- or open-loop run against a loopback gRPC target
   overhead  direct vs infergate vs nginx, small and 1 MiB payloads
   batching  batching off vs static vs adaptive under open-loop load
+  soak      a long production-like mix through infergate: RSS, goroutines,
+            /metrics and latency sampled over time, with a leak verdict
 
 Run "bench <command> -h" for the flags of a command.
 `)
