@@ -13,12 +13,30 @@ import (
 	"github.com/infergate/infergate/batcher/merge"
 )
 
+// Batcher is what the proxy needs of a batcher; *batcher.Batcher is one.
+// Handles says cheaply whether calls of method to model may be batched; Do
+// takes one such call and returns its own response, or
+// batcher.ErrNotBatched when the proxy should forward it alone (see
+// batcher.Batcher.Do for its errors, which the proxy turns into statuses).
+type Batcher interface {
+	Handles(method, model string) bool
+	Do(ctx context.Context, r batcher.Request) (batcher.Result, error)
+}
+
+var _ Batcher = (*batcher.Batcher)(nil)
+
 // WithBatcher hands unary ModelInfer and Predict calls of the models b
-// batches to b instead of forwarding each alone. Nil, the default, batches
-// nothing and costs nothing on the path. The proxy does not close b: close
-// it after the server has stopped.
-func WithBatcher(b *batcher.Batcher) Option {
-	return optionFunc(func(o *options) { o.batcher = b })
+// batches to b instead of forwarding each alone. Nil (a nil
+// *batcher.Batcher included), the default, batches nothing and costs
+// nothing on the path. The proxy does not close b: close it after the
+// server has stopped.
+func WithBatcher(b Batcher) Option {
+	return optionFunc(func(o *options) {
+		if bb, ok := b.(*batcher.Batcher); ok && bb == nil {
+			b = nil
+		}
+		o.batcher = b
+	})
 }
 
 // batch hands a received unary request to the batcher. It reports false
@@ -71,12 +89,10 @@ func (p *Proxy) invoker(up *Upstream) batcher.Invoker {
 // made says which upstream failed.
 func (p *Proxy) newInvoker(up *Upstream) batcher.Invoker {
 	return func(ctx context.Context, method string, req []byte, md metadata.MD) ([]byte, metadata.MD, metadata.MD, error) {
-		var header, trailer metadata.MD
-		opts := append(p.callOpts[:len(p.callOpts):len(p.callOpts)], grpc.Header(&header), grpc.Trailer(&trailer))
 		resp := new(Frame)
-		err := up.Conn().Invoke(metadata.NewOutgoingContext(ctx, md), method, NewFrame(req), resp, opts...)
+		header, trailer, _, err := p.invoke(metadata.NewOutgoingContext(ctx, md), up, method, NewFrame(req), resp, p.callOpts)
 		if err != nil {
-			return nil, header, trailer, p.upstreamError(ctx, up, method, err, header != nil || len(trailer) > 0)
+			return nil, header, trailer, err
 		}
 		// Not freed: the split responses may alias these bytes after this
 		// returns, so the garbage collector reclaims them, not gRPC's pool.

@@ -4,9 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"google.golang.org/grpc/experimental"
 	"sync/atomic"
 	"time"
+
+	"google.golang.org/grpc/experimental"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
@@ -87,6 +88,15 @@ func (u *Upstream) Close() error {
 	return errors.Join(errs...)
 }
 
+// DefaultKeepaliveTime is the default interval of pings to an upstream
+// while calls are in flight and no data flows: a little over the 5 minutes
+// a default gRPC server enforces (its MinTime), so that the ping timer and
+// the server's clock, which start at slightly different instants, never
+// make a ping look early. grpc-go's server counts a strike for a ping that
+// arrives less than MinTime after the previous one unless it sent data or
+// headers in between (internal/transport/http2_server.go, handlePing).
+const DefaultKeepaliveTime = 5*time.Minute + 30*time.Second
+
 // UpstreamOptions configures DialUpstream. The zero value dials without TLS
 // with the defaults given on each field.
 type UpstreamOptions struct {
@@ -103,12 +113,14 @@ type UpstreamOptions struct {
 	// means 2. More than one spreads load over several HTTP/2 connections
 	// (and server threads) and keeps working while one reconnects.
 	Conns int
-	// Keepalive sets HTTP/2 pings. The zero value means Time 30s,
-	// Timeout 10s, PermitWithoutStream false. Pings then run only while
-	// calls are in flight: Triton's and TF-Serving's default policies allow
-	// pings on an idle connection only every 5 minutes (2 hours without
-	// calls) and answer more with GOAWAY "too_many_pings"; a call in flight
-	// still finds out about a dead upstream within Time+Timeout.
+	// Keepalive sets HTTP/2 pings. The zero value means
+	// DefaultKeepaliveTime, Timeout 20s, PermitWithoutStream false; a Time
+	// without a Timeout gets 20s. gRPC servers by default (grpc-go, and
+	// gRPC core under Triton and TF-Serving) accept a ping only every 5
+	// minutes while no data flows (2 hours without calls) and answer the
+	// third early one with GOAWAY "too_many_pings", which fails every call
+	// on the connection: a long call through a proxy pinging every 30s died
+	// at 121s. Lower Time only for servers configured to allow it.
 	Keepalive keepalive.ClientParameters
 	// ConnectTimeout bounds one connection attempt. Zero or negative means
 	// 5s. A fail-fast call waits at most this long for a first connection,
@@ -134,8 +146,11 @@ func (o UpstreamOptions) withDefaults(target string) UpstreamOptions {
 	if o.Conns <= 0 {
 		o.Conns = 2
 	}
-	if o.Keepalive == (keepalive.ClientParameters{}) {
-		o.Keepalive = keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}
+	if o.Keepalive.Time <= 0 {
+		o.Keepalive.Time = DefaultKeepaliveTime
+	}
+	if o.Keepalive.Timeout <= 0 {
+		o.Keepalive.Timeout = 20 * time.Second
 	}
 	if o.ConnectTimeout <= 0 {
 		o.ConnectTimeout = 5 * time.Second

@@ -37,6 +37,14 @@ func (p *Proxy) handle(_ any, ss grpc.ServerStream) error {
 	if !ok {
 		return status.Error(codes.Internal, "infergate: no method name on the server stream")
 	}
+	if n := p.calls.Add(1); p.maxInFlight > 0 && n > p.maxInFlight {
+		p.calls.Add(-1)
+		p.rejected.Add(1)
+		err := status.Errorf(codes.ResourceExhausted, "infergate: too many calls in flight (%d); try again later", p.maxInFlight)
+		p.finish(ctx, start, method, "", outcome{err: err})
+		return err
+	}
+	defer p.calls.Add(-1)
 	up, err := p.director.Direct(ctx, method)
 	if err == nil && up == nil {
 		err = status.Error(codes.Internal, "infergate: director returned no upstream for "+method)
@@ -60,7 +68,19 @@ func (p *Proxy) handle(_ any, ss grpc.ServerStream) error {
 	info := lookupMethod(method)
 	var o outcome
 	if info.unary {
+		// A unary call without a client deadline gets the proxy's.
+		bounded := false
+		if _, has := ctx.Deadline(); !has && p.upstreamTimeout > 0 {
+			var cancel context.CancelFunc
+			outCtx, cancel = context.WithTimeout(outCtx, p.upstreamTimeout)
+			defer cancel()
+			bounded = true
+		}
 		o = p.unary(outCtx, up, method, info.target, ss, opts)
+		if bounded && status.Code(o.err) == codes.DeadlineExceeded && ctx.Err() == nil {
+			o.err = status.Errorf(codes.DeadlineExceeded,
+				"infergate: the call carried no deadline and the proxy's upstream timeout of %s passed", p.upstreamTimeout)
+		}
 	} else {
 		o = p.stream(outCtx, up, method, info.target, ss, opts)
 	}
@@ -91,11 +111,8 @@ func (p *Proxy) unary(ctx context.Context, up *Upstream, method string, kind tar
 		}
 	}
 
-	var header, trailer metadata.MD
-	opts = append(opts[:len(opts):len(opts)], grpc.Header(&header), grpc.Trailer(&trailer))
-	t0 := p.now()
-	err := up.Conn().Invoke(ctx, method, req, resp, opts...)
-	o.upstream = since(p.now, t0)
+	header, trailer, took, err := p.invoke(ctx, up, method, req, resp, opts)
+	o.upstream = took
 	req.Free()
 	// SetHeader and SetTrailer fail only once headers went out, which
 	// cannot have happened yet.
@@ -106,13 +123,29 @@ func (p *Proxy) unary(ctx context.Context, up *Upstream, method string, kind tar
 		ss.SetTrailer(trailer)
 	}
 	if err != nil {
-		o.err = p.upstreamError(ctx, up, method, err, header != nil || len(trailer) > 0)
+		o.err = err
 		return o
 	}
 	o.bytesOut = int64(resp.Len())
 	o.err = ss.SendMsg(resp)
 	resp.Free()
 	return o
+}
+
+// invoke makes one unary upstream call with raw frames: the one upstream
+// call of the unary fast path and of the batcher's Invoker. It returns the
+// upstream's header and trailer, the call's time, and the error as the
+// client should see it (see upstreamError).
+func (p *Proxy) invoke(ctx context.Context, up *Upstream, method string, req, resp *Frame,
+	opts []grpc.CallOption) (header, trailer metadata.MD, took time.Duration, err error) {
+	opts = append(opts[:len(opts):len(opts)], grpc.Header(&header), grpc.Trailer(&trailer))
+	t0 := p.now()
+	err = up.Conn().Invoke(ctx, method, req, resp, opts...)
+	took = since(p.now, t0)
+	if err != nil {
+		err = p.upstreamError(ctx, up, method, err, header != nil || len(trailer) > 0)
+	}
+	return header, trailer, took, err
 }
 
 // stream forwards any call frame by frame with one pump per direction,
@@ -145,6 +178,9 @@ func (p *Proxy) stream(ctx context.Context, up *Upstream, method string, kind ta
 			// then wait for s2c so that nothing sends on ss after return.
 			cancel()
 			<-s2c
+			if pp, ok := err.(pumpPanic); ok {
+				err = pp.error
+			}
 			o.err = err
 		case err := <-s2c:
 			ss.SetTrailer(cs.Trailer())
@@ -158,10 +194,29 @@ func (p *Proxy) stream(ctx context.Context, up *Upstream, method string, kind ta
 	return o
 }
 
+// recoverPump turns a panic in a stream pump into an INTERNAL status for
+// its call, reported on ret (the pump had not reported yet: reporting is
+// its last step). The interceptor does not see the pumps' goroutines.
+func (p *Proxy) recoverPump(ctx context.Context, ret chan<- error, where string) {
+	if v := recover(); v != nil {
+		ret <- pumpPanic{p.panicked(ctx, v, where)}
+	}
+}
+
+// testHookFrame, when set by a test, runs for every frame the
+// client-to-upstream pump forwards.
+var testHookFrame func()
+
+// pumpPanic marks the status of a recovered pump panic.
+type pumpPanic struct{ error }
+
 // streamError returns the status for what forwardServerToClient reported.
 func (p *Proxy) streamError(ctx context.Context, up *Upstream, method string, err error, fromUpstream bool) error {
 	if err == io.EOF {
 		return nil // the upstream finished with OK
+	}
+	if pp, ok := err.(pumpPanic); ok {
+		return pp.error
 	}
 	var cse clientSendError
 	if errors.As(err, &cse) {
@@ -185,6 +240,7 @@ func (e clientSendError) Unwrap() error { return e.err }
 func (p *Proxy) forwardClientToServer(src grpc.ServerStream, dst grpc.ClientStream, kind targetKind, st *callStats) chan error {
 	ret := make(chan error, 1)
 	go func() {
+		defer p.recoverPump(src.Context(), ret, "client-to-upstream stream pump")
 		for first := true; ; first = false {
 			f := new(Frame)
 			if err := src.RecvMsg(f); err != nil {
@@ -194,6 +250,9 @@ func (p *Proxy) forwardClientToServer(src grpc.ServerStream, dst grpc.ClientStre
 					ret <- requestError(err)
 				}
 				return
+			}
+			if testHookFrame != nil {
+				testHookFrame()
 			}
 			st.bytesIn.Add(int64(f.Len()))
 			if first {
@@ -219,6 +278,7 @@ func (p *Proxy) forwardClientToServer(src grpc.ServerStream, dst grpc.ClientStre
 func (p *Proxy) forwardServerToClient(src grpc.ClientStream, dst grpc.ServerStream, st *callStats) chan error {
 	ret := make(chan error, 1)
 	go func() {
+		defer p.recoverPump(dst.Context(), ret, "upstream-to-client stream pump")
 		// Relay the headers as soon as they arrive, before any message: a
 		// bidi client may wait for them before it sends. Header returns nil
 		// for a trailers-only response; RecvMsg then gives the status.
@@ -266,9 +326,8 @@ func (p *Proxy) upstreamError(ctx context.Context, up *Upstream, method string, 
 	}
 	s := status.Convert(err)
 	if ctx.Err() == nil {
-		p.log.LogAttrs(ctx, slog.LevelWarn, "upstream call failed",
-			slog.String("method", method), slog.String("upstream", up.name),
-			slog.String("code", s.Code().String()), slog.String("error", s.Message()))
+		p.failures.note(ctx, failureKind{msg: "upstream call failed", upstream: up.name, code: s.Code()},
+			slog.String("method", method), slog.String("error", s.Message()))
 	}
 	return status.Error(s.Code(), "infergate: upstream "+up.name+": "+s.Message())
 }
@@ -279,14 +338,14 @@ func (p *Proxy) directorError(ctx context.Context, method string, err error) err
 	if _, ok := status.FromError(err); ok {
 		return err
 	}
-	p.log.LogAttrs(ctx, slog.LevelWarn, "no route",
+	p.failures.note(ctx, failureKind{msg: "no route", code: codes.Unavailable},
 		slog.String("method", method), slog.String("error", err.Error()))
 	return status.Error(codes.Unavailable, "infergate: no route for "+method+": "+err.Error())
 }
 
 // finish records and logs a finished call.
 func (p *Proxy) finish(ctx context.Context, start time.Time, method, upstream string, o outcome) {
-	if p.rec == nil && !p.logRequests {
+	if p.rec == nil && p.reqLog == nil {
 		return
 	}
 	code := status.Code(o.err)
@@ -295,8 +354,8 @@ func (p *Proxy) finish(ctx context.Context, start time.Time, method, upstream st
 		code = status.FromContextError(o.err).Code()
 	}
 	total := since(p.now, start)
-	if p.logRequests {
-		p.log.LogAttrs(ctx, slog.LevelInfo, "call",
+	if p.reqLog != nil {
+		p.reqLog.LogAttrs(ctx, slog.LevelInfo, "call",
 			slog.String("method", method), slog.String("upstream", upstream),
 			slog.String("model", o.model), slog.String("version", o.version),
 			slog.String("code", code.String()), slog.Duration("total", total),

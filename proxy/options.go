@@ -4,7 +4,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/infergate/infergate/batcher"
 	"github.com/infergate/infergate/monitor"
 )
 
@@ -36,12 +35,54 @@ type optionFunc func(*options)
 func (f optionFunc) apply(o *options) { f(o) }
 
 type options struct {
-	recorder    Recorder
-	logger      *slog.Logger
-	logRequests bool
-	maxMsgSize  int
-	now         func() time.Time
-	batcher     *batcher.Batcher
+	recorder        Recorder
+	logger          *slog.Logger
+	requestLogger   *slog.Logger
+	logRequests     bool
+	logInterval     time.Duration
+	maxMsgSize      int
+	now             func() time.Time
+	batcher         Batcher
+	upstreamTimeout time.Duration
+	maxInFlight     int
+}
+
+// DefaultUpstreamTimeout is a suggested WithUpstreamTimeout: long enough
+// for any inference call, short enough that a hung upstream cannot pile up
+// calls without deadlines forever. The proxy applies none unless told.
+const DefaultUpstreamTimeout = 60 * time.Second
+
+// WithUpstreamTimeout gives a unary call whose client sent no deadline this
+// deadline on its upstream call (batched or not). When it passes, the call
+// ends with DEADLINE_EXCEEDED and a message naming the proxy's timeout.
+// Zero, the default, means none. Streams are never bounded by it: health
+// Watch and ModelStreamInfer are long-lived by design.
+func WithUpstreamTimeout(d time.Duration) Option {
+	return optionFunc(func(o *options) { o.upstreamTimeout = d })
+}
+
+// WithMaxInFlight caps the calls in progress through the proxy, of every
+// method; a call beyond the cap is rejected at once with
+// RESOURCE_EXHAUSTED (counted in Stats().RejectedInFlight). Zero, the
+// default, means no cap.
+func WithMaxInFlight(n int) Option {
+	return optionFunc(func(o *options) { o.maxInFlight = n })
+}
+
+// WithLogInterval sets the least time between two log lines about
+// failures of one kind (per upstream and code): the first is logged at
+// once, the next line, an interval later, counts what was left out. Zero
+// or less means DefaultLogInterval (10s).
+func WithLogInterval(d time.Duration) Option {
+	return optionFunc(func(o *options) { o.logInterval = d })
+}
+
+// WithRequestLogger logs one Info line per finished call to l, whatever
+// the level of the logger given to WithLogger: a user who asks for request
+// lines gets them. Nil, the default, logs no request lines (unless
+// WithLogRequests).
+func WithRequestLogger(l *slog.Logger) Option {
+	return optionFunc(func(o *options) { o.requestLogger = l })
 }
 
 // WithRecorder makes the proxy measure every call into r. Nil, the default,
@@ -57,9 +98,11 @@ func WithLogger(l *slog.Logger) Option {
 	return optionFunc(func(o *options) { o.logger = l })
 }
 
-// WithLogRequests makes the proxy log one Info line per finished call. It
-// needs WithLogger; New fails otherwise. Off by default: a line per request
-// costs more than the rest of the hot path.
+// WithLogRequests makes the proxy log one Info line per finished call to
+// the WithLogger logger (so only when that logger passes Info; see
+// WithRequestLogger for lines whatever the level). It needs WithLogger;
+// New fails otherwise. Off by default: a line per request costs more than
+// the rest of the hot path.
 func WithLogRequests(on bool) Option {
 	return optionFunc(func(o *options) { o.logRequests = on })
 }

@@ -1,18 +1,24 @@
 package proxy
 
 import (
+	"context"
 	"errors"
-	"google.golang.org/grpc/experimental"
+	"fmt"
 	"io"
 	"log/slog"
+	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	_ "google.golang.org/grpc/encoding/gzip" // accept gzip-compressed calls from clients
+	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/status"
 
-	"github.com/infergate/infergate/batcher"
 	"github.com/infergate/infergate/monitor"
 )
 
@@ -21,15 +27,23 @@ import (
 // grpc.Server from NewServer, or add ServerOptions to your own. A Proxy is
 // safe for concurrent use.
 type Proxy struct {
-	director    Director
-	rec         Recorder
-	log         *slog.Logger
-	logRequests bool
-	maxMsgSize  int
-	now         func() time.Time
+	director Director
+	rec      Recorder
+	log      *slog.Logger
+	// reqLog gets one line per call; nil: none.
+	reqLog     *slog.Logger
+	failures   *failureLog
+	maxMsgSize int
+	now        func() time.Time
 	// batcher takes ModelInfer and Predict calls of batchable models; nil:
 	// no batching (see batch.go).
-	batcher *batcher.Batcher
+	batcher Batcher
+
+	upstreamTimeout time.Duration
+	maxInFlight     int64
+	calls           atomic.Int64 // calls in progress
+	rejected        atomic.Int64 // calls refused by maxInFlight
+	panics          atomic.Int64
 	// invokers caches the batcher.Invoker of each *Upstream.
 	invokers sync.Map
 
@@ -61,14 +75,21 @@ func New(director Director, opts ...Option) (*Proxy, error) {
 	if o.now == nil {
 		o.now = time.Now
 	}
+	reqLog := o.requestLogger
+	if reqLog == nil && o.logRequests {
+		reqLog = o.logger
+	}
 	return &Proxy{
-		director:    director,
-		rec:         o.recorder,
-		log:         o.logger,
-		logRequests: o.logRequests,
-		maxMsgSize:  o.maxMsgSize,
-		now:         o.now,
-		batcher:     o.batcher,
+		director:        director,
+		rec:             o.recorder,
+		log:             o.logger,
+		reqLog:          reqLog,
+		failures:        newFailureLog(o.logger, o.logInterval, o.now),
+		maxMsgSize:      o.maxMsgSize,
+		now:             o.now,
+		batcher:         o.batcher,
+		upstreamTimeout: max(o.upstreamTimeout, 0),
+		maxInFlight:     int64(max(o.maxInFlight, 0)),
 		callOpts: []grpc.CallOption{
 			grpc.ForceCodecV2(rawCodec{}),
 			grpc.MaxCallRecvMsgSize(o.maxMsgSize),
@@ -84,6 +105,13 @@ func New(director Director, opts ...Option) (*Proxy, error) {
 func (p *Proxy) ServerOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{
 		grpc.UnknownServiceHandler(p.handle),
+		// A panic in a call's handler becomes INTERNAL for that call, is
+		// counted and logged with its stack; the server keeps serving.
+		// (The stream pumps recover on their own: see handler.go.)
+		grpc.ChainStreamInterceptor(recovery.StreamServerInterceptor(
+			recovery.WithRecoveryHandlerContext(func(ctx context.Context, v any) error {
+				return p.panicked(ctx, v, "call handler")
+			}))),
 		grpc.ForceServerCodecV2(rawCodec{}),
 		grpc.MaxRecvMsgSize(p.maxMsgSize),
 		grpc.MaxSendMsgSize(p.maxMsgSize),
@@ -109,9 +137,36 @@ func (p *Proxy) NewServer(extra ...grpc.ServerOption) *grpc.Server {
 	return grpc.NewServer(append(p.ServerOptions(), extra...)...)
 }
 
-// Close closes the director if it implements io.Closer (StaticDirector
-// closes its upstream's connections). Stop the server first.
+// Stats are the proxy's own counters.
+type Stats struct {
+	// InFlight is the number of calls in progress.
+	InFlight int64
+	// RejectedInFlight counts calls refused by WithMaxInFlight.
+	RejectedInFlight int64
+	// Panics counts recovered panics (each failed the calls it touched
+	// with INTERNAL).
+	Panics int64
+}
+
+// Stats returns the proxy's counters; safe for concurrent use.
+func (p *Proxy) Stats() Stats {
+	return Stats{InFlight: p.calls.Load(), RejectedInFlight: p.rejected.Load(), Panics: p.panics.Load()}
+}
+
+// panicked counts and logs a recovered panic and returns the status of
+// the call it failed.
+func (p *Proxy) panicked(ctx context.Context, v any, where string) error {
+	p.panics.Add(1)
+	p.log.LogAttrs(ctx, slog.LevelError, "panic recovered: the call fails with INTERNAL, the proxy keeps serving",
+		slog.String("where", where), slog.String("panic", fmt.Sprint(v)), slog.String("stack", string(debug.Stack())))
+	return status.Errorf(codes.Internal, "infergate: internal error in the %s", where)
+}
+
+// Close writes the failure counts not yet logged and closes the director
+// if it implements io.Closer (StaticDirector closes its upstream's
+// connections). Stop the server first.
 func (p *Proxy) Close() error {
+	p.failures.close()
 	if c, ok := p.director.(io.Closer); ok {
 		return c.Close()
 	}

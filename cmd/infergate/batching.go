@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sort"
 	"strconv"
@@ -212,12 +213,12 @@ func (c *BatchingConfig) policies() batcher.Config {
 }
 
 // newBatcher returns the batcher for c, or nil when no model is batched.
-func newBatcher(c BatchingConfig) (*batcher.Batcher, error) {
+func newBatcher(c BatchingConfig, opts ...batcher.Option) (*batcher.Batcher, error) {
 	cfg := c.policies()
 	if len(cfg.Models) == 0 {
 		return nil, nil
 	}
-	return batcher.New(cfg)
+	return batcher.New(cfg, opts...)
 }
 
 // batchingJSON is the body of GET /api/v1/batching.
@@ -340,8 +341,8 @@ func (bf *batchingFlags) apply(name string, c *BatchingConfig, errs *[]error) {
 
 // startBatcher returns the batcher for c with its metrics registered on
 // reg, or nil when no model is batched. Closing a nil one is a no-op.
-func startBatcher(c BatchingConfig, reg prometheus.Registerer) (*batcher.Batcher, error) {
-	b, err := newBatcher(c)
+func startBatcher(c BatchingConfig, reg prometheus.Registerer, log *slog.Logger) (*batcher.Batcher, error) {
+	b, err := newBatcher(c, batcher.WithLogger(log))
 	if err != nil || b == nil {
 		return nil, err
 	}

@@ -4,13 +4,15 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/infergate/infergate/batcher"
 	"io"
 	"net"
 	"os"
 	"reflect"
 	"strings"
 	"time"
+
+	"github.com/infergate/infergate/batcher"
+	"github.com/infergate/infergate/proxy"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -43,9 +45,10 @@ type Config struct {
 	// they end with DEADLINE_EXCEEDED. Default 60s; 0s means none.
 	UpstreamTimeout *time.Duration `yaml:"upstream_timeout"`
 	// UpstreamKeepaliveTime is the interval of HTTP/2 pings to the upstream
-	// while calls are in flight. Default 5m: gRPC servers (grpc-go, and
-	// gRPC core under Triton and TF-Serving) close connections that ping
-	// more often by default. Lower it only for servers that allow it.
+	// while calls are in flight and no data flows. Default 5m30s, just over
+	// the 5 minutes gRPC servers (grpc-go, and gRPC core under Triton and
+	// TF-Serving) allow by default: they close connections that ping more
+	// often. Lower it only for servers that allow it.
 	UpstreamKeepaliveTime time.Duration `yaml:"upstream_keepalive_time"`
 	// MaxInFlight caps the calls in progress through the proxy; beyond it
 	// calls are rejected at once with RESOURCE_EXHAUSTED. Default 10000;
@@ -149,8 +152,8 @@ const (
 	defaultShutdownTimeout = 30 * time.Second
 	defaultMaxSeries       = 1000
 	defaultDrainDelay      = 5 * time.Second
-	defaultUpstreamTimeout = 60 * time.Second
-	defaultKeepaliveTime   = 5 * time.Minute
+	defaultUpstreamTimeout = proxy.DefaultUpstreamTimeout
+	defaultKeepaliveTime   = proxy.DefaultKeepaliveTime
 	defaultMaxInFlight     = 10000
 	defaultSeriesIdle      = 15 * time.Minute
 	defaultMaxLabelBytes   = 128

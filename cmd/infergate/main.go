@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
 
 	"github.com/infergate/infergate/monitor"
 	"github.com/infergate/infergate/proxy"
@@ -59,11 +60,40 @@ func run(args []string) int {
 func newLogger(c LogConfig) *slog.Logger {
 	var level slog.Level
 	level.UnmarshalText([]byte(c.Level)) // validated already
+	return loggerAt(c.Format, level)
+}
+
+func loggerAt(format string, level slog.Level) *slog.Logger {
 	opts := &slog.HandlerOptions{Level: level}
-	if c.Format == "json" {
+	if format == "json" {
 		return slog.New(slog.NewJSONHandler(os.Stderr, opts))
 	}
 	return slog.New(slog.NewTextHandler(os.Stderr, opts))
+}
+
+// requestLogger returns the logger of --log-requests: one line per call,
+// whatever --log-level says (asking for request lines is asking to see
+// them); nil when off.
+func requestLogger(c LogConfig) *slog.Logger {
+	if !c.Requests {
+		return nil
+	}
+	return loggerAt(c.Format, slog.LevelInfo)
+}
+
+// proxyCollectors exports the proxy's own counters.
+func proxyCollectors(p *proxy.Proxy) []prometheus.Collector {
+	return []prometheus.Collector{
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name:        "infergate_rejected_calls_total",
+			Help:        "Calls the proxy refused at once, by reason: max_in_flight (--max-in-flight reached).",
+			ConstLabels: prometheus.Labels{"reason": "max_in_flight"},
+		}, func() float64 { return float64(p.Stats().RejectedInFlight) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "infergate_panics_total",
+			Help: "Panics recovered in the proxy's call path; each failed the calls it touched with INTERNAL.",
+		}, func() float64 { return float64(p.Stats().Panics) }),
+	}
 }
 
 // serve wires the parts, serves until ctx ends, then drains.
@@ -96,11 +126,12 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		Credentials: upCreds,
 		MaxMsgSize:  cfg.MaxMessageBytes,
 		Conns:       cfg.UpstreamConns,
+		Keepalive:   keepalive.ClientParameters{Time: cfg.UpstreamKeepaliveTime},
 	})
 	if err != nil {
 		return err
 	}
-	bat, err := startBatcher(cfg.Batching, reg)
+	bat, err := startBatcher(cfg.Batching, reg, log)
 	if err != nil {
 		up.Close()
 		return err
@@ -111,12 +142,16 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		proxy.WithRecorder(mon),
 		proxy.WithMaxMsgSize(cfg.MaxMessageBytes),
 		proxy.WithLogger(log),
-		proxy.WithLogRequests(cfg.Log.Requests),
+		proxy.WithLogInterval(cfg.Log.Interval),
+		proxy.WithRequestLogger(requestLogger(cfg.Log)),
+		proxy.WithUpstreamTimeout(*cfg.UpstreamTimeout),
+		proxy.WithMaxInFlight(*cfg.MaxInFlight),
 	)
 	if err != nil {
 		return err
 	}
 	defer p.Close()
+	reg.MustRegister(proxyCollectors(p)...)
 
 	var sopts []grpc.ServerOption
 	if srvCreds != nil {
