@@ -3,7 +3,8 @@
 // bin/infergate in front of it, drives an open-loop Poisson load through
 // the proxy, injects one slowdown fault so the tail visibly moves, and
 // redraws a per-model p50/p99 table from infergate's /api/v1/series every
-// two seconds.
+// two seconds. Under its guide it prints when the fault starts and heals
+// and a legend of the table's columns, CODE classes and cause hints.
 //
 //	demo [-seconds N] [-rate-scale F] [-no-fault] [-v] [-bin DIR]
 //

@@ -53,7 +53,8 @@ func runFault(ctx context.Context, f faulter, p faultPlan, announce func(string)
 		announce(fmt.Sprintf("fault heal failed: %v", err))
 		return
 	}
-	announce(fmt.Sprintf("fault healed: %s back to normal speed (DELETE /api/v1/faults); the 1m window forgets the slow calls within a minute", p.model))
+	announce(fmt.Sprintf("fault healed: %s at normal speed (DELETE /api/v1/faults); P99 falls within 1m",
+		p.model))
 }
 
 // httpFaults drives simserver's fault API at admin.

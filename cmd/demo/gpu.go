@@ -84,8 +84,11 @@ func fetchGPU(ctx context.Context, hc *http.Client, admin string) ([]gpuReading,
 	return parseGPU(gpus, models)
 }
 
-// gpuLine renders the readings on one line, e.g.
-// "GPU-1234: util 42.0%  power 123.4 W / 300 W  mem 2.0/16.0 GiB  61 °C  1980 MHz".
+// gpuLine renders the readings, one line per GPU (later lines indented
+// to line up under "gpu:   "), e.g.
+// "GPU-1234abcd…: util 42.0%  power 123.4 W / 300 W  mem 2.0/16.0 GiB  61 °C  1980 MHz".
+// UUIDs are cut to their first 12 characters so a line fits 100 columns;
+// /api/v1/gpus has them whole.
 func gpuLine(gs []gpuReading) string {
 	if len(gs) == 0 {
 		return "no GPU readings (yet)"
@@ -94,7 +97,7 @@ func gpuLine(gs []gpuReading) string {
 	for i, g := range gs {
 		var b strings.Builder
 		if g.UUID != "" {
-			fmt.Fprintf(&b, "%s: ", g.UUID)
+			fmt.Fprintf(&b, "%s: ", shortUUID(g.UUID))
 		}
 		fmt.Fprintf(&b, "util %.1f%%  power %.1f W", g.Util*100, g.PowerW)
 		if g.LimitW > 0 {
@@ -112,15 +115,41 @@ func gpuLine(gs []gpuReading) string {
 		if g.Throttled {
 			fmt.Fprintf(&b, "  THROTTLED (%s)", strings.Join(g.Reasons, ","))
 		}
-		models := make([]string, 0, len(g.Hints))
-		for m := range g.Hints {
-			models = append(models, m)
-		}
-		sort.Strings(models)
-		for _, m := range models {
-			fmt.Fprintf(&b, "  [%s: %s]", m, g.Hints[m])
-		}
 		parts[i] = b.String()
 	}
-	return strings.Join(parts, " | ")
+	return strings.Join(parts, "\n       ")
+}
+
+// shortUUID cuts a GPU UUID to its first 12 characters ("GPU-" and 8 hex
+// digits), marking the cut with "…".
+func shortUUID(u string) string {
+	const keep = 12
+	if r := []rune(u); len(r) > keep+1 {
+		return string(r[:keep]) + "…"
+	}
+	return u
+}
+
+// hintLine lists the cause hint of every model whose latency is up
+// (hint not "none"), sorted by model, e.g. "resnet50 gpu_saturated,
+// simple unknown"; the legend explains the hints.
+func hintLine(gs []gpuReading) string {
+	hints := map[string]string{}
+	for _, g := range gs {
+		for m, h := range g.Hints {
+			hints[m] = h
+		}
+	}
+	if len(hints) == 0 {
+		return "none (no model's latency is up against its baseline)"
+	}
+	models := make([]string, 0, len(hints))
+	for m := range hints {
+		models = append(models, m)
+	}
+	sort.Strings(models)
+	for i, m := range models {
+		models[i] = m + " " + hints[m]
+	}
+	return strings.Join(models, ", ")
 }

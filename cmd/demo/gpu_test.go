@@ -29,9 +29,28 @@ func TestParseGPU(t *testing.T) {
 		t.Fatalf("got %+v", gs)
 	}
 	want := "GPU-sim-0: util 42.4%  power 187.2 W / 300 W  mem 4.0/16.0 GiB  61 °C  990 MHz" +
-		"  THROTTLED (sw_thermal_slowdown,hw_thermal_slowdown)  [resnet50: gpu_throttled]"
+		"  THROTTLED (sw_thermal_slowdown,hw_thermal_slowdown)"
 	if got := gpuLine(gs); got != want {
 		t.Errorf("gpuLine = %q, want %q", got, want)
+	}
+	if got, want := hintLine(gs), "resnet50 gpu_throttled"; got != want {
+		t.Errorf("hintLine = %q, want %q", got, want)
+	}
+}
+
+func TestGPULineSeveral(t *testing.T) {
+	gs := []gpuReading{
+		{UUID: "GPU-5f1c0e42-sim0-4a6b-9c1d-5e1d0a7b3c21", Util: 0.5, PowerW: 100,
+			Hints: map[string]string{"simple": "unknown", "resnet50": "gpu_saturated"}},
+		{UUID: "GPU-0b", Util: 0.25, PowerW: 50, Hints: map[string]string{"mobilenet_v3": "not_gpu"}},
+	}
+	want := "GPU-5f1c0e42…: util 50.0%  power 100.0 W\n" +
+		"       GPU-0b: util 25.0%  power 50.0 W"
+	if got := gpuLine(gs); got != want {
+		t.Errorf("gpuLine = %q, want %q", got, want)
+	}
+	if got, want := hintLine(gs), "mobilenet_v3 not_gpu, resnet50 gpu_saturated, simple unknown"; got != want {
+		t.Errorf("hintLine = %q, want %q", got, want)
 	}
 }
 
@@ -42,6 +61,9 @@ func TestParseGPUNone(t *testing.T) {
 	}
 	if got := gpuLine(gs); got != "no GPU readings (yet)" {
 		t.Errorf("gpuLine = %q", got)
+	}
+	if got := hintLine(gs); got != "none (no model's latency is up against its baseline)" {
+		t.Errorf("hintLine = %q", got)
 	}
 }
 

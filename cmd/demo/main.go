@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -155,7 +156,7 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
 		o.maxInflight, o.seed)
 
 	tty := isTerminal(stdout)
-	guide := guideText(gate.grpcAddr, gate.adminAddr, sim.grpcAddr, sim.adminAddr) + streamsText(gen.streams, o)
+	guide := guideText(gate.grpcAddr, gate.adminAddr, sim.grpcAddr, sim.adminAddr) + streamsText(gen.streams, o) + "\n" + legend
 	if !tty {
 		fmt.Fprintln(stdout, guide)
 	}
@@ -300,27 +301,42 @@ func waitReady(ctx context.Context, hc *http.Client, gate, sim *child, stderr io
 	}
 }
 
-// streamsText lists the load and the fault plan under the guide.
+// streamsText lists the load and the fault plan under the guide, saying
+// plainly when the fault starts and ends.
 func streamsText(streams []stream, o options) string {
-	s := fmt.Sprintf("load (open loop, Poisson arrivals, at most %d in flight per stream):", o.maxInflight)
-	for _, st := range streams {
-		s += fmt.Sprintf(" %s %.0f/s;", st.name, st.rate)
+	list := make([]string, len(streams))
+	for i, st := range streams {
+		list[i] = fmt.Sprintf("%s %.0f/s", st.name, st.rate)
 	}
-	s += "\n"
-	switch {
-	case o.noFault:
-		s += "fault: off (-no-fault)\n"
-	case o.seconds != 0 && o.seconds < minFaultSeconds:
-		s += fmt.Sprintf("fault: off (runs shorter than %ds)\n", minFaultSeconds)
-	default:
-		s += fmt.Sprintf("fault: %s slowed down %gx at %s for %s\n", demoFault.model, demoFault.slowdown, demoFault.at, demoFault.dur)
+	s := fmt.Sprintf("load: open loop, Poisson arrivals, at most %d in flight per stream\n", o.maxInflight)
+	if len(list) > 0 {
+		s += wrap("  ", strings.Join(list, "; "), "; ")
 	}
+	s += faultText(demoFault, o)
 	if o.seconds > 0 {
 		s += fmt.Sprintf("ends after %ds (or Ctrl-C)\n", o.seconds)
 	} else {
 		s += "Ctrl-C to stop\n"
 	}
 	return s
+}
+
+// faultText says when the demo injects p and heals it (times after load
+// start, the clock in the table's title), or why it does not.
+func faultText(p faultPlan, o options) string {
+	switch {
+	case o.noFault:
+		return "fault: off (-no-fault)\n"
+	case o.seconds != 0 && o.seconds < minFaultSeconds:
+		return fmt.Sprintf("fault: off (runs shorter than %ds)\n", minFaultSeconds)
+	}
+	end := p.at + p.dur
+	heal := fmt.Sprintf("at %s", end)
+	if o.seconds > 0 && time.Duration(o.seconds)*time.Second < end {
+		heal = fmt.Sprintf("when the demo ends at %ds", o.seconds)
+	}
+	return fmt.Sprintf("fault: at %s the demo slows %s down %gx in simserver; it heals it %s\n", p.at, p.model, p.slowdown, heal) +
+		fmt.Sprintf("       watch %s's P99 and UP P99 rise while OVH stays small: the slowness is upstream\n", p.model)
 }
 
 // isTerminal reports whether w is a character device (a terminal), where

@@ -29,7 +29,7 @@ type frame struct {
 	events []string
 }
 
-// renderFrame writes f: title, table, GPU, load and events.
+// renderFrame writes f: title, table, GPU, cause hints, load and events.
 func renderFrame(w io.Writer, f frame) {
 	if f.guide != "" {
 		io.WriteString(w, f.guide)
@@ -50,6 +50,7 @@ func renderFrame(w io.Writer, f frame) {
 		fmt.Fprintf(w, "gpu:   %v\n", f.gpuErr)
 	} else {
 		fmt.Fprintf(w, "gpu:   %s\n", gpuLine(f.gpu))
+		io.WriteString(w, wrap("hints: ", hintLine(f.gpu), ", "))
 	}
 	fmt.Fprintf(w, "load:  %s\n", f.load)
 	for _, e := range f.events {
@@ -156,12 +157,61 @@ func guideText(gateGRPC, gateAdmin, simGRPC, simAdmin string) string {
 	fmt.Fprintf(&b, "infergate  grpc=%s  admin=%s   (upstream: simserver grpc=%s)\n", gateGRPC, gateAdmin, simGRPC)
 	fmt.Fprintf(&b, "  metrics:   http://%s/metrics\n", gateAdmin)
 	fmt.Fprintf(&b, "  series:    http://%s/api/v1/series\n", gateAdmin)
-	fmt.Fprintf(&b, "  gpu:       http://%s/api/v1/gpus  models + cause hints: http://%s/api/v1/models\n", gateAdmin, gateAdmin)
+	fmt.Fprintf(&b, "  gpu:       http://%s/api/v1/gpus\n", gateAdmin)
+	fmt.Fprintf(&b, "  models:    http://%s/api/v1/models  (baselines, cause hints)\n", gateAdmin)
 	fmt.Fprintf(&b, "  ready:     http://%s/readyz\n", gateAdmin)
-	fmt.Fprintf(&b, "  clients:   point KServe/Triton or TF-Serving gRPC clients at %s instead of the model server\n", gateGRPC)
+	fmt.Fprintf(&b, "  clients:   point KServe/Triton or TF-Serving gRPC clients at %s\n", gateGRPC)
 	fmt.Fprintf(&b, "simserver  GPU metrics: http://%s/metrics\n", simAdmin)
 	fmt.Fprintf(&b, "  slow down: curl -XPOST http://%s/api/v1/faults -d '{\"model\":\"resnet50\",\"slowdown\":3}'\n", simAdmin)
 	fmt.Fprintf(&b, "  throttle:  curl -XPOST http://%s/api/v1/faults -d '{\"model\":\"*\",\"throttle\":\"thermal\"}'\n", simAdmin)
 	fmt.Fprintf(&b, "  heal:      curl -XDELETE http://%s/api/v1/faults\n", simAdmin)
 	return b.String()
 }
+
+// screenWidth is the terminal width the demo's own lines fit in (the
+// table's rows are as wide as their columns).
+const screenWidth = 100
+
+// wrap writes prefix and the items of list (joined by sep) on lines of at
+// most screenWidth runes, breaking after a sep; continuation lines are
+// indented to line up under the first item. It ends with a newline.
+func wrap(prefix, list, sep string) string {
+	indent := strings.Repeat(" ", len([]rune(prefix)))
+	var b strings.Builder
+	line := prefix
+	items := strings.Split(list, sep)
+	for i, it := range items {
+		if i < len(items)-1 {
+			it += strings.TrimRight(sep, " ")
+		}
+		if line != prefix && line != indent && len([]rune(line))+1+len([]rune(it)) > screenWidth {
+			b.WriteString(strings.TrimRight(line, " ") + "\n")
+			line = indent
+		} else if line != prefix && line != indent {
+			line += " "
+		}
+		line += it
+	}
+	b.WriteString(line + "\n")
+	return b.String()
+}
+
+// legend explains the table's columns, the CODE classes and the cause
+// hints on the "hints:" line, one line each; it is printed under the guide.
+const legend = `how to read the table (one row per model, protocol, method and CODE; all over the last minute):
+  CALLS/1m           calls that finished in the last minute
+  REQ/S              calls per second: CALLS/1m over the seconds of that minute so far
+  P50/P99/P999/MAX   total latency the client sees through the proxy, ms: median, 99%, 99.9%, max
+  UP P99             99th percentile of the time spent in the upstream model server, ms
+  OVH P50/P99        proxy overhead = total - upstream - batch queue: infergate's own time, µs
+  CODE ok            the call succeeded
+  CODE client_error  the request was wrong or given up (InvalidArgument, NotFound, Canceled, ...)
+  CODE server_error  the server or the proxy failed (Unavailable, Internal, DeadlineExceeded, ...)
+hints: infergate's guess at the cause, for each model whose latency is up against its baseline:
+  gpu_saturated        the GPU is at least 90% busy and latency rises with it: the GPU is the limit
+  gpu_throttled        the GPU's clock is cut by heat or a power cap: the GPU itself got slower
+  gpu_memory_pressure  the GPU's memory is at least 95% full
+  not_gpu              the GPU is under 50% busy: look at the server's CPU, its queue, the network
+  unknown              latency is up, but GPU data is missing or points at no cause (busy, not full)
+  none                 latency is normal (such models are not listed)
+`

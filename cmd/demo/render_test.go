@@ -2,11 +2,13 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"flag"
 	"os"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -112,7 +114,7 @@ func TestRenderFrame(t *testing.T) {
 	renderFrame(&buf, frame{
 		elapsed: 17*time.Second + 300*time.Millisecond,
 		final:   true,
-		guide:   guideText("127.0.0.1:9001", "127.0.0.1:9091", "127.0.0.1:8001", "127.0.0.1:8002"),
+		guide:   guideText("127.0.0.1:9001", "127.0.0.1:9091", "127.0.0.1:8001", "127.0.0.1:8002") + legend,
 		series:  loadSeries(t),
 		gpuErr:  errors.New("demo: GET http://x/metrics: 500"),
 		load: loadSnapshot{Sent: 10, OK: 7, Shed: 1, InFlight: 1,
@@ -130,6 +132,9 @@ func TestRenderFrame(t *testing.T) {
 		"gRPC clients at 127.0.0.1:9001",
 		"infergate demo, final, 17s after load start",
 		"gpu:   demo: GET http://x/metrics: 500",
+		"how to read the table",
+		"  CODE server_error  ",
+		"  gpu_saturated  ",
 		"load:  sent 10  ok 7  errors 3 (Internal 1, Unavailable 2)  shed 1  in flight 1",
 		"event: [15s] FAULT: resnet50 slowed down",
 	} {
@@ -153,5 +158,82 @@ func TestProtocolAndShortMethod(t *testing.T) {
 		if s := shortMethod(tc.method); s != tc.short {
 			t.Errorf("shortMethod(%q) = %q, want %q", tc.method, s, tc.short)
 		}
+	}
+}
+
+func TestRenderFrameHints(t *testing.T) {
+	var buf bytes.Buffer
+	renderFrame(&buf, frame{
+		series: loadSeries(t),
+		gpu:    []gpuReading{{UUID: "GPU-sim-0", Util: 0.95, Hints: map[string]string{"resnet50": "gpu_saturated"}}},
+	})
+	if got := buf.String(); !strings.Contains(got, "gpu:   GPU-sim-0: util 95.0%") ||
+		!strings.Contains(got, "\nhints: resnet50 gpu_saturated\n") {
+		t.Errorf("frame lacks the gpu or hints line:\n%s", got)
+	}
+}
+
+// TestLegend checks that the legend explains every column, CODE class and
+// cause hint the demo can show.
+func TestLegend(t *testing.T) {
+	for _, want := range []string{
+		"CALLS/1m ", "REQ/S ", "P50/P99/P999/MAX ", "UP P99 ", "OVH P50/P99 ",
+		"proxy overhead = total - upstream - batch queue",
+		"CODE ok ", "CODE client_error ", "CODE server_error ",
+		"gpu_saturated ", "gpu_throttled ", "gpu_memory_pressure ", "not_gpu ", "unknown ", "none ",
+	} {
+		if !strings.Contains(legend, want) {
+			t.Errorf("legend lacks %q", want)
+		}
+	}
+	// Every column of the table has its line.
+	for _, col := range tableHeader {
+		name := strings.Fields(col)[0]
+		if name == "MODEL" || name == "PROTO" || name == "METHOD" {
+			continue
+		}
+		if !strings.Contains(legend, name) {
+			t.Errorf("legend does not explain column %q", col)
+		}
+	}
+}
+
+// TestWidth checks that the demo's own lines (guide, load, fault plan,
+// legend, announcements) fit a 100-column terminal.
+func TestWidth(t *testing.T) {
+	text := guideText("127.0.0.1:9001", "127.0.0.1:9091", "127.0.0.1:8001", "127.0.0.1:8002")
+	for _, o := range []options{{maxInflight: 256}, {seconds: 25, maxInflight: 256}, {seconds: 35, maxInflight: 256}} {
+		text += streamsText(demoStreams(nil, nil, 1), o)
+	}
+	text += legend
+	text += wrap("hints: ", "half_plus_two unknown, mobilenet_v3 unknown, resnet50 gpu_memory_pressure, simple unknown", ", ")
+	var announced []string
+	synctest.Test(t, func(t *testing.T) {
+		runFault(context.Background(), &fakeFaults{start: time.Now()}, demoFault, func(s string) {
+			announced = append(announced, "event: [15s] "+s)
+		})
+	})
+	text += strings.Join(announced, "\n")
+	for _, l := range strings.Split(text, "\n") {
+		if n := len([]rune(l)); n > screenWidth {
+			t.Errorf("line of %d columns: %q", n, l)
+		}
+	}
+}
+
+func TestWrap(t *testing.T) {
+	got := wrap("x: ", strings.Repeat("abcdefghi, ", 20)+"end", ", ")
+	lines := strings.Split(strings.TrimSuffix(got, "\n"), "\n")
+	if len(lines) != 3 || !strings.HasPrefix(lines[0], "x: abcdefghi, abcdefghi,") ||
+		!strings.HasPrefix(lines[1], "   abcdefghi,") || !strings.HasSuffix(lines[2], "abcdefghi, end") {
+		t.Errorf("wrap:\n%s", got)
+	}
+	for _, l := range lines {
+		if len(l) > screenWidth || strings.HasSuffix(l, " ") {
+			t.Errorf("line %q", l)
+		}
+	}
+	if got := wrap("hints: ", "none", ", "); got != "hints: none\n" {
+		t.Errorf("wrap = %q", got)
 	}
 }
