@@ -103,12 +103,23 @@ func (p Policy) withDefaults() Policy {
 	return p
 }
 
-// validate returns every problem of a defaulted policy, each naming its
-// field.
-func (p Policy) validate() []error {
-	var errs []error
+// Problem is one invalid field of a Policy, named as in the YAML file
+// (max_size, preferred_sizes, ...).
+type Problem struct {
+	Field, Reason string
+}
+
+// WithDefaults returns p with its zero fields filled: DefaultMaxSize,
+// DefaultQueueSize, DefaultSLO, DefaultSlots.
+func (p Policy) WithDefaults() Policy { return p.withDefaults() }
+
+// Problems returns every problem of a policy whose defaults are filled
+// (WithDefaults). The batcher's rules live here alone: configuration
+// front ends map their fields to a Policy and report these.
+func (p Policy) Problems() []Problem {
+	var out []Problem
 	bad := func(field, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
+		out = append(out, Problem{field, fmt.Sprintf(format, args...)})
 	}
 	if p.Mode > Adaptive {
 		bad("mode", "must be off, static or adaptive, got %s", p.Mode)
@@ -131,11 +142,14 @@ func (p Policy) validate() []error {
 	if p.SLO <= 0 {
 		bad("slo", "must be positive, got %s", p.SLO)
 	}
-	if p.Slots < 1 || p.Slots > 1024 {
-		bad("slots", "must be between 1 and 1024, got %d", p.Slots)
+	if p.Slots < 1 || p.Slots > MaxSlots {
+		bad("slots", "must be between 1 and %d, got %d", MaxSlots, p.Slots)
 	}
-	return errs
+	return out
 }
+
+// MaxSlots is the most execution slots a model's policy may have.
+const MaxSlots = 1024
 
 // Config lists the batchable models. A model that is not listed, or listed
 // with Mode Off, is never batched.
@@ -151,8 +165,8 @@ func (c *Config) Validate() error {
 	for name, p := range c.Models {
 		p = p.withDefaults()
 		c.Models[name] = p
-		for _, err := range p.validate() {
-			errs = append(errs, fmt.Errorf("batcher: model %q: %w", name, err))
+		for _, pr := range p.Problems() {
+			errs = append(errs, fmt.Errorf("batcher: model %q: %s: %s", name, pr.Field, pr.Reason))
 		}
 	}
 	sortErrors(errs)

@@ -62,109 +62,94 @@ const (
 )
 
 // validate fills the global defaults and returns every problem, each
-// naming its field.
+// naming its field as the user wrote it. The rules are the batcher's
+// (batcher.Policy.Problems); this only maps fields and names them: the
+// global values as batching.<field>, and a model's as
+// batching.models.<name>.<field> for the fields the model sets itself.
 func (c *BatchingConfig) validate() []error {
 	if c.Mode == "" {
 		c.Mode = "off"
-	}
-	if c.MaxSize == 0 {
-		c.MaxSize = batcher.DefaultMaxSize
 	}
 	if c.MaxDelay == nil {
 		d := defaultBatchMaxDelay
 		c.MaxDelay = &d
 	}
-	if c.QueueSize == 0 {
-		c.QueueSize = batcher.DefaultQueueSize
-	}
-	if c.SLO == 0 {
-		c.SLO = batcher.DefaultSLO
-	}
-	if c.Slots == 0 {
-		c.Slots = batcher.DefaultSlots
-	}
+	global := batcher.Policy{
+		MaxSize: c.MaxSize, PreferredSizes: c.PreferredSizes, MaxDelay: *c.MaxDelay,
+		QueueSize: c.QueueSize, SLO: c.SLO, Slots: c.Slots,
+	}.WithDefaults()
+	c.MaxSize, c.QueueSize, c.SLO, c.Slots = global.MaxSize, global.QueueSize, global.SLO, global.Slots
+
 	var errs []error
-	bad := func(field, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("config: batching.%s: %s", field, fmt.Sprintf(format, args...)))
-	}
-	checkMode := func(field, v string) {
-		if _, err := batcher.ParseMode(v); err != nil {
-			bad(field, "must be off, static or adaptive, got %q", v)
-		}
-	}
-	checkMode("mode", c.Mode)
-	checkSize := func(field string, v int) {
-		if v < 1 || v > batcher.MaxBatchSize {
-			bad(field, "must be between 1 and %d, got %d", batcher.MaxBatchSize, v)
-		}
-	}
-	checkPreferred := func(field string, sizes []int, maxSize int) {
-		for _, s := range sizes {
-			if s < 1 || s > maxSize {
-				bad(field, "each must be between 1 and max_size %d, got %d", maxSize, s)
-				return
+	report := func(prefix string, problems []batcher.Problem, keep func(field string) bool) {
+		for _, pr := range problems {
+			if keep(pr.Field) {
+				errs = append(errs, fmt.Errorf("config: batching.%s%s: %s", prefix, pr.Field, pr.Reason))
 			}
 		}
 	}
-	checkDelay := func(field string, d time.Duration) {
-		if d < 0 {
-			bad(field, "must not be negative, got %s", d)
+	checkMode := func(field, v string) {
+		if _, err := batcher.ParseMode(v); err != nil {
+			errs = append(errs, fmt.Errorf("config: batching.%s: must be off, static or adaptive, got %q", field, v))
 		}
 	}
-	checkQueue := func(field string, v int) {
-		if v < 1 {
-			bad(field, "must be positive, got %d", v)
-		}
-	}
-	checkSLO := func(field string, d time.Duration) {
-		if d <= 0 {
-			bad(field, "must be positive, got %s", d)
-		}
-	}
-	checkSlots := func(field string, v int) {
-		if v < 1 || v > 1024 {
-			bad(field, "must be between 1 and 1024, got %d", v)
-		}
-	}
-	checkSize("max_size", c.MaxSize)
-	checkPreferred("preferred_sizes", c.PreferredSizes, c.MaxSize)
-	checkDelay("max_delay", *c.MaxDelay)
-	checkQueue("queue_size", c.QueueSize)
-	checkSLO("slo", c.SLO)
-	checkSlots("slots", c.Slots)
+	checkMode("mode", c.Mode)
+	report("", global.Problems(), func(string) bool { return true })
 	for _, name := range sortedKeys(c.Models) {
 		m := c.Models[name]
-		f := "models." + name + "."
+		prefix := "models." + name + "."
 		if m.Mode != "" {
-			checkMode(f+"mode", m.Mode)
+			checkMode(prefix+"mode", m.Mode)
 		}
-		maxSize := c.MaxSize
-		if m.MaxSize != nil {
-			checkSize(f+"max_size", *m.MaxSize)
-			maxSize = *m.MaxSize
+		own := map[string]bool{
+			"max_size": m.MaxSize != nil, "max_delay": m.MaxDelay != nil, "queue_size": m.QueueSize != nil,
+			"slo": m.SLO != nil, "slots": m.Slots != nil,
+			// The global preferred sizes are judged against the model's
+			// own max size.
+			"preferred_sizes": m.PreferredSizes != nil || m.MaxSize != nil,
 		}
-		if m.PreferredSizes != nil {
-			checkPreferred(f+"preferred_sizes", m.PreferredSizes, maxSize)
-		} else if m.MaxSize != nil {
-			checkPreferred(f+"preferred_sizes", c.PreferredSizes, maxSize)
-		}
-		if m.MaxDelay != nil {
-			checkDelay(f+"max_delay", *m.MaxDelay)
-		}
-		if m.QueueSize != nil {
-			checkQueue(f+"queue_size", *m.QueueSize)
-		}
-		if m.SLO != nil {
-			checkSLO(f+"slo", *m.SLO)
-		}
-		if m.Slots != nil {
-			checkSlots(f+"slots", *m.Slots)
-		}
+		report(prefix, c.policy(m).Problems(), func(field string) bool { return own[field] })
 	}
 	if len(errs) == 0 && c.Mode != "off" && !c.off && len(c.Models) == 0 {
-		bad("models", "required when batching is on: name the batchable models with --batch-models or batching.models")
+		errs = append(errs, fmt.Errorf("config: batching.models: required when batching is on: name the batchable models with --batch-models or batching.models"))
 	}
 	return errs
+}
+
+// policy returns a model's policy: its own values, the global ones where
+// it sets none.
+func (c *BatchingConfig) policy(m ModelBatching) batcher.Policy {
+	mode := c.Mode
+	if m.Mode != "" {
+		mode = m.Mode
+	}
+	p := batcher.Policy{
+		MaxSize: c.MaxSize, PreferredSizes: c.PreferredSizes, MaxDelay: *c.MaxDelay,
+		QueueSize: c.QueueSize, SLO: c.SLO, Slots: c.Slots, RetryUnbatched: c.RetryUnbatched,
+	}
+	p.Mode, _ = batcher.ParseMode(mode)
+	if m.MaxSize != nil {
+		p.MaxSize = *m.MaxSize
+	}
+	if m.PreferredSizes != nil {
+		p.PreferredSizes = m.PreferredSizes
+	}
+	if m.MaxDelay != nil {
+		p.MaxDelay = *m.MaxDelay
+	}
+	if m.QueueSize != nil {
+		p.QueueSize = *m.QueueSize
+	}
+	if m.SLO != nil {
+		p.SLO = *m.SLO
+	}
+	if m.Slots != nil {
+		p.Slots = *m.Slots
+	}
+	if m.RetryUnbatched != nil {
+		p.RetryUnbatched = *m.RetryUnbatched
+	}
+	return p
 }
 
 // policies returns the batcher's config: one policy per model, global
@@ -175,37 +160,7 @@ func (c *BatchingConfig) policies() batcher.Config {
 		return cfg
 	}
 	for name, m := range c.Models {
-		mode := c.Mode
-		if m.Mode != "" {
-			mode = m.Mode
-		}
-		p := batcher.Policy{
-			MaxSize: c.MaxSize, PreferredSizes: c.PreferredSizes, MaxDelay: *c.MaxDelay,
-			QueueSize: c.QueueSize, SLO: c.SLO, Slots: c.Slots, RetryUnbatched: c.RetryUnbatched,
-		}
-		p.Mode, _ = batcher.ParseMode(mode)
-		if m.MaxSize != nil {
-			p.MaxSize = *m.MaxSize
-		}
-		if m.PreferredSizes != nil {
-			p.PreferredSizes = m.PreferredSizes
-		}
-		if m.MaxDelay != nil {
-			p.MaxDelay = *m.MaxDelay
-		}
-		if m.QueueSize != nil {
-			p.QueueSize = *m.QueueSize
-		}
-		if m.SLO != nil {
-			p.SLO = *m.SLO
-		}
-		if m.Slots != nil {
-			p.Slots = *m.Slots
-		}
-		if m.RetryUnbatched != nil {
-			p.RetryUnbatched = *m.RetryUnbatched
-		}
-		if p.Mode != batcher.Off {
+		if p := c.policy(m); p.Mode != batcher.Off {
 			cfg.Models[name] = p
 		}
 	}

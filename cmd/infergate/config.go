@@ -431,7 +431,7 @@ var zeroIsNotDefault = map[string]string{
 	"batch-max-size":          fmt.Sprintf("must be between 1 and %d", batcher.MaxBatchSize),
 	"batch-queue-size":        "must be positive",
 	"batch-slo":               "must be positive",
-	"batch-slots":             "must be between 1 and 1024",
+	"batch-slots":             fmt.Sprintf("must be between 1 and %d", batcher.MaxSlots),
 	"gpu-interval":            "must be positive",
 	"series-idle-timeout":     "must be positive",
 	"max-label-bytes":         "must be between 1 and 4096",
