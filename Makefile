@@ -6,13 +6,14 @@ GOBIN ?= $(shell $(GO) env GOPATH)/bin
 PROTOC_GEN_GO_VERSION := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
 BIN := bin
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
 
 .PHONY: all build test test-short vet fmt proto proto-tools demo bench-overhead clean
 
 all: build
 
 build:
-	$(GO) build -o $(BIN)/ ./cmd/... ./examples/simserver ./bench/cmd/...
+	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN)/ ./cmd/... ./examples/simserver ./bench/cmd/...
 
 vet:
 	$(GO) vet ./...
