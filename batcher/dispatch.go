@@ -2,8 +2,6 @@ package batcher
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -106,13 +104,10 @@ func (q *queue) send(bt *batch) {
 		err = merge.ErrSplit
 	}
 	if err != nil {
-		if !errors.Is(err, merge.ErrSplit) {
-			err = fmt.Errorf("%w: %w", merge.ErrSplit, err)
-		}
-		st := fmt.Errorf("batcher: batch of %d requests for model %s: %w", len(bt.calls), q.key.model, err)
-		for _, c := range bt.calls {
-			c.done <- result{header: header, trailer: trailer, err: st, dispatched: bt.dispatched, upstream: took, size: bt.rows}
-		}
+		// The upstream answered, but not in a shape the batch can be cut
+		// by: ask again request by request, so that every caller gets the
+		// server's own answer (one wasted execution) rather than ours.
+		q.sendEach(bt)
 		return
 	}
 	for i, c := range bt.calls {
