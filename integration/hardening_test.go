@@ -60,6 +60,7 @@ func TestHugeModelNameBoundsMetrics(t *testing.T) {
 		return counterSum(scrape(t, e.gate.admin), "infergate_requests_total", nil) >= 7
 	})
 	after := metricsSize(t, e.gate.admin)
+	t.Logf("/metrics %d bytes before, %d after five 1 MiB model names and a 1 MiB version", before, after)
 	if grew := after - before; grew >= 100_000 {
 		t.Fatalf("/metrics grew by %d bytes after 1 MiB names, want < 100 KB", grew)
 	}
