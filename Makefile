@@ -22,8 +22,9 @@ fmt:
 	@test -z "$$(gofmt -l . | grep -v '^proto/.*\.pb\.go$$')" || (gofmt -l . ; exit 1)
 
 # test: unit and integration tests (integration tests start real processes on
-# loopback: simserver, infergate, promtool, nginx).
-test: fmt vet
+# loopback: simserver, infergate, promtool, nginx). It builds bin/ first so
+# that the bench smoke tests run the real binaries instead of skipping.
+test: fmt vet build
 	$(GO) test -race -count=1 -timeout 20m ./...
 
 test-short:
