@@ -33,6 +33,8 @@ const (
 	modelBlock = "block"   // reports its context, blocks until it is done
 	modelSlow  = "slow"    // blocks until the test releases it
 	modelEcho  = "echo-md" // echoes metadata into headers and trailers
+	// modelTimeout answers DEADLINE_EXCEEDED by itself, at once.
+	modelTimeout = "own-timeout"
 )
 
 // failStatus is what the backend answers for modelFail.
@@ -116,6 +118,8 @@ func (b *backend) special(ctx context.Context, model string) error {
 	switch model {
 	case modelFail:
 		return failStatus().Err()
+	case modelTimeout:
+		return status.Error(codes.DeadlineExceeded, "model server: inference timed out")
 	case modelBlock:
 		_, ok := ctx.Deadline()
 		b.entered <- struct{}{}

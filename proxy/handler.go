@@ -69,15 +69,18 @@ func (p *Proxy) handle(_ any, ss grpc.ServerStream) error {
 	var o outcome
 	if info.unary {
 		// A unary call without a client deadline gets the proxy's.
-		bounded := false
+		var bounded context.Context // the proxy's deadline, when it set one
 		if _, has := ctx.Deadline(); !has && p.upstreamTimeout > 0 {
 			var cancel context.CancelFunc
 			outCtx, cancel = context.WithTimeout(outCtx, p.upstreamTimeout)
 			defer cancel()
-			bounded = true
+			bounded = outCtx
 		}
 		o = p.unary(outCtx, up, method, info.target, ss, opts)
-		if bounded && status.Code(o.err) == codes.DeadlineExceeded && ctx.Err() == nil {
+		// Only when the proxy's own deadline passed: an upstream that
+		// answers DEADLINE_EXCEEDED by itself keeps its word.
+		if bounded != nil && bounded.Err() == context.DeadlineExceeded && ctx.Err() == nil &&
+			status.Code(o.err) == codes.DeadlineExceeded {
 			o.err = status.Errorf(codes.DeadlineExceeded,
 				"infergate: the call carried no deadline and the proxy's upstream timeout of %s passed", p.upstreamTimeout)
 		}

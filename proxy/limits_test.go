@@ -42,6 +42,17 @@ func TestUpstreamTimeoutBoundsCallsWithoutDeadline(t *testing.T) {
 	<-e.b.blocked
 }
 
+// TestUpstreamOwnDeadlineExceededStands: an upstream that answers
+// DEADLINE_EXCEEDED by itself, long before the proxy's timeout, keeps its
+// message: the proxy rewrites only when its own deadline passed.
+func TestUpstreamOwnDeadlineExceededStands(t *testing.T) {
+	e := newEnv(t, WithUpstreamTimeout(time.Hour))
+	_, err := kservepb.NewGRPCInferenceServiceClient(e.viaPxy).ModelInfer(context.Background(), simpleRequest(modelTimeout, 16))
+	if s := status.Convert(err); s.Code() != codes.DeadlineExceeded || s.Message() != "model server: inference timed out" {
+		t.Fatalf("got %v, want the upstream's own DEADLINE_EXCEEDED unchanged", err)
+	}
+}
+
 // TestStreamsAreNotBounded: the upstream timeout does not cut streams.
 func TestStreamsAreNotBounded(t *testing.T) {
 	e := newEnv(t, WithUpstreamTimeout(time.Nanosecond))
