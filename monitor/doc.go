@@ -24,15 +24,16 @@
 //
 // Registry.Run calls Rotate every slice (Options.SliceLength, 1s): the
 // shards' buffers and dense histograms are drained into a slice that keeps
-// each component's values raw (up to 256 of them) or in a packed HDR
-// histogram, and returned to their pools. The 1m window is the last 60
+// each component's values as HDR bucket indexes (2 bytes each, up to 256
+// of them: values in one bucket are the same to an HDR histogram) or in a
+// packed HDR histogram, and returned to their pools. The 1m window is the last 60
 // slices; 5m and 15m are the current minute plus the 4 or 14 completed
 // minutes before it, so they step once a minute and never hold data older
 // than their length. Count, Sum and Max are exact; quantiles are those of
 // an HDR histogram of the same values (within 0.1%, never above Max): from
-// raw values they are read by sorting and mapping the value at the rank to
-// the top of its HDR bucket, which TestRawPercentilesMatchHDR checks
-// against the histogram. A snapshot lags the calls by at most one slice.
+// bucket indexes they are read by sorting and taking the top of the bucket
+// at the rank, which TestRawPercentilesMatchHDR checks against the
+// histogram. A snapshot lags the calls by at most one slice.
 //
 // # Bounded by design
 //
@@ -54,11 +55,12 @@
 // # Memory
 //
 // Measured by BenchmarkWindowMemory with full 15-minute windows: an idle
-// series costs about 1.9 KiB; a series with one call a second about 29 KiB
-// (36 KiB with its infergate_request_duration_seconds histogram), so 1,000
-// such series hold about 36 MiB of heap (the process stayed under 80 MiB
-// RSS in integration's TestThousandSeriesMemory); at 50 to 100 calls a
-// second about 0.5 MiB, dominated by the packed one-minute buckets. Shards
+// series costs about 1.9 KiB; a series with one call a second about 24 KiB
+// (31 KiB with its infergate_request_duration_seconds histogram), where a
+// busy series used to hold over 1 MiB, so 1,000 such series hold about
+// 31 MiB of heap (the process stayed under 80 MiB RSS in integration's
+// TestThousandSeriesMemory); at 50 to 100 calls a second about 0.5 MiB,
+// dominated by the packed one-minute buckets. Shards
 // borrow a 512-byte call buffer per slice with calls, and dense histograms
 // (184 KiB per component) only past 32 calls in a slice. Rotation costs
 // about 50 µs per busy series; a /metrics scrape of 1,000 series with one

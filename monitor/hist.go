@@ -1,6 +1,7 @@
 package monitor
 
 import (
+	"math/bits"
 	"sync"
 	"time"
 
@@ -53,16 +54,55 @@ type callBuf struct {
 var bufPool = sync.Pool{New: func() any { return new(callBuf) }}
 
 // rawMax is the most values a valueSet keeps raw; beyond it they go into a
-// packed histogram. 256 raw values take 1 KiB, about what a packed
-// histogram of that many latencies takes, and far less for a few values.
+// packed histogram. 256 raw values take 512 bytes, less than a packed
+// histogram of that many latencies, and far less for a few values.
 const rawMax = 256
 
 // valueSet is the recorded values of one component over one stored step:
-// raw microseconds while there are few, a packed HDR histogram beyond.
-// Both answer quantiles exactly as an HDR histogram of the same values.
+// while there are few, the index of each value's HDR bucket (2 bytes: the
+// histogram cannot tell values of one bucket apart, so nothing is lost);
+// a packed HDR histogram beyond. Both answer quantiles exactly as an HDR
+// histogram of the same values.
 type valueSet struct {
-	raw []uint32
+	raw []uint16 // bucket indexes (bucketOf)
 	h   *hdr.PackedHistogram
+}
+
+// The HDR geometry of hdrLowest 1 and hdrSigFigs 3: buckets of 2,048
+// sub-buckets, each bucket after the first adding its upper 1,024. One
+// hour in microseconds falls in bucket index 23,551: a uint16 holds them all.
+const (
+	subBucketBits = 11 // log2 of the sub-bucket count, 2,048 >= 2 * 10^3
+	subBucketMask = 1<<subBucketBits - 1
+	subBucketHalf = 1 << (subBucketBits - 1)
+)
+
+// bucketOf returns the index of the HDR bucket that holds us (in range).
+func bucketOf(us int64) uint16 {
+	b := int64(bits.Len64(uint64(us|subBucketMask))) - subBucketBits
+	return uint16(b*subBucketHalf + us>>b)
+}
+
+// bucketValue returns the lowest value of bucket index i: recording it
+// puts a count in bucket i.
+func bucketValue(i uint16) int64 {
+	if i < 1<<subBucketBits {
+		return int64(i)
+	}
+	b := int64(i)/subBucketHalf - 1
+	return (int64(i)%subBucketHalf + subBucketHalf) << b
+}
+
+// highestEquivalent returns the largest value an HDR histogram of this
+// geometry cannot tell from v: the top of v's bucket.
+func highestEquivalent(v int64) int64 {
+	bucket := int64(bits.Len64(uint64(v|subBucketMask))) - subBucketBits
+	sub := v >> bucket
+	size := int64(1) << bucket
+	if sub >= 1<<subBucketBits {
+		size <<= 1
+	}
+	return sub<<bucket + size - 1
 }
 
 func (v *valueSet) empty() bool { return len(v.raw) == 0 && (v.h == nil || v.h.TotalCount() == 0) }
@@ -70,7 +110,7 @@ func (v *valueSet) empty() bool { return len(v.raw) == 0 && (v.h == nil || v.h.T
 // add records one value.
 func (v *valueSet) add(us uint32, f *packedFree) {
 	if v.h == nil && len(v.raw) < rawMax {
-		v.raw = append(v.raw, us)
+		v.raw = append(v.raw, bucketOf(int64(us)))
 		return
 	}
 	v.pack(f)
@@ -83,8 +123,8 @@ func (v *valueSet) pack(f *packedFree) {
 	if v.h == nil {
 		v.h = f.get()
 	}
-	for _, us := range v.raw {
-		_ = v.h.RecordValue(int64(us))
+	for _, i := range v.raw {
+		_ = v.h.RecordValue(bucketValue(i))
 	}
 	v.raw = nil
 }
@@ -105,8 +145,9 @@ func (v *valueSet) merge(src *valueSet, f *packedFree) {
 		v.raw = append(v.raw, src.raw...)
 		return
 	}
-	for _, us := range src.raw {
-		v.add(us, f)
+	v.pack(f)
+	for _, i := range src.raw {
+		_ = v.h.RecordValue(bucketValue(i))
 	}
 }
 
@@ -118,7 +159,7 @@ func (v *valueSet) release(f *packedFree) {
 
 // bytes estimates the heap bytes the set holds (for tests and the doc).
 func (v *valueSet) bytes() int {
-	n := 4 * cap(v.raw)
+	n := 2 * cap(v.raw)
 	if v.h != nil {
 		n += 256 + int(v.h.TotalCount()) // rough: header plus packed counts
 	}

@@ -180,7 +180,7 @@ func (r *Registry) packedBytes() int {
 				if h := sl.v[c].h; h != nil {
 					total += h.GetMemorySize()
 				}
-				total += 4 * cap(sl.v[c].raw)
+				total += 2 * cap(sl.v[c].raw)
 			}
 		}
 	}

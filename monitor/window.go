@@ -2,7 +2,6 @@ package monitor
 
 import (
 	"math"
-	"math/bits"
 	"slices"
 	"time"
 
@@ -227,7 +226,7 @@ type merger struct {
 	p     *hdr.PackedHistogram
 	dense bool
 	hist  bool     // values are in d or p, not in raw
-	raw   []uint32 // collected raw values while !hist
+	raw   []uint16 // collected bucket indexes while !hist
 	zeros int64    // zero values while !hist
 	sum   int64
 	max   int64
@@ -264,8 +263,8 @@ func (m *merger) toHist() {
 			m.p.Reset()
 		}
 	}
-	for _, us := range m.raw {
-		m.record(int64(us), 1)
+	for _, i := range m.raw {
+		m.record(bucketValue(i), 1)
 	}
 	if m.zeros > 0 {
 		m.record(0, m.zeros)
@@ -291,8 +290,8 @@ func (m *merger) add(sl *slice, c Component) {
 		zeros = sl.zeros
 	}
 	if m.hist {
-		for _, us := range v.raw {
-			m.record(int64(us), 1)
+		for _, i := range v.raw {
+			m.record(bucketValue(i), 1)
 		}
 		if zeros > 0 {
 			m.record(0, zeros)
@@ -342,10 +341,10 @@ func (m *merger) stats() Stats {
 }
 
 // rawPercentiles answers what an HDR histogram (this package's geometry)
-// holding raw and zeros zero values answers for each percentile (all > 0):
-// the highest value equivalent to the one at the percentile's rank. It
-// sorts raw in place.
-func rawPercentiles(raw []uint32, zeros int64, pcts []float64) []int64 {
+// holding the values of bucket indexes raw and zeros zero values answers
+// for each percentile (all > 0): the top of the bucket at the percentile's
+// rank. It sorts raw in place (bucket order is value order).
+func rawPercentiles(raw []uint16, zeros int64, pcts []float64) []int64 {
 	slices.Sort(raw)
 	total := int64(len(raw)) + zeros
 	out := make([]int64, len(pcts))
@@ -357,29 +356,11 @@ func rawPercentiles(raw []uint32, zeros int64, pcts []float64) []int64 {
 		rank = min(max(rank, 1), total)
 		var v int64
 		if rank > zeros {
-			v = int64(raw[rank-zeros-1])
+			v = bucketValue(raw[rank-zeros-1])
 		}
 		out[i] = highestEquivalent(v)
 	}
 	return out
-}
-
-// The HDR geometry of hdrLowest 1 and hdrSigFigs 3: 2,048 sub-buckets.
-const (
-	subBucketBits = 11 // log2 of the sub-bucket count, 2,048 >= 2 * 10^3
-	subBucketMask = 1<<subBucketBits - 1
-)
-
-// highestEquivalent returns the largest value an HDR histogram of this
-// geometry cannot tell from v: the top of v's bucket.
-func highestEquivalent(v int64) int64 {
-	bucket := int64(64-bits.LeadingZeros64(uint64(v|subBucketMask))) - subBucketBits
-	sub := v >> bucket
-	size := int64(1) << bucket
-	if sub >= 1<<subBucketBits {
-		size <<= 1
-	}
-	return sub<<bucket + size - 1
 }
 
 // snapshot computes the Stats of every window and component of s.

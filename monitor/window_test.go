@@ -166,20 +166,20 @@ func TestRunCatchesUp(t *testing.T) {
 	}
 }
 
-// TestRawPercentilesMatchHDR: quantiles read from raw values (a series with
-// few calls) equal those of an HDR histogram of the same values, at every
-// magnitude and with zeros among them.
+// TestRawPercentilesMatchHDR: quantiles read from raw bucket indexes (a
+// series with few calls) equal those of an HDR histogram of the same
+// values, at every magnitude and with zeros among them.
 func TestRawPercentilesMatchHDR(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	pcts := []float64{50, 90, 99, 99.9, 100, 0.1}
 	for trial := range 500 {
 		n := 1 + rng.IntN(600)
-		raw := make([]uint32, n)
+		raw := make([]uint16, n)
 		h := newDense()
 		for i := range raw {
 			v := int64(rng.ExpFloat64() * math.Pow(10, float64(trial%10)))
 			v = min(v, hdrHighest)
-			raw[i] = uint32(v)
+			raw[i] = bucketOf(v)
 			h.RecordValue(v)
 		}
 		zeros := int64(rng.IntN(3) * rng.IntN(n+1))
@@ -189,5 +189,27 @@ func TestRawPercentilesMatchHDR(t *testing.T) {
 		if !slices.Equal(got, want) {
 			t.Fatalf("trial %d (n=%d, zeros=%d): raw %v, HDR %v", trial, n, zeros, got, want)
 		}
+	}
+}
+
+// TestBucketIndexes: every value maps to a bucket whose lowest value an
+// HDR histogram puts in the same bucket, indexes follow value order, up to
+// one hour (index 23,220: a uint16 holds every index).
+func TestBucketIndexes(t *testing.T) {
+	h := newDense()
+	prev := uint16(0)
+	for v := int64(0); v <= hdrHighest; v = v + 1 + v/997 {
+		i := bucketOf(v)
+		if i < prev {
+			t.Fatalf("bucketOf(%d) = %d, below the index of a smaller value (%d)", v, i, prev)
+		}
+		prev = i
+		lo := bucketValue(i)
+		if !h.ValuesAreEquivalent(lo, v) || lo > v {
+			t.Fatalf("bucketValue(bucketOf(%d)) = %d, not the low end of its HDR bucket", v, lo)
+		}
+	}
+	if lo := bucketValue(bucketOf(hdrHighest)); !h.ValuesAreEquivalent(lo, hdrHighest) {
+		t.Errorf("one hour maps to a bucket starting at %d", lo)
 	}
 }
