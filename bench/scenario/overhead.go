@@ -185,17 +185,11 @@ func RunOverhead(ctx context.Context, cfg OverheadConfig) (*OverheadReport, erro
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	dir := cfg.WorkDir
-	if dir == "" {
-		d, err := os.MkdirTemp("", "infergate-bench-")
-		if err != nil {
-			return nil, fmt.Errorf("overhead: work dir: %w", err)
-		}
-		dir = d
-		if !cfg.KeepWorkDir {
-			defer os.RemoveAll(dir)
-		}
+	dir, cleanup, err := workDir("overhead", cfg.WorkDir, cfg.KeepWorkDir)
+	if err != nil {
+		return nil, err
 	}
+	defer cleanup()
 	fmt.Fprintf(cfg.Log, "bench: overhead: work dir %s\n", dir)
 
 	sim, m, err := StartProcess(ctx, StartSpec{

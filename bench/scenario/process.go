@@ -212,3 +212,19 @@ func startInfergate(ctx context.Context, bin, upstream, logPath string, extra []
 	}
 	return p, m[1], m[2], nil
 }
+
+// workDir returns dir, or a new temporary folder when dir is "", with the
+// cleanup that removes a temporary folder unless keep.
+func workDir(scenario, dir string, keep bool) (string, func(), error) {
+	if dir != "" {
+		return dir, func() {}, nil
+	}
+	d, err := os.MkdirTemp("", "infergate-bench-")
+	if err != nil {
+		return "", nil, fmt.Errorf("%s: work dir: %w", scenario, err)
+	}
+	if keep {
+		return d, func() {}, nil
+	}
+	return d, func() { os.RemoveAll(d) }, nil
+}

@@ -180,17 +180,11 @@ func RunSoak(ctx context.Context, cfg SoakConfig) (*SoakReport, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	dir := cfg.WorkDir
-	if dir == "" {
-		d, err := os.MkdirTemp("", "infergate-bench-")
-		if err != nil {
-			return nil, fmt.Errorf("soak: work dir: %w", err)
-		}
-		dir = d
-		if !cfg.KeepWorkDir {
-			defer os.RemoveAll(dir)
-		}
+	dir, cleanup, err := workDir("soak", cfg.WorkDir, cfg.KeepWorkDir)
+	if err != nil {
+		return nil, err
 	}
+	defer cleanup()
 	fmt.Fprintf(cfg.Log, "bench: soak: work dir %s\n", dir)
 	sim, m, err := StartProcess(ctx, StartSpec{
 		Name: "simserver", Bin: cfg.Simserver,
