@@ -64,3 +64,27 @@ func (r *Registry) Recent(n int, group func(SeriesKey) string) (map[string]Recen
 	}
 	return out, at
 }
+
+// RecentCalls counts, per code class, the calls of the last n completed
+// slices of every series, the overflow series included. It reads only the
+// slices' call counts, so it is cheap enough to poll every few seconds
+// over thousands of series (the readiness probe does).
+func (r *Registry) RecentCalls(n int) map[string]uint64 {
+	n = min(max(n, 1), r.cfg.slicesPerMinute)
+	out := map[string]uint64{}
+	r.winMu.RLock()
+	defer r.winMu.RUnlock()
+	count := func(s *Series) {
+		w := &s.win
+		for k := range n {
+			if sl := w.fine[(w.finePos-k+len(w.fine))%len(w.fine)]; sl != nil {
+				out[s.key.CodeClass] += uint64(sl.count)
+			}
+		}
+	}
+	for _, s := range r.state.Load().list {
+		count(s)
+	}
+	count(r.overflow)
+	return out
+}

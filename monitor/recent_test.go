@@ -51,3 +51,23 @@ func TestRecent(t *testing.T) {
 		t.Errorf("last slice is empty, got %+v", got)
 	}
 }
+
+func TestRecentCalls(t *testing.T) {
+	r, _ := newTestRegistry(t, Options{MaxSeries: 1})
+	ok, bad := testKey, testKey
+	bad.CodeClass = CodeClassServerError
+	for range 3 {
+		r.Record(ok, Sample{Total: time.Millisecond, Code: "OK"})
+	}
+	r.Record(bad, Sample{Total: time.Millisecond, Code: "Unavailable"}) // over the cap: overflow
+	r.Rotate()
+	r.Record(ok, Sample{Total: time.Millisecond, Code: "OK"})
+	r.Rotate()
+	if got := r.RecentCalls(1); got[CodeClassOK] != 1 || got[OverflowLabel] != 0 {
+		t.Errorf("last slice: %v, want 1 ok", got)
+	}
+	got := r.RecentCalls(2)
+	if got[CodeClassOK] != 4 || got[OverflowLabel] != 1 {
+		t.Errorf("last two slices: %v, want 4 ok and 1 in the overflow series", got)
+	}
+}

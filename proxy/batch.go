@@ -10,7 +10,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/infergate/infergate/batcher"
-	"github.com/infergate/infergate/batcher/merge"
 )
 
 // Batcher is what the proxy needs of a batcher; *batcher.Batcher is one.
@@ -103,7 +102,8 @@ func (p *Proxy) newInvoker(up *Upstream) batcher.Invoker {
 // batchStatus turns what the batcher returned into the caller's gRPC
 // status, once, here at the proxy's edge. A status error (the upstream's,
 // through the Invoker) passes unchanged, code, message and details; the
-// batcher's own sentinel errors get their codes.
+// batcher's own sentinel errors get their codes; anything else
+// (batcher.ErrPanic, merge.ErrSplit) is INTERNAL.
 func batchStatus(err error) error {
 	if st, ok := status.FromError(err); ok {
 		return st.Err()
@@ -118,8 +118,6 @@ func batchStatus(err error) error {
 		code = codes.DeadlineExceeded
 	case errors.Is(err, context.Canceled):
 		code = codes.Canceled
-	case errors.Is(err, batcher.ErrPanic), errors.Is(err, merge.ErrSplit):
-		code = codes.Internal
 	}
 	return status.Error(code, "infergate: "+err.Error())
 }

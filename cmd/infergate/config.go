@@ -164,6 +164,23 @@ const (
 
 func ptr[T any](v T) *T { return &v }
 
+// defaultTo sets *field to def when it holds its zero value (absent from
+// the YAML file and not given as a flag).
+func defaultTo[T comparable](field *T, def T) {
+	var zero T
+	if *field == zero {
+		*field = def
+	}
+}
+
+// defaultPtr is defaultTo for the fields whose explicit zero means "none"
+// and whose absence is nil.
+func defaultPtr[T any](field **T, def T) {
+	if *field == nil {
+		*field = &def
+	}
+}
+
 // enabled reports whether upstream TLS is on.
 func (c ClientTLS) enabled() bool {
 	return c.Enabled || c.CAFile != "" || c.CertFile != "" || c.KeyFile != "" || c.ServerName != "" || c.InsecureSkipVerify
@@ -171,60 +188,24 @@ func (c ClientTLS) enabled() bool {
 
 // Validate fills defaults, then returns every problem, each naming its field.
 func (c *Config) Validate() error {
-	if c.Listen == "" {
-		c.Listen = defaultListen
-	}
-	if c.Admin == "" {
-		c.Admin = defaultAdmin
-	}
-	if c.MaxMessageBytes == 0 {
-		c.MaxMessageBytes = defaultMaxMessageBytes
-	}
-	if c.UpstreamConns == 0 {
-		c.UpstreamConns = defaultUpstreamConns
-	}
-	if c.ShutdownTimeout == 0 {
-		c.ShutdownTimeout = defaultShutdownTimeout
-	}
-	if c.Monitor.MaxSeries == 0 {
-		c.Monitor.MaxSeries = defaultMaxSeries
-	}
-	if c.DrainDelay == nil {
-		c.DrainDelay = ptr(defaultDrainDelay)
-	}
-	if c.UpstreamTimeout == nil {
-		c.UpstreamTimeout = ptr(defaultUpstreamTimeout)
-	}
-	if c.UpstreamKeepaliveTime == 0 {
-		c.UpstreamKeepaliveTime = defaultKeepaliveTime
-	}
-	if c.MaxInFlight == nil {
-		c.MaxInFlight = ptr(defaultMaxInFlight)
-	}
-	if c.Monitor.SeriesIdleTimeout == 0 {
-		c.Monitor.SeriesIdleTimeout = defaultSeriesIdle
-	}
-	if c.Monitor.MaxLabelBytes == 0 {
-		c.Monitor.MaxLabelBytes = defaultMaxLabelBytes
-	}
-	if c.Log.Interval == 0 {
-		c.Log.Interval = defaultLogInterval
-	}
-	if c.Readiness.Probe == "" {
-		c.Readiness.Probe = "auto"
-	}
-	if c.Readiness.Interval == 0 {
-		c.Readiness.Interval = defaultReadyInterval
-	}
-	if c.Readiness.Timeout == 0 {
-		c.Readiness.Timeout = defaultReadyTimeout
-	}
-	if c.Log.Level == "" {
-		c.Log.Level = "warn"
-	}
-	if c.Log.Format == "" {
-		c.Log.Format = "text"
-	}
+	defaultTo(&c.Listen, defaultListen)
+	defaultTo(&c.Admin, defaultAdmin)
+	defaultTo(&c.MaxMessageBytes, defaultMaxMessageBytes)
+	defaultTo(&c.UpstreamConns, defaultUpstreamConns)
+	defaultTo(&c.ShutdownTimeout, defaultShutdownTimeout)
+	defaultTo(&c.Monitor.MaxSeries, defaultMaxSeries)
+	defaultPtr(&c.DrainDelay, defaultDrainDelay)
+	defaultPtr(&c.UpstreamTimeout, defaultUpstreamTimeout)
+	defaultTo(&c.UpstreamKeepaliveTime, defaultKeepaliveTime)
+	defaultPtr(&c.MaxInFlight, defaultMaxInFlight)
+	defaultTo(&c.Monitor.SeriesIdleTimeout, defaultSeriesIdle)
+	defaultTo(&c.Monitor.MaxLabelBytes, defaultMaxLabelBytes)
+	defaultTo(&c.Log.Interval, defaultLogInterval)
+	defaultTo(&c.Readiness.Probe, "auto")
+	defaultTo(&c.Readiness.Interval, defaultReadyInterval)
+	defaultTo(&c.Readiness.Timeout, defaultReadyTimeout)
+	defaultTo(&c.Log.Level, "warn")
+	defaultTo(&c.Log.Format, "text")
 
 	var errs []error
 	bad := func(field, format string, args ...any) {

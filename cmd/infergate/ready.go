@@ -207,12 +207,11 @@ func tcpReady(ctx context.Context, addr string) (bool, string) {
 
 // recentFailures returns the readiness probe's view of the proxied calls
 // of the last ten seconds: how many, and how many failed with a server
-// error.
+// error. Calls over the series cap count too, but their class is lost in
+// the overflow series, so they count as calls only.
 func recentFailures(mon *monitor.Registry) func() (uint64, uint64) {
 	return func() (calls, failed uint64) {
-		groups, _ := mon.Recent(10, func(k monitor.SeriesKey) string { return k.CodeClass })
-		for class, g := range groups {
-			n := g.Stats[monitor.ComponentTotal].Count
+		for class, n := range mon.RecentCalls(10) {
 			calls += n
 			if class == monitor.CodeClassServerError {
 				failed += n
