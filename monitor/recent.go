@@ -7,8 +7,34 @@ import "time"
 type RecentStats struct {
 	// Stats is indexed by Component.
 	Stats [NumComponents]Stats
+	// Bounds holds each component's lower confidence bounds on the
+	// quantiles of Stats: what a rule may conclude from these calls.
+	Bounds [NumComponents]Bounds
+	// Failed counts the group's calls that did not end OK, by gRPC code
+	// name ("Internal", "Unavailable", ...); nil when none failed. The
+	// calls, failed or not, are Stats[ComponentTotal].Count.
+	Failed map[string]uint64
 	// QueueSeen reports whether any series of the group ever queued.
 	QueueSeen bool
+}
+
+// FailedOf returns how many of the calls failed with one of codes (gRPC
+// code names); nil codes means every code but OK.
+func (rs RecentStats) FailedOf(codes []string) uint64 {
+	var n uint64
+	for code, k := range rs.Failed {
+		if codes == nil {
+			n += k
+			continue
+		}
+		for _, c := range codes {
+			if c == code {
+				n += k
+				break
+			}
+		}
+	}
+	return n
 }
 
 // Recent merges, per group, the last n completed slices of every series
@@ -44,6 +70,12 @@ func (r *Registry) Recent(n int, group func(SeriesKey) string) (map[string]Recen
 			for k := range n {
 				if sl := w.fine[(w.finePos-k+len(w.fine))%len(w.fine)]; sl != nil {
 					calls += sl.count
+					for _, cc := range sl.failed {
+						if rs.Failed == nil {
+							rs.Failed = map[string]uint64{}
+						}
+						rs.Failed[codeNames[cc.code]] += uint64(cc.n)
+					}
 				}
 			}
 		}
@@ -57,6 +89,7 @@ func (r *Registry) Recent(n int, group func(SeriesKey) string) (map[string]Recen
 				rs.QueueSeen = rs.QueueSeen || w.queueSeen
 			}
 			rs.Stats[c] = m.stats()
+			rs.Bounds[c] = m.bounds()
 		}
 		if rs.Stats[ComponentTotal].Count > 0 {
 			out[g] = rs

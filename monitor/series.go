@@ -47,6 +47,9 @@ type shard struct {
 	codes    [numCodes]int64
 	bytesIn  int64
 	bytesOut int64
+	// drained is codes at the last drain: the slice's failures are the
+	// difference, so the hot path counts each code once.
+	drained [numCodes]int64
 
 	_ [64]byte // keeps the next shard's mutex off this shard's last cache line
 }

@@ -19,6 +19,27 @@ type slice struct {
 	// zeros counts calls with no queue time; they belong to the queue
 	// component's distribution but are not stored value by value.
 	zeros int64
+	// failed counts the calls of the step that did not end OK, by code
+	// (nil when all did, the common case: no allocation).
+	failed []codeCount
+}
+
+// codeCount is a number of calls with one gRPC code (index into
+// codeNames).
+type codeCount struct {
+	code uint8
+	n    int64
+}
+
+// addFailed adds n calls of code i to the slice's failure counts.
+func (sl *slice) addFailed(i int, n int64) {
+	for k := range sl.failed {
+		if int(sl.failed[k].code) == i {
+			sl.failed[k].n += n
+			return
+		}
+	}
+	sl.failed = append(sl.failed, codeCount{uint8(i), n})
 }
 
 // release gives the slice's storage back to the free list.
@@ -29,6 +50,7 @@ func (sl *slice) release(f *packedFree) {
 	sl.sum = [NumComponents]int64{}
 	sl.max = [NumComponents]int64{}
 	sl.count, sl.zeros = 0, 0
+	sl.failed = sl.failed[:0]
 }
 
 // merge adds src into sl.
@@ -40,6 +62,9 @@ func (sl *slice) merge(src *slice, f *packedFree) {
 	}
 	sl.count += src.count
 	sl.zeros += src.zeros
+	for _, cc := range src.failed {
+		sl.addFailed(int(cc.code), cc.n)
+	}
 }
 
 // window is the rolling state of one series: a ring of fine slices for the
@@ -163,6 +188,11 @@ func (s *Series) drain(old *slice, f *packedFree) *slice {
 			continue
 		}
 		buf, hs, sums, maxs, n, zeros := sh.buf, sh.h, sh.sum, sh.max, sh.count, sh.queueZeros
+		var failed [numCodes]int64
+		for i := 1; i < numCodes; i++ { // 0 is OK
+			failed[i] = sh.codes[i] - sh.drained[i]
+		}
+		sh.drained = sh.codes
 		if sh.queueSeen {
 			s.win.queueSeen = true
 		}
@@ -183,6 +213,11 @@ func (s *Series) drain(old *slice, f *packedFree) *slice {
 		}
 		sl.count += n
 		sl.zeros += zeros
+		for i, k := range failed {
+			if k > 0 {
+				sl.addFailed(i, k)
+			}
+		}
 		for c := range Component(NumComponents) {
 			sl.sum[c] += sums[c]
 			sl.max[c] = max(sl.max[c], maxs[c])
@@ -345,23 +380,16 @@ func (m *merger) stats() Stats {
 // for each percentile (all > 0): the top of the bucket at the percentile's
 // rank. It sorts raw in place (bucket order is value order).
 func rawPercentiles(raw []uint16, zeros int64, pcts []float64) []int64 {
-	slices.Sort(raw)
 	total := int64(len(raw)) + zeros
-	out := make([]int64, len(pcts))
-	if total == 0 {
-		return out
-	}
+	ranks := make([]int64, len(pcts))
 	for i, p := range pcts {
-		rank := int64(p/100*float64(total) + 0.5)
-		rank = min(max(rank, 1), total)
-		var v int64
-		if rank > zeros {
-			v = bucketValue(raw[rank-zeros-1])
-		}
-		out[i] = highestEquivalent(v)
+		ranks[i] = int64(p/100*float64(total) + 0.5)
 	}
-	return out
+	return rawAtRanks(raw, zeros, ranks)
 }
+
+// sortIndexes sorts bucket indexes (bucket order is value order).
+func sortIndexes(raw []uint16) { slices.Sort(raw) }
 
 // snapshot computes the Stats of every window and component of s.
 func (s *Series) snapshot(m *merger, at time.Time) SeriesSnapshot {
