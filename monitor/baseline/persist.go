@@ -1,0 +1,119 @@
+package baseline
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// fileVersion is the format of a saved store.
+const fileVersion = 1
+
+type fileFormat struct {
+	Version int                  `json:"version"`
+	Saved   time.Time            `json:"saved"`
+	Models  map[string]trackFile `json:"models"`
+}
+
+type trackFile struct {
+	Recent   [NumQuantiles][]float32 `json:"recent"`
+	Hours    map[int]*hourHist       `json:"hours"`
+	LastSeen time.Time               `json:"last_seen"`
+}
+
+// Save writes the learned history as JSON (the current, unfinished hour
+// is not saved).
+func (s *Store) Save(w io.Writer) error {
+	s.mu.Lock()
+	f := fileFormat{Version: fileVersion, Saved: s.opts.Now(), Models: make(map[string]trackFile, len(s.tracks))}
+	for k, t := range s.tracks {
+		tf := trackFile{Hours: map[int]*hourHist{}, LastSeen: t.lastSeen}
+		for q := range NumQuantiles {
+			// Oldest first, so that Load can push them back in order.
+			r := t.recent[q]
+			tf.Recent[q] = append(append([]float32{}, r.v[r.pos:]...), r.v[:r.pos]...)
+		}
+		for h, hh := range t.hours {
+			if hh != nil {
+				tf.Hours[h] = &hourHist{Median: append(hh.Median[:0:0], hh.Median...), Spread: append(hh.Spread[:0:0], hh.Spread...)}
+			}
+		}
+		f.Models[k] = tf
+	}
+	s.mu.Unlock()
+	return json.NewEncoder(w).Encode(f)
+}
+
+// Load replaces the store's history with what Save wrote.
+func (s *Store) Load(r io.Reader) error {
+	var f fileFormat
+	if err := json.NewDecoder(r).Decode(&f); err != nil {
+		return fmt.Errorf("baseline: %w", err)
+	}
+	if f.Version != fileVersion {
+		return fmt.Errorf("baseline: file version %d, want %d", f.Version, fileVersion)
+	}
+	tracks := map[string]*track{}
+	for k, tf := range f.Models {
+		if len(tracks) >= s.opts.MaxKeys {
+			break
+		}
+		t := &track{lastSeen: tf.LastSeen}
+		for q := range NumQuantiles {
+			for _, x := range tf.Recent[q] {
+				t.recent[q].push(float64(x), s.opts.RecentSamples)
+			}
+		}
+		for h, hh := range tf.Hours {
+			if h < 0 || h >= HoursPerWeek || hh == nil || len(hh.Median) != len(hh.Spread) {
+				return fmt.Errorf("baseline: model %q: bad hour %d", k, h)
+			}
+			n := len(hh.Median)
+			if n > s.opts.Weeks {
+				hh.Median, hh.Spread = hh.Median[n-s.opts.Weeks:], hh.Spread[n-s.opts.Weeks:]
+			}
+			t.hours[h] = hh
+		}
+		tracks[k] = t
+	}
+	s.mu.Lock()
+	s.tracks = tracks
+	s.mu.Unlock()
+	return nil
+}
+
+// SaveFile saves to path atomically (a temporary file renamed over it).
+func (s *Store) SaveFile(path string) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".tmp*")
+	if err != nil {
+		return fmt.Errorf("baseline: save: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	if err := s.Save(tmp); err != nil {
+		tmp.Close()
+		return fmt.Errorf("baseline: save: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("baseline: save: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("baseline: save: %w", err)
+	}
+	return nil
+}
+
+// LoadFile loads path; a missing file is not an error (a first start).
+func (s *Store) LoadFile(path string) error {
+	f, err := os.Open(path)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("baseline: load: %w", err)
+	}
+	defer f.Close()
+	return s.Load(f)
+}
