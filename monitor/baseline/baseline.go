@@ -107,6 +107,11 @@ type Baseline struct {
 	HourOfWeek int
 }
 
+// Level returns quantile q's level as a duration (0 when unknown).
+func (b Baseline) Level(q int) time.Duration {
+	return time.Duration(math.Round(b.Q[q].Median * float64(time.Second)))
+}
+
 // Known reports whether there is a baseline at all.
 func (b Baseline) Known() bool { return b.Source != SourceNone }
 
@@ -160,7 +165,7 @@ func (b Baseline) Threshold(q int, r Rise) (time.Duration, bool) {
 	if r.Min > 0 {
 		t = math.Max(t, l.Median+r.Min.Seconds())
 	}
-	return time.Duration(t * float64(time.Second)), true
+	return time.Duration(math.Round(t * float64(time.Second))), true
 }
 
 // Verdict is the outcome of Up.
@@ -272,22 +277,28 @@ type track struct {
 	lastSeen time.Time
 }
 
-// ring is a ring of recent calm samples of one quantile.
+// ring is a ring of recent calm samples of one quantile, in microseconds.
 type ring struct {
 	v   []float32
 	pos int
 }
 
+// micros stores seconds as float32 microseconds: exact for whole
+// microseconds (the histograms' unit) up to 16 s, and half the memory of
+// float64.
+func micros(x float64) float32 { return float32(math.Round(x * 1e6)) }
+
 func (r *ring) push(x float64, size int) {
 	if len(r.v) < size {
-		r.v = append(r.v, float32(x))
+		r.v = append(r.v, micros(x))
 		return
 	}
-	r.v[r.pos] = float32(x)
+	r.v[r.pos] = micros(x)
 	r.pos = (r.pos + 1) % size
 }
 
-// hourHist is one hour of the week's learned levels, one per week.
+// hourHist is one hour of the week's learned levels, one per week, in
+// microseconds.
 type hourHist struct {
 	Median [][NumQuantiles]float32 `json:"median"`
 	Spread [][NumQuantiles]float32 `json:"spread"`
@@ -322,7 +333,7 @@ func (a *hourAcc) add(sm Sample) {
 	}
 	for q := range NumQuantiles {
 		if sm[q] > 0 {
-			a.v[q] = append(a.v[q], float32(sm[q]))
+			a.v[q] = append(a.v[q], micros(sm[q]))
 		}
 	}
 	if len(a.v[P50]) >= hourBuf {
@@ -391,7 +402,7 @@ func (s *Store) closeHour(t *track) {
 		var med, spread [NumQuantiles]float32
 		for q := range NumQuantiles {
 			m, sp := robust(a.v[q])
-			med[q], spread[q] = float32(m), float32(sp)
+			med[q], spread[q] = micros(m), micros(sp)
 		}
 		if t.hours[a.hour] == nil {
 			t.hours[a.hour] = &hourHist{}
@@ -533,14 +544,14 @@ func (s *Store) Infos() []Info {
 }
 
 // robust returns the median and 1.4826 × the median absolute deviation
-// of v (zeros when empty); v is not modified.
+// of v (microseconds) in seconds (zeros when empty); v is not modified.
 func robust(v []float32) (median, spread float64) {
 	if len(v) == 0 {
 		return 0, 0
 	}
 	s := make([]float64, len(v))
 	for i, x := range v {
-		s[i] = float64(x)
+		s[i] = float64(x) / 1e6
 	}
 	slices.Sort(s)
 	median = mid(s)
@@ -557,4 +568,28 @@ func mid(s []float64) float64 {
 		return s[n/2]
 	}
 	return (s[n/2-1] + s[n/2]) / 2
+}
+
+// SLO is a model's latency objective per tracked quantile (P50, P90,
+// P99); zero entries are unset.
+type SLO [NumQuantiles]time.Duration
+
+// OverSLO decides whether a window's total latency is, with confidence,
+// over any set objective.
+func OverSLO(slo SLO, rs monitor.RecentStats) Verdict {
+	var v Verdict
+	bounds := rs.Bounds[monitor.ComponentTotal]
+	for q, limit := range slo {
+		mi := monitorIndex[q]
+		if limit <= 0 || !bounds.OK[mi] {
+			continue
+		}
+		v.Decided = true
+		v.Quantile, v.Lower, v.Threshold = q, bounds.Lower[mi], limit
+		if bounds.Lower[mi] > limit {
+			v.Up = true
+			return v
+		}
+	}
+	return v
 }

@@ -19,7 +19,7 @@ type fileFormat struct {
 }
 
 type trackFile struct {
-	Recent   [NumQuantiles][]float32 `json:"recent"`
+	Recent   [NumQuantiles][]float32 `json:"recent_micros"`
 	Hours    map[int]*hourHist       `json:"hours"`
 	LastSeen time.Time               `json:"last_seen"`
 }
@@ -64,7 +64,7 @@ func (s *Store) Load(r io.Reader) error {
 		t := &track{lastSeen: tf.LastSeen}
 		for q := range NumQuantiles {
 			for _, x := range tf.Recent[q] {
-				t.recent[q].push(float64(x), s.opts.RecentSamples)
+				t.recent[q].push(float64(x)/1e6, s.opts.RecentSamples)
 			}
 		}
 		for h, hh := range tf.Hours {

@@ -15,7 +15,7 @@ var (
 		"Pearson correlation between the model's recent p99 queue time and its GPU's utilisation; NaN when unknown.",
 		[]string{"model", "window"}, nil)
 	baselineDesc = prometheus.NewDesc("infergate_model_latency_baseline_seconds",
-		"The p50 and p99 (label stat) latency a rise is measured against: median of the recent value while not up; NaN until known.",
+		"The p50 and p99 (label stat) latency a rise is measured against: the seasonal baseline level (recent calm level until an hour of the week has history); NaN until known.",
 		[]string{"model", "stat"}, nil)
 	hintDesc = prometheus.NewDesc("infergate_model_cause_hint",
 		"1 for the model's current cause hint (none, gpu_saturated, gpu_throttled, gpu_memory_pressure, not_gpu, unknown), 0 for the others.",

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/infergate/infergate/monitor"
+	"github.com/infergate/infergate/monitor/baseline"
 	"github.com/infergate/infergate/monitor/gpu"
 )
 
@@ -17,8 +18,6 @@ import (
 const (
 	ShortSamples = 60
 	LongSamples  = 300
-	// minBaseline is how many samples with calls a baseline needs.
-	minBaseline = 10
 )
 
 // The correlation windows, indexes of ModelState.Correlation.
@@ -38,8 +37,6 @@ var windowSamples = [NumWindows]int{ShortSamples, LongSamples}
 const (
 	DefaultInterval     = time.Second
 	DefaultRecentSlices = 5
-	DefaultUpFactor     = 1.5
-	DefaultMinRise      = time.Millisecond
 )
 
 // LatencySource gives recent per-group latency; *monitor.Registry is one.
@@ -60,13 +57,18 @@ type Options struct {
 	// RecentSlices is how many monitor slices (seconds at the default
 	// slice length) the sampled p99 covers; 0 or less means 5.
 	RecentSlices int
-	// UpFactor is how many times its baseline p99 must be for latency to
-	// be up; 0 or less means 1.5.
-	UpFactor float64
-	// MinRise is the least rise over the baseline that counts, so that
-	// jitter on sub-millisecond models is not a rise; 0 means 1ms,
-	// negative means none.
-	MinRise time.Duration
+	// Baselines is the shared store of latency baselines; the correlator
+	// feeds it one sample per model and step. nil means a store of its
+	// own with default options.
+	Baselines *baseline.Store
+	// Rise is how far above the baseline latency must be to be up; zero
+	// fields mean baseline.DefaultRise's.
+	Rise baseline.Rise
+	// SLO returns a model's latency objective, an absolute anchor: a
+	// model whose recent latency is over it is up whatever its baseline
+	// says (no baseline yet, or a saturation that became the new normal).
+	// nil means none.
+	SLO func(model string) baseline.SLO
 	// Methods are the gRPC method names (last path element) whose calls
 	// are a model's inference latency; nil means ModelInfer,
 	// ModelStreamInfer, Predict, Classify, Regress and MultiInference.
@@ -88,11 +90,19 @@ type ModelState struct {
 	QueueP99      time.Duration
 	QueueSeen     bool
 	LatencyWindow time.Duration
-	// Baseline and BaselineP50 are what P99 and P50 are compared with;
-	// 0 until known.
+	// Baseline and BaselineP50 are the baseline levels of p99 and p50;
+	// 0 until known. BaselineSource is baseline.Source*.
 	Baseline, BaselineP50 time.Duration
-	// LatencyUp is true when P99 or P50 rose UpFactor times its baseline.
+	BaselineSource        string
+	// LatencyUp is true when the recent calls are, with confidence, above
+	// the baseline (baseline.Up) or over the model's SLO; Up says which
+	// quantile and by how much. Too few calls leave it false.
 	LatencyUp bool
+	Up        baseline.Verdict
+	// UpReason is "baseline", "slo" or "" (not up), and TooFewCalls is
+	// true when the calls could not decide either.
+	UpReason    string
+	TooFewCalls bool
 	// GPUUUID is the GPU the model runs on and GPUFrom where that came
 	// from (gpu.FromConfig, ...); both "" when unknown.
 	GPUUUID, GPUFrom string
@@ -146,36 +156,6 @@ func (t *track) last(n int, f func(s *sample)) {
 	}
 }
 
-// baseline returns the baseline p50 and p99 in seconds, zeros when there
-// is none yet.
-func (t *track) baseline() (p50, p99 float64) {
-	var calm50, calm99, all50, all99 []float64
-	t.last(LongSamples, func(s *sample) {
-		if !s.hasLat {
-			return
-		}
-		all50, all99 = append(all50, s.p50), append(all99, s.p99)
-		if !s.up {
-			calm50, calm99 = append(calm50, s.p50), append(calm99, s.p99)
-		}
-	})
-	switch {
-	case len(calm99) >= minBaseline:
-		return median(calm50), median(calm99)
-	case len(all99) > len(calm99):
-		// Up so long that the calm samples aged out of the ring: accept
-		// the new normal.
-		return median(all50), median(all99)
-	}
-	return 0, 0 // still learning
-}
-
-// risen reports whether v is up against base: at least factor times it
-// and at least minRise above it (minRise < 0: no floor).
-func risen(v, base, factor float64, minRise time.Duration) bool {
-	return base > 0 && v >= factor*base && (minRise < 0 || v-base >= minRise.Seconds())
-}
-
 // Correlator samples per-model latency beside GPU state and derives the
 // cause hints. Step and Run must not run concurrently with each other;
 // Models, Model and the metrics are safe for concurrent use and read the
@@ -190,20 +170,17 @@ type Correlator struct {
 
 // New returns a correlator; call Run (or Step) to sample.
 func New(opts Options) *Correlator {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
 	if opts.Interval <= 0 {
 		opts.Interval = DefaultInterval
 	}
 	if opts.RecentSlices <= 0 {
 		opts.RecentSlices = DefaultRecentSlices
 	}
-	if opts.UpFactor <= 0 {
-		opts.UpFactor = DefaultUpFactor
-	}
-	if opts.MinRise == 0 {
-		opts.MinRise = DefaultMinRise
-	}
-	if opts.Now == nil {
-		opts.Now = time.Now
+	if opts.Baselines == nil {
+		opts.Baselines = baseline.New(baseline.Options{Now: opts.Now})
 	}
 	if opts.Methods == nil {
 		opts.Methods = defaultMethods
@@ -294,14 +271,33 @@ func (c *Correlator) stepModel(name string, t *track, rs monitor.RecentStats, ha
 			s.util, s.hasU = d.Utilization, d.Has(gpu.FieldUtilization)
 		}
 	}
-	base50, base99 := t.baseline()
-	ms.Baseline = time.Duration(base99 * float64(time.Second))
-	ms.BaselineP50 = time.Duration(base50 * float64(time.Second))
-	// The median as well as the tail: with few calls per window p99 is
-	// the maximum, and one slow call in the baseline can hide a rise that
-	// moves every call.
-	s.up = hasCalls && (risen(s.p99, base99, c.opts.UpFactor, c.opts.MinRise) ||
-		risen(s.p50, base50, c.opts.UpFactor, c.opts.MinRise))
+	b := c.opts.Baselines.Get(name)
+	ms.Baseline = b.Level(baseline.P99)
+	ms.BaselineP50 = b.Level(baseline.P50)
+	ms.BaselineSource = b.Source
+	if hasCalls {
+		v := baseline.Up(b, rs, c.opts.Rise)
+		var slo baseline.SLO
+		if c.opts.SLO != nil {
+			slo = c.opts.SLO(name)
+		}
+		sv := baseline.OverSLO(slo, rs)
+		switch {
+		case sv.Up:
+			ms.Up, ms.UpReason = sv, "slo"
+		case v.Up:
+			ms.Up, ms.UpReason = v, "baseline"
+		default:
+			ms.Up = v
+			ms.TooFewCalls = !v.Decided && !sv.Decided
+		}
+		s.up = ms.UpReason != ""
+		// Learn only from windows that can speak for the model's
+		// latency: a few calls' p99 is their slowest one.
+		if tot.Count >= minLearnCalls {
+			c.opts.Baselines.Observe(name, baseline.SampleOf(rs), s.up)
+		}
+	}
 	ms.LatencyUp = s.up
 	t.push(s)
 
@@ -363,6 +359,10 @@ func (c *Correlator) CauseHint(model string) string {
 	}
 	return HintNone
 }
+
+// minLearnCalls is the least number of calls a window needs for the
+// baseline to learn from it.
+const minLearnCalls = 5
 
 // nan is NaN, for unknown values in metrics.
 var nan = math.NaN()

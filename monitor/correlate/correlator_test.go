@@ -36,7 +36,11 @@ func (f *fakeLatency) Recent(n int, group func(monitor.SeriesKey) string) (map[s
 	out := map[string]monitor.RecentStats{}
 	for m, d := range f.p99 {
 		var rs monitor.RecentStats
-		rs.Stats[monitor.ComponentTotal] = monitor.Stats{Count: 100, P50: d / 2, P99: d, Max: d}
+		rs.Stats[monitor.ComponentTotal] = monitor.Stats{Count: 100, P50: d / 2, P90: d / 2, P99: d, Max: d}
+		// Every call at its quantile: the bounds are the values.
+		rs.Bounds[monitor.ComponentTotal] = monitor.Bounds{
+			Lower: [4]time.Duration{d / 2, d / 2, d, d}, OK: [4]bool{true, true, true, true},
+		}
 		if q, ok := f.q99[m]; ok {
 			rs.QueueSeen = true
 			rs.Stats[monitor.ComponentQueue] = monitor.Stats{Count: 100, P99: q, Max: q}
@@ -84,7 +88,7 @@ func TestCorrelatorScenarios(t *testing.T) {
 		t.Fatalf("learning: %+v", s)
 	}
 	s := step(30, 10*time.Millisecond, idle, true)
-	if s.Baseline < 10*time.Millisecond || s.Baseline > 11*time.Millisecond || s.LatencyUp || s.Hint != HintNone {
+	if s.Baseline < 9900*time.Microsecond || s.Baseline > 11*time.Millisecond || s.LatencyUp || s.Hint != HintNone {
 		t.Fatalf("calm: %+v", s)
 	}
 	if s.GPUUUID != uuid || s.GPUFrom != gpu.FromOnlyDevice || s.GPU == nil {
@@ -190,7 +194,11 @@ type fakeStats struct{ p50, p99 time.Duration }
 
 func (f *fakeStats) Recent(int, func(monitor.SeriesKey) string) (map[string]monitor.RecentStats, time.Time) {
 	var rs monitor.RecentStats
-	rs.Stats[monitor.ComponentTotal] = monitor.Stats{Count: 50, P50: f.p50, P99: f.p99, Max: f.p99}
+	rs.Stats[monitor.ComponentTotal] = monitor.Stats{Count: 50, P50: f.p50, P90: f.p50, P99: f.p99, Max: f.p99}
+	// 50 calls bound the p50 and p90, not the p99.
+	rs.Bounds[monitor.ComponentTotal] = monitor.Bounds{
+		Lower: [4]time.Duration{f.p50, f.p50}, OK: [4]bool{true, true},
+	}
 	return map[string]monitor.RecentStats{"m": rs}, time.Time{}
 }
 

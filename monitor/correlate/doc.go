@@ -8,17 +8,16 @@
 //
 // # Latency up
 //
-// A model's latency is up when its recent p99, or its recent p50, is at
-// least UpFactor (1.5) times its baseline and at least MinRise (1ms) above
-// it. The median counts too because with few calls per window p99 is the
-// slowest call, and one slow call in the baseline could hide a rise that
-// moves every call. A baseline is the median, over the samples in the long
-// ring that were not themselves up, of the recent p99 (or p50), so a rise
-// does not drag its own baseline along; when a model has been up for so
-// long that fewer than 10 calm samples remain, the median of every sample
-// there is taken instead, so a new normal is accepted after about five
-// minutes. Until 10 samples with calls exist there is no baseline and
-// latency is not up.
+// A model's latency is up when its recent calls are, with confidence,
+// above its baseline (baseline.Up: a p50, p90 or p99 whose lower
+// confidence bound exceeds the level by baseline.DefaultRise), or over
+// the model's SLO when one is set (Options.SLO), an absolute anchor that
+// holds before any baseline exists and after a saturation has lasted
+// long enough to be learned. Too few calls decide nothing: a p99 over a
+// hundred calls is their slowest one, and one slow call is not a rise.
+// The baseline is the shared seasonal store of package baseline; the
+// correlator feeds it one sample per model and step, and samples taken
+// while up are not learned.
 //
 // # Cause hints
 //
