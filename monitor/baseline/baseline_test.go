@@ -57,7 +57,9 @@ func TestSeasonalPeakIsNormal(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 1))
 	learn(s, c, 14*24*time.Hour, rng)
 	// Third Tuesday.
-	at := func(h, m int) { c.t = monday.AddDate(0, 0, 15).Add(time.Duration(h)*time.Hour + time.Duration(m)*time.Minute) }
+	at := func(h, m int) {
+		c.t = monday.AddDate(0, 0, 15).Add(time.Duration(h)*time.Hour + time.Duration(m)*time.Minute)
+	}
 
 	learn(s, c, 9*time.Hour+30*time.Minute, rng) // to Tuesday 09:30
 	b := s.Get("m")
