@@ -1,0 +1,62 @@
+package alert
+
+import "time"
+
+// DefaultRules returns the rules that run when no rules are configured:
+// what a user wants on day one.
+//
+//   - ModelErrorRatio (critical): more than 1% of a model's calls in the
+//     last 5s failed with a server error (Unknown, DeadlineExceeded,
+//     Internal, Unavailable, DataLoss), with confidence.
+//   - ModelLatencyAboveBaseline (warning): the model's p50, p90 or p99
+//     over the last 5s is, with confidence, above its seasonal baseline
+//     (+25% and four robust spreads, at least 1ms): sensitive enough to
+//     fire on a ×1.47 slowdown within seconds at 100 calls/s, and silent
+//     on one slow call or a daily peak the baseline knows. Kept firing
+//     for 30s so a recovering model does not flap.
+//   - GPUSaturated (warning): a GPU is over 95% busy for 30s; it inhibits
+//     the latency alerts of the models on that GPU (the cause, once).
+func DefaultRules() []RuleConfig {
+	return []RuleConfig{
+		{
+			Name:      "ModelErrorRatio",
+			Condition: Condition{Kind: KindErrors, Ratio: "1%", Window: 5 * time.Second},
+			Severity:  SeverityCritical,
+			Labels:    map[string]string{"kind": "errors"},
+			Annotations: map[string]string{
+				"summary": "{{.Labels.model}}: {{.Value}} of calls failing",
+			},
+			KeepFiringFor: 30 * time.Second,
+		},
+		{
+			Name:      "ModelLatencyAboveBaseline",
+			Condition: Condition{Kind: KindBaseline, Window: 5 * time.Second},
+			Severity:  SeverityWarning,
+			Labels:    map[string]string{"kind": "latency"},
+			Annotations: map[string]string{
+				"summary": "{{.Labels.model}}: latency {{.Value}} above its baseline ({{.Threshold}})",
+			},
+			KeepFiringFor: 30 * time.Second,
+		},
+		{
+			Name:      "GPUSaturated",
+			Condition: Condition{Kind: KindGPU, Field: "utilization", Value: "0.95"},
+			Severity:  SeverityWarning,
+			For:       30 * time.Second,
+			Labels:    map[string]string{"kind": "gpu"},
+			Annotations: map[string]string{
+				"summary": "GPU {{.Labels.gpu}} is {{.Value}} busy",
+			},
+		},
+	}
+}
+
+// DefaultInhibit is used when no inhibit_rules are configured: a firing
+// GPU alert mutes the latency alerts of the models on that GPU.
+func DefaultInhibit() []InhibitConfig {
+	return []InhibitConfig{{
+		SourceMatch: map[string]string{"kind": "gpu"},
+		TargetMatch: map[string]string{"kind": "latency"},
+		Equal:       []string{"gpu"},
+	}}
+}

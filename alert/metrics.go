@@ -1,0 +1,57 @@
+package alert
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// engineMetrics are the engine's own metrics; a nil registerer gives
+// unregistered (working, unexported) ones.
+type engineMetrics struct {
+	active        *prometheus.GaugeVec
+	evalSeconds   prometheus.Summary
+	evaluations   prometheus.Counter
+	notifications *prometheus.CounterVec
+}
+
+func newEngineMetrics(reg prometheus.Registerer) *engineMetrics {
+	m := &engineMetrics{
+		active: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "infergate_alerts",
+			Help: "Active alerts by rule, state (pending, firing) and severity.",
+		}, []string{"alertname", "state", "severity"}),
+		evalSeconds: prometheus.NewSummary(prometheus.SummaryOpts{
+			Name:       "infergate_alert_evaluation_seconds",
+			Help:       "Time one evaluation of every rule took.",
+			Objectives: map[float64]float64{0.5: 0.05, 0.99: 0.001},
+			MaxAge:     time.Minute,
+		}),
+		evaluations: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "infergate_alert_evaluations_total",
+			Help: "Evaluations of the rules.",
+		}),
+		notifications: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "infergate_alert_group_notifications_total",
+			Help: "Notifications the dispatcher handed to each receiver (one per group flush).",
+		}, []string{"receiver"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.active, m.evalSeconds, m.evaluations, m.notifications)
+	}
+	return m
+}
+
+func (m *engineMetrics) observe(alerts map[string]*instance, took time.Duration) {
+	m.evaluations.Inc()
+	m.evalSeconds.Observe(took.Seconds())
+	m.active.Reset()
+	for _, a := range alerts {
+		if a.state == StateResolved {
+			continue
+		}
+		m.active.WithLabelValues(a.rule.Name, string(a.state), a.labels["severity"]).Inc()
+	}
+}
+
+func (m *engineMetrics) sent(receiver string) { m.notifications.WithLabelValues(receiver).Inc() }
