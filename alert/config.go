@@ -118,93 +118,93 @@ type ScheduleConfig struct {
 
 // RuleConfig is one rule as written in YAML.
 type RuleConfig struct {
-	Name string `yaml:"name"`
+	Name string `yaml:"name" json:"name,omitempty"`
 	// Condition holds kind and the kind's fields, inline.
 	Condition `yaml:",inline"`
 	// All and Any make a compound rule (kind: compound): every (any) of
 	// the conditions must hold.
-	All []Condition `yaml:"all"`
-	Any []Condition `yaml:"any"`
+	All []Condition `yaml:"all" json:"all,omitempty"`
+	Any []Condition `yaml:"any" json:"any,omitempty"`
 	// Select picks the series by glob (model, version, method,
 	// upstream); empty fields match all. Latency conditions default to
 	// the inference methods.
-	Select Selector `yaml:"select"`
+	Select Selector `yaml:"select" json:"select,omitempty"`
 	// Severity is warning or critical.
-	Severity string `yaml:"severity"`
+	Severity string `yaml:"severity" json:"severity,omitempty"`
 	// For is how long the condition must hold before the alert fires.
-	For time.Duration `yaml:"for"`
+	For time.Duration `yaml:"for" json:"for,omitempty"`
 	// KeepFiringFor keeps a firing alert firing this long after its
 	// condition stops holding (no flapping resolve).
-	KeepFiringFor time.Duration     `yaml:"keep_firing_for"`
-	Labels        map[string]string `yaml:"labels"`
+	KeepFiringFor time.Duration     `yaml:"keep_firing_for" json:"keep_firing_for,omitempty"`
+	Labels        map[string]string `yaml:"labels" json:"labels,omitempty"`
 	// Annotations are text/template strings over .Labels, .Value,
 	// .Threshold and .Evidence.
-	Annotations map[string]string `yaml:"annotations"`
+	Annotations map[string]string `yaml:"annotations" json:"annotations,omitempty"`
 	// Action names what the proxy should do while the alert fires (e.g.
 	// fallback); "" means nothing.
-	Action string `yaml:"action"`
+	Action string `yaml:"action" json:"action,omitempty"`
 	// Escalate raises an alert unresolved for After.
-	Escalate *EscalateConfig `yaml:"escalate"`
+	Escalate *EscalateConfig `yaml:"escalate" json:"escalate,omitempty"`
 }
 
 // EscalateConfig turns an alert that stays unresolved into a more urgent
 // one: after After, its severity becomes Severity (default critical) and
 // its label escalated="true" lets a route send it to the next receiver.
 type EscalateConfig struct {
-	After    time.Duration `yaml:"after"`
-	Severity string        `yaml:"severity"`
+	After    time.Duration `yaml:"after" json:"after,omitempty"`
+	Severity string        `yaml:"severity" json:"severity,omitempty"`
 }
 
 // Selector picks series by glob.
 type Selector struct {
-	Model    string `yaml:"model"`
-	Version  string `yaml:"version"`
-	Method   string `yaml:"method"`
-	Upstream string `yaml:"upstream"`
+	Model    string `yaml:"model" json:"model,omitempty"`
+	Version  string `yaml:"version" json:"version,omitempty"`
+	Method   string `yaml:"method" json:"method,omitempty"`
+	Upstream string `yaml:"upstream" json:"upstream,omitempty"`
 }
 
 // Condition is one condition; Kind says which fields apply.
 type Condition struct {
 	// Kind is threshold, baseline, trend, errors, gpu, hint or compound.
-	Kind string `yaml:"kind"`
+	Kind string `yaml:"kind" json:"kind,omitempty"`
 	// Quantile is p50, p90, p99 or p999 (threshold, trend); p50, p90 or
 	// p99 (baseline; none means any of the three).
-	Quantile string `yaml:"quantile"`
+	Quantile string `yaml:"quantile" json:"quantile,omitempty"`
 	// Metric is what a threshold compares instead of a quantile: rate
 	// (calls per second) or error_ratio.
-	Metric string `yaml:"metric"`
+	Metric string `yaml:"metric" json:"metric,omitempty"`
 	// Window is how much recent data the condition reads (at most 1m;
 	// trend: the regression window, at most 1h).
-	Window time.Duration `yaml:"window"`
+	Window time.Duration `yaml:"window" json:"window,omitempty"`
 	// Op is >, >=, < or <=; "" means >.
-	Op string `yaml:"op"`
+	Op string `yaml:"op" json:"op,omitempty"`
 	// Value is the threshold: a duration for quantiles ("500ms", or
 	// "slo" for the model's SLO), a number for rate and ratio ("0.05" or
 	// "5%"), a number for GPU fields.
-	Value string `yaml:"value"`
+	Value string `yaml:"value" json:"value,omitempty"`
 	// AbovePercent (baseline) is how far above the baseline, in percent
 	// of it: 200 means three times the baseline. 0 means the default
 	// rise (+25% and four robust spreads).
-	AbovePercent float64 `yaml:"above_percent"`
+	AbovePercent float64 `yaml:"above_percent" json:"above_percent,omitempty"`
 	// Slope (trend) is a rate of change such as "10ms/min".
-	Slope string `yaml:"slope"`
+	Slope string `yaml:"slope" json:"slope,omitempty"`
 	// Codes (errors) are the gRPC code names that count; nil means the
 	// server errors (Unknown, DeadlineExceeded, Internal, Unavailable,
 	// DataLoss).
-	Codes []string `yaml:"codes"`
+	Codes []string `yaml:"codes" json:"codes,omitempty"`
 	// Ratio (errors) is the failed fraction above which the condition
 	// holds ("5%"); Rate, failed calls per second, instead.
-	Ratio string `yaml:"ratio"`
-	Rate  string `yaml:"rate"`
+	Ratio string `yaml:"ratio" json:"ratio,omitempty"`
+	Rate  string `yaml:"rate" json:"rate,omitempty"`
 	// Field (gpu) is utilization, memory_ratio, temperature or
 	// throttled.
-	Field string `yaml:"field"`
+	Field string `yaml:"field" json:"field,omitempty"`
 	// Hints (hint) are cause hints, one of which must be current.
-	Hints []string `yaml:"hints"`
+	Hints []string `yaml:"hints" json:"hints,omitempty"`
 	// MinCalls is the least number of calls in the window for the
 	// condition to decide at all (besides the confidence bound); 0 means
 	// 20 for error conditions.
-	MinCalls uint64 `yaml:"min_calls"`
+	MinCalls uint64 `yaml:"min_calls" json:"min_calls,omitempty"`
 }
 
 // The condition kinds.

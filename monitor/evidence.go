@@ -35,7 +35,7 @@ type Bounds struct {
 // when at least k of n calls took longer than T, not when the slowest one
 // did.
 func LowerBoundRank(n uint64, q float64) (rank uint64, ok bool) {
-	if n == 0 || q <= 0 || q >= 1 {
+	if n == 0 || q <= 0 || q >= 1 || float64(n)*(1-q) < 1-1e-9 {
 		return 0, false
 	}
 	k := tailCalls(n, 1-q)

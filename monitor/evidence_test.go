@@ -19,7 +19,9 @@ func TestLowerBoundRank(t *testing.T) {
 		// needed before the 95th value bounds it.
 		{"p99 of 100", 100, 0.99, 95, true},
 		{"p50 of 5: too few", 5, 0.5, 0, false},
-		{"p999 of 100", 100, 0.999, 98, true},
+		{"p999 of 100: undefined", 100, 0.999, 0, false},
+		{"p999 of 1000", 1000, 0.999, 995, true},
+		{"p99 of 99: undefined", 99, 0.99, 0, false},
 		{"no calls", 0, 0.5, 0, false},
 	}
 	for _, tc := range cases {

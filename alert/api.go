@@ -1,0 +1,217 @@
+package alert
+
+import (
+	"crypto/subtle"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+)
+
+// AlertView is one active alert on the admin API.
+type AlertView struct {
+	Name        string            `json:"name"`
+	Fingerprint string            `json:"fingerprint"`
+	State       State             `json:"state"`
+	Severity    string            `json:"severity"`
+	Labels      map[string]string `json:"labels"`
+	Annotations map[string]string `json:"annotations,omitempty"`
+	ActiveSince time.Time         `json:"active_since"`
+	FiringSince time.Time         `json:"firing_since,omitzero"`
+	Value       string            `json:"value,omitempty"`
+	Threshold   string            `json:"threshold,omitempty"`
+	Evidence    Evidence          `json:"evidence"`
+	Muted       string            `json:"muted,omitempty"`
+}
+
+// Alerts returns the active (pending and firing) alerts, sorted by name
+// and fingerprint.
+func (e *Engine) Alerts() []AlertView {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := make([]AlertView, 0, len(e.alerts))
+	for _, a := range e.alerts {
+		if a.state == StateResolved {
+			continue
+		}
+		out = append(out, AlertView{
+			Name: a.rule.Name, Fingerprint: a.fp, State: a.state, Severity: a.labels["severity"],
+			Labels: a.labels, Annotations: a.annotations, ActiveSince: a.activeSince, FiringSince: a.firedAt,
+			Value: a.value, Threshold: a.threshold, Evidence: a.evidence, Muted: e.disp.muted[a.fp],
+		})
+	}
+	slices.SortFunc(out, func(x, y AlertView) int {
+		if c := strings.Compare(x.Name, y.Name); c != 0 {
+			return c
+		}
+		return strings.Compare(x.Fingerprint, y.Fingerprint)
+	})
+	return out
+}
+
+// RuleView is one rule on the admin API.
+type RuleView struct {
+	RuleConfig `json:",inline"`
+	Builtin    bool `json:"builtin"`
+	PerGPU     bool `json:"per_gpu"`
+	Active     int  `json:"active"`
+}
+
+// Rules returns the rules in file order.
+func (e *Engine) Rules() []RuleView {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []RuleView
+	for _, r := range e.cfg.rules {
+		v := RuleView{RuleConfig: r.Config, Builtin: e.cfg.builtin, PerGPU: r.PerGPU}
+		for _, a := range e.alerts {
+			if a.rule == r && a.state != StateResolved {
+				v.Active++
+			}
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// Silences returns the silences.
+func (e *Engine) Silences() []Silence { return e.silences.all() }
+
+// AddSilence validates and stores a silence, returning its ID.
+func (e *Engine) AddSilence(s Silence) (string, error) {
+	if err := s.Validate(e.opts.Now()); err != nil {
+		return "", err
+	}
+	id, err := e.silences.add(s)
+	if err == nil {
+		e.mu.Lock()
+		e.dirty = true
+		e.mu.Unlock()
+	}
+	return id, err
+}
+
+// Ack acknowledges a firing alert: a silence of it until it resolves.
+func (e *Engine) Ack(fp, by, comment string) (string, error) {
+	e.mu.Lock()
+	a := e.alerts[fp]
+	var labels map[string]string
+	if a != nil {
+		labels = a.labels
+	}
+	e.mu.Unlock()
+	if a == nil {
+		return "", fmt.Errorf("no active alert %q", fp)
+	}
+	var ms []Matcher
+	for _, k := range []string{"alertname", "model", "gpu"} {
+		if v, ok := labels[k]; ok {
+			ms = append(ms, Matcher{Name: k, Value: v})
+		}
+	}
+	return e.AddSilence(Silence{Matchers: ms, UntilResolved: fp, CreatedBy: by, Comment: comment})
+}
+
+// API serves the alert endpoints of the admin listener:
+//
+//	GET    /api/v1/alerts               active alerts with evidence
+//	POST   /api/v1/alerts/{fp}/ack      acknowledge one (token)
+//	GET    /api/v1/rules                the rules
+//	GET    /api/v1/silences             silences
+//	POST   /api/v1/silences             add one (token)
+//	DELETE /api/v1/silences/{id}        remove one (token)
+//	GET    /api/v1/baselines            per-model baseline, band, history
+//
+// Token is the bearer token writes need; "" refuses every write with 403
+// and says how to configure one.
+type API struct {
+	Engine *Engine
+	Token  string
+}
+
+// Register mounts the endpoints on mux.
+func (api *API) Register(mux *http.ServeMux) {
+	mux.HandleFunc("GET /api/v1/alerts", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]any{"alerts": api.Engine.Alerts()})
+	})
+	mux.HandleFunc("GET /api/v1/rules", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]any{"rules": api.Engine.Rules()})
+	})
+	mux.HandleFunc("GET /api/v1/silences", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]any{"silences": api.Engine.Silences()})
+	})
+	mux.HandleFunc("GET /api/v1/baselines", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]any{"baselines": api.Engine.opts.Baselines.Infos()})
+	})
+	mux.HandleFunc("POST /api/v1/silences", api.write(func(w http.ResponseWriter, r *http.Request) {
+		var s Silence
+		dec := json.NewDecoder(io.LimitReader(r.Body, 64<<10))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&s); err != nil {
+			writeError(w, http.StatusBadRequest, "body: "+err.Error())
+			return
+		}
+		s.UntilResolved = ""
+		id, err := api.Engine.AddSilence(s)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, err.Error())
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]string{"id": id})
+	}))
+	mux.HandleFunc("DELETE /api/v1/silences/{id}", api.write(func(w http.ResponseWriter, r *http.Request) {
+		if !api.Engine.silences.remove(r.PathValue("id")) {
+			writeError(w, http.StatusNotFound, "no silence "+r.PathValue("id"))
+			return
+		}
+		api.Engine.mu.Lock()
+		api.Engine.dirty = true
+		api.Engine.mu.Unlock()
+		writeJSON(w, http.StatusOK, map[string]string{"deleted": r.PathValue("id")})
+	}))
+	mux.HandleFunc("POST /api/v1/alerts/{fp}/ack", api.write(func(w http.ResponseWriter, r *http.Request) {
+		var body struct {
+			CreatedBy string `json:"created_by"`
+			Comment   string `json:"comment"`
+		}
+		_ = json.NewDecoder(io.LimitReader(r.Body, 16<<10)).Decode(&body)
+		id, err := api.Engine.Ack(r.PathValue("fp"), body.CreatedBy, body.Comment)
+		if err != nil {
+			writeError(w, http.StatusNotFound, err.Error())
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]string{"id": id})
+	}))
+}
+
+// write guards a state-changing handler with the bearer token.
+func (api *API) write(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if api.Token == "" {
+			writeError(w, http.StatusForbidden, "writes are disabled: start infergate with --admin-token-file FILE (a file holding a secret token) and send Authorization: Bearer <token>")
+			return
+		}
+		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(api.Token)) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="infergate"`)
+			writeError(w, http.StatusUnauthorized, "missing or wrong bearer token")
+			return
+		}
+		h(w, r)
+	}
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+func writeError(w http.ResponseWriter, code int, msg string) {
+	writeJSON(w, code, map[string]string{"error": msg})
+}
