@@ -321,7 +321,7 @@ func (c *Config) Validate() error {
 		}
 	}
 	if c.Rules == nil {
-		c.Rules = DefaultRules()
+		c.Rules = DefaultRules(c)
 		c.builtin = true
 	}
 	names := map[string]bool{}
@@ -427,3 +427,7 @@ func parseTemplates(ann map[string]string) (map[string]*template.Template, error
 	}
 	return out, nil
 }
+
+// SLOFor returns the objectives of model: the first slo: entry whose glob
+// matches.
+func (c *Config) SLOFor(model string) (SLOConfig, bool) { return c.sloFor(model) }

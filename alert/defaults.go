@@ -16,8 +16,10 @@ import "time"
 //     for 30s so a recovering model does not flap.
 //   - GPUSaturated (warning): a GPU is over 95% busy for 30s; it inhibits
 //     the latency alerts of the models on that GPU (the cause, once).
-func DefaultRules() []RuleConfig {
-	return []RuleConfig{
+//   - ModelOverSLO (critical), only when slo: sets a p99: the model's p99
+//     over the last minute is, with confidence, over its SLO for 1m.
+func DefaultRules(c *Config) []RuleConfig {
+	rules := []RuleConfig{
 		{
 			Name:      "ModelErrorRatio",
 			Condition: Condition{Kind: KindErrors, Ratio: "1%", Window: 5 * time.Second},
@@ -49,6 +51,22 @@ func DefaultRules() []RuleConfig {
 			},
 		},
 	}
+	for _, s := range c.SLO {
+		if s.P99 > 0 {
+			rules = append(rules, RuleConfig{
+				Name:      "ModelOverSLO",
+				Condition: Condition{Kind: KindThreshold, Quantile: "p99", Window: time.Minute, Value: "slo"},
+				Severity:  SeverityCritical,
+				For:       time.Minute,
+				Labels:    map[string]string{"kind": "latency"},
+				Annotations: map[string]string{
+					"summary": "{{.Labels.model}}: p99 {{.Value}} over its SLO {{.Threshold}}",
+				},
+			})
+			break
+		}
+	}
+	return rules
 }
 
 // DefaultInhibit is used when no inhibit_rules are configured: a firing

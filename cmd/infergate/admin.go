@@ -8,6 +8,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/infergate/infergate/alert"
 )
 
 // admin serves the HTTP admin listener: /metrics, /healthz, /readyz and the
@@ -29,6 +31,8 @@ type admin struct {
 	models, gpus func() any
 	// pprof adds Go's profiler endpoints.
 	pprof bool
+	// alerts serves /api/v1/alerts, rules, silences and baselines.
+	alerts *alert.API
 }
 
 func (a *admin) handler() http.Handler {
@@ -49,6 +53,9 @@ func (a *admin) handler() http.Handler {
 		mux.HandleFunc("GET /api/v1/batching", func(w http.ResponseWriter, r *http.Request) {
 			writeJSON(w, http.StatusOK, a.batching())
 		})
+	}
+	if a.alerts != nil {
+		a.alerts.Register(mux)
 	}
 	if a.pprof {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/infergate/infergate/alert"
 	"github.com/infergate/infergate/batcher"
 	"github.com/infergate/infergate/proxy"
 
@@ -71,6 +72,26 @@ type Config struct {
 	// GPU configures GPU telemetry and its correlation with latency
 	// (gpu.go). Default off.
 	GPU GPUConfig `yaml:"gpu"`
+	// Rules are the alert rules (alert.RuleConfig); absent means the
+	// built-in defaults.
+	Rules []alert.RuleConfig `yaml:"rules"`
+	// SLO are per-model latency objectives (alert.SLOConfig).
+	SLO []alert.SLOConfig `yaml:"slo"`
+	// Alerting holds the rest of alerting: route, receivers,
+	// inhibit_rules, schedules, baseline, state_file (alert.Config).
+	Alerting alert.Config `yaml:"alerting"`
+	// RulesFile (--rules) is a YAML file of alerting sections that
+	// replace those of this file.
+	RulesFile string `yaml:"rules_file"`
+	// AlertStateFile (--alert-state-file) keeps alert state across
+	// restarts.
+	AlertStateFile string `yaml:"alert_state_file"`
+	// AdminTokenFile holds the bearer token the admin API's writes
+	// (silences, acknowledgements) need; none means writes answer 403.
+	AdminTokenFile string `yaml:"admin_token_file"`
+
+	alerts     *alert.Config
+	adminToken string
 
 	// PrintVersion (--version) and CheckOnly (--check-config) are modes of
 	// the command line, not settings.
@@ -302,6 +323,7 @@ func (c *Config) Validate() error {
 	}
 	errs = append(errs, c.Batching.validate()...)
 	errs = append(errs, c.GPU.validate()...)
+	errs = append(errs, c.alertingConfig()...)
 	sortErrs(errs)
 	return errors.Join(errs...)
 }
@@ -460,6 +482,9 @@ func parseConfig(args []string) (Config, error) {
 		readyTO    = fs.Duration("readiness-timeout", defaultReadyTimeout, "limit of one readiness probe")
 		version    = fs.Bool("version", false, "print the version and exit")
 		checkOnly  = fs.Bool("check-config", false, "validate flags and the YAML file, print the result and exit (0 valid, 2 not)")
+		rulesFile  = fs.String("rules", "", "YAML file of alert rules and alerting sections (replaces those of --config)")
+		tokenFile  = fs.String("admin-token-file", "", "file holding the bearer token the admin API's writes need")
+		alertState = fs.String("alert-state-file", "", "file that keeps alert state, silences and sent notifications across restarts")
 	)
 	batchFlags := addBatchingFlags(fs)
 	gpuFlags := addGPUFlags(fs)
@@ -545,6 +570,12 @@ func parseConfig(args []string) (Config, error) {
 			c.Readiness.Interval = *readyIvl
 		case "readiness-timeout":
 			c.Readiness.Timeout = *readyTO
+		case "rules":
+			c.RulesFile = *rulesFile
+		case "admin-token-file":
+			c.AdminTokenFile = *tokenFile
+		case "alert-state-file":
+			c.AlertStateFile = *alertState
 		case "version", "check-config":
 		default:
 			batchFlags.apply(f.Name, &c.Batching, &flagErrs)

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/infergate/infergate/monitor"
+	"github.com/infergate/infergate/monitor/baseline"
 	"github.com/infergate/infergate/monitor/correlate"
 	"github.com/infergate/infergate/monitor/gpu"
 )
@@ -178,7 +179,7 @@ type gpuRuntime struct {
 // startGPU builds the samplers and the correlator and registers their
 // metrics; run starts them. With no sources the correlator still runs, so
 // /api/v1/models shows latency (with hint "unknown" on a rise).
-func startGPU(c GPUConfig, mon *monitor.Registry, reg prometheus.Registerer, log *slog.Logger) (*gpuRuntime, error) {
+func startGPU(c GPUConfig, mon *monitor.Registry, bs *baseline.Store, slo func(string) baseline.SLO, reg prometheus.Registerer, log *slog.Logger) (*gpuRuntime, error) {
 	var samplers []*gpu.Sampler
 	for _, s := range c.Sources {
 		var src gpu.Source
@@ -193,7 +194,7 @@ func startGPU(c GPUConfig, mon *monitor.Registry, reg prometheus.Registerer, log
 		}))
 	}
 	hub := gpu.NewHub(c.Models, samplers...)
-	corr := correlate.New(correlate.Options{Latency: mon, GPU: hub.State, Interval: c.Interval})
+	corr := correlate.New(correlate.Options{Latency: mon, GPU: hub.State, Interval: c.Interval, Baselines: bs, SLO: slo})
 	if err := hub.Register(reg); err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}

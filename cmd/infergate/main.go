@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/keepalive"
 
+	"github.com/infergate/infergate/alert"
 	"github.com/infergate/infergate/monitor"
 	"github.com/infergate/infergate/proxy"
 )
@@ -32,6 +33,9 @@ func main() {
 // run returns the process exit code: 0 after a clean drain, 2 for a bad
 // configuration (nothing was served), 1 for a runtime failure.
 func run(args []string) int {
+	if len(args) > 0 && args[0] == "rules" {
+		return rulesCommand(args[1:], os.Stdout, os.Stderr)
+	}
 	cfg, err := parseConfig(args)
 	switch {
 	case errors.Is(err, flag.ErrHelp):
@@ -117,7 +121,15 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err := mon.Register(reg); err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
-	gt, err := startGPU(cfg.GPU, mon, reg, log)
+	bs, err := newBaselines(cfg.alerts, log)
+	if err != nil {
+		return err
+	}
+	gt, err := startGPU(cfg.GPU, mon, bs, sloFunc(cfg.alerts), reg, log)
+	if err != nil {
+		return err
+	}
+	al, err := startAlerting(cfg.alerts, mon, gt, bs, reg, log)
 	if err != nil {
 		return err
 	}
@@ -174,12 +186,15 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	adm := &admin{gatherer: reg, ready: ready.current, pprof: cfg.Pprof, series: func() any { return seriesJSON(mon.Snapshot()) }}
 	adm.batching = func() any { return batchingJSON(bat) }
 	adm.models, adm.gpus = gt.modelsJSON, gt.gpusJSON
+	adm.alerts = &alert.API{Engine: al.engine, Token: cfg.adminToken}
 	hs := &http.Server{Handler: adm.handler(), ReadHeaderTimeout: 10 * time.Second}
 
 	runCtx, cancelRun := context.WithCancel(context.Background())
 	defer cancelRun()
 	go mon.Run(runCtx)
 	go gt.run(runCtx)
+	alertsDone := make(chan struct{})
+	go func() { al.run(runCtx); close(alertsDone) }()
 	// The first verdict is in before the start line: /readyz is never
 	// "not checked yet" for a process that says it serves.
 	ready.check(runCtx)
@@ -231,6 +246,8 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	shutCtx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	hs.Shutdown(shutCtx)
+	cancelRun()
+	<-alertsDone // state and baseline saved, notifications drained
 	log.Info("stopped")
 	return nil
 }

@@ -1,0 +1,200 @@
+package alert
+
+import (
+	"fmt"
+	"math"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// promRuleFile is a Prometheus rule file.
+type promRuleFile struct {
+	Groups []promGroup `yaml:"groups"`
+}
+
+type promGroup struct {
+	Name     string     `yaml:"name"`
+	Interval string     `yaml:"interval,omitempty"`
+	Rules    []promRule `yaml:"rules"`
+}
+
+type promRule struct {
+	Alert         string            `yaml:"alert"`
+	Expr          string            `yaml:"expr"`
+	For           string            `yaml:"for,omitempty"`
+	KeepFiringFor string            `yaml:"keep_firing_for,omitempty"`
+	Labels        map[string]string `yaml:"labels,omitempty"`
+	Annotations   map[string]string `yaml:"annotations,omitempty"`
+}
+
+// minPromWindow is the shortest range a fleet's Prometheus can rate over
+// with the usual 15s scrape interval (four scrapes).
+const minPromWindow = time.Minute
+
+// ExportPrometheus writes the threshold, error and SLO rules of a
+// validated Config as a Prometheus rule file over infergate's own metrics
+// (infergate_request_duration_seconds and infergate_requests_total),
+// summed across replicas so that a fleet's Prometheus evaluates them over
+// every replica's traffic. Baseline, trend, GPU, hint and compound rules
+// need infergate's in-memory state; they are listed in a comment instead.
+func ExportPrometheus(c *Config) ([]byte, error) {
+	g := promGroup{Name: "infergate"}
+	var skipped []string
+	for _, r := range c.rules {
+		if len(r.conds) != 1 {
+			skipped = append(skipped, r.Name+" (compound)")
+			continue
+		}
+		cd := r.conds[0]
+		sel := promSelector(r.sel)
+		window := promDuration(max(cd.window, minPromWindow))
+		var exprs []string
+		var extra []map[string]string
+		switch {
+		case cd.kind == KindThreshold && cd.metric == "" && cd.useSLO:
+			q := monitorQuantile(cd.q)
+			for _, s := range c.SLO {
+				limit := [...]time.Duration{s.P50, s.P90, s.P99}[cd.q]
+				if limit <= 0 {
+					continue
+				}
+				ssel := promSelector(selector{model: s.Model, version: r.sel.version, method: r.sel.method, upstream: r.sel.upstream})
+				exprs = append(exprs, quantileExpr(q, ssel, window, cd.op, limit.Seconds()))
+				extra = append(extra, map[string]string{"slo": s.Model})
+			}
+		case cd.kind == KindThreshold && cd.metric == "":
+			exprs = append(exprs, quantileExpr(monitorQuantile(cd.q), sel, window, cd.op, cd.value))
+		case cd.kind == KindThreshold && cd.metric == "rate":
+			exprs = append(exprs, fmt.Sprintf("sum by (model) (rate(infergate_requests_total{%s}[%s])) %s %s", sel, window, cd.op, num(cd.value)))
+		case cd.kind == KindErrors:
+			codes := fmt.Sprintf(`code=~"%s"`, strings.Join(cd.codes, "|"))
+			failed := fmt.Sprintf("sum by (model) (rate(infergate_requests_total{%s,%s}[%s]))", sel, codes, window)
+			if cd.rate > 0 {
+				exprs = append(exprs, fmt.Sprintf("%s > %s", failed, num(cd.rate)))
+				break
+			}
+			all := fmt.Sprintf("sum by (model) (rate(infergate_requests_total{%s}[%s]))", sel, window)
+			// As in infergate, too few calls decide nothing.
+			exprs = append(exprs, fmt.Sprintf("(%s / %s > %s) and (%s * %d >= %d)", failed, all, num(cd.ratio), all,
+				int(max(cd.window, minPromWindow).Seconds()), cd.minCalls))
+		default:
+			skipped = append(skipped, fmt.Sprintf("%s (%s: needs infergate's in-memory state)", r.Name, cd.kind))
+			continue
+		}
+		for i, expr := range exprs {
+			pr := promRule{Alert: r.Name, Expr: expr, Labels: map[string]string{"severity": r.Severity}, Annotations: map[string]string{}}
+			if r.For > 0 {
+				pr.For = promDuration(r.For)
+			}
+			if r.KeepFiringFor > 0 {
+				pr.KeepFiringFor = promDuration(r.KeepFiringFor)
+			}
+			for k, v := range r.Labels {
+				pr.Labels[k] = v
+			}
+			if extra != nil {
+				for k, v := range extra[i] {
+					pr.Labels[k] = v
+				}
+			}
+			for k, v := range r.Config.Annotations {
+				pr.Annotations[k] = promTemplate(v)
+			}
+			if len(pr.Annotations) == 0 {
+				pr.Annotations = nil
+			}
+			g.Rules = append(g.Rules, pr)
+		}
+	}
+	b, err := yaml.Marshal(promRuleFile{Groups: []promGroup{g}})
+	if err != nil {
+		return nil, err
+	}
+	head := "# Prometheus rules exported by `infergate rules export`: the threshold, error and SLO\n" +
+		"# rules over infergate's histogram and counters, summed across replicas.\n"
+	if len(skipped) > 0 {
+		slices.Sort(skipped)
+		head += "# Not exported (they need infergate's own evaluation):\n"
+		for _, s := range skipped {
+			head += "#   " + s + "\n"
+		}
+	}
+	return append([]byte(head), b...), nil
+}
+
+func monitorQuantile(i int) float64 { return [...]float64{0.5, 0.9, 0.99, 0.999}[i] }
+
+// quantileExpr is histogram_quantile over the summed buckets, guarded by
+// a minimum number of calls: fewer than 1/(1-q) calls in the window do
+// not define the quantile.
+func quantileExpr(q float64, sel, window, op string, v float64) string {
+	minCalls := math.Ceil(1 / (1 - q))
+	return fmt.Sprintf("(histogram_quantile(%s, sum by (le, model) (rate(infergate_request_duration_seconds_bucket{%s}[%s]))) %s %s)"+
+		" and (sum by (model) (increase(infergate_request_duration_seconds_count{%s}[%s])) >= %s)",
+		num(q), sel, window, op, num(v), sel, window, num(minCalls))
+}
+
+// promSelector turns globs into label matchers.
+func promSelector(s selector) string {
+	var out []string
+	add := func(label, g string) {
+		if g != "" && g != "*" {
+			out = append(out, fmt.Sprintf(`%s=~"%s"`, label, globRegexp(g)))
+		}
+	}
+	add("model", s.model)
+	add("version", s.version)
+	add("upstream", s.upstream)
+	if s.method != "" {
+		add("method", s.method)
+	} else {
+		out = append(out, fmt.Sprintf(`method=~".*/(%s)"`, strings.Join(inferenceMethods, "|")))
+	}
+	return strings.Join(out, ",")
+}
+
+// globRegexp translates a path.Match glob into an RE2 regexp body.
+func globRegexp(g string) string {
+	var b strings.Builder
+	for _, r := range g {
+		switch r {
+		case '*':
+			b.WriteString(".*")
+		case '?':
+			b.WriteString(".")
+		default:
+			b.WriteString(regexp.QuoteMeta(string(r)))
+		}
+	}
+	// Prometheus label values are in double quotes: escape backslashes.
+	return strings.ReplaceAll(b.String(), `\`, `\\`)
+}
+
+// promTemplate rewrites infergate's annotation templates for Prometheus:
+// .Labels.x is $labels.x, .Value and .Threshold are $value.
+func promTemplate(s string) string {
+	s = strings.ReplaceAll(s, ".Labels.", "$labels.")
+	s = strings.ReplaceAll(s, ".Threshold", "$value")
+	s = strings.ReplaceAll(s, ".Value", "$value")
+	s = strings.ReplaceAll(s, ".Evidence", `"(see infergate)"`)
+	return s
+}
+
+func promDuration(d time.Duration) string {
+	switch {
+	case d%time.Hour == 0:
+		return strconv.Itoa(int(d/time.Hour)) + "h"
+	case d%time.Minute == 0:
+		return strconv.Itoa(int(d/time.Minute)) + "m"
+	case d%time.Second == 0:
+		return strconv.Itoa(int(d/time.Second)) + "s"
+	}
+	return strconv.Itoa(int(d/time.Millisecond)) + "ms"
+}
+
+func num(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
