@@ -36,8 +36,10 @@ const (
 	DefaultMinRecent     = 10
 	DefaultAcceptAfter   = time.Hour
 	DefaultMaxKeys       = 10000
-	// minHourSamples is how many samples an hour needs to be learned.
-	minHourSamples = 10
+	// minHourSamples is how many samples an hour needs to be learned: a
+	// few, so that a replay at a compressed clock (an hour in seconds)
+	// still learns; each hour's level is a median over weeks anyway.
+	minHourSamples = 2
 	// hourBuf is how many samples per quantile an hour keeps (thinned
 	// evenly past it).
 	hourBuf = 128
