@@ -31,6 +31,8 @@ type options struct {
 	queueSize      int
 	maxAge         time.Duration
 	now            func() time.Time
+	// jitter shortens a backoff wait; tests make it exact.
+	jitter func(time.Duration) time.Duration
 }
 
 func newOptions(opts []Option) options {
@@ -49,6 +51,9 @@ func newOptions(opts []Option) options {
 	}
 	if o.now == nil {
 		o.now = time.Now
+	}
+	if o.jitter == nil {
+		o.jitter = jitter
 	}
 	return o
 }

@@ -66,7 +66,7 @@ func newSender(receiver, integration string, n Notifier, o options) *Sender {
 		backoffMin:  o.backoffInitial,
 		backoffMax:  o.backoffMax,
 		maxAge:      o.maxAge,
-		jitter:      jitter,
+		jitter:      o.jitter,
 		ctx:         ctx,
 		cancel:      cancel,
 		wake:        make(chan struct{}, 1),

@@ -133,7 +133,7 @@ func truncate(s string, max int) string {
 		return s
 	}
 	limit := max - len(ellipsis)
-	if limit <= 0 {
+	if limit < 0 {
 		return ""
 	}
 	cut := limit
