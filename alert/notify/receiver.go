@@ -1,0 +1,96 @@
+package notify
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+)
+
+// Receiver delivers messages to every integration of one receiver, each
+// through its own [Sender], so that a slow or failing integration holds up
+// none of the others.
+type Receiver struct {
+	name    string
+	senders []*Sender
+}
+
+// Build validates cfg (see [ReceiverConfig.Validate]) and starts one
+// Sender per integration. Stop the Receiver with Close.
+func Build(cfg ReceiverConfig, opts ...Option) (*Receiver, error) {
+	// Validate fills defaults in cfg, a copy; its slices are copied too
+	// so that the caller's config is left as it was.
+	cfg.Webhook = append([]WebhookConfig(nil), cfg.Webhook...)
+	cfg.Alertmanager = append([]AlertmanagerConfig(nil), cfg.Alertmanager...)
+	cfg.Slack = append([]SlackConfig(nil), cfg.Slack...)
+	cfg.WeCom = append([]WeComConfig(nil), cfg.WeCom...)
+	cfg.Email = append([]EmailConfig(nil), cfg.Email...)
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	o := newOptions(opts)
+	r := &Receiver{name: cfg.Name}
+	add := func(kind string, i, count int, n Notifier) {
+		integration := kind
+		if count > 1 {
+			integration = fmt.Sprintf("%s/%d", kind, i)
+		}
+		r.senders = append(r.senders, newSender(cfg.Name, integration, n, o))
+	}
+	for i, c := range cfg.Webhook {
+		add("webhook", i, len(cfg.Webhook), &webhookNotifier{cfg: c, client: o.client})
+	}
+	for i, c := range cfg.Alertmanager {
+		add("alertmanager", i, len(cfg.Alertmanager), &alertmanagerNotifier{cfg: c, client: o.client, now: o.now})
+	}
+	for i, c := range cfg.Slack {
+		add("slack", i, len(cfg.Slack), &slackNotifier{cfg: c, client: o.client})
+	}
+	for i, c := range cfg.WeCom {
+		add("wecom", i, len(cfg.WeCom), &wecomNotifier{cfg: c, client: o.client})
+	}
+	for i, c := range cfg.Email {
+		add("email", i, len(cfg.Email), &emailNotifier{cfg: c, now: o.now})
+	}
+	if cfg.Log {
+		l := o.logger
+		if l == nil {
+			l = slog.Default()
+		}
+		add("log", 0, 1, &logNotifier{log: l})
+	}
+	return r, nil
+}
+
+// Name returns the receiver's name.
+func (r *Receiver) Name() string { return r.name }
+
+// Senders returns the receiver's senders, one per integration, in config
+// order: webhook, alertmanager, slack, wecom, email, log.
+func (r *Receiver) Senders() []*Sender { return r.senders }
+
+// Send queues m for every integration and returns at once; it never
+// blocks. m must not be modified afterwards.
+func (r *Receiver) Send(m *Message) {
+	for _, s := range r.senders {
+		s.Send(m)
+	}
+}
+
+// Close stops accepting messages and lets every integration deliver what
+// it has queued until ctx ends, then stops them all (see [Sender.Close]).
+// It returns ctx's error when some messages were given up.
+func (r *Receiver) Close(ctx context.Context) error {
+	errs := make([]error, len(r.senders))
+	var wg sync.WaitGroup
+	for i, s := range r.senders {
+		wg.Go(func() { errs[i] = s.Close(ctx) })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
