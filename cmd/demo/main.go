@@ -173,6 +173,7 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	if !o.noFault && (o.seconds == 0 || o.seconds >= minFaultSeconds) {
 		bg.Go(func() { runFault(loadCtx, httpFaults{hc: hc, admin: sim.adminAddr}, demoFault, announce) })
 	}
+	bg.Go(func() { watchAlerts(loadCtx, hc, gate.adminAddr, announce) })
 
 	draw := func(final bool) {
 		// A context of its own: the final frame is drawn after ctx ends.
@@ -181,6 +182,7 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
 		f := frame{elapsed: time.Since(start), final: final, load: gen.snapshot()}
 		f.series, f.seriesErr = fetchSeries(dctx, hc, gate.adminAddr)
 		f.gpu, f.gpuErr = fetchGPU(dctx, hc, gate.adminAddr)
+		f.alerts, f.alertsErr = fetchAlerts(dctx, hc, gate.adminAddr)
 		if tty {
 			f.guide = guide
 			f.events = events.last(6)

@@ -24,6 +24,8 @@ type frame struct {
 	gpu       []gpuReading
 	gpuErr    error
 	load      loadSnapshot
+	alerts    []alertDoc
+	alertsErr error
 	// events are recent announcements (fault injected, cleared), oldest
 	// first.
 	events []string
@@ -51,6 +53,11 @@ func renderFrame(w io.Writer, f frame) {
 	} else {
 		fmt.Fprintf(w, "gpu:   %s\n", gpuLine(f.gpu))
 		io.WriteString(w, wrap("hints: ", hintLine(f.gpu), ", "))
+	}
+	if f.alertsErr != nil {
+		fmt.Fprintf(w, "alerts: %v\n", f.alertsErr)
+	} else {
+		io.WriteString(w, wrap("alerts: ", alertLine(f.alerts), "; "))
 	}
 	fmt.Fprintf(w, "load:  %s\n", f.load)
 	for _, e := range f.events {
