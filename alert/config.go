@@ -270,6 +270,9 @@ func (c *Config) Validate() error {
 			add("baseline.holidays[%d]: %q is not a date like 2026-12-25", i, d)
 		}
 	}
+	if u := c.Baseline.Prometheus; u != "" && !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
+		add("baseline.prometheus: %q is not an http(s) URL", u)
+	}
 	if c.Baseline.Weeks < 0 || c.Baseline.TimeScale < 0 {
 		add("baseline: weeks and time_scale must not be negative")
 	}

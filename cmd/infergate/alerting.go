@@ -141,6 +141,18 @@ func newBaselines(ac *alert.Config, log *slog.Logger) (*baseline.Store, error) {
 		}
 		log.Info("baseline loaded", "file", f, "models", len(st.Infos()))
 	}
+	if u := ac.Baseline.Prometheus; u != "" {
+		// A warm start is a bonus: a Prometheus that does not answer
+		// leaves the baseline to learn from live traffic.
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		n, err := st.WarmFromPrometheus(ctx, strings.TrimSuffix(u, "/"), nil)
+		cancel()
+		if err != nil {
+			log.Warn("baseline: warm start failed; learning from live traffic", "err", err)
+		} else {
+			log.Info("baseline warmed from Prometheus", "url", u, "models", n)
+		}
+	}
 	return st, nil
 }
 
