@@ -126,7 +126,11 @@ type BaselineInfo struct {
 	Source string             `json:"source"`
 	Weeks  int                `json:"history_weeks"`
 	Levels map[string]float64 `json:"median_seconds"`
-	Widen  float64            `json:"band_widen"`
+	Spread map[string]float64 `json:"spread_seconds"`
+	// UpAbove is the top of the band: the latency above which the
+	// shared notion of "up" (baseline.DefaultRise) calls a quantile up.
+	UpAbove map[string]float64 `json:"up_above_seconds"`
+	Widen   float64            `json:"band_widen"`
 }
 
 // Engine evaluates rules every interval, keeps each alert's lifecycle and
@@ -445,9 +449,12 @@ func (e *Engine) fillEvidence(f *frame, a *instance, subjectLabel string, os []o
 			}
 		}
 		if b := f.baselines.Get(a.subject); b.Known() {
-			bi := &BaselineInfo{Source: b.Source, Weeks: b.Weeks, Widen: b.Widen, Levels: map[string]float64{}}
+			bi := &BaselineInfo{Source: b.Source, Weeks: b.Weeks, Widen: b.Widen,
+				Levels: map[string]float64{}, Spread: map[string]float64{}, UpAbove: map[string]float64{}}
 			for q, n := range baseline.QuantileNames {
-				bi.Levels[n] = b.Q[q].Median
+				bi.Levels[n], bi.Spread[n] = b.Q[q].Median, b.Q[q].Spread
+				th, _ := b.Threshold(q, baseline.DefaultRise)
+				bi.UpAbove[n] = th.Seconds()
 			}
 			ev.Baseline = bi
 		}

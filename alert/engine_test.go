@@ -421,3 +421,45 @@ func TestRestartDoesNotRepage(t *testing.T) {
 		t.Fatalf("repeat after restart: %d, want 1", len(msgs))
 	}
 }
+
+// fakeActuator records the actions the engine asks for.
+type fakeActuator struct{ calls []string }
+
+func (f *fakeActuator) Start(action string, labels map[string]string) (string, error) {
+	f.calls = append(f.calls, "start "+action+" "+labels["model"])
+	return "fallback " + labels["model"] + " -> edge", nil
+}
+
+func (f *fakeActuator) Stop(action string, labels map[string]string) (string, error) {
+	f.calls = append(f.calls, "stop "+action+" "+labels["model"])
+	return "back to " + labels["model"], nil
+}
+
+// TestActions: a firing rule with an action starts it for its model,
+// shows it in the evidence and the notification, and stops it on resolve.
+func TestActions(t *testing.T) {
+	rule := thresholdRule()
+	rule.For, rule.KeepFiringFor, rule.Action = 0, 0, "fallback"
+	cfg := &Config{Rules: []RuleConfig{rule}, Route: &RouteConfig{Receiver: "log", GroupWait: time.Second, GroupInterval: time.Second}}
+	r := newRig(t, cfg)
+	act := &fakeActuator{}
+	r.e.opts.Actuator = act
+	r.src.set("m", calls(6000, ms(10), ms(900), nil))
+	r.run(3 * time.Second)
+	if len(act.calls) != 1 || act.calls[0] != "start fallback m" {
+		t.Fatalf("actuator calls = %v", act.calls)
+	}
+	a := r.e.Alerts()[0]
+	if len(a.Evidence.Actions) != 1 || a.Evidence.Actions[0] != "fallback m -> edge" {
+		t.Errorf("evidence actions = %v", a.Evidence.Actions)
+	}
+	msgs, _ := r.sink.take()
+	if len(msgs) == 0 || len(msgs[0].Alerts[0].Actions) != 1 {
+		t.Errorf("notification without the action: %+v", msgs)
+	}
+	r.src.set("m", calls(6000, ms(10), ms(100), nil))
+	r.run(3 * time.Second)
+	if len(act.calls) != 2 || act.calls[1] != "stop fallback m" {
+		t.Fatalf("after resolve: %v", act.calls)
+	}
+}
