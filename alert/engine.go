@@ -215,6 +215,7 @@ func New(opts Options) (*Engine, error) {
 func (e *Engine) Run(ctx context.Context) {
 	t := time.NewTicker(e.cfg.EvaluationInterval)
 	defer t.Stop()
+	e.Step() // at once: a restart re-evaluates restored alerts without waiting
 	for {
 		select {
 		case <-ctx.Done():
@@ -295,7 +296,7 @@ func (e *Engine) Step() {
 		}
 	}
 	e.lastEval, e.evalTook = now, e.opts.Now().Sub(now)
-	e.metrics.observe(e.alerts, e.evalTook)
+	e.metrics.observe(e.cfg.rules, e.alerts, e.evalTook)
 	if e.cfg.StateFile != "" && e.dirty && now.Sub(e.lastSave) >= 5*time.Second {
 		e.saveStateLocked()
 		e.lastSave = now

@@ -42,10 +42,16 @@ func newEngineMetrics(reg prometheus.Registerer) *engineMetrics {
 	return m
 }
 
-func (m *engineMetrics) observe(alerts map[string]*instance, took time.Duration) {
+func (m *engineMetrics) observe(rules []*Rule, alerts map[string]*instance, took time.Duration) {
 	m.evaluations.Inc()
 	m.evalSeconds.Observe(took.Seconds())
 	m.active.Reset()
+	// Zeros for every rule, so a dashboard sees 0 rather than no data.
+	for _, r := range rules {
+		for _, st := range []State{StatePending, StateFiring} {
+			m.active.WithLabelValues(r.Name, string(st), r.Severity)
+		}
+	}
 	for _, a := range alerts {
 		if a.state == StateResolved {
 			continue

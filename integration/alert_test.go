@@ -214,6 +214,13 @@ func TestAdminWritesNeedConfiguredToken(t *testing.T) {
 	if code, _ := httpDo(t, "DELETE", "http://"+e.gate.admin+"/api/v1/silences/x", ``); code != 403 {
 		t.Errorf("DELETE = %d", code)
 	}
+	// The first evaluation exports the per-rule zeros.
+	for start := time.Now(); !strings.Contains(metricsText(t, e.gate.admin), "infergate_alerts{"); time.Sleep(100 * time.Millisecond) {
+		if time.Since(start) > 30*time.Second {
+			t.Fatal("no infergate_alerts series after 30s")
+		}
+	}
+	promtoolClean(t, e.gate.admin, "infergate_alerts", "infergate_alert_evaluation_seconds", "infergate_alert_evaluations_total")
 	for _, p := range []string{"alerts", "rules", "silences", "baselines"} {
 		if code, body := httpGet(t, "http://"+e.gate.admin+"/api/v1/"+p); code != 200 {
 			t.Errorf("GET %s = %d %s", p, code, body)
