@@ -191,10 +191,17 @@ func Up(b Baseline, rs monitor.RecentStats, r Rise, qs ...int) Verdict {
 	if qs == nil {
 		qs = []int{P50, P90, P99}
 	}
+	return above(rs, qs, func(q int) (time.Duration, bool) { return b.Threshold(q, r) })
+}
+
+// above decides whether, for any quantile in qs, the window's lower
+// confidence bound exceeds threshold(q); quantiles without a threshold or
+// a bound are skipped.
+func above(rs monitor.RecentStats, qs []int, threshold func(q int) (time.Duration, bool)) Verdict {
 	var v Verdict
 	bounds := rs.Bounds[monitor.ComponentTotal]
 	for _, q := range qs {
-		th, ok := b.Threshold(q, r)
+		th, ok := threshold(q)
 		mi := monitorIndex[q]
 		if !ok || !bounds.OK[mi] {
 			continue
@@ -579,19 +586,5 @@ type SLO [NumQuantiles]time.Duration
 // OverSLO decides whether a window's total latency is, with confidence,
 // over any set objective.
 func OverSLO(slo SLO, rs monitor.RecentStats) Verdict {
-	var v Verdict
-	bounds := rs.Bounds[monitor.ComponentTotal]
-	for q, limit := range slo {
-		mi := monitorIndex[q]
-		if limit <= 0 || !bounds.OK[mi] {
-			continue
-		}
-		v.Decided = true
-		v.Quantile, v.Lower, v.Threshold = q, bounds.Lower[mi], limit
-		if bounds.Lower[mi] > limit {
-			v.Up = true
-			return v
-		}
-	}
-	return v
+	return above(rs, []int{P50, P90, P99}, func(q int) (time.Duration, bool) { return slo[q], slo[q] > 0 })
 }
