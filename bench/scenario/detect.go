@@ -486,13 +486,13 @@ func (r *detectRun) phases() error {
 		what       string
 	}{
 		{DetectReference, RuleLatency, cfg.Hold, func() detectIncident { return detectIncident{slowdown: 1.47} },
-			"latency ×1.47 (simserver slowdown 1.47 and delay_ms ×1.47)"},
+			"latency x1.47 (simserver slowdown 1.47, delay_ms x1.47)"},
 		{DetectCreep, RuleLatency, cfg.CreepHold, func() detectIncident { return detectIncident{creepFrom: time.Now()} },
 			fmt.Sprintf("delay_ms +%g ms per minute", cfg.CreepStep)},
 		{DetectErrors, RuleErrors, cfg.Hold, func() detectIncident { return detectIncident{errorRate: 0.05} },
 			"5% INTERNAL errors"},
 		{DetectGPU, RuleGPU, cfg.Hold, func() detectIncident { return detectIncident{rate: cfg.GPUFactor * capacity} },
-			fmt.Sprintf("load %.0f calls/s = %g × the GPU's capacity (%.0f calls/s)", cfg.GPUFactor*capacity, cfg.GPUFactor, capacity)},
+			fmt.Sprintf("load %.0f calls/s = %gx the GPU's capacity (%.0f calls/s)", cfg.GPUFactor*capacity, cfg.GPUFactor, capacity)},
 	}
 	for _, in := range incidents {
 		if err := r.sleep(cfg.Calm); err != nil {

@@ -3,6 +3,7 @@ package scenario
 import (
 	"fmt"
 	"math"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -94,9 +95,7 @@ type DetectReport struct {
 
 func newDetectReport(cfg DetectConfig, start time.Time) *DetectReport {
 	return &DetectReport{Model: DetectModel, Scale: cfg.Scale, Days: cfg.Days, RateMin: cfg.RateMin, LightRate: cfg.LightRate,
-		SimStart: start.UTC().Format("Mon 2006-01-02 15:04 MST"),
-		TrendRule: "trend rule: not in the default set (the creep can only fire ModelLatencyAboveBaseline once it " +
-			"crosses the band; a kind: trend rule would watch the slope)"}
+		SimStart: start.UTC().Format("Mon 2006-01-02 15:04 MST")}
 }
 
 // firedSince reports whether rule reached firing after at.
@@ -145,6 +144,8 @@ func (r *DetectReport) finish(w *detectWatch, secs []DetectSecond, late int64) {
 		r.Phases = append(r.Phases, r.phase(fmt.Sprintf("steady light load %s calls/s", report.Rate(r.LightRate)),
 			r.LightFrom, r.LightTo, "0 false alerts"))
 	}
+	r.TrendRule = "trend rule: not in the default set (the creep can only fire ModelLatencyAboveBaseline once it " +
+		"crosses the band; a kind: trend rule would watch the slope)"
 	r.Verdict = SoakPass
 	for _, in := range r.Incidents {
 		if in.Verdict == SoakFail {
@@ -180,9 +181,9 @@ func (r *DetectReport) judgeIncident(in *DetectIncidentRow, end float64) {
 	}
 	in.Target, in.Verdict = "-", "-"
 	judge := func(limit time.Duration, minRate float64) {
-		in.Target = "firing ≤ " + limit.String()
+		in.Target = "firing <= " + limit.String()
 		if minRate > 0 {
-			in.Target += fmt.Sprintf(" at ≥ %s calls/s", report.Rate(minRate))
+			in.Target += fmt.Sprintf(" at >= %s calls/s", report.Rate(minRate))
 		}
 		in.Verdict = SoakFail
 		if in.ToFiring >= 0 && in.ToFiring <= limit.Seconds() && in.Rate >= minRate {
@@ -214,7 +215,7 @@ func (r *DetectReport) phase(name string, from, to float64, target string) Detec
 		}
 	}
 	for n, c := range rules {
-		p.Rules = append(p.Rules, fmt.Sprintf("%s×%d", n, c))
+		p.Rules = append(p.Rules, fmt.Sprintf("%s x%d", n, c))
 	}
 	sort.Strings(p.Rules)
 	if target != "-" {
@@ -236,8 +237,8 @@ func delayCell(s float64) string {
 // Table returns one row per incident and per phase.
 func (r *DetectReport) Table() report.Table {
 	t := report.Table{
-		Header:   []string{"what", "injected at", "to pending", "to firing", "rule", "Prometheus rule (p99 > 1.25× for 5m)", "target", "verdict"},
-		LeftCols: 2,
+		Header:   []string{"what", "injected at", "to pending", "to firing", "rule", "Prometheus rule (p99 > 1.25x, for: 5m)", "target", "verdict"},
+		LeftCols: 8, // all text
 	}
 	for _, in := range r.Incidents {
 		rule := in.Rule
@@ -256,7 +257,7 @@ func (r *DetectReport) Table() report.Table {
 			fired += " (" + strings.Join(p.Rules, ", ") + ")"
 		}
 		t.Rows = append(t.Rows, []string{
-			p.Name, fmt.Sprintf("%s – %s", fmtAt(secs(p.From)), fmtAt(secs(p.To))), "-", "-", fired, "-", p.Target, p.Verdict,
+			p.Name, fmt.Sprintf("%s - %s", fmtAt(secs(p.From)), fmtAt(secs(p.To))), "-", "-", fired, "-", p.Target, p.Verdict,
 		})
 	}
 	return t
@@ -273,6 +274,10 @@ func (r *DetectReport) Markdown() string {
 		r.SimStart, report.Rate(r.RateMin), report.Rate(r.RateMin*1.6), detectPeakDelay)
 	b.WriteString(r.Table().Markdown())
 	b.WriteString("\n" + r.TrendRule + ".\n")
+	b.WriteString("Prometheus rule: histogram_quantile(0.99, sum by (le) (rate(infergate_request_duration_seconds_bucket{model=\"" +
+		r.Model + "\"}[5m]))) > T, for: 5m, T = 1.25 × its value at injection, evaluated offline on 5 s scrapes of this run. " +
+		"infergate's classic buckets have no bound between 100 ms and 250 ms, so while nearly all calls fall between them " +
+		"the expression reads about 248 ms whatever the latency.\n")
 	if bl := r.BaselineAtEnd; bl != nil {
 		fmt.Fprintf(&b, "Baseline at the end of the days: source %s, %d hours of the week learned, %d weeks; "+
 			"p99 %.0f ms, up above %.0f ms; p50 %.0f ms, up above %.0f ms.\n",
@@ -299,7 +304,7 @@ func (r *DetectReport) Panels() []report.Panel {
 	per := max(1, n/600)
 	var x, p99 []float64
 	for i := 0; i < n; i += per {
-		m := math.NaN()
+		m := math.NaN() // dropped by the plot when no call succeeded
 		for _, s := range r.Seconds[i:min(n, i+per)] {
 			if s.OK > 0 && (math.IsNaN(m) || s.P99 > m) {
 				m = s.P99
@@ -373,3 +378,16 @@ func containsString(list []string, s string) bool {
 	}
 	return false
 }
+
+// writeDetectPlots writes detect.png and detect.svg into dir.
+func writeDetectPlots(dir string, r *DetectReport) error {
+	for _, ext := range []string{report.FormatPNG, report.FormatSVG} {
+		if err := report.WritePlot(filepath.Join(dir, "detect."+ext), r.Panels()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// WritePlots writes detect.png and detect.svg into dir.
+func (r *DetectReport) WritePlots(dir string) error { return writeDetectPlots(dir, r) }

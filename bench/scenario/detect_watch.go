@@ -281,7 +281,9 @@ func parseDurationBuckets(body []byte, modelName string) (map[float64]float64, e
 			continue
 		}
 		for _, b := range h.GetBucket() {
-			out[b.GetUpperBound()] += float64(b.GetCumulativeCount())
+			if !math.IsInf(b.GetUpperBound(), 1) { // +Inf is the count, added below
+				out[b.GetUpperBound()] += float64(b.GetCumulativeCount())
+			}
 		}
 		out[math.Inf(1)] += float64(h.GetSampleCount())
 	}
@@ -374,11 +376,13 @@ func estimateProm(scrapes []detectScrape, inj, end float64, window, forDur time.
 	}
 	if base < 0 {
 		p.Text = "no scrape before the injection"
+		p.noNaN()
 		return p
 	}
 	v := promP99At(scrapes, base, window)
 	if math.IsNaN(v) {
 		p.Text = "no rate before the injection"
+		p.noNaN()
 		return p
 	}
 	p.P99AtInjection, p.Threshold = v*1000, v*1250
@@ -410,7 +414,17 @@ func estimateProm(scrapes []detectScrape, inj, end float64, window, forDur time.
 		p.Text = fmt.Sprintf("not within the incident (condition from %s; would fire at %s if held %s)",
 			fmtSecs(p.ConditionAfter), fmtSecs(p.ConditionAfter+forDur.Seconds()), forDur)
 	}
+	p.noNaN()
 	return p
+}
+
+// noNaN zeroes unknown values, which JSON cannot carry; Text says why.
+func (p *DetectProm) noNaN() {
+	for _, v := range []*float64{&p.P99AtInjection, &p.Threshold, &p.MaxDuring} {
+		if math.IsNaN(*v) {
+			*v = 0
+		}
+	}
 }
 
 func detectMs(v float64) string {

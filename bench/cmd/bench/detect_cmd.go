@@ -6,10 +6,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"path/filepath"
 	"time"
 
-	"github.com/infergate/infergate/bench/report"
 	"github.com/infergate/infergate/bench/scenario"
 )
 
@@ -72,10 +70,8 @@ func runDetect(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if err := saveReport(*outDir, "detect", rep, md); err != nil {
 			return err
 		}
-		for _, ext := range []string{"png", "svg"} {
-			if err := report.WritePlot(filepath.Join(*outDir, "detect."+ext), rep.Panels()); err != nil {
-				return err
-			}
+		if err := rep.WritePlots(*outDir); err != nil {
+			return err
 		}
 		fmt.Fprintf(stderr, "bench: detect: wrote detect.json, detect.md, detect.png, detect.svg in %s\n", *outDir)
 	}
