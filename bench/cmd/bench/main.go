@@ -35,6 +35,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runBatching(ctx, args[1:], stdout, stderr)
 	case "soak":
 		err = runSoak(ctx, args[1:], stdout, stderr)
+	case "detect":
+		err = runDetect(ctx, args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		usage(stdout)
 		return 0
@@ -72,6 +74,9 @@ commands:
   batching  batching off vs static vs adaptive under open-loop load
   soak      a long production-like mix through infergate: RSS, goroutines,
             /metrics and latency sampled over time, with a leak verdict
+  detect    compressed days of diurnal load, then injected incidents: time
+            from injection to firing of the default alert rules, false
+            alerts, and what a Prometheus p99 rule would have done
 
 Run "bench <command> -h" for the flags of a command.
 `)
