@@ -38,8 +38,10 @@ func BenchmarkStep1000Series(b *testing.B) {
 		fill()
 	}
 	for i := range 1000 {
-		for range 20 {
-			bs.Observe(key(i).Model, baseline.Sample{0.005, 0.006, 0.007}, false)
+		// A full recent ring (30 minutes of samples).
+		for j := range 1800 {
+			v := 0.005 + float64(j%7)*1e-4
+			bs.Observe(key(i).Model, baseline.Sample{v, v * 1.2, v * 1.4}, false)
 		}
 	}
 	cfg := &Config{}

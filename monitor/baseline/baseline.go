@@ -32,7 +32,8 @@ const HoursPerWeek = 7 * 24
 // Defaults of Options.
 const (
 	DefaultWeeks         = 4
-	DefaultRecentSamples = 300
+	DefaultRecentSamples = 360
+	DefaultRecentEvery   = 5
 	DefaultMinRecent     = 10
 	DefaultAcceptAfter   = time.Hour
 	DefaultMaxKeys       = 10000
@@ -59,9 +60,15 @@ type Options struct {
 	Holidays []string
 	// Weeks is how many weeks of history each hour keeps; 0 means 4.
 	Weeks int
-	// RecentSamples is how many calm samples the recent level covers; 0
-	// means 300 (five minutes at one sample a second).
+	// RecentSamples is how many calm samples the recent level keeps; 0
+	// means 360.
 	RecentSamples int
+	// RecentEvery keeps one calm sample in RecentEvery for the recent
+	// level; 0 means 5. With the defaults the level is the median of the
+	// last 30 minutes at one sample a second: slow enough that a creep of
+	// a few ms a minute does not drag the baseline along with it, while
+	// the first level exists within a minute of start.
+	RecentEvery int
 	// MinRecent is how many calm samples the recent level needs; 0 means
 	// 10.
 	MinRecent int
@@ -240,6 +247,9 @@ func New(opts Options) *Store {
 	if opts.RecentSamples <= 0 {
 		opts.RecentSamples = DefaultRecentSamples
 	}
+	if opts.RecentEvery <= 0 {
+		opts.RecentEvery = DefaultRecentEvery
+	}
 	if opts.MinRecent <= 0 {
 		opts.MinRecent = DefaultMinRecent
 	}
@@ -279,11 +289,16 @@ func (s *Store) hourOfWeek(t time.Time) int {
 
 // track is one model's history.
 type track struct {
-	recent   [NumQuantiles]ring
-	hours    [HoursPerWeek]*hourHist
-	cur      hourAcc
-	upSince  time.Time // zero while calm
-	lastSeen time.Time
+	recent [NumQuantiles]ring
+	// calm counts the calm samples observed (RecentEvery thins them).
+	calm int
+	// recentLevel caches the recent level until the ring changes.
+	recentLevel [NumQuantiles]Level
+	recentOK    bool
+	hours       [HoursPerWeek]*hourHist
+	cur         hourAcc
+	upSince     time.Time // zero while calm
+	lastSeen    time.Time
 }
 
 // ring is a ring of recent calm samples of one quantile, in microseconds.
@@ -389,11 +404,17 @@ func (s *Store) Observe(key string, sm Sample, up bool) {
 	} else {
 		t.upSince = time.Time{}
 	}
-	for q := range NumQuantiles {
-		if sm[q] > 0 {
-			t.recent[q].push(sm[q], s.opts.RecentSamples)
+	// Every sample until the ring holds a fifth of its size (a level a
+	// minute after start), then one in RecentEvery.
+	if len(t.recent[P50].v) < s.opts.RecentSamples/s.opts.RecentEvery || t.calm%s.opts.RecentEvery == 0 {
+		for q := range NumQuantiles {
+			if sm[q] > 0 {
+				t.recent[q].push(sm[q], s.opts.RecentSamples)
+			}
 		}
+		t.recentOK = false
 	}
+	t.calm++
 	h := s.hourOfWeek(st)
 	if !t.cur.start.IsZero() && (h != t.cur.hour || st.Sub(t.cur.start) >= time.Hour) {
 		s.closeHour(t)
@@ -440,10 +461,14 @@ func (s *Store) get(t *track, how int) Baseline {
 	b.RecentSamples = len(t.recent[P50].v)
 	if b.RecentSamples >= s.opts.MinRecent {
 		b.Source = SourceRecent
-		for q := range NumQuantiles {
-			m, sp := robust(t.recent[q].v)
-			b.Q[q] = Level{Median: m, Spread: sp}
+		if !t.recentOK {
+			for q := range NumQuantiles {
+				m, sp := robust(t.recent[q].v)
+				t.recentLevel[q] = Level{Median: m, Spread: sp}
+			}
+			t.recentOK = true
 		}
+		b.Q = t.recentLevel
 	}
 	// The hour and the next one: on a rising edge (the morning peak) the
 	// coming hour's level already applies.

@@ -108,7 +108,7 @@ func TestIncidentIsNotLearned(t *testing.T) {
 	if b := s.Get("m"); math.Abs(b.Q[P50].Median-0.01) > 1e-6 {
 		t.Errorf("after 30 minutes up the baseline p50 = %v, want 0.01", b.Q[P50].Median)
 	}
-	for range 31 * 60 { // past AcceptAfter: the new normal
+	for range 50 * 60 { // past AcceptAfter: the new normal, once it outweighs the old
 		c.t = c.t.Add(time.Second)
 		s.Observe("m", Sample{0.05, 0.05, 0.1}, true)
 	}

@@ -12,8 +12,9 @@
 //
 //   - a recent level: the median and the robust spread (1.4826 × the
 //     median absolute deviation) of the last RecentSamples calm samples,
-//     usable after MinRecent of them, so a baseline exists minutes after
-//     start;
+//     one kept in RecentEvery (30 minutes at one sample a second), usable
+//     after MinRecent of them, so a baseline exists a minute after start
+//     and a slow creep does not drag it along;
 //   - a seasonal level per hour of the week (168 hours; a holiday counts
 //     as a Sunday): each hour's median and spread, kept for the last
 //     Weeks weeks, summarised by their medians.
