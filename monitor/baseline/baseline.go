@@ -496,9 +496,13 @@ func (s *Store) get(t *track, how int) Baseline {
 	b.Weeks = weeks
 	if weeks > 0 {
 		b.Source = SourceSeasonal
+		// The level is the higher of now and this hour of the week; the
+		// spread is the hour's own: the recent ring spans other hours
+		// (and, at a compressed clock, other days), whose differences
+		// are the seasonality the hour's level already accounts for.
 		for q := range NumQuantiles {
 			b.Q[q].Median = math.Max(b.Q[q].Median, seasonal[q].Median)
-			b.Q[q].Spread = math.Max(b.Q[q].Spread, seasonal[q].Spread)
+			b.Q[q].Spread = seasonal[q].Spread
 		}
 	}
 	switch {

@@ -28,8 +28,9 @@
 // Get combines the two: the level is the larger of the recent and the
 // seasonal one (latency is up only when it is above what is normal now
 // and what is normal at this hour of the week, so a daily peak that the
-// history knows is not an incident), and the band is widened while the
-// history is short (×2 with no week of history, ×1.5 with one). Up
+// history knows is not an incident), the spread is the hour's own once it
+// has history, and the band is widened while the history is short (×2
+// with no week of history, ×1.5 with one). Up
 // compares a recent window against Threshold = max(level × Factor, level
 // + Band × spread, level + Min), and reads the window's quantile through
 // its lower confidence bound (monitor.Bounds): too few calls decide
