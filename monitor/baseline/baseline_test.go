@@ -172,3 +172,32 @@ func TestScaledClock(t *testing.T) {
 		t.Errorf("Clock = %v", got)
 	}
 }
+
+// TestCreepIsCaught: a slow creep of +10ms/min on a 100ms model does not
+// drag the baseline along; it is up within a few minutes.
+func TestCreepIsCaught(t *testing.T) {
+	c := &fakeClock{monday}
+	s := New(Options{Now: c.now})
+	rng := rand.New(rand.NewPCG(3, 3))
+	for range 1800 { // 30 calm minutes
+		c.t = c.t.Add(time.Second)
+		v := 0.1 * (0.97 + 0.06*rng.Float64())
+		s.Observe("m", Sample{v, v * 1.1, v * 1.4}, false)
+	}
+	upAt := -1
+	for i := range 600 { // 10 minutes of creep
+		c.t = c.t.Add(time.Second)
+		v := 0.1*(0.97+0.06*rng.Float64()) + float64(i)/60*0.010
+		w := window(time.Duration(v * float64(time.Second)))
+		verdict := Up(s.Get("m"), w, DefaultRise)
+		s.Observe("m", Sample{v, v * 1.1, v * 1.4}, verdict.Up)
+		if verdict.Up {
+			upAt = i
+			break
+		}
+	}
+	if upAt < 0 || upAt > 240 {
+		t.Fatalf("creep up after %ds, want within 4 minutes", upAt)
+	}
+	t.Logf("creep +10ms/min on 100ms: up after %ds", upAt)
+}
