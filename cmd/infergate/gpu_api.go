@@ -92,11 +92,17 @@ type modelDoc struct {
 	P50                  float64  `json:"p50_seconds"`
 	P99                  float64  `json:"p99_seconds"`
 	QueueP99             *float64 `json:"queue_p99_seconds,omitempty"`
-	// BaselineP99 and BaselineP50 are what a rise is measured against;
-	// null until known. LatencyUp: p99 or p50 rose 1.5 times its baseline.
-	BaselineP99 *float64 `json:"baseline_p99_seconds"`
-	BaselineP50 *float64 `json:"baseline_p50_seconds"`
-	LatencyUp   bool     `json:"latency_up"`
+	// BaselineP99 and BaselineP50 are the baseline levels; null until
+	// known; BaselineSource is none, recent or seasonal. LatencyUp: the
+	// recent calls are, with confidence, above the baseline band or over
+	// the SLO (UpReason "baseline" or "slo"); TooFewCalls: they could not
+	// tell.
+	BaselineP99    *float64 `json:"baseline_p99_seconds"`
+	BaselineP50    *float64 `json:"baseline_p50_seconds"`
+	BaselineSource string   `json:"baseline_source"`
+	LatencyUp      bool     `json:"latency_up"`
+	UpReason       string   `json:"up_reason,omitempty"`
+	TooFewCalls    bool     `json:"too_few_calls"`
 	// GPUUUID is the GPU the model runs on (null when unknown) and GPUFrom
 	// where that came from: config, source or only_device.
 	GPUUUID        *string  `json:"gpu_uuid"`
@@ -126,6 +132,7 @@ func modelsJSON(states []correlate.ModelState) []modelDoc {
 		d := modelDoc{
 			Model: s.Model, Calls: s.Calls, LatencyWindowSeconds: s.LatencyWindow.Seconds(),
 			P50: s.P50.Seconds(), P99: s.P99.Seconds(), LatencyUp: s.LatencyUp,
+			BaselineSource: s.BaselineSource, UpReason: s.UpReason, TooFewCalls: s.TooFewCalls,
 			GPUFrom: s.GPUFrom, CauseHint: s.Hint,
 			Correlation:        num(s.Correlation[correlate.Window1m]),
 			CorrelationWindows: map[string]*float64{},
