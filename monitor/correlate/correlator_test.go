@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 
 	"github.com/infergate/infergate/monitor"
+	"github.com/infergate/infergate/monitor/baseline"
 	"github.com/infergate/infergate/monitor/gpu"
 )
 
@@ -218,5 +219,26 @@ func TestCorrelatorForgetsIdleModels(t *testing.T) {
 	c.Step()
 	if _, ok := c.Model("m"); ok {
 		t.Error("model still tracked after a long ring without calls")
+	}
+}
+
+// TestCorrelatorSLOAnchor: right after start there is no baseline, yet a
+// model over its SLO is up (the saturation a user sees at start), and it
+// stays up however long it lasts.
+func TestCorrelatorSLOAnchor(t *testing.T) {
+	lat := &fakeStats{p50: 40 * time.Millisecond, p99: 80 * time.Millisecond}
+	c := New(Options{Latency: lat, SLO: func(m string) baseline.SLO {
+		return baseline.SLO{baseline.P50: 20 * time.Millisecond}
+	}})
+	c.Step()
+	s, _ := c.Model("m")
+	if !s.LatencyUp || s.UpReason != "slo" || s.BaselineSource != baseline.SourceNone {
+		t.Fatalf("over SLO at start: %+v", s)
+	}
+	for range 600 {
+		c.Step()
+	}
+	if s, _ := c.Model("m"); !s.LatencyUp || s.UpReason != "slo" {
+		t.Fatalf("over SLO after 10 minutes: %+v", s)
 	}
 }
