@@ -191,7 +191,7 @@ func TestDetectSmoke(t *testing.T) {
 		}
 	}
 	cfg := DetectConfig{
-		Simserver: sim, Infergate: ig, Days: 0.05, Calm: 2 * time.Second, Hold: 6 * time.Second,
+		Simserver: sim, Infergate: ig, Days: 0.05, Calm: 2 * time.Second, Hold: 5 * time.Second,
 		CreepHold: 4 * time.Second, Recovery: time.Second, Light: 3 * time.Second,
 	}
 	if testing.Verbose() {

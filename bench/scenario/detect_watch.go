@@ -404,6 +404,9 @@ func estimateProm(scrapes []detectScrape, inj, end float64, window, forDur time.
 		}
 	}
 	switch {
+	case math.IsNaN(p.MaxDuring):
+		p.Text = fmt.Sprintf("not within the incident (p99 %s ms at injection; no scrape in its %s)",
+			detectMs(p.P99AtInjection), fmtAt(secs(end-inj)))
 	case p.ConditionAfter < 0:
 		p.Text = fmt.Sprintf("not within the incident (p99 %s ms at injection, at most %s ms, T %s ms)",
 			detectMs(p.P99AtInjection), detectMs(p.MaxDuring), detectMs(p.Threshold))
