@@ -6,7 +6,7 @@ import "time"
 // what a user wants on day one.
 //
 //   - ModelErrorRatio (critical): more than 1% of a model's calls in the
-//     last 5s failed with a server error (Unknown, DeadlineExceeded,
+//     last 2s failed with a server error (Unknown, DeadlineExceeded,
 //     Internal, Unavailable, DataLoss), with confidence.
 //   - ModelLatencyAboveBaseline (warning): the model's p50, p90 or p99
 //     over the last 5s is, with confidence, above its seasonal baseline
@@ -22,7 +22,7 @@ func DefaultRules(c *Config) []RuleConfig {
 	rules := []RuleConfig{
 		{
 			Name:      "ModelErrorRatio",
-			Condition: Condition{Kind: KindErrors, Ratio: "1%", Window: 5 * time.Second},
+			Condition: Condition{Kind: KindErrors, Ratio: "1%", Window: 2 * time.Second},
 			Severity:  SeverityCritical,
 			Labels:    map[string]string{"kind": "errors"},
 			Annotations: map[string]string{

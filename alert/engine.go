@@ -69,6 +69,10 @@ type Options struct {
 	Now func() time.Time
 	// SliceLength is the monitor's slice length; 0 means 1s.
 	SliceLength time.Duration
+	// Tick, when set, drives Run instead of its own ticker: the monitor's
+	// rotations (monitor.Registry.Rotations), so each evaluation reads a
+	// slice the moment it completes.
+	Tick <-chan time.Time
 }
 
 // instance is one alert: one rule for one model (or GPU).
@@ -213,15 +217,19 @@ func New(opts Options) (*Engine, error) {
 // Run evaluates every interval until ctx ends, then saves the state and
 // stops the receivers (giving queued notifications a few seconds).
 func (e *Engine) Run(ctx context.Context) {
-	t := time.NewTicker(e.cfg.EvaluationInterval)
-	defer t.Stop()
+	tick := e.opts.Tick
+	if tick == nil {
+		t := time.NewTicker(e.cfg.EvaluationInterval)
+		defer t.Stop()
+		tick = t.C
+	}
 	e.Step() // at once: a restart re-evaluates restored alerts without waiting
 	for {
 		select {
 		case <-ctx.Done():
 			e.Close()
 			return
-		case <-t.C:
+		case <-tick:
 			e.Step()
 		}
 	}

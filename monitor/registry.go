@@ -35,6 +35,9 @@ type Registry struct {
 	tick       atomic.Int64 // ticks, for readers without winMu
 	lastRotate time.Time
 
+	subMu sync.Mutex
+	subs  []chan time.Time // Rotations
+
 	inflightMu sync.Mutex
 	inflight   map[string]*Gauge
 
@@ -236,7 +239,32 @@ func (r *Registry) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			r.rotateTo(r.cfg.now())
+			now := r.cfg.now()
+			r.rotateTo(now)
+			r.notifyRotated(now)
+		}
+	}
+}
+
+// Rotations returns a channel that receives the clock's time after each
+// rotation Run makes, so that a reader of fresh slices (the alert engine)
+// reads them the moment they complete instead of up to a slice later. A
+// reader that lags misses ticks rather than slowing the rotation.
+func (r *Registry) Rotations() <-chan time.Time {
+	ch := make(chan time.Time, 1)
+	r.subMu.Lock()
+	r.subs = append(r.subs, ch)
+	r.subMu.Unlock()
+	return ch
+}
+
+func (r *Registry) notifyRotated(now time.Time) {
+	r.subMu.Lock()
+	defer r.subMu.Unlock()
+	for _, ch := range r.subs {
+		select {
+		case ch <- now:
+		default:
 		}
 	}
 }

@@ -176,9 +176,13 @@ type alerting struct {
 }
 
 func startAlerting(ac *alert.Config, mon *monitor.Registry, gt *gpuRuntime, st *baseline.Store, reg prometheus.Registerer, log *slog.Logger) (*alerting, error) {
+	var tick <-chan time.Time
+	if ac.EvaluationInterval == time.Second { // the slice length: evaluate as each slice completes
+		tick = mon.Rotations()
+	}
 	e, err := alert.New(alert.Options{
 		Config: ac, Latency: mon, Models: gt.corr.Models, GPU: gt.hub.State, Baselines: st,
-		Logger: log, Registerer: reg, SliceLength: time.Second,
+		Logger: log, Registerer: reg, SliceLength: time.Second, Tick: tick,
 	})
 	if err != nil {
 		return nil, err
