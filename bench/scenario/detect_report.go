@@ -282,12 +282,11 @@ func (r *DetectReport) Markdown() string {
 		fmt.Fprintf(&b, "Baseline at the end of the days: source %s, %d hours of the week learned, %d weeks; "+
 			"p99 %.0f ms, up above %.0f ms; p50 %.0f ms, up above %.0f ms.\n",
 			bl.Source, bl.Hours, bl.Weeks, bl.Median, bl.UpAbove, bl.P50, bl.P50Up)
-		if bl.Hours == 0 && r.Scale > 360 {
-			// monitor/baseline learns an hour from at least 10 samples,
+		if bl.Hours == 0 {
+			// monitor/baseline learns an hour from at least 2 samples,
 			// and infergate's correlator observes once a second.
-			fmt.Fprintf(&b, "No hour of the week was learned: an hour needs 10 samples (one a second), "+
-				"and at ×%g a simulated hour lasts %s, so only the recent level (the last 300 samples) decides; "+
-				"use -scale 300 or less for a seasonal baseline.\n",
+			fmt.Fprintf(&b, "No hour of the week was learned: an hour needs 2 samples (one a second), "+
+				"and at ×%g a simulated hour lasts %s, so only the recent level decides.\n",
 				r.Scale, fmtAt(secs(3600/r.Scale)))
 		}
 	}

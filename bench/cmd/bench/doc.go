@@ -7,6 +7,7 @@
 //	bench overhead [-quick] [-repeat N] [-open-base direct|slowest] [-out DIR]
 //	bench batching [-quick] [-static 64:2ms,32:5ms] [-out DIR]
 //	bench soak [-rate 150] [-d 10m] [-sample 30s] [-infergate-args "..."] [-out DIR]
+//	bench detect [-days 14] [-scale 1440] [-light 10m] [-out DIR]
 //
 // load runs one closed-loop (-c) or open-loop (-rate) measurement against a
 // loopback model server or proxy and prints a Markdown table (and writes
@@ -24,5 +25,12 @@
 // and a verdict: RSS and goroutines must stay within -tolerance (10%)
 // between the first sample at or after -baseline (2m) and the last, else
 // the verdict is FAIL and bench exits 1. With -out it writes soak.json and
-// soak.md. Run "bench <command> -h" for the flags.
+// soak.md. detect replays a compressed multi-day latency and load pattern
+// through infergate with its default alert rules, injects a x1.47
+// slowdown, a +10 ms/min creep, a 5% INTERNAL error spike and a GPU
+// saturation, and reports the time from each injection to firing, the
+// false alerts over the judged normal days and a steady light load, and
+// what a Prometheus rule over rate[5m] with for: 5m would have done
+// (detect.md, detect.json, detect.png). Run "bench <command> -h" for the
+// flags.
 package main
