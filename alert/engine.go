@@ -265,7 +265,6 @@ func (e *Engine) Step() {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	seen := map[string]bool{}
 	for _, r := range e.cfg.rules {
 		if r.PerGPU {
 			for _, d := range f.gpus.Devices {
@@ -273,7 +272,7 @@ func (e *Engine) Step() {
 				for i, cd := range r.conds {
 					os[i] = gpuOutcome(d, cd)
 				}
-				e.advance(f, r, "gpu", d.UUID, os, seen)
+				e.advance(f, r, "gpu", d.UUID, os)
 			}
 			continue
 		}
@@ -282,17 +281,15 @@ func (e *Engine) Step() {
 			for i, cd := range r.conds {
 				os[i] = e.evalModel(f, r, i, cd, m)
 			}
-			e.advance(f, r, "model", m, os, seen)
+			e.advance(f, r, "model", m, os)
 		}
 	}
-	// Alerts whose subject had no data this step: nothing decides them;
-	// after staleAfter without a verdict they resolve ("no data").
-	for fp, a := range e.alerts {
-		if seen[fp] || a.state == StateResolved {
-			continue
-		}
-		if now.Sub(a.lastDecided) > staleAfter(a.rule) {
-			e.resolve(a, now, "no data")
+	// Alerts nothing decided for a while (the model went quiet, or its
+	// calls became too few to judge) resolve: an incident nobody can see
+	// any more should not page forever.
+	for _, a := range e.alerts {
+		if a.state != StateResolved && now.Sub(a.lastDecided) > staleAfter(a.rule) {
+			e.resolve(a, now, "no verdict for "+staleAfter(a.rule).String())
 		}
 	}
 	e.forgetTrends(now)
@@ -316,7 +313,7 @@ func staleAfter(r *Rule) time.Duration { return max(5*time.Minute, r.For, r.Keep
 
 // advance moves one alert through its lifecycle given its conditions'
 // outcomes.
-func (e *Engine) advance(f *frame, r *Rule, subjectLabel, subject string, os []outcome, seen map[string]bool) {
+func (e *Engine) advance(f *frame, r *Rule, subjectLabel, subject string, os []outcome) {
 	holds := combine(r.compound, os)
 	fp := fingerprint(r, subjectLabel, subject)
 	a := e.alerts[fp]
@@ -329,7 +326,6 @@ func (e *Engine) advance(f *frame, r *Rule, subjectLabel, subject string, os []o
 		e.alerts[fp] = a
 		e.dirty = true
 	}
-	seen[fp] = true
 	if a.labels == nil {
 		a.labels = e.labels(f, a, subjectLabel)
 	}

@@ -99,6 +99,11 @@ func TestTooFewCallsNeverFire(t *testing.T) {
 	if ev.Holds != "unknown" || !strings.Contains(ev.Note, "too few calls") {
 		t.Errorf("evidence = %+v", ev)
 	}
+	// Five minutes without a verdict: resolved, not firing forever.
+	r.run(5 * time.Minute)
+	if s := r.state("HighP99", "m"); s != "" {
+		t.Fatalf("after 6 minutes without a verdict: %q, want resolved", s)
+	}
 }
 
 func TestBaselineRule(t *testing.T) {
