@@ -160,7 +160,7 @@ func (st *silenceStore) replace(list []Silence) {
 // matchAll reports whether every key: glob in m matches labels.
 func matchAll(m map[string]string, labels map[string]string) bool {
 	for k, g := range m {
-		if !glob(g, labels[k]) && !(g == "" && labels[k] == "") {
+		if !glob(g, labels[k]) {
 			return false
 		}
 	}
