@@ -276,8 +276,8 @@ func (r *DetectReport) Markdown() string {
 	b.WriteString("\n" + r.TrendRule + ".\n")
 	b.WriteString("Prometheus rule: histogram_quantile(0.99, sum by (le) (rate(infergate_request_duration_seconds_bucket{model=\"" +
 		r.Model + "\"}[5m]))) > T, for: 5m, T = 1.25 × its value at injection, evaluated offline on 5 s scrapes of this run. " +
-		"infergate's classic buckets have no bound between 100 ms and 250 ms, so while nearly all calls fall between them " +
-		"the expression reads about 248 ms whatever the latency.\n")
+		"An incident held only until infergate fires is over long before for: 5m can elapse; the column says whether " +
+		"the rate[5m] condition had even become true by then.\n")
 	if bl := r.BaselineAtEnd; bl != nil {
 		fmt.Fprintf(&b, "Baseline at the end of the days: source %s, %d hours of the week learned, %d weeks; "+
 			"p99 %.0f ms, up above %.0f ms; p50 %.0f ms, up above %.0f ms.\n",
