@@ -127,37 +127,25 @@ type DetectConfig struct {
 
 // Validate fills defaults and reports every problem, joined.
 func (c *DetectConfig) Validate() error {
-	setF := func(v *float64, d float64) {
-		if *v == 0 {
-			*v = d
-		}
-	}
-	setD := func(v *time.Duration, d time.Duration) {
-		if *v == 0 {
-			*v = d
-		}
-	}
-	setF(&c.Scale, 1440)
-	setF(&c.Days, 14)
-	setF(&c.RateMin, 100)
-	setF(&c.CreepStep, 10)
-	setF(&c.GPUFactor, 3)
-	setF(&c.LightRate, 20)
-	setD(&c.Calm, 30*time.Second)
-	setD(&c.Hold, 90*time.Second)
-	setD(&c.CreepHold, 6*time.Minute)
-	setD(&c.Recovery, 30*time.Second)
-	setD(&c.Light, 10*time.Minute)
-	setD(&c.Timeout, 10*time.Second)
+	defaultTo(&c.Scale, 1440)
+	defaultTo(&c.Days, 14)
+	defaultTo(&c.RateMin, 100)
+	defaultTo(&c.CreepStep, 10)
+	defaultTo(&c.GPUFactor, 3)
+	defaultTo(&c.LightRate, 20)
+	defaultTo(&c.Calm, 30*time.Second)
+	defaultTo(&c.Hold, 90*time.Second)
+	defaultTo(&c.CreepHold, 6*time.Minute)
+	defaultTo(&c.Recovery, 30*time.Second)
+	defaultTo(&c.Light, 10*time.Minute)
+	defaultTo(&c.Timeout, 10*time.Second)
 	if c.Days < 0 {
 		c.Days = 0
 	}
 	if c.Light < 0 {
 		c.Light = 0
 	}
-	if c.Conns == 0 {
-		c.Conns = 4
-	}
+	defaultTo(&c.Conns, 4)
 	if c.Log == nil {
 		c.Log = io.Discard
 	}
@@ -551,4 +539,12 @@ func (r *detectRun) phases() error {
 		r.logf("light load done; active %v", r.watch.active())
 	}
 	return nil
+}
+
+// defaultTo sets *v to d when it is the zero value (a field left unset).
+func defaultTo[T comparable](v *T, d T) {
+	var zero T
+	if *v == zero {
+		*v = d
+	}
 }

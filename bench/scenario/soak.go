@@ -96,33 +96,17 @@ func (c *SoakConfig) Validate() error {
 			*v = 0
 		}
 	}
-	if c.Rate == 0 {
-		c.Rate = 150
-	}
-	if c.Duration == 0 {
-		c.Duration = 10 * time.Minute
-	}
-	if c.Sample == 0 {
-		c.Sample = 30 * time.Second
-	}
-	if c.Baseline == 0 {
-		c.Baseline = 2 * time.Minute
-	}
-	if c.Tolerance == 0 {
-		c.Tolerance = 0.10
-	}
+	defaultTo(&c.Rate, 150)
+	defaultTo(&c.Duration, 10*time.Minute)
+	defaultTo(&c.Sample, 30*time.Second)
+	defaultTo(&c.Baseline, 2*time.Minute)
+	defaultTo(&c.Tolerance, 0.10)
 	def(&c.JunkFraction, 0.01)
 	def(&c.StreamFraction, 0.02)
 	def(&c.ShortFraction, 0.05)
-	if c.StreamMessages == 0 {
-		c.StreamMessages = 3
-	}
-	if c.ShortMin == 0 {
-		c.ShortMin = time.Millisecond
-	}
-	if c.ShortMax == 0 {
-		c.ShortMax = 10 * time.Millisecond
-	}
+	defaultTo(&c.StreamMessages, 3)
+	defaultTo(&c.ShortMin, time.Millisecond)
+	defaultTo(&c.ShortMax, 10*time.Millisecond)
 	if c.Timeout == 0 {
 		c.Timeout = 10 * time.Second
 	}
