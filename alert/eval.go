@@ -80,6 +80,11 @@ func (f *frame) window(sel selector, w time.Duration, latency bool) map[string]m
 		if latency && k.CodeClass != monitor.CodeClassOK {
 			return ""
 		}
+		if k.Degraded() {
+			// Calls the fallback answered say nothing of the model's own
+			// health (and would resolve its alert while it is still sick).
+			return ""
+		}
 		if !sel.matches(k) {
 			return ""
 		}

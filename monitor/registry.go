@@ -102,7 +102,7 @@ func NewRegistry(opts Options) *Registry {
 func (r *Registry) newSeries(key SeriesKey) *Series {
 	var obs prometheus.Observer
 	if r.durations != nil {
-		obs = r.durations.WithLabelValues(key.Model, key.Version, key.Method, key.Upstream)
+		obs = r.durations.WithLabelValues(key.Model, key.Version, key.Method, key.Upstream, key.Route)
 	}
 	return newSeries(key, r.cfg.shards, r.cfg.slicesPerMinute, &r.tokens, obs)
 }

@@ -34,13 +34,29 @@ const OverflowLabel = "other"
 type SeriesKey struct {
 	Model, Version, Method, Upstream string
 	CodeClass                        string // "ok", "client_error" or "server_error" (the proxy classifies)
+	// Route says which path answered: RoutePrimary, RouteFallback,
+	// RouteCascadeEdge or RouteCascadeEscalated (the proxy sets it). Model
+	// stays the model the client asked for, so a dashboard shows both.
+	Route string
 }
+
+// Route values the proxy sets on SeriesKey.Route.
+const (
+	RoutePrimary          = "primary"           // the model the client asked for, on its upstream
+	RouteFallback         = "fallback"          // the fallback model answered (breaker, alert, operator, retry, hedge, shed)
+	RouteCascadeEdge      = "cascade_edge"      // cascade mode: the edge model answered with enough confidence
+	RouteCascadeEscalated = "cascade_escalated" // cascade mode: low edge confidence, the primary answered
+)
+
+// Degraded reports whether the route is one a latency alert on the model
+// should not read: the fallback's latency says nothing about the model's.
+func (k SeriesKey) Degraded() bool { return k.Route == RouteFallback }
 
 // OverflowKey is the key of the shared series that takes calls once the
 // registry holds MaxSeries series.
 var OverflowKey = SeriesKey{
 	Model: OverflowLabel, Version: OverflowLabel, Method: OverflowLabel,
-	Upstream: OverflowLabel, CodeClass: OverflowLabel,
+	Upstream: OverflowLabel, CodeClass: OverflowLabel, Route: OverflowLabel,
 }
 
 // less orders keys for stable snapshots and expositions.
@@ -57,5 +73,8 @@ func (k SeriesKey) less(o SeriesKey) bool {
 	if k.Upstream != o.Upstream {
 		return k.Upstream < o.Upstream
 	}
-	return k.CodeClass < o.CodeClass
+	if k.CodeClass != o.CodeClass {
+		return k.CodeClass < o.CodeClass
+	}
+	return k.Route < o.Route
 }

@@ -26,6 +26,10 @@ type outcome struct {
 	queue             time.Duration // in a batch queue (batch.go)
 	bytesIn, bytesOut int64
 	model, version    string
+	// route is the monitor.Route* that answered ("" means primary); upName
+	// the upstream that answered when a route chose another than the
+	// director's.
+	route, upName string
 }
 
 // handle is the grpc.StreamHandler for every method: it routes the call,
@@ -87,7 +91,11 @@ func (p *Proxy) handle(_ any, ss grpc.ServerStream) error {
 	} else {
 		o = p.stream(outCtx, up, method, info.target, ss, opts)
 	}
-	p.finish(ctx, start, method, up.name, o)
+	upName := up.name
+	if o.upName != "" {
+		upName = o.upName
+	}
+	p.finish(ctx, start, method, upName, o)
 	if inFlight != nil {
 		inFlight.Dec()
 	}
@@ -98,7 +106,7 @@ func (p *Proxy) handle(_ any, ss grpc.ServerStream) error {
 // Invoke, without the two pump goroutines of a stream.
 func (p *Proxy) unary(ctx context.Context, up *Upstream, method string, kind targetKind,
 	ss grpc.ServerStream, opts []grpc.CallOption) (o outcome) {
-	req, resp := new(Frame), new(Frame)
+	req := new(Frame)
 	if err := ss.RecvMsg(req); err != nil {
 		if err == io.EOF {
 			err = status.Error(codes.Internal, "infergate: client sent no request message for "+method)
@@ -108,12 +116,23 @@ func (p *Proxy) unary(ctx context.Context, up *Upstream, method string, kind tar
 	}
 	o.bytesIn = int64(req.Len())
 	o.model, o.version = frameTarget(kind, req)
+	if p.router != nil && o.model != "" && isInference(method) {
+		return p.routeUnary(ctx, up, method, kind, req, ss, opts, o)
+	}
+	return p.forward(ctx, up, method, kind, req, ss, opts, o)
+}
+
+// forward sends a received unary request to up, through the batcher when
+// it batches the model, and answers the client.
+func (p *Proxy) forward(ctx context.Context, up *Upstream, method string, kind targetKind, req *Frame,
+	ss grpc.ServerStream, opts []grpc.CallOption, o outcome) outcome {
 	if p.batcher != nil && p.batcher.Handles(method, o.model) {
 		if bo, ok := p.batch(ctx, up, method, req, ss, o); ok {
 			return bo
 		}
 	}
 
+	resp := new(Frame)
 	header, trailer, took, err := p.invoke(ctx, up, method, req, resp, opts)
 	o.upstream = took
 	req.Free()
@@ -366,9 +385,13 @@ func (p *Proxy) finish(ctx context.Context, start time.Time, method, upstream st
 			slog.Int64("bytes_in", o.bytesIn), slog.Int64("bytes_out", o.bytesOut))
 	}
 	if p.rec != nil {
+		route := o.route
+		if route == "" {
+			route = monitor.RoutePrimary
+		}
 		p.rec.Record(monitor.SeriesKey{
 			Model: o.model, Version: o.version, Method: method, Upstream: upstream,
-			CodeClass: codeClass(code),
+			CodeClass: codeClass(code), Route: route,
 		}, monitor.Sample{
 			Total: total, Upstream: o.upstream, Queue: o.queue, Code: code.String(),
 			BytesIn: o.bytesIn, BytesOut: o.bytesOut,

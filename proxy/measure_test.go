@@ -60,7 +60,7 @@ func TestMeasurement(t *testing.T) {
 		got[r.key] = r.sm
 	}
 	for i, w := range wants {
-		w.Upstream = e.upstream
+		w.Upstream, w.Route = e.upstream, monitor.RoutePrimary
 		sm, ok := got[w]
 		if !ok {
 			t.Errorf("no record %+v; got %v", w, got)

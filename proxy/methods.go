@@ -54,3 +54,14 @@ var methods = func() map[string]methodInfo {
 // lookupMethod returns what is known of fullMethod; the zero methodInfo
 // (a stream without a model name) for an unknown one.
 func lookupMethod(fullMethod string) methodInfo { return methods[fullMethod] }
+
+// isInference reports whether a method runs a model on a request (the
+// calls a route may send to a fallback model); metadata, readiness and
+// statistics calls always go to the model the client named.
+func isInference(fullMethod string) bool {
+	switch fullMethod {
+	case kservePrefix + "ModelInfer", streamInferFM, tfPrefix + "Predict", tfPrefix + "Classify", tfPrefix + "Regress":
+		return true
+	}
+	return false
+}

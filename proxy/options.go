@@ -43,6 +43,7 @@ type options struct {
 	maxMsgSize      int
 	now             func() time.Time
 	batcher         Batcher
+	router          *Router
 	upstreamTimeout time.Duration
 	maxInFlight     int
 }
@@ -119,4 +120,12 @@ func WithMaxMsgSize(n int) Option {
 // means time.Now. Tests use it to get exact durations.
 func WithClock(now func() time.Time) Option {
 	return optionFunc(func(o *options) { o.now = now })
+}
+
+// WithRouter routes the inference calls of the models r knows (and the
+// calls to upstreams with a breaker) through r: breakers, fallback,
+// cascade, shedding, retries and hedges. Nil, the default, sends every
+// call to the director's upstream. The proxy does not close r.
+func WithRouter(r *Router) Option {
+	return optionFunc(func(o *options) { o.router = r })
 }

@@ -39,6 +39,9 @@ type Proxy struct {
 	// batcher takes ModelInfer and Predict calls of batchable models; nil:
 	// no batching (see batch.go).
 	batcher Batcher
+	// router routes calls that name a model (route.go); nil: every call
+	// goes to the director's upstream.
+	router *Router
 
 	upstreamTimeout time.Duration
 	maxInFlight     int64
@@ -89,6 +92,7 @@ func New(director Director, opts ...Option) (*Proxy, error) {
 		maxMsgSize:      o.maxMsgSize,
 		now:             o.now,
 		batcher:         o.batcher,
+		router:          o.router,
 		upstreamTimeout: max(o.upstreamTimeout, 0),
 		maxInFlight:     int64(max(o.maxInFlight, 0)),
 		callOpts: []grpc.CallOption{

@@ -213,7 +213,7 @@ func (c *Correlator) Run(ctx context.Context) {
 // group keys a series by model for its successful inference calls only:
 // metadata calls are fast and failures are another story.
 func (c *Correlator) group(k monitor.SeriesKey) string {
-	if k.Model == "" || k.CodeClass != monitor.CodeClassOK || k == monitor.OverflowKey {
+	if k.Model == "" || k.CodeClass != monitor.CodeClassOK || k == monitor.OverflowKey || k.Degraded() {
 		return ""
 	}
 	m := k.Method

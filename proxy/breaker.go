@@ -1,0 +1,301 @@
+package proxy
+
+import (
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/sony/gobreaker/v2"
+	"google.golang.org/grpc/codes"
+)
+
+// BreakerConfig says when an upstream's circuit breaker opens and how it
+// closes again. The zero value of each field means its documented default.
+type BreakerConfig struct {
+	// ConsecutiveFailures opens the breaker after this many failures in a
+	// row. Default 5; negative turns the rule off.
+	ConsecutiveFailures int
+	// FailureRatio opens the breaker when at least this share of the calls
+	// of the last Window failed, once MinCalls calls were made in it.
+	// Default 0.5; negative turns the rule off.
+	FailureRatio float64
+	// MinCalls is the least number of calls in Window for FailureRatio to
+	// count. Default 20.
+	MinCalls int
+	// Window is the span FailureRatio looks at, in whole seconds. Default
+	// 10s.
+	Window time.Duration
+	// SlowCall makes a call that took longer than this a failure, even one
+	// that succeeded: for inference, an answer after the caller's budget is
+	// as bad as none. Zero means no latency threshold (hedged calls still
+	// count as slow; see RouteConfig.HedgeAfter).
+	SlowCall time.Duration
+	// OpenFor is how long the breaker stays open before half-open probes.
+	// Default 5s.
+	OpenFor time.Duration
+	// Probes is the number of half-open calls that must all succeed to
+	// close the breaker; one failure opens it again. Default 3.
+	Probes int
+	// FailureCodes are the status codes that count as the upstream's
+	// failure. Default DefaultFailureCodes. Other codes (INVALID_ARGUMENT,
+	// NOT_FOUND: the request's fault) count as successes: the upstream
+	// answered.
+	FailureCodes []codes.Code
+}
+
+// DefaultFailureCodes are the codes that count as an upstream's failure
+// when BreakerConfig.FailureCodes is empty: the server or the network
+// failed, or answered too late.
+var DefaultFailureCodes = []codes.Code{
+	codes.Unavailable, codes.Internal, codes.Unknown, codes.DeadlineExceeded,
+	codes.ResourceExhausted, codes.DataLoss, codes.Aborted,
+}
+
+// withDefaults fills the zero fields of c.
+func (c BreakerConfig) withDefaults() BreakerConfig {
+	if c.ConsecutiveFailures == 0 {
+		c.ConsecutiveFailures = 5
+	}
+	if c.FailureRatio == 0 {
+		c.FailureRatio = 0.5
+	}
+	if c.MinCalls <= 0 {
+		c.MinCalls = 20
+	}
+	if c.Window <= 0 {
+		c.Window = 10 * time.Second
+	}
+	if c.OpenFor <= 0 {
+		c.OpenFor = 5 * time.Second
+	}
+	if c.Probes <= 0 {
+		c.Probes = 3
+	}
+	if len(c.FailureCodes) == 0 {
+		c.FailureCodes = DefaultFailureCodes
+	}
+	return c
+}
+
+// Validate reports the first field of c that cannot work.
+func (c BreakerConfig) Validate() error {
+	switch {
+	case c.FailureRatio > 1:
+		return fmt.Errorf("failure_ratio: must be at most 1, got %v", c.FailureRatio)
+	case c.MinCalls < 0:
+		return fmt.Errorf("min_calls: must be positive, got %d", c.MinCalls)
+	case c.Window < 0 || (c.Window > 0 && c.Window < time.Second):
+		return fmt.Errorf("window: must be at least 1s, got %s", c.Window)
+	case c.Window > 10*time.Minute:
+		return fmt.Errorf("window: must be at most 10m, got %s", c.Window)
+	case c.SlowCall < 0:
+		return fmt.Errorf("slow_call: must be 0 (off) or positive, got %s", c.SlowCall)
+	case c.OpenFor < 0:
+		return fmt.Errorf("open_for: must be positive, got %s", c.OpenFor)
+	case c.Probes < 0 || c.Probes > 1000:
+		return fmt.Errorf("probes: must be between 1 and 1000, got %d", c.Probes)
+	}
+	for _, code := range c.FailureCodes {
+		if code == codes.OK {
+			return errors.New("failure_codes: OK is not a failure")
+		}
+	}
+	return nil
+}
+
+// BreakerState is a breaker's state: closed (calls flow), open (calls go
+// to the fallback or fail at once), half-open (a few probe calls decide).
+type BreakerState int32
+
+// The breaker states, in the order gobreaker numbers them.
+const (
+	BreakerClosed   BreakerState = BreakerState(gobreaker.StateClosed)
+	BreakerHalfOpen BreakerState = BreakerState(gobreaker.StateHalfOpen)
+	BreakerOpen     BreakerState = BreakerState(gobreaker.StateOpen)
+)
+
+func (s BreakerState) String() string { return gobreaker.State(s).String() }
+
+// errFailed is what a failed call reports to gobreaker.
+var errFailed = errors.New("proxy: upstream call failed")
+
+// breaker is one upstream's circuit breaker. gobreaker's state machine
+// (closed, open, half-open with a bounded number of probes, a timeout, a
+// generation per state so late results of an old state are ignored) decides;
+// but gobreaker takes its mutex on every call it sees, so in the closed
+// state, where nearly all calls are, the breaker counts on its own with
+// atomics and calls gobreaker only for a failure: a healthy upstream's calls
+// share no lock. The state is mirrored in an atomic for the hot path.
+type breaker struct {
+	name string
+	cfg  BreakerConfig
+	cb   *gobreaker.TwoStepCircuitBreaker[struct{}]
+	now  func() time.Time
+	// failure[c] says whether code c counts as the upstream's failure.
+	failure [32]bool
+
+	state     atomic.Int32 // BreakerState
+	openUntil atomic.Int64 // unix nanoseconds when the open state ends
+	// consecutive counts failures since the last success.
+	consecutive atomic.Int64
+	// buckets count calls and failures per second of the window.
+	buckets []bucket
+	// transitions counts state changes by target state.
+	transitions [3]atomic.Uint64
+	// onChange is told of every state change, after it happened; it must
+	// not block (it runs under gobreaker's mutex).
+	onChange func(b *breaker, from, to BreakerState)
+}
+
+// bucket holds one second of a breaker's window. A bucket reused for a new
+// second is reset by whoever sees it first; a count that races with the
+// reset may be lost, which a ratio over many calls tolerates.
+type bucket struct {
+	sec      atomic.Int64
+	calls    atomic.Int64
+	failures atomic.Int64
+}
+
+func newBreaker(name string, cfg BreakerConfig, now func() time.Time, onChange func(*breaker, BreakerState, BreakerState)) *breaker {
+	cfg = cfg.withDefaults()
+	b := &breaker{name: name, cfg: cfg, now: now, onChange: onChange,
+		buckets: make([]bucket, int(cfg.Window/time.Second))}
+	for _, c := range cfg.FailureCodes {
+		if int(c) < len(b.failure) {
+			b.failure[c] = true
+		}
+	}
+	b.cb = gobreaker.NewTwoStepCircuitBreaker[struct{}](gobreaker.Settings{
+		Name:        name,
+		MaxRequests: uint32(cfg.Probes),
+		Timeout:     cfg.OpenFor,
+		// Counts are ours (see the type's comment); gobreaker's own
+		// count only the failures it is shown.
+		ReadyToTrip:   func(gobreaker.Counts) bool { return b.shouldTrip() },
+		OnStateChange: func(_ string, from, to gobreaker.State) { b.changed(BreakerState(from), BreakerState(to)) },
+	})
+	return b
+}
+
+// changed mirrors a state change; it runs under gobreaker's mutex, so it
+// only stores atomics and hands the news on without blocking.
+func (b *breaker) changed(from, to BreakerState) {
+	switch to {
+	case BreakerOpen:
+		b.openUntil.Store(b.now().Add(b.cfg.OpenFor).UnixNano())
+	case BreakerClosed:
+		// A fresh start: old failures must not trip it again at once.
+		b.consecutive.Store(0)
+		for i := range b.buckets {
+			b.buckets[i].sec.Store(0)
+		}
+	}
+	b.state.Store(int32(to))
+	b.transitions[to].Add(1)
+	if b.onChange != nil {
+		b.onChange(b, from, to)
+	}
+}
+
+// State returns the breaker's state as last mirrored.
+func (b *breaker) State() BreakerState { return BreakerState(b.state.Load()) }
+
+// isFailure says whether a call that ended with code after took counts as
+// the upstream's failure.
+func (b *breaker) isFailure(code codes.Code, took time.Duration) bool {
+	if int(code) < len(b.failure) && b.failure[code] {
+		return true
+	}
+	return b.cfg.SlowCall > 0 && took > b.cfg.SlowCall
+}
+
+// admit says whether a call may go to the upstream now. It returns a
+// non-nil report function for a half-open probe, which must be called
+// with the probe's result; nil with ok true in the closed state, where the
+// caller reports with record.
+func (b *breaker) admit() (probe func(failed bool), ok bool) {
+	switch b.State() {
+	case BreakerClosed:
+		return nil, true
+	case BreakerOpen:
+		if b.now().UnixNano() < b.openUntil.Load() {
+			return nil, false
+		}
+	}
+	// Open past its time (gobreaker moves to half-open on this call) or
+	// half-open: gobreaker lets Probes calls through.
+	done, err := b.cb.Allow()
+	if err != nil {
+		return nil, false
+	}
+	if b.State() == BreakerClosed {
+		// The probes closed it between our load and Allow: a plain call.
+		done(nil)
+		return nil, true
+	}
+	return func(failed bool) {
+		if failed {
+			done(errFailed)
+		} else {
+			done(nil)
+		}
+	}, true
+}
+
+// record counts the result of a call admitted in the closed state.
+func (b *breaker) record(failed bool) {
+	bk := b.bucketNow()
+	bk.calls.Add(1)
+	if !failed {
+		if b.consecutive.Load() != 0 {
+			b.consecutive.Store(0)
+		}
+		return
+	}
+	bk.failures.Add(1)
+	b.consecutive.Add(1)
+	if b.shouldTrip() && b.State() == BreakerClosed {
+		// Shown to gobreaker only now: ReadyToTrip reads our counts.
+		if done, err := b.cb.Allow(); err == nil {
+			done(errFailed)
+		}
+	}
+}
+
+// bucketNow returns the bucket of the current second, reset if it last
+// held an older second.
+func (b *breaker) bucketNow() *bucket {
+	sec := b.now().Unix()
+	bk := &b.buckets[int(sec%int64(len(b.buckets)))]
+	if old := bk.sec.Load(); old != sec && bk.sec.CompareAndSwap(old, sec) {
+		bk.calls.Store(0)
+		bk.failures.Store(0)
+	}
+	return bk
+}
+
+// shouldTrip applies the consecutive-failure and failure-ratio rules.
+func (b *breaker) shouldTrip() bool {
+	if n := b.cfg.ConsecutiveFailures; n > 0 && b.consecutive.Load() >= int64(n) {
+		return true
+	}
+	if b.cfg.FailureRatio < 0 {
+		return false
+	}
+	calls, failures := b.counts()
+	return calls >= int64(b.cfg.MinCalls) && float64(failures) >= b.cfg.FailureRatio*float64(calls)
+}
+
+// counts sums the window's buckets.
+func (b *breaker) counts() (calls, failures int64) {
+	now := b.now().Unix()
+	for i := range b.buckets {
+		bk := &b.buckets[i]
+		if s := bk.sec.Load(); s > now-int64(len(b.buckets)) && s <= now {
+			calls += bk.calls.Load()
+			failures += bk.failures.Load()
+		}
+	}
+	return calls, failures
+}

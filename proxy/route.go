@@ -1,0 +1,443 @@
+package proxy
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// FallbackTarget is where a model's calls go when its primary is in
+// trouble: another upstream and/or another model name.
+type FallbackTarget struct {
+	// Upstream serves the fallback model; nil means the primary's.
+	Upstream *Upstream
+	// Model is the fallback model's name; empty means the same name.
+	Model string
+	// Version is the fallback model's version; empty means none (the
+	// server's default), whatever version the client asked of the primary.
+	Version string
+}
+
+// CascadeConfig turns on edge-first serving: the fallback (edge) model
+// answers every call, and a call whose answer is not confident enough is
+// sent to the primary, whose answer is returned.
+type CascadeConfig struct {
+	// Output is the name of the edge model's output tensor holding class
+	// probabilities (or scores); its maximum per row is the confidence, and
+	// a batched answer is as confident as its least confident row.
+	Output string
+	// Threshold: a confidence below it escalates to the primary.
+	Threshold float64
+}
+
+// RouteConfig is the routing of one model, named as clients name it.
+type RouteConfig struct {
+	// Model is the model name clients send.
+	Model string
+	// Upstream is the primary; nil means the Director's choice.
+	Upstream *Upstream
+	// Fallback is the lighter model that serves the model's calls while
+	// the primary is in trouble; nil means none (an open breaker then
+	// fails calls at once with UNAVAILABLE).
+	Fallback *FallbackTarget
+	// Cascade, with a Fallback, serves edge first (see CascadeConfig).
+	Cascade *CascadeConfig
+	// HedgeAfter sends a call still unanswered by the primary after this
+	// long to the fallback too, and answers with whichever answers first.
+	// Zero means automatic: 3 times the primary's recent p99, between 10ms
+	// and 1s (1s until the p99 is known); negative turns hedging off. Needs
+	// a Fallback and an idempotent model.
+	HedgeAfter time.Duration
+	// NonIdempotent marks a model whose calls must never be sent twice: no
+	// hedges and no retries; it goes to the fallback only when the proxy
+	// did not send it to the primary (breaker open, shed). Inference is a
+	// pure function of its inputs, so models are idempotent by default.
+	NonIdempotent bool
+	// MaxInFlight caps the model's calls in progress; beyond it a call goes
+	// to the fallback or is rejected at once with RESOURCE_EXHAUSTED.
+	// Zero means no cap.
+	MaxInFlight int
+	// ShedOnDeadline rejects (or sends to the fallback) at once a call
+	// whose remaining deadline is shorter than the primary's recent median
+	// latency: it would most likely time out after using a GPU slot.
+	ShedOnDeadline bool
+}
+
+// RouterOptions configures a Router.
+type RouterOptions struct {
+	// Routes are the per-model routes; models without one go to the
+	// Director's upstream (through its breaker, if it has one).
+	Routes []RouteConfig
+	// Breakers are the upstreams with a circuit breaker and its settings.
+	// A route's primary with a fallback gets a breaker with the defaults
+	// when it has none here.
+	Breakers map[*Upstream]BreakerConfig
+	// Budget bounds retries and hedges.
+	Budget BudgetConfig
+	// ProbeEvery sends one call in this many to the primary while an alert
+	// holds the model on its fallback, so the alert sees the primary
+	// recover. Default 20; negative: none (the alert then resolves only
+	// when its rule has had no data for its no-verdict time).
+	ProbeEvery int
+	// Latency returns a model's recent median and p99 on its primary
+	// route, for automatic hedging and deadline shedding; nil means unknown
+	// (HedgeAfter then defaults to 1s and ShedOnDeadline does nothing).
+	Latency func(model string) (p50, p99 time.Duration, ok bool)
+	// Logger gets route changes; nil discards them.
+	Logger *slog.Logger
+}
+
+// Route modes an operator can force through SetForced.
+const (
+	ForceAuto     = "auto"     // breakers and alerts decide
+	ForcePrimary  = "primary"  // always the primary, breaker and alerts ignored
+	ForceFallback = "fallback" // always the fallback
+)
+
+// Router is the proxy's routing step for calls that name a model: after
+// the model is read from the first frame it picks upstream, model name and
+// route. The decision reads an immutable table (swapped whole when an alert
+// or the operator changes a model's mode) and the breakers' atomic state:
+// a request never waits on a lock to be routed. A Router implements the
+// alert package's Actuator (action "fallback").
+type Router struct {
+	opts     RouterOptions
+	log      *slog.Logger
+	breakers map[*Upstream]*breaker
+	budget   *budget
+	table    atomic.Pointer[routeTable]
+
+	mu      sync.Mutex // writers of table
+	changed chan struct{}
+	stop    chan struct{}
+	done    chan struct{}
+	closed  sync.Once
+}
+
+// routeTable is the immutable snapshot the hot path reads.
+type routeTable struct {
+	models map[string]*modelRoute
+}
+
+// modelRoute is one model's route: its configuration, its mode as alerts
+// and the operator set it, and its live counters (shared between table
+// versions).
+type modelRoute struct {
+	cfg      *RouteConfig
+	primary  *breaker // the primary's breaker, nil if none (and no Upstream)
+	fallback *breaker // the fallback upstream's breaker, if any
+	forced   string   // ForceAuto, ForcePrimary, ForceFallback
+	alert    string   // the alert holding the model on its fallback, "" if none
+	live     *routeLive
+}
+
+// routeLive holds what changes per call or per second, by atomics.
+type routeLive struct {
+	inFlight atomic.Int64
+	calls    atomic.Uint64 // for ProbeEvery
+	p50, p99 atomic.Int64  // nanoseconds, 0 unknown
+	// lastMode is the mode the model was last seen in, for flip counting.
+	lastMode atomic.Value // string
+	since    atomic.Int64 // unix nanos of the last mode change
+	changes  atomic.Uint64
+	why      atomic.Value // string: why the mode is what it is
+
+	counters routeCounters
+}
+
+// NewRouter returns a Router and starts its loop (latency refresh, route
+// change accounting); Close stops it. It fails on routes that cannot
+// work, naming the model.
+func NewRouter(opts RouterOptions) (*Router, error) {
+	if opts.ProbeEvery == 0 {
+		opts.ProbeEvery = 20
+	}
+	r := &Router{
+		opts:     opts,
+		log:      opts.Logger,
+		breakers: map[*Upstream]*breaker{},
+		budget:   newBudget(opts.Budget, time.Now),
+		changed:  make(chan struct{}, 1),
+		stop:     make(chan struct{}),
+		done:     make(chan struct{}),
+	}
+	if r.log == nil {
+		r.log = slog.New(slog.DiscardHandler)
+	}
+	if opts.Budget.Ratio < 0 {
+		r.budget.ratioMilli = 0
+	}
+	addBreaker := func(up *Upstream, cfg BreakerConfig) error {
+		if up == nil || r.breakers[up] != nil {
+			return nil
+		}
+		if err := cfg.Validate(); err != nil {
+			return fmt.Errorf("upstream %q: breaker: %w", up.name, err)
+		}
+		r.breakers[up] = newBreaker(up.name, cfg, time.Now, r.breakerChanged)
+		return nil
+	}
+	for _, up := range slices.SortedFunc(maps.Keys(opts.Breakers), func(a, b *Upstream) int { return cmpString(a.name, b.name) }) {
+		if err := addBreaker(up, opts.Breakers[up]); err != nil {
+			return nil, err
+		}
+	}
+	t := &routeTable{models: map[string]*modelRoute{}}
+	for i := range opts.Routes {
+		rc := opts.Routes[i]
+		switch {
+		case rc.Model == "":
+			return nil, errors.New("proxy: route: model: required")
+		case t.models[rc.Model] != nil:
+			return nil, fmt.Errorf("proxy: route %q: model named twice", rc.Model)
+		case rc.Cascade != nil && rc.Fallback == nil:
+			return nil, fmt.Errorf("proxy: route %q: cascade needs a fallback (the edge model)", rc.Model)
+		case rc.Cascade != nil && rc.Cascade.Output == "":
+			return nil, fmt.Errorf("proxy: route %q: cascade: output: required", rc.Model)
+		case rc.MaxInFlight < 0:
+			return nil, fmt.Errorf("proxy: route %q: max_in_flight: must be 0 (no cap) or positive", rc.Model)
+		}
+		if rc.Fallback != nil {
+			if err := addBreaker(rc.Upstream, BreakerConfig{}); err != nil {
+				return nil, err
+			}
+		}
+		mr := &modelRoute{cfg: &rc, forced: ForceAuto, live: &routeLive{}}
+		mr.live.lastMode.Store(RoutePrimaryMode)
+		mr.live.why.Store("")
+		if rc.Cascade != nil {
+			mr.live.lastMode.Store(RouteCascadeMode)
+		}
+		t.models[rc.Model] = mr
+	}
+	r.table.Store(t)
+	r.link(t)
+	go r.loop()
+	return r, nil
+}
+
+func cmpString(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// link points each route at its breakers; run on every new table.
+func (r *Router) link(t *routeTable) {
+	for _, mr := range t.models {
+		if mr.cfg.Upstream != nil {
+			mr.primary = r.breakers[mr.cfg.Upstream]
+		}
+		if fb := mr.cfg.Fallback; fb != nil && fb.Upstream != nil {
+			mr.fallback = r.breakers[fb.Upstream]
+		}
+	}
+}
+
+// Close stops the router's loop. Call it after the server stopped.
+func (r *Router) Close() error {
+	r.closed.Do(func() { close(r.stop); <-r.done })
+	return nil
+}
+
+// breakerChanged runs under gobreaker's mutex: it only logs and wakes the
+// loop, which accounts route changes.
+func (r *Router) breakerChanged(b *breaker, from, to BreakerState) {
+	r.log.Warn("circuit breaker", "upstream", b.name, "from", from.String(), "to", to.String())
+	r.poke()
+}
+
+func (r *Router) poke() {
+	select {
+	case r.changed <- struct{}{}:
+	default:
+	}
+}
+
+// loop refreshes latency estimates every second and accounts route
+// changes when a breaker or a mode changes.
+func (r *Router) loop() {
+	defer close(r.done)
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	r.refresh()
+	for {
+		select {
+		case <-r.stop:
+			return
+		case <-r.changed:
+			r.account()
+		case <-tick.C:
+			r.refresh()
+			r.account()
+		}
+	}
+}
+
+// refresh reads each routed model's recent latency.
+func (r *Router) refresh() {
+	if r.opts.Latency == nil {
+		return
+	}
+	for name, mr := range r.table.Load().models {
+		if p50, p99, ok := r.opts.Latency(name); ok {
+			mr.live.p50.Store(int64(p50))
+			mr.live.p99.Store(int64(p99))
+		}
+	}
+}
+
+// Route modes as /api/v1/routes and the route-change log report them.
+const (
+	RoutePrimaryMode  = "primary"
+	RouteFallbackMode = "fallback"
+	RouteCascadeMode  = "cascade"
+)
+
+// mode returns where a model's calls go now and why.
+func (mr *modelRoute) mode() (mode, why string) {
+	switch {
+	case mr.forced == ForcePrimary:
+		return RoutePrimaryMode, "forced by the operator"
+	case mr.forced == ForceFallback && mr.cfg.Fallback != nil:
+		return RouteFallbackMode, "forced by the operator"
+	case mr.cfg.Fallback == nil:
+		if mr.primary != nil && mr.primary.State() == BreakerOpen {
+			return RoutePrimaryMode, "breaker of " + mr.primary.name + " open: calls fail at once (no fallback)"
+		}
+		return RoutePrimaryMode, ""
+	case mr.primary != nil && mr.primary.State() != BreakerClosed:
+		return RouteFallbackMode, "breaker of " + mr.primary.name + " " + mr.primary.State().String()
+	case mr.alert != "":
+		return RouteFallbackMode, "alert " + mr.alert + " firing"
+	case mr.cfg.Cascade != nil:
+		return RouteCascadeMode, ""
+	}
+	return RoutePrimaryMode, ""
+}
+
+// account counts and logs changes of each model's mode.
+func (r *Router) account() {
+	now := time.Now()
+	for name, mr := range r.table.Load().models {
+		mode, why := mr.mode()
+		mr.live.why.Store(why)
+		if old := mr.live.lastMode.Load().(string); old != mode {
+			mr.live.lastMode.Store(mode)
+			mr.live.since.Store(now.UnixNano())
+			mr.live.changes.Add(1)
+			r.log.Warn("route changed", "model", name, "from", old, "to", mode, "why", why)
+		}
+	}
+}
+
+// update replaces the table with one where f changed the model's route.
+func (r *Router) update(model string, f func(mr *modelRoute) error) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	old := r.table.Load()
+	cur := old.models[model]
+	if cur == nil {
+		return fmt.Errorf("model %q has no route", model)
+	}
+	next := *cur
+	if err := f(&next); err != nil {
+		return err
+	}
+	t := &routeTable{models: maps.Clone(old.models)}
+	t.models[model] = &next
+	r.table.Store(t)
+	r.poke()
+	return nil
+}
+
+// SetForced forces a model's route (ForcePrimary, ForceFallback) or
+// gives it back to breakers and alerts (ForceAuto).
+func (r *Router) SetForced(model, mode string) error {
+	switch mode {
+	case ForceAuto, ForcePrimary, ForceFallback:
+	default:
+		return fmt.Errorf("route: must be %s, %s or %s, got %q", ForceAuto, ForcePrimary, ForceFallback, mode)
+	}
+	return r.update(model, func(mr *modelRoute) error {
+		if mode == ForceFallback && mr.cfg.Fallback == nil {
+			return fmt.Errorf("model %q has no fallback", model)
+		}
+		mr.forced = mode
+		return nil
+	})
+}
+
+// Start carries out an alert's action: "fallback" sends the alert's model
+// to its fallback until Stop. It implements alert.Actuator.
+func (r *Router) Start(action string, labels map[string]string) (string, error) {
+	model, err := actionModel(action, labels)
+	if err != nil {
+		return "", err
+	}
+	name := labels["alertname"]
+	err = r.update(model, func(mr *modelRoute) error {
+		if mr.cfg.Fallback == nil {
+			return fmt.Errorf("model %q has no fallback", model)
+		}
+		mr.alert = name
+		return nil
+	})
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("model %s routed to its fallback %s", model, r.fallbackName(model)), nil
+}
+
+// Stop ends an alert's action: the model returns to its primary (unless a
+// breaker or the operator still holds it on the fallback).
+func (r *Router) Stop(action string, labels map[string]string) (string, error) {
+	model, err := actionModel(action, labels)
+	if err != nil {
+		return "", err
+	}
+	if err := r.update(model, func(mr *modelRoute) error { mr.alert = ""; return nil }); err != nil {
+		return "", err
+	}
+	mode, why := r.table.Load().models[model].mode()
+	if mode == RouteFallbackMode {
+		return fmt.Sprintf("model %s: alert released the fallback; stays on it (%s)", model, why), nil
+	}
+	return fmt.Sprintf("model %s back on its primary", model), nil
+}
+
+func actionModel(action string, labels map[string]string) (string, error) {
+	if action != "fallback" {
+		return "", fmt.Errorf("unknown action %q (the proxy knows fallback)", action)
+	}
+	model := labels["model"]
+	if model == "" {
+		return "", errors.New("the alert has no model label")
+	}
+	return model, nil
+}
+
+func (r *Router) fallbackName(model string) string {
+	mr := r.table.Load().models[model]
+	if mr == nil || mr.cfg.Fallback == nil {
+		return ""
+	}
+	fb := mr.cfg.Fallback
+	name := fb.Model
+	if name == "" {
+		name = model
+	}
+	if fb.Upstream != nil {
+		name += " on " + fb.Upstream.name
+	}
+	return name
+}

@@ -1,0 +1,493 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/infergate/infergate/batcher"
+	"github.com/infergate/infergate/monitor"
+	"github.com/infergate/infergate/proto/wire"
+)
+
+// Response header keys the proxy adds to every answer that did not come
+// from the model the client asked for on its primary upstream.
+const (
+	// HeaderRoute names the route that answered: "fallback",
+	// "cascade_edge" or "cascade_escalated".
+	HeaderRoute = "x-infergate-route"
+	// HeaderRouteReason says why: "breaker_open", "alert", "forced",
+	// "retry", "hedge", "shed_in_flight", "shed_deadline",
+	// "shed_queue_full", "low_confidence", "confident", "edge_failed" or
+	// "primary_failed".
+	HeaderRouteReason = "x-infergate-route-reason"
+)
+
+// Why a call was answered by a route other than its primary; the values of
+// HeaderRouteReason and of the reason label of the route metrics.
+const (
+	reasonBreaker       = "breaker_open"
+	reasonAlert         = "alert"
+	reasonForced        = "forced"
+	reasonRetry         = "retry"
+	reasonHedge         = "hedge"
+	reasonShedInFlight  = "shed_in_flight"
+	reasonShedDeadline  = "shed_deadline"
+	reasonShedQueueFull = "shed_queue_full"
+	reasonLowConfidence = "low_confidence"
+	reasonConfident     = "confident"
+	reasonEdgeFailed    = "edge_failed"
+	reasonPrimaryFailed = "primary_failed"
+)
+
+// fallbackReasons lists the reasons a call goes to the fallback, in the
+// order of routeCounters.fallback.
+var fallbackReasons = [...]string{reasonBreaker, reasonAlert, reasonForced, reasonRetry, reasonHedge,
+	reasonShedInFlight, reasonShedDeadline, reasonShedQueueFull}
+
+// shedReasons lists why a call was rejected, in the order of
+// routeCounters.shed.
+var shedReasons = [...]string{reasonShedInFlight, reasonShedDeadline}
+
+// routeCounters are one model's route metrics.
+type routeCounters struct {
+	primary, fallback, cascadeEdge, cascadeEscalated atomic.Uint64
+	fallbackBy                                       [len(fallbackReasons)]atomic.Uint64
+	shed                                             [len(shedReasons)]atomic.Uint64
+	hedges, hedgesWon, retries, retriesWon           atomic.Uint64
+}
+
+func (c *routeCounters) fellBack(reason string) {
+	for i, r := range fallbackReasons {
+		if r == reason {
+			c.fallbackBy[i].Add(1)
+			return
+		}
+	}
+}
+
+// target is where one attempt goes.
+type target struct {
+	up             *Upstream
+	model, version string
+	rewrite        bool // the request's model name and version are replaced
+}
+
+// answer is one attempt's result.
+type answer struct {
+	header, trailer  metadata.MD
+	resp             *Frame
+	upstream, queue  time.Duration
+	err              error
+	queueFull        bool // the batcher's queue was full: not the upstream's failure
+	upstreamAnswered bool
+}
+
+// routedCall is one unary call that has a route.
+type routedCall struct {
+	p      *Proxy
+	ctx    context.Context
+	method string
+	kind   targetKind
+	req    *Frame
+	opts   []grpc.CallOption
+	model  string
+	ver    string
+	mr     *modelRoute
+	pb     *breaker // the primary's breaker, nil if none
+	pri    target
+	fb     *target
+}
+
+// routeUnary forwards a unary call that names a model, through its route
+// (breakers, fallback, cascade, shedding, hedging, retries).
+func (p *Proxy) routeUnary(ctx context.Context, up *Upstream, method string, kind targetKind, req *Frame,
+	ss grpc.ServerStream, opts []grpc.CallOption, o outcome) outcome {
+	r := p.router
+	mr := r.table.Load().models[o.model]
+	if mr == nil {
+		b := r.breakers[up]
+		if b == nil {
+			return p.forward(ctx, up, method, kind, req, ss, opts, o)
+		}
+		// A model without a route on an upstream with a breaker: the
+		// breaker only fails calls fast while open.
+		probe, ok := b.admit()
+		if !ok {
+			o.err = status.Errorf(codes.Unavailable, "infergate: upstream %s: circuit breaker open; retry later", up.name)
+			return o
+		}
+		c := &routedCall{p: p, ctx: ctx, method: method, kind: kind, req: req, opts: opts, model: o.model, ver: o.version,
+			pb: b, pri: target{up: up}}
+		a := c.attempt(ctx, c.pri)
+		c.report(probe, a)
+		return p.reply(ss, a, monitor.RoutePrimary, "", up, o)
+	}
+	c := &routedCall{p: p, ctx: ctx, method: method, kind: kind, req: req, opts: opts, model: o.model, ver: o.version, mr: mr}
+	c.pri = target{up: up}
+	if mr.cfg.Upstream != nil {
+		c.pri.up = mr.cfg.Upstream
+	}
+	c.pb = mr.primary
+	if c.pb == nil {
+		c.pb = r.breakers[c.pri.up]
+	}
+	if fb := mr.cfg.Fallback; fb != nil {
+		t := target{up: fb.Upstream, model: fb.Model, version: fb.Version, rewrite: true}
+		if t.up == nil {
+			t.up = c.pri.up
+		}
+		if t.model == "" {
+			t.model = o.model
+		}
+		c.fb = &t
+	}
+	live := mr.live
+	if mr.cfg.MaxInFlight > 0 {
+		n := live.inFlight.Add(1)
+		defer live.inFlight.Add(-1)
+		if n > int64(mr.cfg.MaxInFlight) {
+			return c.shed(ss, o, 0, "infergate: model %s has %d calls in flight (its max_in_flight); try again later", o.model, mr.cfg.MaxInFlight)
+		}
+	}
+	if mr.cfg.ShedOnDeadline {
+		if dl, ok := ctx.Deadline(); ok {
+			if p50 := time.Duration(live.p50.Load()); p50 > 0 && time.Until(dl) < p50 {
+				return c.shed(ss, o, 1, "infergate: model %s: the call's deadline (%s left) is shorter than the model's median latency (%s)",
+					o.model, time.Until(dl).Round(time.Millisecond), p50.Round(time.Millisecond))
+			}
+		}
+	}
+
+	switch {
+	case mr.forced == ForcePrimary:
+		return c.viaPrimary(ss, o, nil)
+	case mr.forced == ForceFallback && c.fb != nil:
+		return c.viaFallback(ss, o, reasonForced)
+	case mr.alert != "" && c.fb != nil:
+		if pe := r.opts.ProbeEvery; pe > 0 && live.calls.Add(1)%uint64(pe) == 0 {
+			break // a probe for the alert: the primary, with hedging
+		}
+		return c.viaFallback(ss, o, reasonAlert)
+	case mr.cfg.Cascade != nil && (c.pb == nil || c.pb.State() == BreakerClosed):
+		return c.cascade(ss, o)
+	}
+	ok := true
+	var report func(bool)
+	if c.pb != nil {
+		report, ok = c.pb.admit()
+	}
+	if !ok {
+		if c.fb != nil {
+			return c.viaFallback(ss, o, reasonBreaker)
+		}
+		o.err = status.Errorf(codes.Unavailable, "infergate: upstream %s: circuit breaker open for model %s; retry later", c.pri.up.name, o.model)
+		return o
+	}
+	return c.viaPrimary(ss, o, report)
+}
+
+// shed rejects a call at once, or sends it to the fallback if it has one.
+func (c *routedCall) shed(ss grpc.ServerStream, o outcome, which int, format string, args ...any) outcome {
+	if c.fb != nil {
+		return c.viaFallback(ss, o, shedReasons[which])
+	}
+	c.mr.live.counters.shed[which].Add(1)
+	o.err = status.Errorf(codes.ResourceExhausted, format, args...)
+	return o
+}
+
+// viaFallback answers from the fallback.
+func (c *routedCall) viaFallback(ss grpc.ServerStream, o outcome, reason string) outcome {
+	a := c.attempt(c.ctx, *c.fb)
+	c.mr.live.counters.fallback.Add(1)
+	c.mr.live.counters.fellBack(reason)
+	return c.p.reply(ss, a, monitor.RouteFallback, reason, c.fb.up, o)
+}
+
+// viaPrimary sends the call to the primary (hedged to the fallback when
+// it is slow), retries it on the fallback when it fails and that is safe,
+// and answers. report is the half-open probe's report, nil when closed.
+func (c *routedCall) viaPrimary(ss grpc.ServerStream, o outcome, report func(bool)) outcome {
+	live := c.mr.live
+	idempotent := !c.mr.cfg.NonIdempotent
+	if c.fb != nil {
+		c.p.router.budget.deposit()
+	}
+	var a answer
+	hedged := false
+	if after := c.hedgeAfter(); after > 0 && c.fb != nil && idempotent {
+		var h *answer
+		a, h = c.hedge(c.pri, report, after)
+		if h != nil {
+			hedged = true
+			if h.err == nil && (a.err != nil || a.resp == nil) {
+				live.counters.hedgesWon.Add(1)
+				live.counters.fallback.Add(1)
+				live.counters.fellBack(reasonHedge)
+				return c.p.reply(ss, *h, monitor.RouteFallback, reasonHedge, c.fb.up, o)
+			}
+		}
+	} else {
+		a = c.attempt(c.ctx, c.pri)
+		c.report(report, a)
+	}
+	if a.err != nil && c.fb != nil && (a.queueFull || (idempotent && !hedged && c.retryable(a))) && c.ctx.Err() == nil {
+		reason := reasonRetry
+		if a.queueFull {
+			reason = reasonShedQueueFull
+		} else if !c.p.router.budget.take() {
+			live.counters.primary.Add(1)
+			return c.p.reply(ss, a, monitor.RoutePrimary, "", c.pri.up, o)
+		}
+		if reason == reasonRetry {
+			live.counters.retries.Add(1)
+		}
+		f := c.attempt(c.ctx, *c.fb)
+		if f.err == nil {
+			if reason == reasonRetry {
+				live.counters.retriesWon.Add(1)
+			}
+			live.counters.fallback.Add(1)
+			live.counters.fellBack(reason)
+			f.upstream += a.upstream
+			return c.p.reply(ss, f, monitor.RouteFallback, reason, c.fb.up, o)
+		}
+	}
+	live.counters.primary.Add(1)
+	return c.p.reply(ss, a, monitor.RoutePrimary, "", c.pri.up, o)
+}
+
+// retryable says whether a failed primary attempt may be tried again on
+// the fallback: the upstream failed (a failure code), not the request.
+func (c *routedCall) retryable(a answer) bool {
+	code := status.Code(a.err)
+	if c.pb != nil {
+		return c.pb.isFailure(code, 0)
+	}
+	for _, fc := range DefaultFailureCodes {
+		if fc == code {
+			return true
+		}
+	}
+	return false
+}
+
+// hedgeAfter is the model's hedge delay: configured, or three times the
+// primary's recent p99 within [10ms, 1s], or 1s while it is unknown.
+func (c *routedCall) hedgeAfter() time.Duration {
+	d := c.mr.cfg.HedgeAfter
+	if d != 0 {
+		return d
+	}
+	if p99 := time.Duration(c.mr.live.p99.Load()); p99 > 0 {
+		return min(max(3*p99, 10*time.Millisecond), time.Second)
+	}
+	return time.Second
+}
+
+// hedge calls t and, if it has not answered after the delay, the fallback
+// too (from the budget). It returns the primary's answer and the hedge's
+// (nil when none was sent). A primary still unanswered at the delay counts
+// as a slow call for its breaker at that moment: a hung upstream trips its
+// breaker within the delay, not at the callers' deadlines.
+func (c *routedCall) hedge(t target, report func(bool), after time.Duration) (answer, *answer) {
+	pctx, pcancel := context.WithCancel(c.ctx)
+	defer pcancel()
+	hctx, hcancel := context.WithCancel(c.ctx)
+	defer hcancel()
+	var reported atomic.Bool
+	hedged := make(chan *answer, 1)
+	timer := time.AfterFunc(after, func() {
+		if c.ctx.Err() != nil || !c.p.router.budget.take() {
+			hedged <- nil
+			return
+		}
+		if reported.CompareAndSwap(false, true) {
+			c.reportFailed(report)
+		}
+		c.mr.live.counters.hedges.Add(1)
+		h := c.attempt(hctx, *c.fb)
+		if h.err == nil {
+			pcancel() // the hedge answered: stop waiting for the primary
+		}
+		hedged <- &h
+	})
+	a := c.attempt(pctx, t)
+	if timer.Stop() {
+		c.report(report, a)
+		return a, nil
+	}
+	if a.err == nil && pctx.Err() == nil {
+		// The primary answered first; the hedge is cancelled.
+		if reported.CompareAndSwap(false, true) {
+			c.report(report, a)
+		}
+		return a, nil
+	}
+	h := <-hedged
+	if reported.CompareAndSwap(false, true) {
+		c.report(report, a)
+	}
+	return a, h
+}
+
+// cascade serves edge first: the fallback answers, and an answer below the
+// confidence threshold goes to the primary.
+func (c *routedCall) cascade(ss grpc.ServerStream, o outcome) outcome {
+	live := c.mr.live
+	cc := c.mr.cfg.Cascade
+	e := c.attempt(c.ctx, *c.fb)
+	reason := reasonEdgeFailed
+	if e.err == nil {
+		conf, err := confidence(c.kind, e.resp, cc.Output)
+		if err == nil && conf >= cc.Threshold {
+			live.counters.cascadeEdge.Add(1)
+			return c.p.reply(ss, e, monitor.RouteCascadeEdge, reasonConfident, c.fb.up, o)
+		}
+		reason = reasonLowConfidence
+	}
+	var report func(bool)
+	ok := true
+	if c.pb != nil {
+		report, ok = c.pb.admit()
+	}
+	if ok {
+		a := c.attempt(c.ctx, c.pri)
+		c.report(report, a)
+		if a.err == nil || e.err != nil {
+			live.counters.cascadeEscalated.Add(1)
+			a.upstream += e.upstream
+			return c.p.reply(ss, a, monitor.RouteCascadeEscalated, reason, c.pri.up, o)
+		}
+	}
+	// The primary cannot help: the edge's answer, however unsure, beats
+	// an error.
+	live.counters.cascadeEdge.Add(1)
+	return c.p.reply(ss, e, monitor.RouteCascadeEdge, reasonPrimaryFailed, c.fb.up, o)
+}
+
+// confidence reads the edge answer's confidence from its output tensor.
+func confidence(kind targetKind, resp *Frame, output string) (float64, error) {
+	if kind == targetPredict {
+		return wirePredictConfidence(resp.Bytes(), output)
+	}
+	return wireModelInferConfidence(resp.Bytes(), output)
+}
+
+// report tells the breaker how an attempt went: the probe's report in the
+// half-open state, the closed-state count otherwise. A call the client
+// cancelled says nothing of the upstream.
+func (c *routedCall) report(probe func(bool), a answer) {
+	if c.pb == nil {
+		return
+	}
+	if errors.Is(c.ctx.Err(), context.Canceled) || a.queueFull {
+		if probe != nil {
+			probe(false)
+		}
+		return
+	}
+	failed := c.pb.isFailure(status.Code(a.err), a.upstream)
+	if probe != nil {
+		probe(failed)
+		return
+	}
+	c.pb.record(failed)
+}
+
+// reportFailed counts a failure (a call still unanswered at the hedge
+// delay).
+func (c *routedCall) reportFailed(probe func(bool)) {
+	switch {
+	case c.pb == nil:
+	case probe != nil:
+		probe(true)
+	default:
+		c.pb.record(true)
+	}
+}
+
+// attempt sends the call to t once, through the batcher when it batches
+// t's model, and returns the result without answering the client.
+func (c *routedCall) attempt(ctx context.Context, t target) (a answer) {
+	req, model, version := c.req, c.model, c.ver
+	if t.rewrite {
+		b, err := rewriteTarget(c.kind, c.req.Bytes(), t.model, t.version)
+		if err != nil {
+			a.err = status.Errorf(codes.InvalidArgument, "infergate: cannot address the request to model %s: %v", t.model, err)
+			return a
+		}
+		req, model, version = NewFrame(b), t.model, t.version
+	}
+	p := c.p
+	if p.batcher != nil && p.batcher.Handles(c.method, model) {
+		md, _ := metadata.FromOutgoingContext(ctx)
+		res, err := p.batcher.Do(ctx, batcher.Request{
+			Upstream: t.up.name, Invoke: p.invoker(t.up), Method: c.method,
+			Model: model, Version: version, Payload: req.Bytes(), MD: md,
+		})
+		if !errors.Is(err, batcher.ErrNotBatched) {
+			a.header, a.trailer, a.queue, a.upstream = res.Header, res.Trailer, res.Queue, res.Upstream
+			if err != nil {
+				a.queueFull = errors.Is(err, batcher.ErrQueueFull)
+				a.err = batchStatus(err)
+				return a
+			}
+			a.resp = NewFrame(res.Payload)
+			return a
+		}
+	}
+	resp := new(Frame)
+	a.header, a.trailer, a.upstream, a.err = p.invoke(ctx, t.up, c.method, req, resp, c.opts)
+	if a.err == nil {
+		a.resp = resp
+	}
+	return a
+}
+
+// rewriteTarget returns a copy of a request addressed to model and version.
+func rewriteTarget(kind targetKind, b []byte, model, version string) ([]byte, error) {
+	if kind == targetPredict {
+		return wire.RewritePredictName(b, model)
+	}
+	return wire.RewriteModelInferName(b, model)
+}
+
+// reply answers the client with a, marking answers of another route in
+// the response header, and fills the outcome.
+func (p *Proxy) reply(ss grpc.ServerStream, a answer, route, reason string, up *Upstream, o outcome) outcome {
+	o.upstream += a.upstream
+	o.queue += a.queue
+	o.route, o.upName = route, up.name
+	header := a.header
+	if route != monitor.RoutePrimary {
+		if header == nil {
+			header = metadata.MD{}
+		}
+		header.Set(HeaderRoute, route)
+		if reason != "" {
+			header.Set(HeaderRouteReason, reason)
+		}
+	}
+	if header != nil {
+		_ = ss.SetHeader(header)
+	}
+	if len(a.trailer) > 0 {
+		ss.SetTrailer(a.trailer)
+	}
+	if a.err != nil {
+		o.err = a.err
+		return o
+	}
+	o.bytesOut = int64(a.resp.Len())
+	o.err = ss.SendMsg(a.resp)
+	a.resp.Free()
+	return o
+}
