@@ -178,6 +178,19 @@ func (p *Proxy) stream(ctx context.Context, up *Upstream, method string, kind ta
 	upCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	st := new(callStats)
+	// With a router, a model's stream is routed like its unary calls: its
+	// first frame is read before the upstream stream opens.
+	var sr streamRoute
+	if p.router != nil && kind != targetNone && isInference(method) {
+		var err error
+		if sr, err = p.routeStream(ss, up, kind, st); err != nil {
+			o.err = err
+			o.model, o.version = st.target()
+			return o
+		}
+		up = sr.up
+		o.route, o.upName = sr.route, up.name
+	}
 	t0 := p.now()
 	cs, err := up.Conn().NewStream(upCtx, &bidiDesc, method, opts...)
 	if err != nil {
@@ -185,8 +198,8 @@ func (p *Proxy) stream(ctx context.Context, up *Upstream, method string, kind ta
 		o.err = p.upstreamError(ctx, up, method, err, false)
 		return o
 	}
-	s2c := p.forwardServerToClient(cs, ss, st)
-	c2s := p.forwardClientToServer(ss, cs, kind, st)
+	s2c := p.forwardServerToClient(cs, ss, st, sr.header)
+	c2s := p.forwardClientToServer(ss, cs, kind, st, sr)
 	for {
 		select {
 		case err := <-c2s:
@@ -259,13 +272,21 @@ func (e clientSendError) Unwrap() error { return e.err }
 // upstream. It reports nil when the client half-closed (after passing the
 // half-close on) or the upstream stopped taking messages, and otherwise the
 // client-side error. The channel is buffered and never closed.
-func (p *Proxy) forwardClientToServer(src grpc.ServerStream, dst grpc.ClientStream, kind targetKind, st *callStats) chan error {
+func (p *Proxy) forwardClientToServer(src grpc.ServerStream, dst grpc.ClientStream, kind targetKind, st *callStats,
+	sr streamRoute) chan error {
 	ret := make(chan error, 1)
 	go func() {
 		defer p.recoverPump(src.Context(), ret, "client-to-upstream stream pump")
+		if sr.eof {
+			ret <- dst.CloseSend()
+			return
+		}
+		var err error
 		for first := true; ; first = false {
 			f := new(Frame)
-			if err := src.RecvMsg(f); err != nil {
+			if first && sr.first != nil {
+				f = sr.first // read by routeStream, counted there
+			} else if err = src.RecvMsg(f); err != nil {
 				if err == io.EOF {
 					ret <- dst.CloseSend() // always nil
 				} else {
@@ -276,11 +297,21 @@ func (p *Proxy) forwardClientToServer(src grpc.ServerStream, dst grpc.ClientStre
 			if testHookFrame != nil {
 				testHookFrame()
 			}
-			st.bytesIn.Add(int64(f.Len()))
-			if first {
-				st.setTarget(kind, f)
+			if !(first && sr.first != nil) {
+				st.bytesIn.Add(int64(f.Len()))
+				if first {
+					st.setTarget(kind, f)
+				}
 			}
-			err := dst.SendMsg(f)
+			out := f
+			if sr.rewrite != nil {
+				if out, err = sr.rewrite(f); err != nil {
+					// A frame that does not parse cannot be readdressed:
+					// the upstream judges it, as it would the primary.
+					out = f
+				}
+			}
+			err = dst.SendMsg(out)
 			f.Free()
 			if err != nil {
 				// io.EOF: the upstream ended the call, and forwardServerToClient
@@ -297,7 +328,7 @@ func (p *Proxy) forwardClientToServer(src grpc.ServerStream, dst grpc.ClientStre
 // the client. It reports io.EOF when the upstream finished with OK, the
 // upstream's status error, or a failure to send to the client wrapped with
 // clientSendError. The channel is buffered and never closed.
-func (p *Proxy) forwardServerToClient(src grpc.ClientStream, dst grpc.ServerStream, st *callStats) chan error {
+func (p *Proxy) forwardServerToClient(src grpc.ClientStream, dst grpc.ServerStream, st *callStats, extra metadata.MD) chan error {
 	ret := make(chan error, 1)
 	go func() {
 		defer p.recoverPump(dst.Context(), ret, "upstream-to-client stream pump")
@@ -306,6 +337,9 @@ func (p *Proxy) forwardServerToClient(src grpc.ClientStream, dst grpc.ServerStre
 		// for a trailers-only response; RecvMsg then gives the status.
 		if md, _ := src.Header(); md != nil {
 			st.gotHeader = true
+			for k, v := range extra {
+				md[k] = v
+			}
 			if err := dst.SendHeader(md); err != nil {
 				ret <- clientSendError{err}
 				return

@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"io"
 	"sync/atomic"
 	"time"
 
@@ -61,6 +62,8 @@ type routeCounters struct {
 	fallbackBy                                       [len(fallbackReasons)]atomic.Uint64
 	shed                                             [len(shedReasons)]atomic.Uint64
 	hedges, hedgesWon, retries, retriesWon           atomic.Uint64
+	// degraded counts successful answers from the fallback model.
+	degraded atomic.Uint64
 }
 
 func (c *routeCounters) fellBack(reason string) {
@@ -127,7 +130,7 @@ func (p *Proxy) routeUnary(ctx context.Context, up *Upstream, method string, kin
 			pb: b, pri: target{up: up}}
 		a := c.attempt(ctx, c.pri)
 		c.report(probe, a)
-		return p.reply(ss, a, monitor.RoutePrimary, "", up, o)
+		return p.reply(ss, a, monitor.RoutePrimary, "", up, o, nil)
 	}
 	c := &routedCall{p: p, ctx: ctx, method: method, kind: kind, req: req, opts: opts, model: o.model, ver: o.version, mr: mr}
 	c.pri = target{up: up}
@@ -208,7 +211,7 @@ func (c *routedCall) viaFallback(ss grpc.ServerStream, o outcome, reason string)
 	a := c.attempt(c.ctx, *c.fb)
 	c.mr.live.counters.fallback.Add(1)
 	c.mr.live.counters.fellBack(reason)
-	return c.p.reply(ss, a, monitor.RouteFallback, reason, c.fb.up, o)
+	return c.p.reply(ss, a, monitor.RouteFallback, reason, c.fb.up, o, &c.mr.live.counters)
 }
 
 // viaPrimary sends the call to the primary (hedged to the fallback when
@@ -231,7 +234,7 @@ func (c *routedCall) viaPrimary(ss grpc.ServerStream, o outcome, report func(boo
 				live.counters.hedgesWon.Add(1)
 				live.counters.fallback.Add(1)
 				live.counters.fellBack(reasonHedge)
-				return c.p.reply(ss, *h, monitor.RouteFallback, reasonHedge, c.fb.up, o)
+				return c.p.reply(ss, *h, monitor.RouteFallback, reasonHedge, c.fb.up, o, &c.mr.live.counters)
 			}
 		}
 	} else {
@@ -244,7 +247,7 @@ func (c *routedCall) viaPrimary(ss grpc.ServerStream, o outcome, report func(boo
 			reason = reasonShedQueueFull
 		} else if !c.p.router.budget.take() {
 			live.counters.primary.Add(1)
-			return c.p.reply(ss, a, monitor.RoutePrimary, "", c.pri.up, o)
+			return c.p.reply(ss, a, monitor.RoutePrimary, "", c.pri.up, o, &c.mr.live.counters)
 		}
 		if reason == reasonRetry {
 			live.counters.retries.Add(1)
@@ -257,11 +260,11 @@ func (c *routedCall) viaPrimary(ss grpc.ServerStream, o outcome, report func(boo
 			live.counters.fallback.Add(1)
 			live.counters.fellBack(reason)
 			f.upstream += a.upstream
-			return c.p.reply(ss, f, monitor.RouteFallback, reason, c.fb.up, o)
+			return c.p.reply(ss, f, monitor.RouteFallback, reason, c.fb.up, o, &c.mr.live.counters)
 		}
 	}
 	live.counters.primary.Add(1)
-	return c.p.reply(ss, a, monitor.RoutePrimary, "", c.pri.up, o)
+	return c.p.reply(ss, a, monitor.RoutePrimary, "", c.pri.up, o, &c.mr.live.counters)
 }
 
 // retryable says whether a failed primary attempt may be tried again on
@@ -349,7 +352,7 @@ func (c *routedCall) cascade(ss grpc.ServerStream, o outcome) outcome {
 		conf, err := confidence(c.kind, e.resp, cc.Output)
 		if err == nil && conf >= cc.Threshold {
 			live.counters.cascadeEdge.Add(1)
-			return c.p.reply(ss, e, monitor.RouteCascadeEdge, reasonConfident, c.fb.up, o)
+			return c.p.reply(ss, e, monitor.RouteCascadeEdge, reasonConfident, c.fb.up, o, &c.mr.live.counters)
 		}
 		reason = reasonLowConfidence
 	}
@@ -364,13 +367,13 @@ func (c *routedCall) cascade(ss grpc.ServerStream, o outcome) outcome {
 		if a.err == nil || e.err != nil {
 			live.counters.cascadeEscalated.Add(1)
 			a.upstream += e.upstream
-			return c.p.reply(ss, a, monitor.RouteCascadeEscalated, reason, c.pri.up, o)
+			return c.p.reply(ss, a, monitor.RouteCascadeEscalated, reason, c.pri.up, o, &c.mr.live.counters)
 		}
 	}
 	// The primary cannot help: the edge's answer, however unsure, beats
 	// an error.
 	live.counters.cascadeEdge.Add(1)
-	return c.p.reply(ss, e, monitor.RouteCascadeEdge, reasonPrimaryFailed, c.fb.up, o)
+	return c.p.reply(ss, e, monitor.RouteCascadeEdge, reasonPrimaryFailed, c.fb.up, o, &c.mr.live.counters)
 }
 
 // confidence reads the edge answer's confidence from its output tensor.
@@ -462,7 +465,7 @@ func rewriteTarget(kind targetKind, b []byte, model, version string) ([]byte, er
 
 // reply answers the client with a, marking answers of another route in
 // the response header, and fills the outcome.
-func (p *Proxy) reply(ss grpc.ServerStream, a answer, route, reason string, up *Upstream, o outcome) outcome {
+func (p *Proxy) reply(ss grpc.ServerStream, a answer, route, reason string, up *Upstream, o outcome, ctr *routeCounters) outcome {
 	o.upstream += a.upstream
 	o.queue += a.queue
 	o.route, o.upName = route, up.name
@@ -489,5 +492,93 @@ func (p *Proxy) reply(ss grpc.ServerStream, a answer, route, reason string, up *
 	o.bytesOut = int64(a.resp.Len())
 	o.err = ss.SendMsg(a.resp)
 	a.resp.Free()
+	if ctr != nil && route == monitor.RouteFallback && o.err == nil {
+		ctr.degraded.Add(1)
+	}
 	return o
+}
+
+// streamRoute is where a routed stream goes.
+type streamRoute struct {
+	up     *Upstream
+	route  string
+	header metadata.MD // added to the upstream's response header
+	first  *Frame      // the first request frame, already read
+	eof    bool        // the client half-closed before sending a frame
+	// rewrite readdresses each request frame to the fallback model; nil
+	// when the stream goes to the model the client named.
+	rewrite func(*Frame) (*Frame, error)
+}
+
+// routeStream reads a model stream's first frame and picks its route: the
+// primary, or the fallback while a breaker, an alert or the operator holds
+// the model there. A stream is long-lived and may carry many requests, so
+// it is neither hedged nor retried, and it does not count for breakers.
+func (p *Proxy) routeStream(ss grpc.ServerStream, up *Upstream, kind targetKind, st *callStats) (streamRoute, error) {
+	sr := streamRoute{up: up, route: monitor.RoutePrimary}
+	f := new(Frame)
+	if err := ss.RecvMsg(f); err != nil {
+		if err == io.EOF {
+			sr.eof = true
+			return sr, nil
+		}
+		return sr, requestError(err)
+	}
+	sr.first = f
+	st.bytesIn.Add(int64(f.Len()))
+	st.setTarget(kind, f)
+	model, _ := st.target()
+	r := p.router
+	mr := r.table.Load().models[model]
+	if mr == nil {
+		if b := r.breakers[up]; b != nil && b.State() == BreakerOpen {
+			return sr, status.Errorf(codes.Unavailable, "infergate: upstream %s: circuit breaker open; retry later", up.name)
+		}
+		return sr, nil
+	}
+	if mr.cfg.Upstream != nil {
+		sr.up = mr.cfg.Upstream
+	}
+	pb := mr.primary
+	if pb == nil {
+		pb = r.breakers[sr.up]
+	}
+	fb := mr.cfg.Fallback
+	reason := ""
+	switch {
+	case mr.forced == ForcePrimary:
+	case fb != nil && mr.forced == ForceFallback:
+		reason = reasonForced
+	case fb != nil && mr.alert != "":
+		reason = reasonAlert
+	case pb != nil && pb.State() != BreakerClosed:
+		if fb == nil {
+			return sr, status.Errorf(codes.Unavailable, "infergate: upstream %s: circuit breaker open for model %s; retry later", sr.up.name, model)
+		}
+		reason = reasonBreaker
+	}
+	if reason == "" {
+		mr.live.counters.primary.Add(1)
+		return sr, nil
+	}
+	name := fb.Model
+	if name == "" {
+		name = model
+	}
+	if fb.Upstream != nil {
+		sr.up = fb.Upstream
+	}
+	sr.route = monitor.RouteFallback
+	sr.header = metadata.Pairs(HeaderRoute, monitor.RouteFallback, HeaderRouteReason, reason)
+	version := fb.Version
+	sr.rewrite = func(f *Frame) (*Frame, error) {
+		b, err := rewriteTarget(kind, f.Bytes(), name, version)
+		if err != nil {
+			return nil, err
+		}
+		return NewFrame(b), nil
+	}
+	mr.live.counters.fallback.Add(1)
+	mr.live.counters.fellBack(reason)
+	return sr, nil
 }

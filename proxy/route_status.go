@@ -1,0 +1,219 @@
+package proxy
+
+import (
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/infergate/infergate/monitor"
+)
+
+// BreakerStatus is one upstream's breaker as GET /api/v1/routes shows it.
+type BreakerStatus struct {
+	Upstream string `json:"upstream"`
+	State    string `json:"state"`
+	// Calls and Failures are counted over the breaker's window while it is
+	// closed; Consecutive is the failures since the last success.
+	Calls       int64      `json:"calls"`
+	Failures    int64      `json:"failures"`
+	Consecutive int64      `json:"consecutive_failures"`
+	OpenUntil   *time.Time `json:"open_until,omitempty"`
+	Opened      uint64     `json:"times_opened"`
+}
+
+// RouteStatus is one model's route as GET /api/v1/routes shows it.
+type RouteStatus struct {
+	Model string `json:"model"`
+	// Route is where its calls go now: primary, fallback or cascade.
+	Route string `json:"route"`
+	// Why says what holds it there (breaker, alert, operator); empty on
+	// the configured route.
+	Why      string `json:"why,omitempty"`
+	Forced   string `json:"forced"`
+	Alert    string `json:"alert,omitempty"`
+	Primary  string `json:"primary_upstream"`
+	Breaker  string `json:"primary_breaker,omitempty"`
+	Fallback string `json:"fallback,omitempty"`
+	// Since is when the route last changed; Changes counts the changes.
+	Since      *time.Time `json:"since,omitempty"`
+	Changes    uint64     `json:"changes"`
+	HedgeAfter string     `json:"hedge_after,omitempty"`
+	P50Ms      float64    `json:"primary_p50_ms,omitempty"`
+	P99Ms      float64    `json:"primary_p99_ms,omitempty"`
+	Calls      RouteCalls `json:"calls"`
+}
+
+// RouteCalls are a model's call counters since start.
+type RouteCalls struct {
+	Primary          uint64            `json:"primary"`
+	Fallback         uint64            `json:"fallback"`
+	FallbackBy       map[string]uint64 `json:"fallback_by_reason,omitempty"`
+	CascadeEdge      uint64            `json:"cascade_edge"`
+	CascadeEscalated uint64            `json:"cascade_escalated"`
+	Hedges           uint64            `json:"hedges"`
+	HedgesWon        uint64            `json:"hedges_won"`
+	Retries          uint64            `json:"retries"`
+	RetriesWon       uint64            `json:"retries_won"`
+	Shed             map[string]uint64 `json:"shed,omitempty"`
+	Degraded         uint64            `json:"degraded_responses"`
+}
+
+// Status returns every routed model and every breaker, sorted by name.
+func (r *Router) Status() ([]RouteStatus, []BreakerStatus) {
+	var routes []RouteStatus
+	for name, mr := range r.table.Load().models {
+		mode, why := mr.mode()
+		rs := RouteStatus{Model: name, Route: mode, Why: why, Forced: mr.forced, Alert: mr.alert,
+			Changes: mr.live.changes.Load()}
+		if mr.cfg.Upstream != nil {
+			rs.Primary = mr.cfg.Upstream.name
+		} else {
+			rs.Primary = "(default upstream)"
+		}
+		if mr.primary != nil {
+			rs.Breaker = mr.primary.State().String()
+		}
+		if mr.cfg.Fallback != nil {
+			rs.Fallback = r.fallbackName(name)
+			c := &routedCall{mr: mr}
+			if !mr.cfg.NonIdempotent && mr.cfg.HedgeAfter >= 0 {
+				rs.HedgeAfter = c.hedgeAfter().String()
+			}
+		}
+		if ns := mr.live.since.Load(); ns > 0 {
+			t := time.Unix(0, ns)
+			rs.Since = &t
+		}
+		rs.P50Ms = float64(mr.live.p50.Load()) / 1e6
+		rs.P99Ms = float64(mr.live.p99.Load()) / 1e6
+		ctr := &mr.live.counters
+		rs.Calls = RouteCalls{Primary: ctr.primary.Load(), Fallback: ctr.fallback.Load(),
+			CascadeEdge: ctr.cascadeEdge.Load(), CascadeEscalated: ctr.cascadeEscalated.Load(),
+			Hedges: ctr.hedges.Load(), HedgesWon: ctr.hedgesWon.Load(),
+			Retries: ctr.retries.Load(), RetriesWon: ctr.retriesWon.Load(), Degraded: ctr.degraded.Load()}
+		for i, reason := range fallbackReasons {
+			if n := ctr.fallbackBy[i].Load(); n > 0 {
+				if rs.Calls.FallbackBy == nil {
+					rs.Calls.FallbackBy = map[string]uint64{}
+				}
+				rs.Calls.FallbackBy[reason] = n
+			}
+		}
+		for i, reason := range shedReasons {
+			if n := ctr.shed[i].Load(); n > 0 {
+				if rs.Calls.Shed == nil {
+					rs.Calls.Shed = map[string]uint64{}
+				}
+				rs.Calls.Shed[reason] = n
+			}
+		}
+		routes = append(routes, rs)
+	}
+	slices.SortFunc(routes, func(a, b RouteStatus) int { return strings.Compare(a.Model, b.Model) })
+	var brs []BreakerStatus
+	for _, b := range r.breakers {
+		calls, failures := b.counts()
+		bs := BreakerStatus{Upstream: b.name, State: b.State().String(), Calls: calls, Failures: failures,
+			Consecutive: b.consecutive.Load(), Opened: b.transitions[BreakerOpen].Load()}
+		if b.State() == BreakerOpen {
+			t := time.Unix(0, b.openUntil.Load())
+			bs.OpenUntil = &t
+		}
+		brs = append(brs, bs)
+	}
+	slices.SortFunc(brs, func(a, b BreakerStatus) int { return strings.Compare(a.Upstream, b.Upstream) })
+	return routes, brs
+}
+
+var (
+	breakerStateDesc = prometheus.NewDesc("infergate_breaker_state",
+		"Circuit breaker state per upstream: 0 closed, 1 half-open, 2 open.", []string{"upstream"}, nil)
+	breakerTransDesc = prometheus.NewDesc("infergate_breaker_transitions_total",
+		"Circuit breaker state changes per upstream, by the state entered.", []string{"upstream", "to"}, nil)
+	routeCallsDesc = prometheus.NewDesc("infergate_route_calls_total",
+		"Inference calls of routed models by the route that answered: primary, fallback, cascade_edge, cascade_escalated.",
+		[]string{"model", "route"}, nil)
+	fallbackDesc = prometheus.NewDesc("infergate_fallback_calls_total",
+		"Calls sent to a model's fallback, by reason: breaker_open, alert, forced, retry, hedge, shed_in_flight, shed_deadline, shed_queue_full.",
+		[]string{"model", "reason"}, nil)
+	degradedDesc = prometheus.NewDesc("infergate_degraded_responses_total",
+		"Successful answers from a model's fallback instead of the model the client asked for (marked x-infergate-route: fallback).",
+		[]string{"model"}, nil)
+	shedDesc = prometheus.NewDesc("infergate_shed_calls_total",
+		"Calls rejected at once with RESOURCE_EXHAUSTED (no fallback to take them), by reason: shed_in_flight, shed_deadline.",
+		[]string{"model", "reason"}, nil)
+	hedgesDesc = prometheus.NewDesc("infergate_hedges_total",
+		"Calls still unanswered by the primary at the hedge delay and sent to the fallback too, by outcome: won (the fallback answered), lost.",
+		[]string{"model", "outcome"}, nil)
+	retriesDesc = prometheus.NewDesc("infergate_retries_total",
+		"Calls that failed on the primary and were retried on the fallback, by outcome: won (the fallback answered), lost.",
+		[]string{"model", "outcome"}, nil)
+	routeChangesDesc = prometheus.NewDesc("infergate_route_changes_total",
+		"Changes of a model's route (primary, fallback, cascade).", []string{"model"}, nil)
+	routeModeDesc = prometheus.NewDesc("infergate_route_mode",
+		"1 for the route a model's calls take now.", []string{"model", "route"}, nil)
+	budgetDeniedDesc = prometheus.NewDesc("infergate_retry_budget_exhausted_total",
+		"Retries and hedges not made because the retry budget was spent.", nil, nil)
+)
+
+// Collector returns the router's metrics for a Prometheus registry.
+func (r *Router) Collector() prometheus.Collector { return routerCollector{r} }
+
+type routerCollector struct{ r *Router }
+
+func (c routerCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{breakerStateDesc, breakerTransDesc, routeCallsDesc, fallbackDesc,
+		degradedDesc, shedDesc, hedgesDesc, retriesDesc, routeChangesDesc, routeModeDesc, budgetDeniedDesc} {
+		ch <- d
+	}
+}
+
+func (c routerCollector) Collect(ch chan<- prometheus.Metric) {
+	r := c.r
+	counter := func(d *prometheus.Desc, v uint64, lv ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), lv...)
+	}
+	for _, b := range r.breakers {
+		ch <- prometheus.MustNewConstMetric(breakerStateDesc, prometheus.GaugeValue, float64(b.State()), b.name)
+		for _, s := range []BreakerState{BreakerClosed, BreakerHalfOpen, BreakerOpen} {
+			counter(breakerTransDesc, b.transitions[s].Load(), b.name, s.String())
+		}
+	}
+	for name, mr := range r.table.Load().models {
+		ctr := &mr.live.counters
+		counter(routeCallsDesc, ctr.primary.Load(), name, monitor.RoutePrimary)
+		if mr.cfg.Fallback == nil {
+			continue
+		}
+		counter(routeCallsDesc, ctr.fallback.Load(), name, monitor.RouteFallback)
+		if mr.cfg.Cascade != nil {
+			counter(routeCallsDesc, ctr.cascadeEdge.Load(), name, monitor.RouteCascadeEdge)
+			counter(routeCallsDesc, ctr.cascadeEscalated.Load(), name, monitor.RouteCascadeEscalated)
+		}
+		for i, reason := range fallbackReasons {
+			counter(fallbackDesc, ctr.fallbackBy[i].Load(), name, reason)
+		}
+		counter(degradedDesc, ctr.degraded.Load(), name)
+		counter(hedgesDesc, ctr.hedgesWon.Load(), name, "won")
+		counter(hedgesDesc, ctr.hedges.Load()-min(ctr.hedgesWon.Load(), ctr.hedges.Load()), name, "lost")
+		counter(retriesDesc, ctr.retriesWon.Load(), name, "won")
+		counter(retriesDesc, ctr.retries.Load()-min(ctr.retriesWon.Load(), ctr.retries.Load()), name, "lost")
+		counter(routeChangesDesc, mr.live.changes.Load(), name)
+		mode, _ := mr.mode()
+		for _, m := range []string{RoutePrimaryMode, RouteFallbackMode, RouteCascadeMode} {
+			v := 0.0
+			if m == mode {
+				v = 1
+			}
+			ch <- prometheus.MustNewConstMetric(routeModeDesc, prometheus.GaugeValue, v, name, m)
+		}
+	}
+	for name, mr := range r.table.Load().models {
+		for i, reason := range shedReasons {
+			counter(shedDesc, mr.live.counters.shed[i].Load(), name, reason)
+		}
+	}
+	counter(budgetDeniedDesc, r.budget.denied.Load())
+}
