@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/infergate/infergate/alert"
+	"github.com/infergate/infergate/proxy"
 )
 
 // admin serves the HTTP admin listener: /metrics, /healthz, /readyz and the
@@ -33,6 +34,8 @@ type admin struct {
 	pprof bool
 	// alerts serves /api/v1/alerts, rules, silences and baselines.
 	alerts *alert.API
+	// router serves /api/v1/routes (routes_api.go); nil: nothing routed.
+	router *proxy.Router
 }
 
 func (a *admin) handler() http.Handler {
@@ -56,6 +59,9 @@ func (a *admin) handler() http.Handler {
 	}
 	if a.alerts != nil {
 		a.alerts.Register(mux)
+	}
+	if a.router != nil {
+		a.routesAPI(mux)
 	}
 	if a.pprof {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)

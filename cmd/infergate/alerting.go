@@ -175,14 +175,15 @@ type alerting struct {
 	log       *slog.Logger
 }
 
-func startAlerting(ac *alert.Config, mon *monitor.Registry, gt *gpuRuntime, st *baseline.Store, reg prometheus.Registerer, log *slog.Logger) (*alerting, error) {
+func startAlerting(ac *alert.Config, mon *monitor.Registry, gt *gpuRuntime, st *baseline.Store, act alert.Actuator,
+	reg prometheus.Registerer, log *slog.Logger) (*alerting, error) {
 	var tick <-chan time.Time
 	if ac.EvaluationInterval == time.Second { // the slice length: evaluate as each slice completes
 		tick = mon.Rotations()
 	}
 	e, err := alert.New(alert.Options{
 		Config: ac, Latency: mon, Models: gt.corr.Models, GPU: gt.hub.State, Baselines: st,
-		Logger: log, Registerer: reg, SliceLength: time.Second, Tick: tick,
+		Actuator: act, Logger: log, Registerer: reg, SliceLength: time.Second, Tick: tick,
 	})
 	if err != nil {
 		return nil, err

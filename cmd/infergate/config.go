@@ -26,6 +26,15 @@ type Config struct {
 	// Upstream is the model server's gRPC address (Triton :8001,
 	// TF-Serving :8500). Required.
 	Upstream string `yaml:"upstream"`
+	// Upstreams are named model servers for routes (routing.go); the
+	// first is the default upstream when upstream is empty.
+	Upstreams []UpstreamConfig `yaml:"upstreams"`
+	// Breaker turns on the circuit breaker of upstream (the default one).
+	Breaker *BreakerYAML `yaml:"breaker"`
+	// Routes are per-model routes: fallback, cascade, shedding, hedging.
+	Routes []RouteYAML `yaml:"routes"`
+	// RetryBudget bounds retries and hedges.
+	RetryBudget RetryBudgetYAML `yaml:"retry_budget"`
 	// UpstreamConns is the number of pooled HTTP/2 connections to the
 	// upstream. Default 2.
 	UpstreamConns int `yaml:"upstream_conns"`
@@ -239,9 +248,9 @@ func (c *Config) Validate() error {
 	}
 	checkAddr("listen", c.Listen)
 	checkAddr("admin", c.Admin)
-	if c.Upstream == "" {
-		bad("upstream", "required (the model server's gRPC address, e.g. 127.0.0.1:8001)")
-	} else {
+	if c.Upstream == "" && len(c.Upstreams) == 0 {
+		bad("upstream", "required (the model server's gRPC address, e.g. 127.0.0.1:8001), or upstreams")
+	} else if c.Upstream != "" {
 		checkAddr("upstream", c.Upstream)
 	}
 	if c.MaxMessageBytes < 0 {
@@ -321,6 +330,7 @@ func (c *Config) Validate() error {
 			bad(field, "cannot read %q: %v", path, errors.Unwrap(err))
 		}
 	}
+	errs = append(errs, c.validateRouting()...)
 	errs = append(errs, c.Batching.validate()...)
 	errs = append(errs, c.GPU.validate()...)
 	errs = append(errs, c.alertingConfig()...)
@@ -485,7 +495,16 @@ func parseConfig(args []string) (Config, error) {
 		rulesFile  = fs.String("rules", "", "YAML file of alert rules and alerting sections (replaces those of --config)")
 		tokenFile  = fs.String("admin-token-file", "", "file holding the bearer token the admin API's writes need")
 		alertState = fs.String("alert-state-file", "", "file that keeps alert state, silences and sent notifications across restarts")
+		fallbacks  []RouteYAML
 	)
+	fs.Func("fallback", "MODEL=HOST:PORT[/FALLBACK_MODEL[:VERSION]]: serve MODEL from this fallback while its primary is in trouble (repeatable)", func(v string) error {
+		r, err := parseFallbackFlag(v)
+		if err != nil {
+			return err
+		}
+		fallbacks = append(fallbacks, r)
+		return nil
+	})
 	batchFlags := addBatchingFlags(fs)
 	gpuFlags := addGPUFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -576,6 +595,19 @@ func parseConfig(args []string) (Config, error) {
 			c.AdminTokenFile = *tokenFile
 		case "alert-state-file":
 			c.AlertStateFile = *alertState
+		case "fallback":
+			// Flags win: a flag's model replaces the file's route fallback.
+			for _, fr := range fallbacks {
+				replaced := false
+				for i := range c.Routes {
+					if c.Routes[i].Model == fr.Model {
+						c.Routes[i].Fallback, replaced = fr.Fallback, true
+					}
+				}
+				if !replaced {
+					c.Routes = append(c.Routes, fr)
+				}
+			}
 		case "version", "check-config":
 		default:
 			batchFlags.apply(f.Name, &c.Batching, &flagErrs)

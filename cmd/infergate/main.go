@@ -19,7 +19,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/keepalive"
 
 	"github.com/infergate/infergate/alert"
 	"github.com/infergate/infergate/monitor"
@@ -129,27 +128,28 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	al, err := startAlerting(cfg.alerts, mon, gt, bs, reg, log)
+	rt, err := startRouting(cfg, upCreds, mon, log)
 	if err != nil {
 		return err
 	}
-
-	up, err := proxy.DialUpstream(cfg.Upstream, proxy.UpstreamOptions{
-		Credentials: upCreds,
-		MaxMsgSize:  cfg.MaxMessageBytes,
-		Conns:       cfg.UpstreamConns,
-		Keepalive:   keepalive.ClientParameters{Time: cfg.UpstreamKeepaliveTime},
-	})
+	defer rt.Close() // after the proxy: calls in flight end first
+	up := rt.def
+	var act alert.Actuator // a nil *proxy.Router must not become a non-nil interface
+	if rt.router != nil {
+		act = rt.router
+		reg.MustRegister(rt.router.Collector())
+	}
+	al, err := startAlerting(cfg.alerts, mon, gt, bs, act, reg, log)
 	if err != nil {
 		return err
 	}
 	bat, err := startBatcher(cfg.Batching, reg, log)
 	if err != nil {
-		up.Close()
 		return err
 	}
 	defer bat.Close() // after the server and the proxy: batches in flight end first
-	p, err := proxy.New(proxy.StaticDirector(up),
+	p, err := proxy.New(proxy.DirectorFunc(func(context.Context, string) (*proxy.Upstream, error) { return up, nil }),
+		proxy.WithRouter(rt.router),
 		proxy.WithBatcher(bat),
 		proxy.WithRecorder(mon),
 		proxy.WithMaxMsgSize(cfg.MaxMessageBytes),
@@ -182,11 +182,12 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		lis.Close()
 		return fmt.Errorf("admin: %w", err)
 	}
-	ready := newReadiness(cfg.Readiness, cfg.Upstream, up.Conn(), recentFailures(mon))
+	ready := newReadiness(cfg.Readiness, rt.defAddr, up.Conn(), recentFailures(mon))
 	adm := &admin{gatherer: reg, ready: ready.current, pprof: cfg.Pprof, series: func() any { return seriesJSON(mon.Snapshot()) }}
 	adm.batching = func() any { return batchingJSON(bat) }
 	adm.models, adm.gpus = gt.modelsJSON, gt.gpusJSON
 	adm.alerts = &alert.API{Engine: al.engine, Token: cfg.adminToken}
+	adm.router = rt.router
 	hs := &http.Server{Handler: adm.handler(), ReadHeaderTimeout: 10 * time.Second}
 
 	runCtx, cancelRun := context.WithCancel(context.Background())
@@ -209,10 +210,10 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}()
 	// The one start line: tests and scripts read the bound addresses from it.
 	ver, _, _ := buildInfo()
-	fmt.Fprintf(os.Stderr, "infergate: grpc=%s admin=%s upstream=%s tls=%t upstream_tls=%t version=%s\n",
-		lis.Addr(), adminLis.Addr(), cfg.Upstream, srvCreds != nil, upCreds != nil, ver)
+	fmt.Fprintf(os.Stderr, "infergate: grpc=%s admin=%s upstream=%s tls=%t upstream_tls=%t version=%s%s\n",
+		lis.Addr(), adminLis.Addr(), up.Name(), srvCreds != nil, upCreds != nil, ver, rt.describe())
 	log.Info("serving", "grpc", lis.Addr().String(), "admin", adminLis.Addr().String(),
-		"upstream", cfg.Upstream, "upstream_tls", upCreds != nil)
+		"upstream", up.Name(), "upstream_tls", upCreds != nil)
 
 	select {
 	case <-ctx.Done():

@@ -1,0 +1,49 @@
+package main
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+
+	"github.com/infergate/infergate/proxy"
+)
+
+// routesAPI serves GET /api/v1/routes (each routed model's route, breaker
+// and why; every breaker) and POST /api/v1/routes/{model} with
+// {"route": "primary"|"fallback"|"auto"}, which forces a route or gives it
+// back to breakers and alerts; the write needs the admin token.
+func (a *admin) routesAPI(mux *http.ServeMux) {
+	r := a.router
+	mux.HandleFunc("GET /api/v1/routes", func(w http.ResponseWriter, _ *http.Request) {
+		routes, breakers := r.Status()
+		writeJSON(w, http.StatusOK, map[string]any{"routes": routes, "breakers": breakers})
+	})
+	set := func(w http.ResponseWriter, req *http.Request) {
+		var body struct {
+			Route string `json:"route"`
+		}
+		if err := json.NewDecoder(io.LimitReader(req.Body, 4<<10)).Decode(&body); err != nil {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "body: want {\"route\": \"primary\"|\"fallback\"|\"auto\"}: " + err.Error()})
+			return
+		}
+		model := req.PathValue("model")
+		if err := r.SetForced(model, body.Route); err != nil {
+			code := http.StatusBadRequest
+			if body.Route == proxy.ForceAuto || body.Route == proxy.ForcePrimary || body.Route == proxy.ForceFallback {
+				code = http.StatusNotFound
+			}
+			writeJSON(w, code, map[string]string{"error": err.Error()})
+			return
+		}
+		routes, _ := r.Status()
+		for _, rs := range routes {
+			if rs.Model == model {
+				writeJSON(w, http.StatusOK, rs)
+				return
+			}
+		}
+	}
+	if a.alerts != nil {
+		mux.HandleFunc("POST /api/v1/routes/{model}", a.alerts.Guard(set))
+	}
+}
