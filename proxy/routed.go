@@ -75,6 +75,9 @@ func (c *routeCounters) fellBack(reason string) {
 	}
 }
 
+// testHookHedge, when set by a test, runs as a hedge starts.
+var testHookHedge func()
+
 // target is where one attempt goes.
 type target struct {
 	up             *Upstream
@@ -170,6 +173,7 @@ func (p *Proxy) routeUnary(ctx context.Context, up *Upstream, method string, kin
 
 	switch {
 	case mr.forced == ForcePrimary:
+		c.fb = nil // the operator wants the primary's answers only
 		return c.viaPrimary(ss, o, nil)
 	case mr.forced == ForceFallback && c.fb != nil:
 		return c.viaFallback(ss, o, reasonForced)
@@ -308,6 +312,17 @@ func (c *routedCall) hedge(t target, report func(bool), after time.Duration) (an
 	var reported atomic.Bool
 	hedged := make(chan *answer, 1)
 	timer := time.AfterFunc(after, func() {
+		// This goroutine is not the handler's: the server's recovery
+		// interceptor does not see it. A panic fails the hedge only.
+		defer func() {
+			if v := recover(); v != nil {
+				err := c.p.panicked(c.ctx, v, "hedge")
+				hedged <- &answer{err: err}
+			}
+		}()
+		if testHookHedge != nil {
+			testHookHedge()
+		}
 		if c.ctx.Err() != nil || !c.p.router.budget.take() {
 			hedged <- nil
 			return

@@ -1,0 +1,373 @@
+package proxy
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/infergate/infergate/monitor"
+	"github.com/infergate/infergate/proto/kservepb"
+)
+
+// The primary fails every call: the first failures are retried on the
+// fallback, the breaker opens and sends the rest there; no call fails.
+// Healed, the half-open probes close the breaker and calls return.
+func TestRouteErrorsFallBackAndReturn(t *testing.T) {
+	e := newRouteEnv(t, nil)
+	if r := e.infer(t, time.Second); r.code != codes.OK || r.server != "primary" || r.route != "" || r.model != "big" {
+		t.Fatalf("healthy call: %+v, want the primary's answer without a route header", r)
+	}
+	e.pri.set(behaveError)
+	var rs []result
+	for range 30 {
+		rs = append(rs, e.infer(t, time.Second))
+	}
+	got := tally(rs)
+	if got["edge/retry"] == 0 || got["edge/breaker_open"] == 0 || got["edge/retry"]+got["edge/breaker_open"] != 30 {
+		t.Fatalf("30 calls on a failing primary: %v; want all answered by the edge, first retried, then breaker_open", got)
+	}
+	for _, r := range rs {
+		if r.model != "small" || r.route != monitor.RouteFallback {
+			t.Fatalf("fallback answer %+v: want model_name small (the model that answered) and route fallback", r)
+		}
+	}
+	e.edge.mu.Lock()
+	asked := e.edge.asked[0]
+	e.edge.mu.Unlock()
+	if asked != "small" {
+		t.Errorf("edge was asked for %q, want the fallback model small", asked)
+	}
+	if st := e.router.breakers[e.priUp].State(); st == BreakerClosed {
+		t.Errorf("breaker %s after 30 failures, want open or half-open", st)
+	}
+
+	e.pri.set(behaveOK)
+	eventually(t, "calls back on the primary after heal", func() bool {
+		r := e.infer(t, time.Second)
+		if r.code != codes.OK {
+			t.Fatalf("call failed after heal: %+v", r)
+		}
+		return r.server == "primary"
+	})
+	eventually(t, "route status back on primary after two changes", func() bool {
+		e.infer(t, time.Second) // half-open probes close the breaker
+		routes, _ := e.router.Status()
+		return routes[0].Changes >= 2 && routes[0].Route == RoutePrimaryMode
+	})
+}
+
+// A hung primary: calls are hedged to the fallback after the delay and
+// answered there; the hedges count as slow calls, so the breaker opens
+// and new calls go straight to the fallback. Nothing fails, nothing hangs.
+func TestRouteHangHedgesThenTrips(t *testing.T) {
+	e := newRouteEnv(t, func(rc *RouteConfig, _ *RouterOptions, _ *BreakerConfig) {
+		rc.HedgeAfter = 20 * time.Millisecond
+	})
+	e.pri.set(behaveHang)
+	got := tally(e.burst(t, 20, 5*time.Second))
+	if got["edge/hedge"] == 0 || got["edge/hedge"]+got["edge/breaker_open"] != 20 {
+		t.Fatalf("20 calls on a hung primary: %v; want all answered by the edge (hedge, then breaker_open)", got)
+	}
+	eventually(t, "breaker open", func() bool { return e.router.breakers[e.priUp].transitions[BreakerOpen].Load() > 0 })
+	got = tally(e.burst(t, 10, 5*time.Second))
+	if got["edge/hedge"]+got["edge/breaker_open"] != 10 {
+		t.Fatalf("after the trip: %v; want all on the edge", got)
+	}
+	e.pri.set(behaveOK)
+	eventually(t, "back on the primary", func() bool { return e.infer(t, time.Second).server == "primary" })
+}
+
+// The primary's process is gone (connection refused): calls are retried
+// on the fallback at once, then the breaker sends them there; the
+// restarted primary takes them back.
+func TestRouteDeadPrimaryAndRestart(t *testing.T) {
+	e := newRouteEnv(t, nil)
+	if r := e.infer(t, time.Second); r.server != "primary" {
+		t.Fatalf("healthy call: %+v", r)
+	}
+	e.pri.kill()
+	got := tally(e.burst(t, 20, 5*time.Second))
+	if got["edge/retry"]+got["edge/breaker_open"] != 20 {
+		t.Fatalf("20 calls to a dead primary: %v; want all answered by the edge", got)
+	}
+	e.pri.restart(t)
+	eventually(t, "back on the restarted primary", func() bool {
+		r := e.infer(t, time.Second)
+		if r.code != codes.OK {
+			t.Fatalf("call failed: %+v", r)
+		}
+		return r.server == "primary"
+	})
+}
+
+// A non-idempotent model is never sent twice: a failed call is not
+// retried and a hung one is not hedged; it reaches the fallback only when
+// the breaker kept it from the primary.
+func TestRouteNonIdempotentNeverSentTwice(t *testing.T) {
+	e := newRouteEnv(t, func(rc *RouteConfig, _ *RouterOptions, _ *BreakerConfig) {
+		rc.NonIdempotent, rc.HedgeAfter = true, 10*time.Millisecond
+	})
+	e.pri.set(behaveError)
+	rs := make([]result, 0, 20)
+	for range 20 {
+		rs = append(rs, e.infer(t, time.Second))
+	}
+	got := tally(rs)
+	if got["Unavailable"] != 5 || got["edge/breaker_open"] != 15 {
+		t.Fatalf("non-idempotent calls on a failing primary: %v; want 5 failures (no retry), then 15 breaker_open", got)
+	}
+	if n := e.pri.calls.Load() + e.edge.calls.Load(); n != 20 {
+		t.Errorf("%d upstream calls for 20 client calls: a non-idempotent call was sent twice", n)
+	}
+
+	e2 := newRouteEnv(t, func(rc *RouteConfig, _ *RouterOptions, _ *BreakerConfig) {
+		rc.NonIdempotent, rc.HedgeAfter = true, 10*time.Millisecond
+	})
+	e2.pri.set(behaveHang)
+	if r := e2.infer(t, 200*time.Millisecond); r.code != codes.DeadlineExceeded {
+		t.Errorf("non-idempotent call on a hung primary: %+v, want DEADLINE_EXCEEDED (not hedged)", r)
+	}
+	if n := e2.edge.calls.Load(); n != 0 {
+		t.Errorf("the edge got %d calls: a non-idempotent call was hedged", n)
+	}
+}
+
+// Retries come from the budget: with a small one, a primary that fails
+// every call (and a breaker that never trips) gets only a bounded number
+// of retries; the rest fail with the primary's status.
+func TestRouteRetryBudgetBounds(t *testing.T) {
+	e := newRouteEnv(t, func(_ *RouteConfig, ro *RouterOptions, bc *BreakerConfig) {
+		ro.Budget = BudgetConfig{Ratio: 0.1, MinPerSecond: 1}
+		bc.ConsecutiveFailures, bc.FailureRatio = -1, -1
+	})
+	e.pri.set(behaveError)
+	rs := make([]result, 0, 60)
+	for range 60 {
+		rs = append(rs, e.infer(t, time.Second))
+	}
+	got := tally(rs)
+	retried := got["edge/retry"]
+	if retried == 0 || retried+got["Unavailable"] != 60 {
+		t.Fatalf("60 calls: %v", got)
+	}
+	// 10 tokens to start (ten seconds of the floor), 0.1 per call, and a
+	// floor of 1 a second: far less than 60 within the test.
+	if retried > 10+6+int(testTimeout/time.Second) {
+		t.Errorf("%d retries of 60 calls with a 10%% budget", retried)
+	}
+}
+
+// An alert's fallback action holds the model on its fallback, sends one
+// call in ProbeEvery to the primary so the alert sees it recover, and
+// ends when the alert resolves.
+func TestRouteAlertAction(t *testing.T) {
+	e := newRouteEnv(t, func(_ *RouteConfig, ro *RouterOptions, _ *BreakerConfig) { ro.ProbeEvery = 10 })
+	labels := map[string]string{"alertname": "ModelLatencyAboveBaseline", "model": "big"}
+	did, err := e.router.Start("fallback", labels)
+	if err != nil || !strings.Contains(did, "small on edge") {
+		t.Fatalf("Start: %q, %v", did, err)
+	}
+	var rs []result
+	for range 30 {
+		rs = append(rs, e.infer(t, time.Second))
+	}
+	if got := tally(rs); got["edge/alert"] != 27 || got["primary/"] != 3 {
+		t.Fatalf("30 calls under the alert: %v; want 27 on the fallback, 3 probes on the primary", got)
+	}
+	if did, err := e.router.Stop("fallback", labels); err != nil || !strings.Contains(did, "back on its primary") {
+		t.Fatalf("Stop: %q, %v", did, err)
+	}
+	if r := e.infer(t, time.Second); r.server != "primary" {
+		t.Errorf("after the alert resolved: %+v", r)
+	}
+	if _, err := e.router.Start("fallback", map[string]string{"model": "nope"}); err == nil {
+		t.Error("Start on a model without a route: no error")
+	}
+	if _, err := e.router.Start("reboot", labels); err == nil {
+		t.Error("Start of an unknown action: no error")
+	}
+}
+
+// The operator forces either route; auto gives the model back.
+func TestRouteForced(t *testing.T) {
+	e := newRouteEnv(t, nil)
+	if err := e.router.SetForced("big", ForceFallback); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.infer(t, time.Second); r.server != "edge" || r.reason != reasonForced {
+		t.Errorf("forced fallback: %+v", r)
+	}
+	// Forced primary ignores an open breaker.
+	e.pri.set(behaveError)
+	for range 10 {
+		e.infer(t, time.Second)
+	}
+	if err := e.router.SetForced("big", ForcePrimary); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.infer(t, time.Second); r.code != codes.Unavailable {
+		t.Errorf("forced primary on a failing primary: %+v, want its UNAVAILABLE", r)
+	}
+	if err := e.router.SetForced("big", "sometimes"); err == nil {
+		t.Error("bad mode accepted")
+	}
+	if err := e.router.SetForced("other", ForceAuto); err == nil {
+		t.Error("unrouted model accepted")
+	}
+}
+
+// Over its in-flight cap a model's call is rejected at once with
+// RESOURCE_EXHAUSTED, or sent to its fallback when it has one.
+func TestRouteShedInFlight(t *testing.T) {
+	for _, withFallback := range []bool{false, true} {
+		e := newRouteEnv(t, func(rc *RouteConfig, _ *RouterOptions, _ *BreakerConfig) {
+			rc.MaxInFlight = 1
+			if !withFallback {
+				rc.Fallback = nil
+			}
+		})
+		e.pri.set(behaveHang)
+		done := make(chan result, 1)
+		go func() { done <- e.infer(t, 2*time.Second) }()
+		eventually(t, "first call in flight", func() bool { return e.pri.calls.Load() == 1 })
+		r := e.infer(t, 2*time.Second)
+		switch {
+		case !withFallback && r.code != codes.ResourceExhausted:
+			t.Errorf("second call over max_in_flight: %+v, want RESOURCE_EXHAUSTED at once", r)
+		case withFallback && (r.server != "edge" || r.reason != reasonShedInFlight):
+			t.Errorf("second call over max_in_flight with a fallback: %+v, want the edge (shed_in_flight)", r)
+		}
+		e.pri.set(behaveOK)
+		if first := <-done; first.code != codes.DeadlineExceeded {
+			t.Errorf("the hung call ended %+v, want DEADLINE_EXCEEDED at its deadline", first)
+		}
+	}
+}
+
+// A call whose deadline is shorter than the model's median latency is
+// rejected at once instead of timing out on the GPU.
+func TestRouteShedOnDeadline(t *testing.T) {
+	e := newRouteEnv(t, func(rc *RouteConfig, _ *RouterOptions, _ *BreakerConfig) {
+		rc.ShedOnDeadline, rc.Fallback = true, nil
+	})
+	e.router.table.Load().models["big"].live.p50.Store(int64(time.Second))
+	if r := e.infer(t, 100*time.Millisecond); r.code != codes.ResourceExhausted {
+		t.Errorf("100ms deadline, 1s median: %+v, want RESOURCE_EXHAUSTED", r)
+	}
+	if n := e.pri.calls.Load(); n != 0 {
+		t.Errorf("the primary got %d calls, want 0 (shed before sending)", n)
+	}
+	if r := e.infer(t, 5*time.Second); r.code != codes.OK {
+		t.Errorf("5s deadline: %+v", r)
+	}
+}
+
+// A stream is routed on its first frame; on the fallback every frame is
+// readdressed and the header says so.
+func TestRouteStream(t *testing.T) {
+	e := newRouteEnv(t, nil)
+	run := func() (string, string, metadata.MD) {
+		ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+		defer cancel()
+		s, err := e.client.ModelStreamInfer(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var servers, models []string
+		for range 3 {
+			if err := s.Send(&kservepb.ModelInferRequest{ModelName: "big"}); err != nil {
+				t.Fatal(err)
+			}
+			resp, err := s.Recv()
+			if err != nil {
+				t.Fatal(err)
+			}
+			servers = append(servers, resp.InferResponse.Id)
+			models = append(models, resp.InferResponse.ModelName)
+		}
+		s.CloseSend()
+		hdr, _ := s.Header()
+		return strings.Join(servers, ","), strings.Join(models, ","), hdr
+	}
+	if servers, models, hdr := run(); servers != "primary,primary,primary" || models != "big,big,big" || len(hdr.Get(HeaderRoute)) != 0 {
+		t.Errorf("stream on the primary: %s %s %v", servers, models, hdr)
+	}
+	if err := e.router.SetForced("big", ForceFallback); err != nil {
+		t.Fatal(err)
+	}
+	if servers, models, hdr := run(); servers != "edge,edge,edge" || models != "small,small,small" || hdr.Get(HeaderRoute)[0] != "fallback" {
+		t.Errorf("stream on the fallback: %s %s %v", servers, models, hdr)
+	}
+}
+
+// A panic in a hedge's goroutine (which no interceptor watches) fails
+// that hedge only: counted, the call ends with the primary's status, the
+// proxy keeps serving.
+func TestRouteHedgePanic(t *testing.T) {
+	e := newRouteEnv(t, func(rc *RouteConfig, _ *RouterOptions, _ *BreakerConfig) { rc.HedgeAfter = 10 * time.Millisecond })
+	testHookHedge = func() { panic("boom") }
+	defer func() { testHookHedge = nil }()
+	e.pri.set(behaveHang)
+	if r := e.infer(t, 300*time.Millisecond); r.code != codes.DeadlineExceeded {
+		t.Errorf("hung primary, panicking hedge: %+v, want the primary's DEADLINE_EXCEEDED", r)
+	}
+	if n := e.proxy.Stats().Panics; n != 1 {
+		t.Errorf("panics = %d, want 1", n)
+	}
+	testHookHedge = nil
+	e.pri.set(behaveOK)
+	if r := e.infer(t, time.Second); r.code != codes.OK {
+		t.Errorf("after the panic: %+v", r)
+	}
+}
+
+// Calls are recorded under the model the client asked for, with the route
+// and the upstream that answered.
+func TestRouteRecordsRoute(t *testing.T) {
+	e := newRouteEnv(t, nil)
+	e.infer(t, time.Second)
+	if err := e.router.SetForced("big", ForceFallback); err != nil {
+		t.Fatal(err)
+	}
+	e.infer(t, time.Second)
+	keys := map[[3]string]bool{}
+	for range 2 {
+		r := e.rec.next(t)
+		keys[[3]string{r.key.Model, r.key.Upstream, r.key.Route}] = true
+	}
+	for _, want := range [][3]string{{"big", "primary", "primary"}, {"big", "edge", "fallback"}} {
+		if !keys[want] {
+			t.Errorf("no record %v in %v", want, keys)
+		}
+	}
+}
+
+// A model without a route on an upstream with a breaker: the open breaker
+// fails calls at once with UNAVAILABLE.
+func TestRouteBreakerWithoutFallbackFailsFast(t *testing.T) {
+	e := newRouteEnv(t, nil)
+	e.pri.set(behaveError)
+	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+	defer cancel()
+	call := func() error {
+		_, err := e.client.ModelInfer(ctx, &kservepb.ModelInferRequest{ModelName: "unrouted"}, grpc.WaitForReady(false))
+		return err
+	}
+	for range 5 {
+		call()
+	}
+	before := e.pri.calls.Load()
+	err := call()
+	if status.Code(err) != codes.Unavailable || !strings.Contains(status.Convert(err).Message(), "circuit breaker open") {
+		t.Errorf("call with the breaker open: %v", err)
+	}
+	if e.pri.calls.Load() != before {
+		t.Error("the call reached the primary through an open breaker")
+	}
+}
