@@ -169,9 +169,6 @@ func NewRouter(opts RouterOptions) (*Router, error) {
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
 	}
-	if opts.Budget.Ratio < 0 {
-		r.budget.ratioMilli = 0
-	}
 	addBreaker := func(up *Upstream, cfg BreakerConfig) error {
 		if up == nil || r.breakers[up] != nil {
 			return nil

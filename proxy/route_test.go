@@ -234,7 +234,7 @@ func TestRouteShedInFlight(t *testing.T) {
 		})
 		e.pri.set(behaveHang)
 		done := make(chan result, 1)
-		go func() { done <- e.infer(t, 2*time.Second) }()
+		go func() { done <- e.infer(t, 300*time.Millisecond) }()
 		eventually(t, "first call in flight", func() bool { return e.pri.calls.Load() == 1 })
 		r := e.infer(t, 2*time.Second)
 		switch {
