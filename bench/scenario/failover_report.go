@@ -285,7 +285,10 @@ func (r *FailoverReport) Panels() []report.Panel {
 				{Name: "deadline", X: ends, Y: deadline[:len(ends)], Reference: true},
 			}},
 		{Title: "share of calls answered by the fallback per second", XLabel: "seconds", YLabel: "share", Spans: spans,
-			Series: []report.Series{{Name: "on fallback", X: x, Y: share}}},
+			Series: []report.Series{
+				{Name: "on fallback", X: x, Y: share},
+				{Name: "all calls", X: ends, Y: []float64{1, 1}[:len(ends)], Reference: true},
+			}},
 	}
 }
 
