@@ -277,12 +277,19 @@ func analyzeFault(calls []FailoverCall, w FailoverWindow) FailoverFaultStats {
 	if during > 0 {
 		s.FallbackShare = float64(fallback) / float64(during)
 	}
-	s.P99 = quantile(lat, 0.99)
+	s.P99 = zeroIfNaN(quantile(lat, 0.99)) // JSON has no NaN
 	s.ToFallback = timeToRoute(routeBuckets(calls, w.Injected, w.Healed, FailoverBucket), RouteFallback, FailoverBucket, false)
 	s.ToPrimary = timeToRoute(routeBuckets(calls, w.Healed, w.End, FailoverBucket), RoutePrimary, FailoverBucket, true)
 	s.Changes = majorityChanges(routeBuckets(calls, w.Injected, w.End, FailoverBucket), RoutePrimary)
 	s.ExtraFlips = extraFlips(s.Changes)
 	return s
+}
+
+func zeroIfNaN(v float64) float64 {
+	if math.IsNaN(v) {
+		return 0
+	}
+	return v
 }
 
 // FailoverSecond is one second of the run by intended send time: calls,

@@ -129,7 +129,7 @@ func newFailoverReport(base FailoverReport, sent int64, calls []FailoverCall, wi
 		}
 		lat = append(lat, c.Latency)
 	}
-	sum.P99 = quantile(lat, 0.99)
+	sum.P99 = zeroIfNaN(quantile(lat, 0.99))
 	// Unaccounted calls count as failed: a call with no outcome was lost.
 	if lost := sent - int64(len(calls)); lost > 0 {
 		sum.Failed += lost

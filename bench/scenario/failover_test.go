@@ -2,6 +2,7 @@ package scenario
 
 import (
 	"context"
+	"encoding/json"
 	"math"
 	"net"
 	"os"
@@ -426,5 +427,16 @@ func TestFailoverLoadRecordsRoutes(t *testing.T) {
 		if c.At < 0 || c.At > 0.3 || c.Latency <= 0 {
 			t.Fatalf("call %+v", c)
 		}
+	}
+}
+
+func TestFailoverReportWithoutCallsIsJSON(t *testing.T) {
+	w := FailoverWindow{Kind: FaultHang, Injected: 1, Healed: 2, End: 3}
+	rep := newFailoverReport(FailoverReport{}, 0, nil, []FailoverWindow{w}, nil)
+	if _, err := json.Marshal(rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Verdict != SoakFail || rep.Faults[0].ToFallback != -1 {
+		t.Errorf("verdict %s, row %+v", rep.Verdict, rep.Faults[0])
 	}
 }
