@@ -40,7 +40,13 @@ type Panel struct {
 	// to where the lines are not.
 	LegendBottom, LegendRight bool
 	Series                    []Series
+	// Spans are x intervals shaded light grey behind the lines, over the
+	// height of the drawn points (fault windows, phases).
+	Spans []Span
 }
+
+// Span is an x interval [From, To] of a panel.
+type Span struct{ From, To float64 }
 
 // Plot formats accepted by WritePlot and RenderPlot.
 const (
@@ -126,6 +132,9 @@ func buildPlot(p Panel) (*plot.Plot, error) {
 	if p.LogY {
 		pl.Y.Scale, pl.Y.Tick.Marker = plot.LogScale{}, logTicks{}
 	}
+	if err := addSpans(pl, p); err != nil {
+		return nil, err
+	}
 	drawn := 0
 	for i, s := range p.Series {
 		xys := points(s, p.LogX, p.LogY)
@@ -161,6 +170,45 @@ func buildPlot(p Panel) (*plot.Plot, error) {
 	}
 	return pl, nil
 }
+
+// addSpans shades p.Spans over the y range of p's drawable points; it
+// is called before the lines are added, so they are drawn on top.
+func addSpans(pl *plot.Plot, p Panel) error {
+	if len(p.Spans) == 0 {
+		return nil
+	}
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for _, s := range p.Series {
+		for _, xy := range points(s, p.LogX, p.LogY) {
+			lo, hi = math.Min(lo, xy.Y), math.Max(hi, xy.Y)
+		}
+	}
+	if lo > hi {
+		return nil // nothing drawn: RenderPlot reports it
+	}
+	if !p.LogY {
+		lo = math.Min(lo, 0)
+	}
+	if hi == lo {
+		hi = lo + 1
+	}
+	for _, sp := range p.Spans {
+		if !(sp.To > sp.From) || (p.LogX && sp.From <= 0) {
+			continue
+		}
+		poly, err := plotter.NewPolygon(plotter.XYs{{X: sp.From, Y: lo}, {X: sp.To, Y: lo}, {X: sp.To, Y: hi}, {X: sp.From, Y: hi}})
+		if err != nil {
+			return err
+		}
+		poly.Color = spanFill
+		poly.LineStyle.Width = 0
+		pl.Add(poly)
+	}
+	return nil
+}
+
+// spanFill shades spans.
+var spanFill = color.Gray{Y: 225}
 
 // grey draws reference lines.
 var grey = color.Gray{Y: 120}

@@ -56,6 +56,23 @@ func TestRenderPlotPNG(t *testing.T) {
 	}
 }
 
+func TestRenderPlotSpans(t *testing.T) {
+	panels := []Panel{{Title: "spans", Series: []Series{{Name: "a", X: []float64{0, 10}, Y: []float64{1, 5}}},
+		Spans: []Span{{From: 2, To: 4}, {From: 6, To: 6}}}}
+	var with, without bytes.Buffer
+	if err := RenderPlot(&with, FormatSVG, panels); err != nil {
+		t.Fatal(err)
+	}
+	panels[0].Spans = nil
+	if err := RenderPlot(&without, FormatSVG, panels); err != nil {
+		t.Fatal(err)
+	}
+	// One filled polygon for the one non-empty span, in the span's grey.
+	if !strings.Contains(with.String(), "fill:#E1E1E1") || strings.Contains(without.String(), "fill:#E1E1E1") {
+		t.Errorf("span fill missing or drawn without spans")
+	}
+}
+
 func TestWritePlotSVG(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "plot.svg")
 	if err := WritePlot(path, samplePanels()); err != nil {

@@ -162,6 +162,21 @@ func (p *Process) Stop() {
 	}
 }
 
+// Kill sends SIGKILL to the process's group, as a crash would end it,
+// and waits for it to exit. It is safe to call on an exited process.
+func (p *Process) Kill() {
+	if p == nil {
+		return
+	}
+	select {
+	case <-p.exited:
+		return
+	default:
+	}
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	<-p.exited
+}
+
 // Pid returns the process id.
 func (p *Process) Pid() int { return p.cmd.Process.Pid }
 
@@ -203,7 +218,13 @@ var errMissingBinary = errors.New("binary not found (build it with: go build -o 
 // Picking ports first and passing them (FreeAddr) races: two picks can
 // return the same port, and another process can take it meanwhile.
 func startInfergate(ctx context.Context, bin, upstream, logPath string, extra []string) (p *Process, grpcAddr, adminAddr string, err error) {
-	args := append([]string{"--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0", "--upstream", upstream}, extra...)
+	return startInfergateArgs(ctx, bin, logPath, append([]string{"--upstream", upstream}, extra...))
+}
+
+// startInfergateArgs is startInfergate with every argument but the
+// listeners given (a config file may name the upstreams instead).
+func startInfergateArgs(ctx context.Context, bin, logPath string, extra []string) (p *Process, grpcAddr, adminAddr string, err error) {
+	args := append([]string{"--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0"}, extra...)
 	p, m, err := StartProcess(ctx, StartSpec{
 		Name: "infergate", Bin: bin, Args: args, LogPath: logPath, ReadyLine: infergateLine,
 	})

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 )
 
 func script(t *testing.T, body string) string {
@@ -63,4 +64,24 @@ func TestOverheadValidateMissingBinary(t *testing.T) {
 	if cfg.Model != "identity_fp32" || cfg.Input != "INPUT0" || len(cfg.Payloads) != 2 || cfg.Conns != 2 {
 		t.Errorf("defaults not filled: %+v", cfg)
 	}
+}
+
+func TestProcessKill(t *testing.T) {
+	// The script ignores SIGTERM: only SIGKILL ends it.
+	bin := script(t, "trap '' TERM\necho ready\nwhile :; do sleep 1; done\n")
+	p, _, err := StartProcess(t.Context(), StartSpec{
+		Name: "fake", Bin: bin, LogPath: filepath.Join(t.TempDir(), "log"), ReadyLine: regexp.MustCompile(`ready`),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { p.Kill(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(3 * time.Second):
+		t.Fatal("Kill did not end the process")
+	}
+	p.Kill() // idempotent
+	p.Stop()
 }

@@ -8,6 +8,7 @@
 //	bench batching [-quick] [-static 64:2ms,32:5ms] [-out DIR]
 //	bench soak [-rate 150] [-d 10m] [-sample 30s] [-infergate-args "..."] [-out DIR]
 //	bench detect [-days 14] [-scale 1440] [-light 10m] [-out DIR]
+//	bench failover [-rate 200] [-fault 20s] [-recovery 20s] [-flags-only] [-out DIR]
 //
 // load runs one closed-loop (-c) or open-loop (-rate) measurement against a
 // loopback model server or proxy and prints a Markdown table (and writes
@@ -31,6 +32,12 @@
 // saturation, and reports the time from each injection to firing, the
 // false alerts over the judged normal days and a steady light load, and
 // what a Prometheus rule over rate[5m] with for: 5m would have done
-// (detect.md, detect.json, detect.png). Run "bench <command> -h" for the
-// flags.
+// (detect.md, detect.json, detect.png). failover starts a primary
+// simserver (resnet50), an edge simserver (mobilenet_v3) and infergate
+// with resnet50 falling back to the edge's mobilenet_v3, drives open-loop
+// ModelInfer through it, injects a hang, 100% errors, a 10x slowdown,
+// dropped connections and a SIGKILL of the primary one after another, and
+// reports per fault the time to fall over and back, failed calls, p99 and
+// route flips, with every call accounted for (failover.md, .json, .png,
+// calls.csv). Run "bench <command> -h" for the flags.
 package main

@@ -37,6 +37,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runSoak(ctx, args[1:], stdout, stderr)
 	case "detect":
 		err = runDetect(ctx, args[1:], stdout, stderr)
+	case "failover":
+		err = runFailover(ctx, args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		usage(stdout)
 		return 0
@@ -77,6 +79,10 @@ commands:
   detect    compressed days of diurnal load, then injected incidents: time
             from injection to firing of the default alert rules, false
             alerts, and what a Prometheus p99 rule would have done
+  failover  a primary and an edge model server behind infergate, five faults
+            injected on the primary (hang, errors, slowdown, dropped
+            connections, kill): time to fall over and back, failed calls,
+            route flips
 
 Run "bench <command> -h" for the flags of a command.
 `)
