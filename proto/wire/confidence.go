@@ -199,7 +199,10 @@ func (a *rowMaxMin) add(v float64) {
 	if v != v {
 		a.nan = true
 	}
-	if a.col == 0 || v > a.rowMax {
+	if a.col == 0 {
+		a.rowMax = math.Inf(-1)
+	}
+	if v > a.rowMax {
 		a.rowMax = v
 	}
 	a.col++
@@ -209,7 +212,9 @@ func (a *rowMaxMin) add(v float64) {
 	}
 }
 
-// addRun adds every element of a run that runLen accepted.
+// addRun adds every element of a run that runLen accepted. Fixed-size
+// elements are folded a row segment at a time in a loop per kind, which is
+// what keeps a 1000-class row near a nanosecond per element.
 func (a *rowMaxMin) addRun(run []byte, k elemKind, enc encoding) {
 	if enc == encVarint {
 		for len(run) > 0 {
@@ -219,18 +224,57 @@ func (a *rowMaxMin) addRun(run []byte, k elemKind, enc encoding) {
 		}
 		return
 	}
-	switch k {
-	case kindF32:
-		for ; len(run) >= 4; run = run[4:] {
-			a.add(float64(math.Float32frombits(binary.LittleEndian.Uint32(run))))
+	size := k.size()
+	for len(run) >= size {
+		// The next n elements all lie in the current row.
+		n := int(min(int64(len(run)/size), a.cols-a.col))
+		seg := run[:n*size]
+		run = run[n*size:]
+		m := a.rowMax
+		if a.col == 0 {
+			m = math.Inf(-1)
 		}
-	case kindF64:
-		for ; len(run) >= 8; run = run[8:] {
-			a.add(math.Float64frombits(binary.LittleEndian.Uint64(run)))
+		nan := false
+		switch k {
+		case kindF32:
+			// float32 compares exactly as its float64 conversion does.
+			m32 := float32(math.Inf(-1))
+			for i := 0; i+4 <= len(seg); i += 4 {
+				v := math.Float32frombits(binary.LittleEndian.Uint32(seg[i:]))
+				if v > m32 {
+					m32 = v
+				}
+				if v != v {
+					nan = true
+				}
+			}
+			m = max(m, float64(m32))
+		case kindF64:
+			for i := 0; i+8 <= len(seg); i += 8 {
+				v := math.Float64frombits(binary.LittleEndian.Uint64(seg[i:]))
+				if v > m {
+					m = v
+				}
+				if v != v {
+					nan = true
+				}
+			}
+		default:
+			for i := 0; i+2 <= len(seg); i += 2 {
+				v := half(binary.LittleEndian.Uint16(seg[i:]), k)
+				if v > m {
+					m = v
+				}
+				if v != v {
+					nan = true
+				}
+			}
 		}
-	case kindF16, kindBF16:
-		for ; len(run) >= 2; run = run[2:] {
-			a.add(half(binary.LittleEndian.Uint16(run), k))
+		a.rowMax, a.nan = m, a.nan || nan
+		a.col += int64(n)
+		if a.col == a.cols {
+			a.result = min(a.result, m)
+			a.col = 0
 		}
 	}
 }
@@ -341,7 +385,7 @@ func ModelInferConfidence(resp []byte, output string) (float64, error) {
 					if err != nil {
 						return 0, err
 					}
-					if name == output {
+					if string(name) == output {
 						tensor, found, index = v, true, outputs
 					}
 				}
@@ -366,25 +410,26 @@ func ModelInferConfidence(resp []byte, output string) (float64, error) {
 }
 
 // outputName returns the name of a serialized InferOutputTensor, the last
-// occurrence winning.
-func outputName(t []byte) (string, error) {
+// occurrence winning. It is bytes, not a string, so that comparing it with
+// the name asked for allocates nothing.
+func outputName(t []byte) ([]byte, error) {
 	var name []byte
 	for len(t) > 0 {
 		num, typ, n := protowire.ConsumeTag(t)
 		if n < 0 {
-			return "", malformed("InferOutputTensor tag", n)
+			return nil, malformed("InferOutputTensor tag", n)
 		}
 		t = t[n:]
 		m := protowire.ConsumeFieldValue(num, typ, t)
 		if m < 0 {
-			return "", malformed("InferOutputTensor field", m)
+			return nil, malformed("InferOutputTensor field", m)
 		}
 		if num == outName && typ == protowire.BytesType {
 			name, _ = protowire.ConsumeBytes(t)
 		}
 		t = t[m:]
 	}
-	return string(name), nil
+	return name, nil
 }
 
 // nthBytes returns the value of the i-th occurrence of the bytes field num
@@ -525,7 +570,7 @@ func PredictConfidence(resp []byte, output string) (float64, error) {
 			if err != nil {
 				return 0, err
 			}
-			if key == output {
+			if string(key) == output {
 				entry, found = v, true
 			}
 		}
@@ -538,25 +583,25 @@ func PredictConfidence(resp []byte, output string) (float64, error) {
 }
 
 // entryKey returns the string key of a serialized map entry, the last
-// occurrence winning.
-func entryKey(e []byte) (string, error) {
+// occurrence winning, as bytes for the reason outputName gives.
+func entryKey(e []byte) ([]byte, error) {
 	var key []byte
 	for len(e) > 0 {
 		num, typ, n := protowire.ConsumeTag(e)
 		if n < 0 {
-			return "", malformed("map entry tag", n)
+			return nil, malformed("map entry tag", n)
 		}
 		e = e[n:]
 		m := protowire.ConsumeFieldValue(num, typ, e)
 		if m < 0 {
-			return "", malformed("map entry field", m)
+			return nil, malformed("map entry field", m)
 		}
 		if num == mapEntryKey && typ == protowire.BytesType {
 			key, _ = protowire.ConsumeBytes(e)
 		}
 		e = e[m:]
 	}
-	return string(key), nil
+	return key, nil
 }
 
 // tensorProtoRead is what the first pass over a TensorProto found.
