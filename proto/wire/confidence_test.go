@@ -144,6 +144,11 @@ func refInferConfidence(m *kservepb.ModelInferResponse, output string) (float64,
 		return 0, ErrNoOutput
 	}
 	o := m.Outputs[i]
+	// A raw entry missing for the output is found before the datatype is
+	// looked at, as in ModelInferConfidence.
+	if len(m.RawOutputContents) > 0 && i >= len(m.RawOutputContents) {
+		return 0, ErrMalformed
+	}
 	kinds := map[string]elemKind{"FP32": kindF32, "FP64": kindF64, "FP16": kindF16, "BF16": kindBF16}
 	k, ok := kinds[o.Datatype]
 	if !ok {
@@ -151,9 +156,6 @@ func refInferConfidence(m *kservepb.ModelInferResponse, output string) (float64,
 	}
 	var vals []float64
 	if len(m.RawOutputContents) > 0 {
-		if i >= len(m.RawOutputContents) {
-			return 0, ErrMalformed
-		}
 		if vals, ok = decodeLE(m.RawOutputContents[i], k); !ok {
 			return 0, ErrMalformed
 		}
