@@ -1,9 +1,9 @@
 // Package wire reads and rewrites the few fields infergate needs from raw
-// KServe v2 and TF-Serving request bytes without unmarshalling them.
+// KServe v2 and TF-Serving messages without unmarshalling them.
 //
 // The proxy forwards payloads as opaque frames; to label a measurement it
 // only needs the model name and version (and to send a request to another
-// model, only to replace the name: the Rewrite functions), which
+// model or version, only to replace them: the Rewrite functions), which
 // sit in the first fields of every request message. The scanners here walk
 // the protobuf wire format with google.golang.org/protobuf/encoding/protowire,
 // skip every other field (tensor payloads included) by length, and follow
@@ -12,13 +12,19 @@
 //
 // Which function serves which message:
 //
-//   - ModelInferTarget, RewriteModelInferName: inference.ModelInferRequest and
-//     every KServe v2 request whose name and version are fields 1 and 2
-//     (ModelMetadataRequest, ModelReadyRequest, ModelConfigRequest,
-//     ModelStatisticsRequest).
-//   - PredictTarget, RewritePredictName: tensorflow.serving.PredictRequest and
-//     every TF-Serving request whose ModelSpec is field 1
-//     (GetModelMetadataRequest, ClassificationRequest, RegressionRequest).
+//   - ModelInferTarget, RewriteModelInferName, RewriteModelInferTarget:
+//     inference.ModelInferRequest and every KServe v2 request whose name and
+//     version are fields 1 and 2 (ModelMetadataRequest, ModelReadyRequest,
+//     ModelConfigRequest, ModelStatisticsRequest).
+//   - PredictTarget, RewritePredictName, RewritePredictTarget:
+//     tensorflow.serving.PredictRequest and every TF-Serving request whose
+//     ModelSpec is field 1 (GetModelMetadataRequest, ClassificationRequest,
+//     RegressionRequest).
 //   - ModelInferTargetChunks, PredictTargetChunks: the same scans for a
 //     message held in several buffers, as gRPC receives a large one.
+//   - ModelInferConfidence, PredictConfidence: the responses
+//     (inference.ModelInferResponse, tensorflow.serving.PredictResponse),
+//     for cascade routing: how confident the small model that answered is
+//     in one output tensor, read from its values without decoding the rest,
+//     so the proxy can send a doubtful request on to a bigger model.
 package wire

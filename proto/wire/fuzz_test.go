@@ -1,12 +1,15 @@
 package wire
 
 import (
+	"strconv"
 	"testing"
+	"unicode/utf8"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/infergate/infergate/proto/kservepb"
+	"github.com/infergate/infergate/proto/tensorflowpb"
 	"github.com/infergate/infergate/proto/tfservingpb"
 )
 
@@ -107,6 +110,145 @@ func FuzzChunks(f *testing.F) {
 		m2, v2, err2 = PredictTargetChunks(chunks)
 		if m1 != m2 || v1 != v2 || (err1 == nil) != (err2 == nil) {
 			t.Fatalf("PredictTarget (%q, %q, %v), chunks (%q, %q, %v)", m1, v1, err1, m2, v2, err2)
+		}
+	})
+}
+
+// FuzzRewriteModelInferTarget checks that the target rewrite never panics,
+// accepts exactly the bytes ModelInferTarget accepts, reads back with the
+// new name and version, and, where proto reads the input, changes nothing
+// else.
+func FuzzRewriteModelInferTarget(f *testing.F) {
+	f.Add(marshal(f, inferRequest("simple", "1", 32)), "2")
+	f.Add(marshal(f, inferRequest("simple", "", 0)), "")
+	f.Add(marshal(f, &kservepb.ModelMetadataRequest{Name: "m", Version: "2"}), "latest")
+	f.Add(concat(marshal(f, inferRequest("a", "1", 4)), []byte{0x12, 0x01, '9', 0x10, 0x01}), "3")
+	f.Fuzz(func(t *testing.T, b []byte, version string) {
+		_, _, scanErr := ModelInferTarget(b)
+		out, err := RewriteModelInferTarget(b, "renamed", version)
+		if (scanErr == nil) != (err == nil) {
+			t.Fatalf("ModelInferTarget error %v, RewriteModelInferTarget error %v", scanErr, err)
+		}
+		if err != nil {
+			return
+		}
+		if m, v, err := ModelInferTarget(out); err != nil || m != "renamed" || v != version {
+			t.Fatalf("after rewrite got (%q, %q, %v), want (%q, %q)", m, v, err, "renamed", version)
+		}
+		var msg kservepb.ModelInferRequest
+		if proto.Unmarshal(b, &msg) != nil || !utf8.ValidString(version) {
+			return
+		}
+		msg.ModelName, msg.ModelVersion = "renamed", version
+		var got kservepb.ModelInferRequest
+		if err := proto.Unmarshal(out, &got); err != nil {
+			t.Fatalf("proto reads the input but not the rewrite: %v", err)
+		}
+		if !proto.Equal(&got, &msg) {
+			t.Fatalf("got %v, want %v", &got, &msg)
+		}
+	})
+}
+
+// FuzzRewritePredictTarget is FuzzRewriteModelInferTarget for the
+// TF-Serving layout. The rewrite drops old versions unread, so it may
+// accept bytes PredictTarget refuses (a broken Int64Value), never the
+// reverse.
+func FuzzRewritePredictTarget(f *testing.F) {
+	f.Add(marshal(f, predictRequest(&tfservingpb.ModelSpec{Name: "m", SignatureName: "s",
+		VersionChoice: &tfservingpb.ModelSpec_Version{Version: wrapperspb.Int64(3)}})), "4")
+	f.Add(marshal(f, predictRequest(&tfservingpb.ModelSpec{Name: "m",
+		VersionChoice: &tfservingpb.ModelSpec_VersionLabel{VersionLabel: "x"}})), "stable")
+	f.Add(marshal(f, predictRequest(nil)), "-7")
+	f.Add([]byte{0x0a, 0x03, 0x12, 0x01, 0x08}, "")
+	f.Fuzz(func(t *testing.T, b []byte, version string) {
+		_, _, scanErr := PredictTarget(b)
+		out, err := RewritePredictTarget(b, "renamed", version)
+		if scanErr == nil && err != nil {
+			t.Fatalf("RewritePredictTarget on scannable bytes: %v", err)
+		}
+		if err != nil {
+			return
+		}
+		want := version
+		if v, err := strconv.ParseInt(version, 10, 64); err == nil {
+			want = strconv.FormatInt(v, 10)
+		}
+		if m, v, err := PredictTarget(out); err != nil || m != "renamed" || v != want {
+			t.Fatalf("after rewrite got (%q, %q, %v), want (%q, %q)", m, v, err, "renamed", want)
+		}
+		var msg tfservingpb.PredictRequest
+		if proto.Unmarshal(b, &msg) != nil || !utf8.ValidString(version) {
+			return
+		}
+		spec := msg.GetModelSpec()
+		if spec == nil {
+			spec = &tfservingpb.ModelSpec{}
+		}
+		spec.Name, spec.VersionChoice = "renamed", nil
+		if version != "" {
+			if v, err := strconv.ParseInt(version, 10, 64); err == nil {
+				spec.VersionChoice = &tfservingpb.ModelSpec_Version{Version: wrapperspb.Int64(v)}
+			} else {
+				spec.VersionChoice = &tfservingpb.ModelSpec_VersionLabel{VersionLabel: version}
+			}
+		}
+		msg.ModelSpec = spec
+		var got tfservingpb.PredictRequest
+		if err := proto.Unmarshal(out, &got); err != nil {
+			t.Fatalf("proto reads the input but not the rewrite: %v", err)
+		}
+		if !proto.Equal(&got, &msg) {
+			t.Fatalf("got %v, want %v", &got, &msg)
+		}
+	})
+}
+
+// FuzzModelInferConfidence checks that the reader never panics and, where
+// proto reads the bytes, agrees with the reference rule on the decoded
+// response: same value, same kind of error.
+func FuzzModelInferConfidence(f *testing.F) {
+	f.Add(marshal(f, inferResp([][]byte{rawF32(0.1, 0.7, 0.2, 0.5, 0.4, 0.1)}, inferOut("probs", "FP32", []int64{2, 3}, nil))))
+	f.Add(marshal(f, inferResp(nil, inferOut("probs", "FP32", []int64{1, 3},
+		&kservepb.InferTensorContents{Fp32Contents: []float32{0.1, 0.7, 0.2}}))))
+	f.Add(marshal(f, inferResp(nil, inferOut("probs", "FP64", []int64{2},
+		&kservepb.InferTensorContents{Fp64Contents: []float64{0.3, 0.7}}))))
+	f.Add(marshal(f, inferResp([][]byte{rawF32(1, 2), rawU16(0x3400, 0x3a00)},
+		inferOut("x", "FP32", []int64{2}, nil), inferOut("probs", "FP16", []int64{1, 2}, nil))))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		got, err := ModelInferConfidence(b, "probs")
+		var m kservepb.ModelInferResponse
+		if proto.Unmarshal(b, &m) != nil {
+			return
+		}
+		ref, refErr := refInferConfidence(&m, "probs")
+		if errKind(err) != errKind(refErr) || (err == nil && got != ref) {
+			t.Fatalf("got (%v, %v), reference (%v, %v)", got, err, ref, refErr)
+		}
+	})
+}
+
+// FuzzPredictConfidence is FuzzModelInferConfidence for PredictResponse.
+func FuzzPredictConfidence(f *testing.F) {
+	tp := tfTensor(tensorflowpb.DataType_DT_FLOAT, 2, 2)
+	tp.FloatVal = []float32{0.1, 0.9, 0.6, 0.4}
+	f.Add(marshal(f, predictResp(map[string]*tensorflowpb.TensorProto{"probs": tp})))
+	tc := tfTensor(tensorflowpb.DataType_DT_DOUBLE, 1, 2)
+	tc.TensorContent = rawF64(0.2, 0.8)
+	f.Add(marshal(f, predictResp(map[string]*tensorflowpb.TensorProto{"probs": tc, "other": tp})))
+	th := tfTensor(tensorflowpb.DataType_DT_HALF, 3)
+	th.HalfVal = []int32{0x3400, 0x3a00, 0x3400}
+	f.Add(marshal(f, predictResp(map[string]*tensorflowpb.TensorProto{"probs": th})))
+	f.Add(outputEntry("probs", concat(marshal(f, tfTensor(tensorflowpb.DataType_DT_FLOAT, 1, 2)), unpackedFloatVal(0.3, 0.7))))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		got, err := PredictConfidence(b, "probs")
+		var m tfservingpb.PredictResponse
+		if proto.Unmarshal(b, &m) != nil {
+			return
+		}
+		ref, refErr := refPredictConfidence(&m, "probs")
+		if errKind(err) != errKind(refErr) || (err == nil && got != ref) {
+			t.Fatalf("got (%v, %v), reference (%v, %v)", got, err, ref, refErr)
 		}
 	})
 }

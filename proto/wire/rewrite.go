@@ -1,6 +1,10 @@
 package wire
 
-import "google.golang.org/protobuf/encoding/protowire"
+import (
+	"strconv"
+
+	"google.golang.org/protobuf/encoding/protowire"
+)
 
 // RewriteModelInferName returns a copy of a serialized KServe v2
 // ModelInferRequest whose model name (field 1) is name: every existing name
@@ -9,9 +13,35 @@ import "google.golang.org/protobuf/encoding/protowire"
 // ModelInferTarget it serves every KServe v2 request whose name is field 1.
 // Malformed bytes give an error wrapping ErrMalformed.
 func RewriteModelInferName(b []byte, name string) ([]byte, error) {
-	out := make([]byte, 0, protowire.SizeTag(kserveName)+protowire.SizeBytes(len(name))+len(b))
+	return rewriteKServe(b, name, "", false)
+}
+
+// RewriteModelInferTarget is RewriteModelInferName that also sets the model
+// version (field 2): every existing version field is dropped and, when
+// version is not "", one new one is written right after the name. An empty
+// version therefore leaves none, which KServe servers read as "the server's
+// choice of version" — the only way to say that, as "" is proto3's default.
+func RewriteModelInferTarget(b []byte, name, version string) ([]byte, error) {
+	return rewriteKServe(b, name, version, true)
+}
+
+// rewriteKServe writes name, then version when setVersion and it is not "",
+// then every field of b but the names (and the versions when setVersion).
+// Only fields of the string wire type are dropped: a field 1 or 2 of another
+// wire type is an unknown field to proto, kept like any other.
+func rewriteKServe(b []byte, name, version string, setVersion bool) ([]byte, error) {
+	writeVersion := setVersion && version != ""
+	size := protowire.SizeTag(kserveName) + protowire.SizeBytes(len(name)) + len(b)
+	if writeVersion {
+		size += protowire.SizeTag(kserveVersion) + protowire.SizeBytes(len(version))
+	}
+	out := make([]byte, 0, size)
 	out = protowire.AppendTag(out, kserveName, protowire.BytesType)
 	out = protowire.AppendString(out, name)
+	if writeVersion {
+		out = protowire.AppendTag(out, kserveVersion, protowire.BytesType)
+		out = protowire.AppendString(out, version)
+	}
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 {
@@ -21,7 +51,8 @@ func RewriteModelInferName(b []byte, name string) ([]byte, error) {
 		if m < 0 {
 			return nil, malformed("ModelInferRequest field", m)
 		}
-		if !(num == kserveName && typ == protowire.BytesType) {
+		drop := typ == protowire.BytesType && (num == kserveName || setVersion && num == kserveVersion)
+		if !drop {
 			out = append(out, b[:n+m]...)
 		}
 		b = b[n+m:]
@@ -38,8 +69,102 @@ func RewriteModelInferName(b []byte, name string) ([]byte, error) {
 // modified. Like PredictTarget it serves every TF-Serving request whose
 // model_spec is field 1. Malformed bytes give an error wrapping ErrMalformed.
 func RewritePredictName(b []byte, name string) ([]byte, error) {
-	// First pass: validate, and size the merged ModelSpec without its names.
-	specLen := protowire.SizeTag(specName) + protowire.SizeBytes(len(name))
+	return rewriteSpec(b, &specEdit{name: name})
+}
+
+// RewritePredictTarget is RewritePredictName that also replaces the version:
+// inside the merged model_spec every version and version_label field is
+// dropped (both members of the version_choice oneof, so no older one can
+// survive the merge) and, when version is not "", one new one is written
+// last in the model_spec: a decimal integer (as strconv.ParseInt accepts it)
+// as version, a google.protobuf.Int64Value, anything else as version_label.
+// Last because Go's marshal writes oneof members after the other fields, so
+// a request a Go client marshalled comes out as that client would marshal
+// the new one, and because the last member of a oneof is the one that counts.
+// PredictTarget reads the result back as (name, version), except that a
+// non-canonical integer such as "07" or "+7" reads back as "7".
+func RewritePredictTarget(b []byte, name, version string) ([]byte, error) {
+	e := specEdit{name: name, setVersion: true}
+	if version != "" {
+		if v, err := strconv.ParseInt(version, 10, 64); err == nil {
+			e.versionKind, e.version = specVersion, v
+		} else {
+			e.versionKind, e.label = specVersionLabel, version
+		}
+	}
+	return rewriteSpec(b, &e)
+}
+
+// specEdit says how a rewrite changes a ModelSpec.
+type specEdit struct {
+	name string
+	// setVersion drops every member of the version_choice oneof; the one
+	// versionKind names (0: none) is written last.
+	setVersion  bool
+	versionKind protowire.Number
+	version     int64
+	label       string
+}
+
+// int64ValueLen is the size of a serialized Int64Value holding v; proto3
+// writes nothing for 0.
+func int64ValueLen(v int64) int {
+	if v == 0 {
+		return 0
+	}
+	return protowire.SizeTag(int64ValueValue) + protowire.SizeVarint(uint64(v))
+}
+
+// nameLen is the size of the name field e writes first in the ModelSpec.
+func (e *specEdit) nameLen() int {
+	return protowire.SizeTag(specName) + protowire.SizeBytes(len(e.name))
+}
+
+// versionLen is the size of the version field e writes last in the
+// ModelSpec.
+func (e *specEdit) versionLen() int {
+	switch e.versionKind {
+	case specVersion:
+		return protowire.SizeTag(specVersion) + protowire.SizeBytes(int64ValueLen(e.version))
+	case specVersionLabel:
+		return protowire.SizeTag(specVersionLabel) + protowire.SizeBytes(len(e.label))
+	}
+	return 0
+}
+
+// appendVersion appends the version field e writes last in the ModelSpec.
+func (e *specEdit) appendVersion(out []byte) []byte {
+	switch e.versionKind {
+	case specVersion:
+		out = protowire.AppendTag(out, specVersion, protowire.BytesType)
+		out = protowire.AppendVarint(out, uint64(int64ValueLen(e.version)))
+		if e.version != 0 {
+			out = protowire.AppendTag(out, int64ValueValue, protowire.VarintType)
+			out = protowire.AppendVarint(out, uint64(e.version))
+		}
+	case specVersionLabel:
+		out = protowire.AppendTag(out, specVersionLabel, protowire.BytesType)
+		out = protowire.AppendString(out, e.label)
+	}
+	return out
+}
+
+// drops reports whether a ModelSpec field is left out of the rewrite. As
+// for the names, only fields of the wire type proto reads are dropped.
+func (e *specEdit) drops(num protowire.Number, typ protowire.Type) bool {
+	if typ != protowire.BytesType {
+		return false
+	}
+	return num == specName || e.setVersion && (num == specVersion || num == specVersionLabel)
+}
+
+// rewriteSpec is RewritePredictName and RewritePredictTarget: the merged
+// model_spec first (the new name, the fields e keeps, the new version), then
+// every other field of b.
+func rewriteSpec(b []byte, e *specEdit) ([]byte, error) {
+	// First pass: validate, and size the merged ModelSpec without the
+	// fields e drops.
+	specLen := e.nameLen() + e.versionLen()
 	rest := 0
 	for p := b; len(p) > 0; {
 		num, typ, n := protowire.ConsumeTag(p)
@@ -52,7 +177,7 @@ func RewritePredictName(b []byte, name string) ([]byte, error) {
 		}
 		if num == tfModelSpec && typ == protowire.BytesType {
 			spec, _ := protowire.ConsumeBytes(p[n:])
-			kept, err := specWithoutName(nil, spec)
+			kept, err := specKept(nil, spec, e)
 			if err != nil {
 				return nil, err
 			}
@@ -67,7 +192,7 @@ func RewritePredictName(b []byte, name string) ([]byte, error) {
 	out = protowire.AppendTag(out, tfModelSpec, protowire.BytesType)
 	out = protowire.AppendVarint(out, uint64(specLen))
 	out = protowire.AppendTag(out, specName, protowire.BytesType)
-	out = protowire.AppendString(out, name)
+	out = protowire.AppendString(out, e.name)
 	// Second pass: the merged ModelSpec body, then every other field. The
 	// first pass validated the bytes, so errors cannot happen here.
 	for p := b; len(p) > 0; {
@@ -75,10 +200,11 @@ func RewritePredictName(b []byte, name string) ([]byte, error) {
 		m := protowire.ConsumeFieldValue(num, typ, p[n:])
 		if num == tfModelSpec && typ == protowire.BytesType {
 			spec, _ := protowire.ConsumeBytes(p[n:])
-			_, _ = specWithoutName(&out, spec)
+			_, _ = specKept(&out, spec, e)
 		}
 		p = p[n+m:]
 	}
+	out = e.appendVersion(out)
 	for p := b; len(p) > 0; {
 		num, typ, n := protowire.ConsumeTag(p)
 		m := protowire.ConsumeFieldValue(num, typ, p[n:])
@@ -90,9 +216,11 @@ func RewritePredictName(b []byte, name string) ([]byte, error) {
 	return out, nil
 }
 
-// specWithoutName returns how many bytes of the serialized ModelSpec spec
-// are not name fields, appending those bytes to *out when out is not nil.
-func specWithoutName(out *[]byte, spec []byte) (int, error) {
+// specKept returns how many bytes of the serialized ModelSpec spec e keeps,
+// appending those bytes to *out when out is not nil. Dropped fields are
+// skipped by length, unread: a malformed Int64Value that a rewrite replaces
+// is no error.
+func specKept(out *[]byte, spec []byte, e *specEdit) (int, error) {
 	kept := 0
 	for len(spec) > 0 {
 		num, typ, n := protowire.ConsumeTag(spec)
@@ -103,7 +231,7 @@ func specWithoutName(out *[]byte, spec []byte) (int, error) {
 		if m < 0 {
 			return 0, malformed("ModelSpec field", m)
 		}
-		if !(num == specName && typ == protowire.BytesType) {
+		if !e.drops(num, typ) {
 			kept += n + m
 			if out != nil {
 				*out = append(*out, spec[:n+m]...)

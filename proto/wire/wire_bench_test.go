@@ -62,3 +62,70 @@ func BenchmarkModelInferTargetChunks(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkModelInferConfidence reads a 1000-class FP32 output in raw
+// contents, as Triton answers, beside a second output it must skip: the
+// cost is one pass over the 4 KB of values.
+func BenchmarkModelInferConfidence(b *testing.B) {
+	probs := make([]float32, 1000)
+	for i := range probs {
+		probs[i] = float32(i%97) / 1000
+	}
+	in := marshal(b, inferResp([][]byte{rawF32(0, 1), rawF32(probs...)},
+		inferOut("logits_argmax", "FP32", []int64{1, 2}, nil), inferOut("probs", "FP32", []int64{1, 1000}, nil)))
+	b.SetBytes(int64(len(in)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := ModelInferConfidence(in, "probs"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkModelInferConfidenceBatch is a batch of 32 rows of 1000 classes.
+func BenchmarkModelInferConfidenceBatch(b *testing.B) {
+	probs := make([]float32, 32*1000)
+	for i := range probs {
+		probs[i] = float32(i%97) / 1000
+	}
+	in := marshal(b, inferResp([][]byte{rawF32(probs...)}, inferOut("probs", "FP32", []int64{32, 1000}, nil)))
+	b.SetBytes(int64(len(in)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := ModelInferConfidence(in, "probs"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkPredictConfidence reads 1000 classes from packed float_val, as
+// TF-Serving answers by default.
+func BenchmarkPredictConfidence(b *testing.B) {
+	t := tfTensor(tensorflowpb.DataType_DT_FLOAT, 1, 1000)
+	t.FloatVal = make([]float32, 1000)
+	for i := range t.FloatVal {
+		t.FloatVal[i] = float32(i%97) / 1000
+	}
+	in := marshal(b, predictResp(map[string]*tensorflowpb.TensorProto{"probs": t}))
+	b.SetBytes(int64(len(in)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := PredictConfidence(in, "probs"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkRewritePredictTarget(b *testing.B) {
+	req := predictRequest(&tfservingpb.ModelSpec{Name: "half_plus_two",
+		VersionChoice: &tfservingpb.ModelSpec_Version{Version: wrapperspb.Int64(1)}})
+	req.Inputs["x"] = &tensorflowpb.TensorProto{Dtype: tensorflowpb.DataType_DT_FLOAT, TensorContent: make([]byte, 1<<20)}
+	in := marshal(b, req)
+	b.SetBytes(int64(len(in)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := RewritePredictTarget(in, "half_plus_two_big", "2"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

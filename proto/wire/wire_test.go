@@ -213,6 +213,11 @@ func TestRandomBytesDoNotPanic(t *testing.T) {
 		_, _, _ = PredictTarget(b)
 		_, _ = RewriteModelInferName(b, "x")
 		_, _ = RewritePredictName(b, "x")
+		_, _ = RewriteModelInferTarget(b, "x", "1")
+		_, _ = RewritePredictTarget(b, "x", "1")
+		_, _ = RewritePredictTarget(b, "x", "label")
+		_, _ = ModelInferConfidence(b, "")
+		_, _ = PredictConfidence(b, "")
 	}
 }
 
