@@ -394,9 +394,9 @@ func (c *routedCall) cascade(ss grpc.ServerStream, o outcome) outcome {
 // confidence reads the edge answer's confidence from its output tensor.
 func confidence(kind targetKind, resp *Frame, output string) (float64, error) {
 	if kind == targetPredict {
-		return wirePredictConfidence(resp.Bytes(), output)
+		return wire.PredictConfidence(resp.Bytes(), output)
 	}
-	return wireModelInferConfidence(resp.Bytes(), output)
+	return wire.ModelInferConfidence(resp.Bytes(), output)
 }
 
 // report tells the breaker how an attempt went: the probe's report in the
@@ -473,9 +473,9 @@ func (c *routedCall) attempt(ctx context.Context, t target) (a answer) {
 // rewriteTarget returns a copy of a request addressed to model and version.
 func rewriteTarget(kind targetKind, b []byte, model, version string) ([]byte, error) {
 	if kind == targetPredict {
-		return wire.RewritePredictName(b, model)
+		return wire.RewritePredictTarget(b, model, version)
 	}
-	return wire.RewriteModelInferName(b, model)
+	return wire.RewriteModelInferTarget(b, model, version)
 }
 
 // reply answers the client with a, marking answers of another route in
