@@ -32,7 +32,8 @@ type BreakerConfig struct {
 	// count as slow; see RouteConfig.HedgeAfter).
 	SlowCall time.Duration
 	// OpenFor is how long the breaker stays open before half-open probes.
-	// Default 5s.
+	// Default 5s. It doubles each time the breaker opens again within
+	// Window of closing or after a failed probe, up to 4 x OpenFor.
 	OpenFor time.Duration
 	// Probes is the number of half-open calls that must all succeed to
 	// close the breaker; one failure opens it again. Default 3.
@@ -137,6 +138,10 @@ type breaker struct {
 
 	state     atomic.Int32 // BreakerState
 	openUntil atomic.Int64 // unix nanoseconds when the open state ends
+	// trips counts the openings since the breaker last stayed closed for
+	// a whole Window; each doubles the open time, up to 4 x OpenFor.
+	trips    atomic.Int64
+	closedAt atomic.Int64 // unix nanoseconds of the last closing
 	// consecutive counts failures since the last success.
 	consecutive atomic.Int64
 	// buckets count calls and failures per second of the window.
@@ -181,10 +186,21 @@ func newBreaker(name string, cfg BreakerConfig, now func() time.Time, onChange f
 // changed mirrors a state change; it runs under gobreaker's mutex, so it
 // only stores atomics and hands the news on without blocking.
 func (b *breaker) changed(from, to BreakerState) {
+	now := b.now()
 	switch to {
 	case BreakerOpen:
-		b.openUntil.Store(b.now().Add(b.cfg.OpenFor).UnixNano())
+		// Hysteresis: a breaker that opens again soon after it closed (the
+		// upstream copes with probes but not with the full load) or whose
+		// probe failed stays open longer each time, so a sick upstream is
+		// not flipped to and fro every OpenFor.
+		k := b.trips.Add(1)
+		if from == BreakerClosed && now.UnixNano()-b.closedAt.Load() >= int64(b.cfg.Window) {
+			k = 1
+			b.trips.Store(1)
+		}
+		b.openUntil.Store(now.Add(b.cfg.OpenFor << min(k-1, 2)).UnixNano())
 	case BreakerClosed:
+		b.closedAt.Store(now.UnixNano())
 		// A fresh start: old failures must not trip it again at once.
 		b.consecutive.Store(0)
 		for i := range b.buckets {

@@ -43,11 +43,15 @@ func TestBreakerLifecycle(t *testing.T) {
 			t.Fatalf("half-open admits %v %v %v, want exactly 2 probes", ok1, ok2, ok3)
 		}
 		p1(false)
-		p2(true) // one failed probe: open again
+		p2(true) // one failed probe: open again, for twice as long
 		if b.State() != BreakerOpen {
 			t.Fatalf("state %s after a failed probe, want open", b.State())
 		}
 		time.Sleep(5*time.Second + time.Millisecond)
+		if _, ok := b.admit(); ok {
+			t.Fatal("admitted 5s after a failed probe, want open for 10s")
+		}
+		time.Sleep(5 * time.Second)
 		p1, _ = b.admit()
 		p2, _ = b.admit()
 		p1(false)
@@ -166,6 +170,44 @@ func TestBudget(t *testing.T) {
 		off := newBudget(BudgetConfig{Ratio: -1}, time.Now)
 		if off.take() {
 			t.Error("a disabled budget allowed a try")
+		}
+	})
+}
+
+// An upstream that copes with probes but not with the full load opens its
+// breaker again soon after closing: each such opening lasts longer (up to
+// 4 x OpenFor); one that stayed closed for a window starts again at 1x.
+func TestBreakerBacksOffWhenItReopens(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newBreaker("up", BreakerConfig{OpenFor: time.Second, Probes: 1, Window: 10 * time.Second}, time.Now, nil)
+		trip := func() {
+			for range 5 {
+				b.record(true)
+			}
+		}
+		openFor := func() time.Duration { return time.Duration(b.openUntil.Load() - time.Now().UnixNano()) }
+		closeIt := func() {
+			time.Sleep(openFor() + time.Millisecond)
+			p, ok := b.admit()
+			if !ok || p == nil {
+				t.Fatal("no probe after the open time")
+			}
+			p(false)
+		}
+		var got []time.Duration
+		for range 4 {
+			trip()
+			got = append(got, openFor())
+			closeIt()
+		}
+		time.Sleep(10 * time.Second) // closed for a whole window
+		trip()
+		got = append(got, openFor())
+		want := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 4 * time.Second, time.Second}
+		for i := range want {
+			if got[i] != want[i] {
+				t.Fatalf("open times %v, want %v", got, want)
+			}
 		}
 	})
 }

@@ -38,10 +38,10 @@ func TestRouteErrorsFallBackAndReturn(t *testing.T) {
 		}
 	}
 	e.edge.mu.Lock()
-	asked := e.edge.asked[0]
+	asked, version := e.edge.asked[0], e.edge.versions[0]
 	e.edge.mu.Unlock()
-	if asked != "small" {
-		t.Errorf("edge was asked for %q, want the fallback model small", asked)
+	if asked != "small" || version != "" {
+		t.Errorf("edge was asked for %q version %q, want the fallback model small, no version (the primary's 3 dropped)", asked, version)
 	}
 	if st := e.router.breakers[e.priUp].State(); st == BreakerClosed {
 		t.Errorf("breaker %s after 30 failures, want open or half-open", st)
@@ -369,5 +369,35 @@ func TestRouteBreakerWithoutFallbackFailsFast(t *testing.T) {
 	}
 	if e.pri.calls.Load() != before {
 		t.Error("the call reached the primary through an open breaker")
+	}
+}
+
+// Cascade: the edge answers; a confident answer is returned, an unsure one
+// goes to the primary, and when the primary fails the edge's answer beats
+// an error.
+func TestRouteCascade(t *testing.T) {
+	e := newRouteEnv(t, func(rc *RouteConfig, _ *RouterOptions, _ *BreakerConfig) {
+		rc.Cascade = &CascadeConfig{Output: "probs", Threshold: 0.6}
+	})
+	e.edge.conf.Store(float32(0.9))
+	if r := e.infer(t, time.Second); r.server != "edge" || r.route != monitor.RouteCascadeEdge || r.reason != reasonConfident || r.model != "small" {
+		t.Errorf("confident edge: %+v", r)
+	}
+	e.edge.conf.Store(float32(0.4))
+	if r := e.infer(t, time.Second); r.server != "primary" || r.route != monitor.RouteCascadeEscalated || r.reason != reasonLowConfidence || r.model != "big" {
+		t.Errorf("unsure edge: %+v, want escalated to the primary", r)
+	}
+	e.pri.set(behaveError)
+	if r := e.infer(t, time.Second); r.server != "edge" || r.reason != reasonPrimaryFailed {
+		t.Errorf("unsure edge, failing primary: %+v, want the edge's answer", r)
+	}
+	e.pri.set(behaveOK)
+	e.edge.set(behaveError)
+	if r := e.infer(t, time.Second); r.server != "primary" || r.reason != reasonEdgeFailed {
+		t.Errorf("failing edge: %+v, want the primary's answer", r)
+	}
+	routes, _ := e.router.Status()
+	if c := routes[0].Calls; c.CascadeEdge != 2 || c.CascadeEscalated != 2 {
+		t.Errorf("cascade counters %+v, want 2 edge answers and 2 escalations", c)
 	}
 }
