@@ -33,7 +33,7 @@ type BreakerConfig struct {
 	SlowCall time.Duration
 	// OpenFor is how long the breaker stays open before half-open probes.
 	// Default 5s. It doubles each time the breaker opens again within
-	// Window of closing or after a failed probe, up to 4 x OpenFor.
+	// Window of closing, up to 4 x OpenFor; a failed probe keeps it.
 	OpenFor time.Duration
 	// Probes is the number of half-open calls that must all succeed to
 	// close the breaker; one failure opens it again. Default 3.
@@ -138,8 +138,9 @@ type breaker struct {
 
 	state     atomic.Int32 // BreakerState
 	openUntil atomic.Int64 // unix nanoseconds when the open state ends
-	// trips counts the openings since the breaker last stayed closed for
-	// a whole Window; each doubles the open time, up to 4 x OpenFor.
+	// trips counts the openings from closed since the breaker last stayed
+	// closed for a whole Window; each doubles the open time, up to 4 x
+	// OpenFor.
 	trips    atomic.Int64
 	closedAt atomic.Int64 // unix nanoseconds of the last closing
 	// consecutive counts failures since the last success.
@@ -190,13 +191,18 @@ func (b *breaker) changed(from, to BreakerState) {
 	switch to {
 	case BreakerOpen:
 		// Hysteresis: a breaker that opens again soon after it closed (the
-		// upstream copes with probes but not with the full load) or whose
-		// probe failed stays open longer each time, so a sick upstream is
-		// not flipped to and fro every OpenFor.
-		k := b.trips.Add(1)
-		if from == BreakerClosed && now.UnixNano()-b.closedAt.Load() >= int64(b.cfg.Window) {
-			k = 1
-			b.trips.Store(1)
+		// upstream copes with a few probes but not with the full load)
+		// stays open longer each time, so a sick upstream is not flipped
+		// to and fro every OpenFor. A failed probe keeps the open time: an
+		// upstream that is simply still down is probed at the same pace,
+		// and found as soon as it is back.
+		k := b.trips.Load()
+		if from == BreakerClosed {
+			k++
+			if now.UnixNano()-b.closedAt.Load() >= int64(b.cfg.Window) {
+				k = 1
+			}
+			b.trips.Store(k)
 		}
 		b.openUntil.Store(now.Add(b.cfg.OpenFor << min(k-1, 2)).UnixNano())
 	case BreakerClosed:
