@@ -382,14 +382,11 @@ func (r *Router) Start(action string, labels map[string]string) (string, error) 
 		return "", err
 	}
 	name := labels["alertname"]
-	err = r.update(model, func(mr *modelRoute) error {
-		if mr.cfg.Fallback == nil {
-			return fmt.Errorf("model %q has no fallback", model)
-		}
-		mr.alert = name
-		return nil
-	})
-	if err != nil {
+	if !r.hasFallback(model) {
+		// A rule for every model acts where a fallback is configured.
+		return fmt.Sprintf("model %s has no fallback: nothing to do", model), nil
+	}
+	if err := r.update(model, func(mr *modelRoute) error { mr.alert = name; return nil }); err != nil {
 		return "", err
 	}
 	return fmt.Sprintf("model %s routed to its fallback %s", model, r.fallbackName(model)), nil
@@ -401,6 +398,9 @@ func (r *Router) Stop(action string, labels map[string]string) (string, error) {
 	model, err := actionModel(action, labels)
 	if err != nil {
 		return "", err
+	}
+	if !r.hasFallback(model) {
+		return fmt.Sprintf("model %s has no fallback: nothing to do", model), nil
 	}
 	if err := r.update(model, func(mr *modelRoute) error { mr.alert = ""; return nil }); err != nil {
 		return "", err
@@ -437,4 +437,9 @@ func (r *Router) fallbackName(model string) string {
 		name += " on " + fb.Upstream.name
 	}
 	return name
+}
+
+func (r *Router) hasFallback(model string) bool {
+	mr := r.table.Load().models[model]
+	return mr != nil && mr.cfg.Fallback != nil
 }

@@ -131,9 +131,19 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer sim.stop()
+	tmp, err := os.MkdirTemp("", "infergate-demo-")
+	if err != nil {
+		return fmt.Errorf("demo: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	rules, err := writeDemoRules(tmp)
+	if err != nil {
+		return err
+	}
 	gate, err := startOnFreePorts(ctx, spec("infergate"), gateGRPC, gateAdmin, stderr, func(g, a string) []string {
 		return []string{"--listen", g, "--admin", a, "--upstream", sim.grpcAddr, "--log-level", "info",
-			"--gpu-source", "prometheus", "--gpu-metrics-url", "http://" + sim.adminAddr + "/metrics"}
+			"--gpu-source", "prometheus", "--gpu-metrics-url", "http://" + sim.adminAddr + "/metrics",
+			"--fallback", fmt.Sprintf(demoFallback, sim.grpcAddr), "--rules", rules}
 	})
 	if err != nil {
 		return err
@@ -174,6 +184,7 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
 		bg.Go(func() { runFault(loadCtx, httpFaults{hc: hc, admin: sim.adminAddr}, demoFault, announce) })
 	}
 	bg.Go(func() { watchAlerts(loadCtx, hc, gate.adminAddr, announce) })
+	bg.Go(func() { watchRoutes(loadCtx, hc, gate.adminAddr, announce) })
 
 	draw := func(final bool) {
 		// A context of its own: the final frame is drawn after ctx ends.
@@ -338,7 +349,9 @@ func faultText(p faultPlan, o options) string {
 		heal = fmt.Sprintf("when the demo ends at %ds", o.seconds)
 	}
 	return fmt.Sprintf("fault: at %s the demo slows %s down %gx in simserver; it heals it %s\n", p.at, p.model, p.slowdown, heal) +
-		fmt.Sprintf("       watch %s's P99 and UP P99 rise while OVH stays small: the slowness is upstream\n", p.model)
+		fmt.Sprintf("       watch %s's P99 and UP P99 rise while OVH stays small: the slowness is upstream;\n", p.model) +
+		fmt.Sprintf("       its latency alert then sends it to its fallback mobilenet_v3 (rows \"%s (fallback)\", a ROUTE line)\n", p.model) +
+		"       until the alert resolves after the heal and the model returns to its primary\n"
 }
 
 // isTerminal reports whether w is a character device (a terminal), where

@@ -98,6 +98,9 @@ func renderTable(w io.Writer, series []seriesDoc, elapsed time.Duration) {
 		if a.Method != b.Method {
 			return a.Method < b.Method
 		}
+		if a.Route != b.Route {
+			return a.Route > b.Route // primary before fallback
+		}
 		return a.CodeClass < b.CodeClass
 	})
 	rows := [][]string{tableHeader}
@@ -108,6 +111,11 @@ func renderTable(w io.Writer, series []seriesDoc, elapsed time.Duration) {
 		model := s.Model
 		if s.Version != "" {
 			model += ":" + s.Version
+		}
+		if s.Route != "" && s.Route != "primary" {
+			// Calls of this model another model answered (see the ROUTE
+			// lines): the name the client asked for, and the route.
+			model += " (" + s.Route + ")"
 		}
 		rows = append(rows, []string{
 			model, protocol(s.Method), shortMethod(s.Method), s.CodeClass,

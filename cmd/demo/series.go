@@ -31,6 +31,7 @@ type seriesDoc struct {
 	Method    string `json:"method"`
 	Upstream  string `json:"upstream"`
 	CodeClass string `json:"code_class"`
+	Route     string `json:"route"`
 	Calls     uint64 `json:"calls"`
 	// Windows maps "1m", "5m", "15m" to components "total", "upstream",
 	// "overhead" (and "queue").
