@@ -38,6 +38,14 @@ type BreakerConfig struct {
 	// Probes is the number of half-open calls that must all succeed to
 	// close the breaker; one failure opens it again. Default 3.
 	Probes int
+	// SlowStart is how long a closed breaker takes to give its upstream
+	// all of a model's calls again: the share sent to it grows from 10% to
+	// 100% over this time, the rest going to the fallback. An upstream
+	// that answers a few probes but not the full load (a slowdown, a
+	// smaller GPU after a restart) then trips again before most calls are
+	// back on it, instead of flapping. Default OpenFor; negative: none.
+	// Only models with a fallback are ramped.
+	SlowStart time.Duration
 	// FailureCodes are the status codes that count as the upstream's
 	// failure. Default DefaultFailureCodes. Other codes (INVALID_ARGUMENT,
 	// NOT_FOUND: the request's fault) count as successes: the upstream
@@ -72,6 +80,9 @@ func (c BreakerConfig) withDefaults() BreakerConfig {
 	}
 	if c.Probes <= 0 {
 		c.Probes = 3
+	}
+	if c.SlowStart == 0 {
+		c.SlowStart = c.OpenFor
 	}
 	if len(c.FailureCodes) == 0 {
 		c.FailureCodes = DefaultFailureCodes
@@ -143,6 +154,8 @@ type breaker struct {
 	// OpenFor.
 	trips    atomic.Int64
 	closedAt atomic.Int64 // unix nanoseconds of the last closing
+	// rampUntil ends the slow start after a closing (unix nanoseconds).
+	rampUntil atomic.Int64
 	// consecutive counts failures since the last success.
 	consecutive atomic.Int64
 	// buckets count calls and failures per second of the window.
@@ -207,6 +220,9 @@ func (b *breaker) changed(from, to BreakerState) {
 		b.openUntil.Store(now.Add(b.cfg.OpenFor << min(k-1, 2)).UnixNano())
 	case BreakerClosed:
 		b.closedAt.Store(now.UnixNano())
+		if b.cfg.SlowStart > 0 {
+			b.rampUntil.Store(now.Add(b.cfg.SlowStart).UnixNano())
+		}
 		// A fresh start: old failures must not trip it again at once.
 		b.consecutive.Store(0)
 		for i := range b.buckets {
@@ -320,4 +336,19 @@ func (b *breaker) counts() (calls, failures int64) {
 		}
 	}
 	return calls, failures
+}
+
+// share returns the part of its calls a model with a fallback sends to
+// this upstream now: 1, or during the slow start after a closing a share
+// growing from 0.1 to 1.
+func (b *breaker) share() float64 {
+	until := b.rampUntil.Load()
+	if until == 0 {
+		return 1
+	}
+	left := until - b.now().UnixNano()
+	if left <= 0 {
+		return 1
+	}
+	return 0.1 + 0.9*(1-float64(left)/float64(b.cfg.SlowStart))
 }

@@ -207,3 +207,31 @@ func TestBreakerBacksOffWhenItReopens(t *testing.T) {
 		}
 	})
 }
+
+// After closing, the share of calls the upstream gets grows from 10% to
+// all over SlowStart.
+func TestBreakerSlowStart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newBreaker("up", BreakerConfig{OpenFor: 2 * time.Second, Probes: 1}, time.Now, nil)
+		if s := b.share(); s != 1 {
+			t.Fatalf("share %v before any trip, want 1", s)
+		}
+		for range 5 {
+			b.record(true)
+		}
+		time.Sleep(2*time.Second + time.Millisecond)
+		p, _ := b.admit()
+		p(false)
+		if s := b.share(); s < 0.1 || s > 0.11 {
+			t.Errorf("share %v just after closing, want 0.1", s)
+		}
+		time.Sleep(time.Second)
+		if s := b.share(); s < 0.54 || s > 0.56 {
+			t.Errorf("share %v halfway, want 0.55", s)
+		}
+		time.Sleep(time.Second)
+		if s := b.share(); s != 1 {
+			t.Errorf("share %v after the slow start, want 1", s)
+		}
+	})
+}

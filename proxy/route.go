@@ -140,6 +140,7 @@ type modelRoute struct {
 type routeLive struct {
 	inFlight atomic.Int64
 	calls    atomic.Uint64 // for ProbeEvery
+	ramp     atomic.Uint64 // for the slow start
 	p50, p99 atomic.Int64  // nanoseconds, 0 unknown
 	// lastMode is the mode the model was last seen in, for flip counting.
 	lastMode atomic.Value // string
@@ -314,6 +315,9 @@ func (mr *modelRoute) mode() (mode, why string) {
 		return RoutePrimaryMode, ""
 	case mr.primary != nil && mr.primary.State() != BreakerClosed:
 		return RouteFallbackMode, "breaker of " + mr.primary.name + " " + mr.primary.State().String()
+	case mr.primary != nil && mr.primary.share() < 1:
+		// Returning: counted as back once all calls are.
+		return RouteFallbackMode, fmt.Sprintf("slow start: %.0f%% of calls back on %s", 100*mr.primary.share(), mr.primary.name)
 	case mr.alert != "":
 		return RouteFallbackMode, "alert " + mr.alert + " firing"
 	case mr.cfg.Cascade != nil:

@@ -136,7 +136,7 @@ var (
 		"Inference calls of routed models by the route that answered: primary, fallback, cascade_edge, cascade_escalated.",
 		[]string{"model", "route"}, nil)
 	fallbackDesc = prometheus.NewDesc("infergate_fallback_calls_total",
-		"Calls sent to a model's fallback, by reason: breaker_open, alert, forced, retry, hedge, shed_in_flight, shed_deadline, shed_queue_full.",
+		"Calls sent to a model's fallback, by reason: breaker_open, slow_start, alert, forced, retry, hedge, shed_in_flight, shed_deadline, shed_queue_full.",
 		[]string{"model", "reason"}, nil)
 	degradedDesc = prometheus.NewDesc("infergate_degraded_responses_total",
 		"Successful answers from a model's fallback instead of the model the client asked for (marked x-infergate-route: fallback).",

@@ -24,7 +24,7 @@ const (
 	// "cascade_edge" or "cascade_escalated".
 	HeaderRoute = "x-infergate-route"
 	// HeaderRouteReason says why: "breaker_open", "alert", "forced",
-	// "retry", "hedge", "shed_in_flight", "shed_deadline",
+	// "slow_start", "retry", "hedge", "shed_in_flight", "shed_deadline",
 	// "shed_queue_full", "low_confidence", "confident", "edge_failed" or
 	// "primary_failed".
 	HeaderRouteReason = "x-infergate-route-reason"
@@ -41,6 +41,7 @@ const (
 	reasonShedInFlight  = "shed_in_flight"
 	reasonShedDeadline  = "shed_deadline"
 	reasonShedQueueFull = "shed_queue_full"
+	reasonSlowStart     = "slow_start"
 	reasonLowConfidence = "low_confidence"
 	reasonConfident     = "confident"
 	reasonEdgeFailed    = "edge_failed"
@@ -49,7 +50,7 @@ const (
 
 // fallbackReasons lists the reasons a call goes to the fallback, in the
 // order of routeCounters.fallback.
-var fallbackReasons = [...]string{reasonBreaker, reasonAlert, reasonForced, reasonRetry, reasonHedge,
+var fallbackReasons = [...]string{reasonBreaker, reasonSlowStart, reasonAlert, reasonForced, reasonRetry, reasonHedge,
 	reasonShedInFlight, reasonShedDeadline, reasonShedQueueFull}
 
 // shedReasons lists why a call was rejected, in the order of
@@ -189,6 +190,13 @@ func (p *Proxy) routeUnary(ctx context.Context, up *Upstream, method string, kin
 	var report func(bool)
 	if c.pb != nil {
 		report, ok = c.pb.admit()
+	}
+	if ok && report == nil && c.fb != nil && c.pb != nil {
+		// Slow start after the breaker closed: a growing share of calls
+		// returns to the primary, the rest stays on the fallback.
+		if sh := c.pb.share(); sh < 1 && float64(live.ramp.Add(1)%100) >= sh*100 {
+			return c.viaFallback(ss, o, reasonSlowStart)
+		}
 	}
 	if !ok {
 		if c.fb != nil {
