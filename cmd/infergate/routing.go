@@ -38,6 +38,8 @@ type BreakerYAML struct {
 	SlowCall            time.Duration `yaml:"slow_call"`
 	OpenFor             time.Duration `yaml:"open_for"`
 	Probes              int           `yaml:"probes"`
+	// SlowStart ramps calls back after closing; default open_for, negative off.
+	SlowStart time.Duration `yaml:"slow_start"`
 	// FailureCodes are gRPC code names (UNAVAILABLE, Internal, ...).
 	FailureCodes []string `yaml:"failure_codes"`
 }
@@ -218,7 +220,7 @@ func hedgeAfter(v string) (time.Duration, error) {
 func (b *BreakerYAML) config() (proxy.BreakerConfig, error) {
 	bc := proxy.BreakerConfig{
 		ConsecutiveFailures: b.ConsecutiveFailures, FailureRatio: b.FailureRatio, MinCalls: b.MinCalls,
-		Window: b.Window, SlowCall: b.SlowCall, OpenFor: b.OpenFor, Probes: b.Probes,
+		Window: b.Window, SlowCall: b.SlowCall, OpenFor: b.OpenFor, Probes: b.Probes, SlowStart: b.SlowStart,
 	}
 	for _, name := range b.FailureCodes {
 		code, ok := codeByName(name)
