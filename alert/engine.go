@@ -402,6 +402,9 @@ func (e *Engine) act(a *instance, on bool) {
 	if len(a.actions) > 10 {
 		a.actions = a.actions[len(a.actions)-10:]
 	}
+	// The evidence was filled before the state changed: show the action
+	// now, not one evaluation later.
+	a.evidence.Actions = a.actions
 }
 
 // fingerprint identifies an alert: rule, subject and the rule's own

@@ -33,6 +33,7 @@ type alertView struct {
 		Baseline *struct {
 			Source string `json:"source"`
 		} `json:"baseline"`
+		Actions []string `json:"actions"`
 	} `json:"evidence"`
 }
 

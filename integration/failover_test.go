@@ -1,0 +1,245 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/infergate/infergate/proto/kservepb"
+)
+
+// failoverEnv is infergate in front of a primary simserver, with
+// resnet50 falling back to mobilenet_v3 on an edge simserver.
+type failoverEnv struct {
+	pri, edge, gate *proc
+	kc              kservepb.GRPCInferenceServiceClient
+}
+
+func newFailoverEnv(t *testing.T, args ...string) *failoverEnv {
+	t.Helper()
+	e := &failoverEnv{pri: startSim(t), edge: startSim(t)}
+	e.gate = startProxy(t, e.pri.grpc, append([]string{"--fallback", "resnet50=" + e.edge.grpc + "/mobilenet_v3"}, args...)...)
+	e.kc = kservepb.NewGRPCInferenceServiceClient(dial(t, e.gate.grpc))
+	return e
+}
+
+// answer is one call's end as the client saw it.
+type answer struct {
+	code   codes.Code
+	model  string // model_name of the response: who answered
+	route  string // x-infergate-route
+	reason string
+}
+
+func (e *failoverEnv) call(timeout time.Duration) answer {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var hdr metadata.MD
+	resp, err := e.kc.ModelInfer(ctx, resnetRequest("resnet50", 1), grpc.Header(&hdr))
+	a := answer{code: status.Code(err)}
+	if err == nil {
+		a.model = resp.ModelName
+	}
+	if v := hdr.Get("x-infergate-route"); len(v) > 0 {
+		a.route = v[0]
+	}
+	if v := hdr.Get("x-infergate-route-reason"); len(v) > 0 {
+		a.reason = v[0]
+	}
+	return a
+}
+
+// load sends calls from workers until stop and counts every outcome.
+type countedLoad struct {
+	stop func()
+	wg   sync.WaitGroup
+	mu   sync.Mutex
+	sent int
+	got  map[string]int // "OK mobilenet_v3", "Unavailable", ...
+}
+
+func (e *failoverEnv) load(workers int, period time.Duration) *countedLoad {
+	ctx, cancel := context.WithCancel(context.Background())
+	l := &countedLoad{stop: cancel, got: map[string]int{}}
+	for range workers {
+		l.wg.Go(func() {
+			tk := time.NewTicker(period)
+			defer tk.Stop()
+			for ctx.Err() == nil {
+				l.mu.Lock()
+				l.sent++
+				l.mu.Unlock()
+				a := e.call(2 * time.Second)
+				k := a.code.String()
+				if a.code == codes.OK {
+					k += " " + a.model
+				}
+				l.mu.Lock()
+				l.got[k]++
+				l.mu.Unlock()
+				select {
+				case <-tk.C:
+				case <-ctx.Done():
+				}
+			}
+		})
+	}
+	return l
+}
+
+func (l *countedLoad) finish() (sent int, got map[string]int) {
+	l.stop()
+	l.wg.Wait()
+	return l.sent, l.got
+}
+
+// A hung primary, then a killed one: every call through infergate is
+// answered (by the fallback, honestly named, with the route header), none
+// is lost; healed, traffic returns to the primary. /api/v1/routes and the
+// metrics say what happened, and promtool accepts the new families.
+func TestFailoverEndToEnd(t *testing.T) {
+	e := newFailoverEnv(t)
+	if a := e.call(5 * time.Second); a.code != codes.OK || a.model != "resnet50" || a.route != "" {
+		t.Fatalf("healthy call: %+v", a)
+	}
+	l := e.load(4, 20*time.Millisecond)
+	time.Sleep(2 * time.Second)
+	fault(t, e.pri.admin, `{"model":"resnet50","hang":true}`)
+	time.Sleep(3 * time.Second)
+	if a := e.call(2 * time.Second); a.code != codes.OK || a.model != "mobilenet_v3" || a.route != "fallback" {
+		t.Errorf("call during the hang: %+v, want mobilenet_v3's answer marked fallback", a)
+	}
+	heal(t, e.pri.admin)
+	eventually(t, "back on the primary after the hang", func() bool { return e.call(2*time.Second).model == "resnet50" })
+
+	e.pri.kill()
+	time.Sleep(2 * time.Second)
+	if a := e.call(2 * time.Second); a.code != codes.OK || a.model != "mobilenet_v3" {
+		t.Errorf("call with the primary dead: %+v", a)
+	}
+	sent, got := l.finish()
+	total := 0
+	for _, n := range got {
+		total += n
+	}
+	if total != sent || got["OK resnet50"] == 0 || got["OK mobilenet_v3"] == 0 || got["OK resnet50"]+got["OK mobilenet_v3"] != sent {
+		t.Errorf("%d calls sent, outcomes %v: want every call answered, by both models", sent, got)
+	}
+	t.Logf("%d calls: %v", sent, got)
+
+	_, body := httpGet(t, "http://"+e.gate.admin+"/api/v1/routes")
+	if !strings.Contains(body, `"route": "fallback"`) || !strings.Contains(body, "breaker of") {
+		t.Errorf("/api/v1/routes with the primary dead:\n%s", body)
+	}
+	fams := scrape(t, e.gate.admin)
+	if n := counterSum(fams, "infergate_degraded_responses_total", map[string]string{"model": "resnet50"}); n == 0 {
+		t.Error("infergate_degraded_responses_total is 0")
+	}
+	if n := counterSum(fams, "infergate_requests_total", map[string]string{"model": "resnet50", "route": "fallback"}); n == 0 {
+		t.Errorf("no request series for resnet50 with route=fallback:\n%s", dumpFamilies(fams, "infergate_requests_total"))
+	}
+	promtoolClean(t, e.gate.admin, "infergate_breaker_state", "infergate_breaker_transitions_total",
+		"infergate_route_calls_total", "infergate_fallback_calls_total", "infergate_degraded_responses_total",
+		"infergate_hedges_total", "infergate_retries_total", "infergate_route_changes_total", "infergate_route_mode")
+}
+
+// An alert with action fallback sends the model to its fallback while it
+// fires, the alert's evidence says so, and the model returns when it
+// resolves; the operator forces a route through the admin API (token).
+func TestFailoverByAlertAndOperator(t *testing.T) {
+	rules := writeFile(t, "rules.yaml", `
+rules:
+  - name: ResnetSlow
+    kind: threshold
+    quantile: p50
+    window: 2s
+    value: 40ms
+    severity: critical
+    action: fallback
+    select: {model: resnet50}
+`)
+	token := writeFile(t, "token", "s3cret\n")
+	e := newFailoverEnv(t, "--rules", rules, "--admin-token-file", token)
+	l := e.load(4, 25*time.Millisecond)
+	defer l.finish()
+	time.Sleep(2 * time.Second)
+	fault(t, e.pri.admin, `{"model":"resnet50","delay_ms":80}`)
+	a, took := waitAlert(t, e.gate.admin, "ResnetSlow", "resnet50", "firing", 30*time.Second)
+	t.Logf("alert firing after %v; actions %v", took, a.Evidence.Actions)
+	if len(a.Evidence.Actions) == 0 || !strings.Contains(strings.Join(a.Evidence.Actions, " "), "routed to its fallback mobilenet_v3") {
+		t.Errorf("alert actions %v, want the fallback taken", a.Evidence.Actions)
+	}
+	eventually(t, "calls on the fallback under the alert", func() bool {
+		c := e.call(2 * time.Second)
+		return c.model == "mobilenet_v3" && c.reason == "alert"
+	})
+	heal(t, e.pri.admin)
+	_, took = waitAlert(t, e.gate.admin, "ResnetSlow", "resnet50", "", 60*time.Second)
+	t.Logf("healed: resolved after %v", took)
+	eventually(t, "back on the primary after the alert resolved", func() bool { return e.call(2*time.Second).model == "resnet50" })
+
+	url := "http://" + e.gate.admin + "/api/v1/routes/resnet50"
+	if code, body := httpDo(t, "POST", url, `{"route":"fallback"}`); code != http.StatusUnauthorized {
+		t.Errorf("force without the token = %d %s, want 401", code, body)
+	}
+	force := func(route string) (int, string) {
+		req, _ := http.NewRequest("POST", url, strings.NewReader(fmt.Sprintf(`{"route":%q}`, route)))
+		req.Header.Set("Authorization", "Bearer s3cret")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var sb strings.Builder
+		_, _ = fmt.Fprint(&sb, resp.Status)
+		return resp.StatusCode, sb.String()
+	}
+	if code, s := force("fallback"); code != 200 {
+		t.Fatalf("force fallback = %d %s", code, s)
+	}
+	if c := e.call(2 * time.Second); c.model != "mobilenet_v3" || c.reason != "forced" {
+		t.Errorf("forced fallback: %+v", c)
+	}
+	if code, _ := force("sideways"); code != http.StatusBadRequest {
+		t.Errorf("bad route = %d, want 400", code)
+	}
+	if code, _ := force("auto"); code != 200 {
+		t.Errorf("auto = %d", code)
+	}
+	if c := e.call(2 * time.Second); c.model != "resnet50" {
+		t.Errorf("after auto: %+v", c)
+	}
+}
+
+// SIGTERM while calls are on the fallback (the primary hangs): every call
+// ends with an answer or an explicit status, and the process exits 0.
+func TestFailoverSIGTERMLosesNothing(t *testing.T) {
+	e := newFailoverEnv(t, "--drain-delay", "0s")
+	fault(t, e.pri.admin, `{"model":"resnet50","hang":true}`)
+	l := e.load(8, 10*time.Millisecond)
+	time.Sleep(2 * time.Second)
+	if err := e.gate.sigterm(t); err != nil {
+		t.Errorf("exit after SIGTERM: %v\n%s", err, e.gate.log)
+	}
+	sent, got := l.finish()
+	total := 0
+	for k, n := range got {
+		total += n
+		if k != "OK mobilenet_v3" && k != "Unavailable" && k != "OK resnet50" {
+			t.Errorf("%d calls ended %s", n, k)
+		}
+	}
+	if total != sent || got["OK mobilenet_v3"] == 0 {
+		t.Errorf("%d sent, outcomes %v", sent, got)
+	}
+	t.Logf("%d calls: %v", sent, got)
+}
