@@ -100,7 +100,9 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 // only in code class add up.
 type labelSet [5]string
 
-func labelsOf(k SeriesKey) labelSet { return labelSet{k.Model, k.Version, k.Method, k.Upstream, k.Route} }
+func labelsOf(k SeriesKey) labelSet {
+	return labelSet{k.Model, k.Version, k.Method, k.Upstream, k.Route}
+}
 
 // Collect emits the metrics of one snapshot.
 func (c collector) Collect(ch chan<- prometheus.Metric) {

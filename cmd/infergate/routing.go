@@ -248,9 +248,9 @@ func codeByName(name string) (codes.Code, bool) {
 type routing struct {
 	def     *proxy.Upstream
 	defAddr string
-	byName map[string]*proxy.Upstream
-	all    []*proxy.Upstream
-	router *proxy.Router // nil when nothing is routed
+	byName  map[string]*proxy.Upstream
+	all     []*proxy.Upstream
+	router  *proxy.Router // nil when nothing is routed
 }
 
 // Close closes the router and every upstream's connections.
