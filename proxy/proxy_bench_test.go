@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
@@ -23,6 +24,12 @@ func (r *discardRecorder) InFlight(string) *monitor.Gauge { return &r.g }
 // proxy in front of it, over real loopback TCP.
 func benchEnv(b *testing.B) (direct, viaProxy *grpc.ClientConn) {
 	b.Helper()
+	return benchEnvRouted(b, nil)
+}
+
+// benchEnvRouted is benchEnv with a router built by route (nil: none).
+func benchEnvRouted(b *testing.B, route func(up *Upstream) *Router) (direct, viaProxy *grpc.ClientConn) {
+	b.Helper()
 	echo := grpc.NewServer(grpc.ForceServerCodecV2(rawCodec{}),
 		grpc.MaxRecvMsgSize(DefaultMaxMsgSize), grpc.MaxSendMsgSize(DefaultMaxMsgSize),
 		grpc.UnknownServiceHandler(func(_ any, ss grpc.ServerStream) error {
@@ -38,7 +45,13 @@ func benchEnv(b *testing.B) (direct, viaProxy *grpc.ClientConn) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	p, err := New(StaticDirector(up), WithRecorder(&discardRecorder{}))
+	opts := []Option{WithRecorder(&discardRecorder{})}
+	if route != nil {
+		r := route(up)
+		b.Cleanup(func() { r.Close() })
+		opts = append(opts, WithRouter(r))
+	}
+	p, err := New(StaticDirector(up), opts...)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -104,6 +117,34 @@ func BenchmarkDirectUnary(b *testing.B) {
 // loaded proxy sees them.
 func BenchmarkProxyUnaryParallel(b *testing.B) {
 	_, via := benchEnv(b)
+	benchParallel(b, via)
+}
+
+// BenchmarkProxyUnaryParallelRouted is BenchmarkProxyUnaryParallel with
+// the model routed (a fallback, its breaker closed): "breaker" without
+// hedging, "hedged" with a hedge timer armed per call. The cost of the
+// route step is the difference with BenchmarkProxyUnaryParallel.
+func BenchmarkProxyUnaryParallelRouted(b *testing.B) {
+	for _, tc := range []struct {
+		name  string
+		hedge time.Duration
+	}{{"breaker", -1}, {"hedged", time.Second}} {
+		b.Run(tc.name, func(b *testing.B) {
+			_, via := benchEnvRouted(b, func(up *Upstream) *Router {
+				r, err := NewRouter(RouterOptions{Routes: []RouteConfig{{
+					Model: "simple", Upstream: up, Fallback: &FallbackTarget{Model: "simple_small"}, HedgeAfter: tc.hedge,
+				}}})
+				if err != nil {
+					b.Fatal(err)
+				}
+				return r
+			})
+			benchParallel(b, via)
+		})
+	}
+}
+
+func benchParallel(b *testing.B, via *grpc.ClientConn) {
 	in, err := proto.Marshal(simpleRequest("simple", 32))
 	if err != nil {
 		b.Fatal(err)
