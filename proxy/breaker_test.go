@@ -235,3 +235,21 @@ func TestBreakerSlowStart(t *testing.T) {
 		}
 	})
 }
+
+// spread interleaves: in every 20 consecutive calls a share s sends close
+// to 20s of them.
+func TestSpreadInterleaves(t *testing.T) {
+	for _, s := range []float64{0.1, 0.5, 0.9} {
+		for start := uint64(0); start < 1000; start += 20 {
+			n := 0
+			for i := start; i < start+20; i++ {
+				if spread(i) < s {
+					n++
+				}
+			}
+			if d := float64(n) - 20*s; d < -2 || d > 2 {
+				t.Fatalf("share %v: %d of 20 calls from %d", s, n, start)
+			}
+		}
+	}
+}

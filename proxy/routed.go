@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math"
 	"sync/atomic"
 	"time"
 
@@ -194,7 +195,7 @@ func (p *Proxy) routeUnary(ctx context.Context, up *Upstream, method string, kin
 	if ok && report == nil && c.fb != nil && c.pb != nil {
 		// Slow start after the breaker closed: a growing share of calls
 		// returns to the primary, the rest stays on the fallback.
-		if sh := c.pb.share(); sh < 1 && float64(live.ramp.Add(1)%100) >= sh*100 {
+		if sh := c.pb.share(); sh < 1 && spread(live.ramp.Add(1)) >= sh {
 			return c.viaFallback(ss, o, reasonSlowStart)
 		}
 	}
@@ -206,6 +207,16 @@ func (p *Proxy) routeUnary(ctx context.Context, up *Upstream, method string, kin
 		return o
 	}
 	return c.viaPrimary(ss, o, report)
+}
+
+// spread maps the n-th call to [0, 1) so that any run of consecutive
+// calls covers the interval evenly (the golden-ratio sequence): a share s
+// of calls is then s of every short stretch of them, not a block of
+// primary calls followed by a block of fallback ones.
+func spread(n uint64) float64 {
+	const phi = 0.6180339887498949
+	x := float64(n) * phi
+	return x - math.Floor(x)
 }
 
 // shed rejects a call at once, or sends it to the fallback if it has one.
