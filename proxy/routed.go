@@ -111,6 +111,18 @@ type routedCall struct {
 	pb     *breaker // the primary's breaker, nil if none
 	pri    target
 	fb     *target
+	// keepReq is set when something may still read req after the call
+	// ends (a batch, a hedge still running): it is then left to the
+	// garbage collector instead of going back to gRPC's buffer pool.
+	keepReq atomic.Bool
+}
+
+// free returns the request's buffers to the pool unless something may
+// still read them.
+func (c *routedCall) free() {
+	if !c.keepReq.Load() {
+		c.req.Free()
+	}
 }
 
 // routeUnary forwards a unary call that names a model, through its route
@@ -133,11 +145,13 @@ func (p *Proxy) routeUnary(ctx context.Context, up *Upstream, method string, kin
 		}
 		c := &routedCall{p: p, ctx: ctx, method: method, kind: kind, req: req, opts: opts, model: o.model, ver: o.version,
 			pb: b, pri: target{up: up}}
+		defer c.free()
 		a := c.attempt(ctx, c.pri)
 		c.report(probe, a)
 		return p.reply(ss, a, monitor.RoutePrimary, "", up, o, nil)
 	}
 	c := &routedCall{p: p, ctx: ctx, method: method, kind: kind, req: req, opts: opts, model: o.model, ver: o.version, mr: mr}
+	defer c.free()
 	c.pri = target{up: up}
 	if mr.cfg.Upstream != nil {
 		c.pri.up = mr.cfg.Upstream
@@ -362,6 +376,8 @@ func (c *routedCall) hedge(t target, report func(bool), after time.Duration) (an
 		return a, nil
 	}
 	if a.err == nil && pctx.Err() == nil {
+		// The hedge may still be reading the request as this returns.
+		c.keepReq.Store(true)
 		// The primary answered first; the hedge is cancelled.
 		if reported.CompareAndSwap(false, true) {
 			c.report(report, a)
@@ -465,6 +481,8 @@ func (c *routedCall) attempt(ctx context.Context, t target) (a answer) {
 	}
 	p := c.p
 	if p.batcher != nil && p.batcher.Handles(c.method, model) {
+		// The batcher may read the bytes after a caller gave up.
+		c.keepReq.Store(true)
 		md, _ := metadata.FromOutgoingContext(ctx)
 		res, err := p.batcher.Do(ctx, batcher.Request{
 			Upstream: t.up.name, Invoke: p.invoker(t.up), Method: c.method,
