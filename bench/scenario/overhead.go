@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -37,7 +38,12 @@ func DefaultPayloads() []PayloadSpec {
 const (
 	PathDirect    = "direct"
 	PathInfergate = "infergate"
-	PathNginx     = "nginx"
+	// PathInfergateB is a second infergate with other arguments
+	// (OverheadConfig.InfergateBArgs), measured in the same run: the cost
+	// of a configuration against the plain proxy, e.g. routes with closed
+	// breakers.
+	PathInfergateB = "infergate-b"
+	PathNginx      = "nginx"
 )
 
 // OverheadConfig configures RunOverhead. Zero values are documented
@@ -49,6 +55,9 @@ type OverheadConfig struct {
 	Infergate string
 	// InfergateArgs are extra arguments for infergate.
 	InfergateArgs []string
+	// InfergateBArgs, when set, start a second infergate (path
+	// "infergate-b") with InfergateArgs and these.
+	InfergateBArgs []string
 	// Nginx is the nginx binary; empty leaves that path out.
 	Nginx string
 	// NginxWorkers is nginx's worker_processes; empty means "auto".
@@ -213,6 +222,16 @@ func RunOverhead(ctx context.Context, cfg OverheadConfig) (*OverheadReport, erro
 		defer ig.Stop()
 		paths = append(paths, Path{PathInfergate, listen})
 		fmt.Fprintf(cfg.Log, "bench: overhead: infergate pid %d grpc=%s admin=%s\n", ig.Pid(), listen, admin)
+	}
+	if cfg.Infergate != "" && len(cfg.InfergateBArgs) > 0 {
+		args := append(slices.Clone(cfg.InfergateArgs), cfg.InfergateBArgs...)
+		ig, listen, admin, err := startInfergate(ctx, cfg.Infergate, simAddr, filepath.Join(dir, "infergate-b.log"), args)
+		if err != nil {
+			return nil, fmt.Errorf("overhead: infergate-b: %w", err)
+		}
+		defer ig.Stop()
+		paths = append(paths, Path{PathInfergateB, listen})
+		fmt.Fprintf(cfg.Log, "bench: overhead: infergate-b pid %d grpc=%s admin=%s (%s)\n", ig.Pid(), listen, admin, strings.Join(cfg.InfergateBArgs, " "))
 	}
 	if cfg.Nginx != "" {
 		listen, err := FreeAddr()

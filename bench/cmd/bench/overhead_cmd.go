@@ -23,6 +23,7 @@ func runOverhead(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		simserver = fs.String("simserver", "bin/simserver", "simserver binary")
 		infergate = fs.String("infergate", "bin/infergate", `infergate binary ("" leaves the path out)`)
 		igArgs    = fs.String("infergate-args", "", "extra infergate arguments, space-separated")
+		igBArgs   = fs.String("infergate-b-args", "", "start a second infergate (path infergate-b) with these extra arguments too, measured in the same run")
 		nginx     = fs.String("nginx", "/usr/sbin/nginx", `nginx binary ("" leaves the path out)`)
 		workers   = fs.String("nginx-workers", "auto", "nginx worker_processes")
 		proto     = fs.String("proto", "kserve", "protocol: kserve or tf")
@@ -68,8 +69,8 @@ func runOverhead(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	cfg := scenario.OverheadConfig{
 		Simserver: *simserver, Infergate: *infergate, Nginx: *nginx, NginxWorkers: *workers,
-		InfergateArgs: strings.Fields(*igArgs),
-		Proto:         p, Model: *model, Input: *input, Datatype: strings.ToUpper(*dtype),
+		InfergateArgs: strings.Fields(*igArgs), InfergateBArgs: strings.Fields(*igBArgs),
+		Proto: p, Model: *model, Input: *input, Datatype: strings.ToUpper(*dtype),
 		Payloads: []scenario.PayloadSpec{
 			{Name: sizeName("small", smallShape, *dtype), Shape: smallShape, Concurrency: *cSmall},
 			{Name: sizeName("large", largeShape, *dtype), Shape: largeShape, Concurrency: *cLarge},
