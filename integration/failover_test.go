@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/infergate/infergate/proto/kservepb"
+	"github.com/infergate/infergate/proto/tfservingpb"
 )
 
 // failoverEnv is infergate in front of a primary simserver, with
@@ -121,6 +122,16 @@ func TestFailoverEndToEnd(t *testing.T) {
 	heal(t, e.pri.admin)
 	eventually(t, "back on the primary after the hang", func() bool { return e.call(2*time.Second).model == "resnet50" })
 
+	for _, f := range []string{`{"model":"resnet50","error_rate":1,"error_code":"INTERNAL"}`, `{"model":"resnet50","drop_connections":true}`} {
+		fault(t, e.pri.admin, f)
+		time.Sleep(2 * time.Second)
+		if a := e.call(2 * time.Second); a.code != codes.OK || a.model != "mobilenet_v3" {
+			t.Errorf("call during %s: %+v", f, a)
+		}
+		heal(t, e.pri.admin)
+		eventually(t, "back on the primary after "+f, func() bool { return e.call(2*time.Second).model == "resnet50" })
+	}
+
 	e.pri.kill()
 	time.Sleep(2 * time.Second)
 	if a := e.call(2 * time.Second); a.code != codes.OK || a.model != "mobilenet_v3" {
@@ -208,6 +219,12 @@ rules:
 	}
 	if c := e.call(2 * time.Second); c.model != "mobilenet_v3" || c.reason != "forced" {
 		t.Errorf("forced fallback: %+v", c)
+	}
+	// TF-Serving's Predict is routed the same way: model_spec readdressed.
+	var hdr metadata.MD
+	pr, err := tfservingpb.NewPredictionServiceClient(dial(t, e.gate.grpc)).Predict(testCtx(t), classifierPredict("resnet50", 1, 1), grpc.Header(&hdr))
+	if err != nil || pr.ModelSpec.GetName() != "mobilenet_v3" || len(hdr.Get("x-infergate-route")) == 0 {
+		t.Errorf("Predict on the forced fallback: %v %v %v", err, pr.GetModelSpec(), hdr)
 	}
 	if code, _ := force("sideways"); code != http.StatusBadRequest {
 		t.Errorf("bad route = %d, want 400", code)
