@@ -350,8 +350,8 @@ func faultText(p faultPlan, o options) string {
 	}
 	return fmt.Sprintf("fault: at %s the demo slows %s down %gx in simserver; it heals it %s\n", p.at, p.model, p.slowdown, heal) +
 		fmt.Sprintf("       watch %s's P99 and UP P99 rise while OVH stays small: the slowness is upstream;\n", p.model) +
-		fmt.Sprintf("       its latency alert then sends it to its fallback mobilenet_v3 (rows \"%s (fallback)\", a ROUTE line)\n", p.model) +
-		"       until the alert resolves after the heal and the model returns to its primary\n"
+		fmt.Sprintf("       its latency alert sends it to its fallback mobilenet_v3 (a ROUTE line, rows\n"+
+			"       \"%s (fallback)\") until the alert resolves after the heal: back on its primary\n", p.model)
 }
 
 // isTerminal reports whether w is a character device (a terminal), where

@@ -39,7 +39,8 @@ func TestStreamsTextFaultPlan(t *testing.T) {
 	}{
 		{options{seconds: 0, maxInflight: 256},
 			"fault: at 15s the demo slows resnet50 down 1.6x in simserver; it heals it at 30s\n" +
-				"       watch resnet50's P99 and UP P99 rise while OVH stays small: the slowness is upstream\n"},
+				"       watch resnet50's P99 and UP P99 rise while OVH stays small: the slowness is upstream;\n" +
+				"       its latency alert sends it to its fallback mobilenet_v3 (a ROUTE line, rows\n"},
 		{options{seconds: 35, maxInflight: 256}, "it heals it at 30s\n"},
 		{options{seconds: 25, maxInflight: 256}, "it heals it when the demo ends at 25s\n"},
 		{options{seconds: 10, maxInflight: 256}, "fault: off (runs shorter than 20s)"},
