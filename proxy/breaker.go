@@ -33,7 +33,9 @@ type BreakerConfig struct {
 	SlowCall time.Duration
 	// OpenFor is how long the breaker stays open before half-open probes.
 	// Default 5s. It doubles each time the breaker opens again within
-	// Window of closing, up to 4 x OpenFor; a failed probe keeps it.
+	// Window of closing, after the slow start ended (once: at most 2 x
+	// OpenFor, so that a healed upstream waits at most that long to be
+	// probed); a failed probe keeps it.
 	OpenFor time.Duration
 	// Probes is the number of half-open calls that must all succeed to
 	// close the breaker; one failure opens it again. Default 3.
@@ -43,7 +45,9 @@ type BreakerConfig struct {
 	// 100% over this time, the rest going to the fallback. An upstream
 	// that answers a few probes but not the full load (a slowdown, a
 	// smaller GPU after a restart) then trips again before most calls are
-	// back on it, instead of flapping. Default OpenFor; negative: none.
+	// back on it, instead of flapping. Default half of OpenFor (at normal
+	// rates a sick upstream trips again within a fraction of a second of
+	// 10% of the calls); negative: none.
 	// Only models with a fallback are ramped.
 	SlowStart time.Duration
 	// FailureCodes are the status codes that count as the upstream's
@@ -82,7 +86,7 @@ func (c BreakerConfig) withDefaults() BreakerConfig {
 		c.Probes = 3
 	}
 	if c.SlowStart == 0 {
-		c.SlowStart = c.OpenFor
+		c.SlowStart = c.OpenFor / 2
 	}
 	if len(c.FailureCodes) == 0 {
 		c.FailureCodes = DefaultFailureCodes
@@ -129,8 +133,22 @@ const (
 
 func (s BreakerState) String() string { return gobreaker.State(s).String() }
 
-// errFailed is what a failed call reports to gobreaker.
-var errFailed = errors.New("proxy: upstream call failed")
+// What a call reports to gobreaker: errFailed for a failure, errExcluded
+// for a call that says nothing of the upstream (gobreaker then neither
+// counts it nor lets it hold a half-open probe's place).
+var (
+	errFailed   = errors.New("proxy: upstream call failed")
+	errExcluded = errors.New("proxy: call cancelled before the upstream answered")
+)
+
+// verdict is what one call says of its upstream.
+type verdict int8
+
+const (
+	verdictOK     verdict = iota // answered (an answer with a client-fault code included)
+	verdictFailed                // a failure code, or slower than SlowCall
+	verdictNone                  // cancelled, or refused by the batcher's full queue
+)
 
 // breaker is one upstream's circuit breaker. gobreaker's state machine
 // (closed, open, half-open with a bounded number of probes, a timeout, a
@@ -150,8 +168,8 @@ type breaker struct {
 	state     atomic.Int32 // BreakerState
 	openUntil atomic.Int64 // unix nanoseconds when the open state ends
 	// trips counts the openings from closed since the breaker last stayed
-	// closed for a whole Window; each doubles the open time, up to 4 x
-	// OpenFor.
+	// closed for a whole Window; any after the first doubles the open
+	// time.
 	trips    atomic.Int64
 	closedAt atomic.Int64 // unix nanoseconds of the last closing
 	// rampUntil ends the slow start after a closing (unix nanoseconds).
@@ -192,6 +210,7 @@ func newBreaker(name string, cfg BreakerConfig, now func() time.Time, onChange f
 		// Counts are ours (see the type's comment); gobreaker's own
 		// count only the failures it is shown.
 		ReadyToTrip:   func(gobreaker.Counts) bool { return b.shouldTrip() },
+		IsExcluded:    func(err error) bool { return errors.Is(err, errExcluded) },
 		OnStateChange: func(_ string, from, to gobreaker.State) { b.changed(BreakerState(from), BreakerState(to)) },
 	})
 	return b
@@ -203,21 +222,29 @@ func (b *breaker) changed(from, to BreakerState) {
 	now := b.now()
 	switch to {
 	case BreakerOpen:
-		// Hysteresis: a breaker that opens again soon after it closed (the
-		// upstream copes with a few probes but not with the full load)
-		// stays open longer each time, so a sick upstream is not flipped
-		// to and fro every OpenFor. A failed probe keeps the open time: an
-		// upstream that is simply still down is probed at the same pace,
-		// and found as soon as it is back.
+		// Hysteresis: a breaker that opens again soon after it closed and
+		// after its slow start gave the upstream all calls back (it coped
+		// with the probes and the ramp but not with the full load) stays
+		// open twice as long, so a sick upstream is not flipped to and fro
+		// every OpenFor. One that opens again during the slow start was
+		// caught with a share of the calls: the ramp already kept the
+		// route from flipping, and a healed upstream must not wait longer
+		// to be probed. A failed probe keeps the open time: an upstream
+		// that is simply still down is probed at the same pace, and found
+		// as soon as it is back.
 		k := b.trips.Load()
 		if from == BreakerClosed {
-			k++
-			if now.UnixNano()-b.closedAt.Load() >= int64(b.cfg.Window) {
+			switch {
+			case now.UnixNano()-b.closedAt.Load() >= int64(b.cfg.Window):
 				k = 1
+			case now.UnixNano() < b.rampUntil.Load():
+				k = max(k, 1)
+			default:
+				k++
 			}
 			b.trips.Store(k)
 		}
-		b.openUntil.Store(now.Add(b.cfg.OpenFor << min(k-1, 2)).UnixNano())
+		b.openUntil.Store(now.Add(b.cfg.OpenFor << min(k-1, 1)).UnixNano())
 	case BreakerClosed:
 		b.closedAt.Store(now.UnixNano())
 		if b.cfg.SlowStart > 0 {
@@ -250,9 +277,10 @@ func (b *breaker) isFailure(code codes.Code, took time.Duration) bool {
 
 // admit says whether a call may go to the upstream now. It returns a
 // non-nil report function for a half-open probe, which must be called
-// with the probe's result; nil with ok true in the closed state, where the
-// caller reports with record.
-func (b *breaker) admit() (probe func(failed bool), ok bool) {
+// with the probe's verdict (verdictNone gives its place to another probe);
+// nil with ok true in the closed state, where the caller reports with
+// record.
+func (b *breaker) admit() (probe func(verdict), ok bool) {
 	switch b.State() {
 	case BreakerClosed:
 		return nil, true
@@ -272,10 +300,13 @@ func (b *breaker) admit() (probe func(failed bool), ok bool) {
 		done(nil)
 		return nil, true
 	}
-	return func(failed bool) {
-		if failed {
+	return func(v verdict) {
+		switch v {
+		case verdictFailed:
 			done(errFailed)
-		} else {
+		case verdictNone:
+			done(errExcluded)
+		default:
 			done(nil)
 		}
 	}, true

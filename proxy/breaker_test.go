@@ -1,11 +1,15 @@
 package proxy
 
 import (
+	"math/rand/v2"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"google.golang.org/grpc/codes"
+
+	"github.com/infergate/infergate/monitor"
 )
 
 // The breaker's life on a fake clock: consecutive failures open it, it
@@ -42,16 +46,16 @@ func TestBreakerLifecycle(t *testing.T) {
 		if _, ok3 := b.admit(); !ok1 || !ok2 || ok3 || p1 == nil || p2 == nil {
 			t.Fatalf("half-open admits %v %v %v, want exactly 2 probes", ok1, ok2, ok3)
 		}
-		p1(false)
-		p2(true) // one failed probe: open again, as long as before
+		p1(verdictOK)
+		p2(verdictFailed) // one failed probe: open again, as long as before
 		if b.State() != BreakerOpen {
 			t.Fatalf("state %s after a failed probe, want open", b.State())
 		}
 		time.Sleep(5*time.Second + time.Millisecond)
 		p1, _ = b.admit()
 		p2, _ = b.admit()
-		p1(false)
-		p2(false)
+		p1(verdictOK)
+		p2(verdictOK)
 		if b.State() != BreakerClosed {
 			t.Fatalf("state %s after 2 good probes, want closed", b.State())
 		}
@@ -67,6 +71,32 @@ func TestBreakerLifecycle(t *testing.T) {
 }
 
 // The ratio rule needs MinCalls calls in the window, and the window
+// A probe whose caller gave up says nothing of the upstream: it neither
+// closes the breaker nor keeps another probe out.
+func TestBreakerCancelledProbe(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newBreaker("up", BreakerConfig{OpenFor: time.Second, Probes: 1, ConsecutiveFailures: 1}, time.Now, nil)
+		b.record(true)
+		time.Sleep(time.Second + time.Millisecond)
+		p, ok := b.admit()
+		if !ok || p == nil {
+			t.Fatal("no probe after open_for")
+		}
+		p(verdictNone)
+		if b.State() != BreakerHalfOpen {
+			t.Fatalf("state %s after a cancelled probe, want still half-open", b.State())
+		}
+		p, ok = b.admit()
+		if !ok || p == nil {
+			t.Fatal("the cancelled probe kept the next one out")
+		}
+		p(verdictOK)
+		if b.State() != BreakerClosed {
+			t.Fatalf("state %s after a good probe, want closed", b.State())
+		}
+	})
+}
+
 // forgets old seconds.
 func TestBreakerFailureRatio(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -171,8 +201,11 @@ func TestBudget(t *testing.T) {
 }
 
 // An upstream that copes with probes but not with the full load opens its
-// breaker again soon after closing: each such opening lasts longer (up to
-// 4 x OpenFor); one that stayed closed for a window starts again at 1x.
+// breaker again soon after closing. Caught during the slow start (with a
+// share of the calls), it is probed again after OpenFor; after the slow
+// start gave it all calls back, it stays open twice as long (never more: a
+// healed upstream must not wait long to be tried); one that stayed closed
+// for a window starts again at 1x.
 func TestBreakerBacksOffWhenItReopens(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := newBreaker("up", BreakerConfig{OpenFor: time.Second, Probes: 1, Window: 10 * time.Second}, time.Now, nil)
@@ -188,10 +221,17 @@ func TestBreakerBacksOffWhenItReopens(t *testing.T) {
 			if !ok || p == nil {
 				t.Fatal("no probe after the open time")
 			}
-			p(false)
+			p(verdictOK)
 		}
 		var got []time.Duration
-		for range 4 {
+		for range 3 { // tripped again during each slow start (500ms)
+			trip()
+			got = append(got, openFor())
+			closeIt()
+			time.Sleep(100 * time.Millisecond)
+		}
+		for range 3 { // tripped again after each slow start
+			time.Sleep(time.Second)
 			trip()
 			got = append(got, openFor())
 			closeIt()
@@ -199,7 +239,7 @@ func TestBreakerBacksOffWhenItReopens(t *testing.T) {
 		time.Sleep(10 * time.Second) // closed for a whole window
 		trip()
 		got = append(got, openFor())
-		want := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 4 * time.Second, time.Second}
+		want := []time.Duration{time.Second, time.Second, time.Second, 2 * time.Second, 2 * time.Second, 2 * time.Second, time.Second}
 		for i := range want {
 			if got[i] != want[i] {
 				t.Fatalf("open times %v, want %v", got, want)
@@ -209,19 +249,19 @@ func TestBreakerBacksOffWhenItReopens(t *testing.T) {
 }
 
 // After closing, the share of calls the upstream gets grows from 10% to
-// all over SlowStart.
+// all over SlowStart (by default half of OpenFor).
 func TestBreakerSlowStart(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := newBreaker("up", BreakerConfig{OpenFor: 2 * time.Second, Probes: 1}, time.Now, nil)
+		b := newBreaker("up", BreakerConfig{OpenFor: 4 * time.Second, Probes: 1}, time.Now, nil)
 		if s := b.share(); s != 1 {
 			t.Fatalf("share %v before any trip, want 1", s)
 		}
 		for range 5 {
 			b.record(true)
 		}
-		time.Sleep(2*time.Second + time.Millisecond)
+		time.Sleep(4*time.Second + time.Millisecond)
 		p, _ := b.admit()
-		p(false)
+		p(verdictOK)
 		if s := b.share(); s < 0.1 || s > 0.11 {
 			t.Errorf("share %v just after closing, want 0.1", s)
 		}
@@ -252,4 +292,102 @@ func TestSpreadInterleaves(t *testing.T) {
 			}
 		}
 	}
+}
+
+// Hedges that won took the slowest calls away from the primary's answered
+// ones: the tail estimate counts them at the top, so hedging cannot lower
+// its own delay and end up sending a healthy primary's tail to the
+// lighter model.
+func TestCensoredTail(t *testing.T) {
+	ms := time.Millisecond
+	st := monitor.Stats{Count: 19990, P50: 6 * ms, P90: 8 * ms, P99: 30 * ms, P999: 40 * ms, Max: 45 * ms}
+	for _, c := range []struct {
+		name string
+		won  uint64
+		prev time.Duration
+		want time.Duration
+	}{
+		{"no hedges: the answered calls' p99.9", 0, 0, 40 * ms},
+		// 10 of 20000 hedged: 10 answered calls above the true p99.9 of
+		// 20000, a quantile above the answered calls' p99.9: read on the
+		// slow side.
+		{"a few hedges: a higher quantile", 10, 40 * ms, 45 * ms},
+		{"hedges are 0.1% of calls: beyond the delay, hold", 25, 50 * ms, 50 * ms},
+		{"hedges 0.1%, no estimate yet: the answered p99.9", 25, 0, 40 * ms},
+		{"a sudden drop is taken down by a tenth", 0, 100 * ms, 90 * ms},
+		{"bounded", 0, 2 * time.Second, time.Second},
+	} {
+		if got := censoredTail(st, c.won, c.prev); got != c.want {
+			t.Errorf("%s: censoredTail(won %d, prev %s) = %s, want %s", c.name, c.won, c.prev, got, c.want)
+		}
+	}
+}
+
+// The feedback loop of automatic hedging, window by window, on a latency
+// like simserver's resnet50 (a 6-9 ms body, a tail of 0.05-2% of calls
+// 4-8x slower): with the won hedges counted, the delay settles at 3x the
+// true p99.9 and hedges at most about 0.1% of calls; reading only the answered calls'
+// quantile walks the delay down into the body and hedges the whole tail
+// (calls answered by the lighter model while the primary is healthy).
+func TestAutoHedgeDelayDoesNotFeedOnItself(t *testing.T) {
+	for _, tail := range []float64{0.0005, 0.001, 0.0015, 0.003, 0.01, 0.02} {
+		for seed := range uint64(5) {
+			hedged, naive := autoHedgeLoop(tail, seed)
+			// A tail of about 0.1% of the calls leaves the p99.9 between
+			// body and tail: hedging that tail is the definition's own
+			// ambiguity, not the feedback.
+			if hedged > 0.002 {
+				t.Errorf("tail %.2f%%, seed %d: with won hedges counted, %.2f%% of a healthy primary's calls were hedged, want <= 0.2%%",
+					100*tail, seed, 100*hedged)
+			}
+			if tail == 0.0015 && naive < 0.001 {
+				t.Errorf("tail %.2f%%, seed %d: the answered calls' quantile alone hedged %.2f%%: the test no longer shows the feedback",
+					100*tail, seed, 100*naive)
+			}
+		}
+	}
+}
+
+// autoHedgeLoop runs the hedge delay's feedback loop for 60 windows of
+// 2000 calls and returns the share of calls hedged in the last 30 with
+// censoredTail and with the answered calls' p99.9 alone.
+func autoHedgeLoop(tail float64, seed uint64) (hedged, naive float64) {
+	rng := rand.New(rand.NewPCG(seed, 2))
+	draw := func() time.Duration {
+		d := 6*time.Millisecond + time.Duration(rng.Float64()*float64(3*time.Millisecond))
+		if rng.Float64() < tail {
+			d *= time.Duration(4 + rng.IntN(5))
+		}
+		return d
+	}
+	run := func(estimate func(st monitor.Stats, won uint64, prev time.Duration) time.Duration) float64 {
+		var est time.Duration
+		var hedged, calls int
+		for w := range 60 {
+			delay := time.Second
+			if est > 0 {
+				delay = min(max(3*est, 10*time.Millisecond), time.Second)
+			}
+			var answered []time.Duration
+			won := 0
+			for range 2000 {
+				if d := draw(); d > delay {
+					won++
+				} else {
+					answered = append(answered, d)
+				}
+			}
+			if w >= 30 {
+				hedged += won
+				calls += 2000
+			}
+			slices.Sort(answered)
+			q := func(f float64) time.Duration { return answered[int(f*float64(len(answered)-1))] }
+			st := monitor.Stats{Count: uint64(len(answered)), P50: q(0.5), P90: q(0.9), P99: q(0.99), P999: q(0.999), Max: answered[len(answered)-1]}
+			est = estimate(st, uint64(won), est)
+		}
+		return float64(hedged) / float64(calls)
+	}
+	answeredTail := func(st monitor.Stats, _ uint64, _ time.Duration) time.Duration { return st.P999 }
+	return run(censoredTail), run(answeredTail)
 }

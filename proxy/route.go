@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/infergate/infergate/monitor"
 )
 
 // FallbackTarget is where a model's calls go when its primary is in
@@ -49,8 +51,10 @@ type RouteConfig struct {
 	Cascade *CascadeConfig
 	// HedgeAfter sends a call still unanswered by the primary after this
 	// long to the fallback too, and answers with whichever answers first.
-	// Zero means automatic: 3 times the primary's recent p99, between 10ms
-	// and 1s (1s until the p99 is known); negative turns hedging off. Needs
+	// Zero means automatic: 3 times the primary's recent p99.9 (its
+	// successful calls of the last 10s, the calls hedges took from it
+	// counted as its slowest), between 10ms and 1s (1s until it is known);
+	// negative turns hedging off. Needs
 	// a Fallback and an idempotent model.
 	HedgeAfter time.Duration
 	// NonIdempotent marks a model whose calls must never be sent twice: no
@@ -84,10 +88,11 @@ type RouterOptions struct {
 	// recover. Default 20; negative: none (the alert then resolves only
 	// when its rule has had no data for its no-verdict time).
 	ProbeEvery int
-	// Latency returns a model's recent median and p99 on its primary
-	// route, for automatic hedging and deadline shedding; nil means unknown
-	// (HedgeAfter then defaults to 1s and ShedOnDeadline does nothing).
-	Latency func(model string) (p50, p99 time.Duration, ok bool)
+	// Latency returns the statistics of a model's successful calls on its
+	// primary route over the last LatencyWindow, for automatic hedging and
+	// deadline shedding; nil means unknown (HedgeAfter then defaults to 1s
+	// and ShedOnDeadline does nothing).
+	Latency func(model string) (st monitor.Stats, ok bool)
 	// Logger gets route changes; nil discards them.
 	Logger *slog.Logger
 }
@@ -142,6 +147,13 @@ type routeLive struct {
 	calls    atomic.Uint64 // for ProbeEvery
 	ramp     atomic.Uint64 // for the slow start
 	p50, p99 atomic.Int64  // nanoseconds, 0 unknown
+	// tail is the primary's p999 as censoredTail estimates it, the base of
+	// the automatic hedge delay (nanoseconds, 0 unknown).
+	tail atomic.Int64
+	// won holds hedgesWon at each of the last LatencyWindow refreshes
+	// (a ring, written by the router's loop only).
+	won    [LatencyWindow/time.Second + 1]uint64
+	wonPos int
 	// lastMode is the mode the model was last seen in, for flip counting.
 	lastMode atomic.Value // string
 	since    atomic.Int64 // unix nanos of the last mode change
@@ -250,7 +262,9 @@ func (r *Router) Close() error {
 // breakerChanged runs under gobreaker's mutex: it only logs and wakes the
 // loop, which accounts route changes.
 func (r *Router) breakerChanged(b *breaker, from, to BreakerState) {
-	r.log.Warn("circuit breaker", "upstream", b.name, "from", from.String(), "to", to.String())
+	calls, failures := b.counts()
+	r.log.Warn("circuit breaker", "upstream", b.name, "from", from.String(), "to", to.String(),
+		"window_calls", calls, "window_failures", failures, "consecutive_failures", b.consecutive.Load())
 	r.poke()
 }
 
@@ -281,17 +295,69 @@ func (r *Router) loop() {
 	}
 }
 
+// LatencyWindow is the span of recent calls RouterOptions.Latency is
+// expected to read; the router refreshes its estimates once a second.
+const LatencyWindow = 10 * time.Second
+
 // refresh reads each routed model's recent latency.
 func (r *Router) refresh() {
 	if r.opts.Latency == nil {
 		return
 	}
 	for name, mr := range r.table.Load().models {
-		if p50, p99, ok := r.opts.Latency(name); ok {
-			mr.live.p50.Store(int64(p50))
-			mr.live.p99.Store(int64(p99))
+		live := mr.live
+		won := live.counters.hedgesWon.Load()
+		live.wonPos = (live.wonPos + 1) % len(live.won)
+		live.won[live.wonPos] = won
+		// The oldest entry is LatencyWindow old (or 0 at start).
+		won -= live.won[(live.wonPos+1)%len(live.won)]
+		if st, ok := r.opts.Latency(name); ok {
+			live.p50.Store(int64(st.P50))
+			live.p99.Store(int64(st.P99))
+			live.tail.Store(int64(censoredTail(st, won, time.Duration(live.tail.Load()))))
 		}
 	}
+}
+
+// hedgeQuantile is the quantile of the primary's latency that the
+// automatic hedge delay is a multiple of: a hedge goes to the lighter
+// model, so only calls slower than nearly all of a healthy primary's are
+// hedged (a p99 would sit inside a long tail of about 1% of calls and
+// hedge all of it).
+const hedgeQuantile = 0.999
+
+// censoredTail estimates the primary's hedgeQuantile for the automatic
+// hedge delay from the statistics of the calls it answered, the number of
+// calls a hedge took from it in the same window, and the previous
+// estimate.
+//
+// A hedge that won leaves no latency on the primary although its call was
+// slower than the hedge delay. Taken from the top of the distribution,
+// such calls would pull the answered calls' quantile down, the hedge delay
+// with it, and so hedge ever more calls of a healthy primary to the
+// lighter model. So the won hedges count as the slowest calls: the
+// estimate is the answered calls' quantile that leaves 0.1% of all calls
+// above it, hedged ones included. When the hedges alone are 0.1% of the
+// calls or more, the quantile lies beyond the hedge delay, where the
+// answered calls cannot see: the estimate holds. (Raising it would let a
+// hung primary's first hedges push the delay towards the callers'
+// deadlines, where a hedge comes too late to help.)
+//
+// A tail quantile also jumps from one window to the next when few calls
+// make it; the estimate falls by at most a tenth per refresh, so one
+// window without slow calls does not drag the delay into the body.
+func censoredTail(st monitor.Stats, won uint64, prev time.Duration) time.Duration {
+	est := st.Quantile(hedgeQuantile)
+	if won > 0 && st.Count > 0 {
+		n := float64(st.Count)
+		above := (1-hedgeQuantile)*(n+float64(won)) - float64(won) // answered calls above the true quantile
+		if above <= 0 {
+			est = max(prev, est)
+		} else {
+			est = st.Quantile(1 - above/n)
+		}
+	}
+	return min(max(est, prev*9/10), maxHedgeAfter)
 }
 
 // Route modes as /api/v1/routes and the route-change log report them.
@@ -314,7 +380,11 @@ func (mr *modelRoute) mode() (mode, why string) {
 		}
 		return RoutePrimaryMode, ""
 	case mr.primary != nil && mr.primary.State() != BreakerClosed:
-		return RouteFallbackMode, "breaker of " + mr.primary.name + " " + mr.primary.State().String()
+		why = "breaker of " + mr.primary.name + " " + mr.primary.State().String()
+		if mr.fallback != nil && mr.fallback.State() == BreakerOpen {
+			why += "; breaker of the fallback's " + mr.fallback.name + " open too: calls fail at once"
+		}
+		return RouteFallbackMode, why
 	case mr.primary != nil && mr.primary.share() < 1:
 		// Returning: counted as back once all calls are.
 		return RouteFallbackMode, fmt.Sprintf("slow start: %.0f%% of calls back on %s", 100*mr.primary.share(), mr.primary.name)

@@ -159,12 +159,12 @@ func newRouteEnv(t *testing.T, change func(rc *RouteConfig, ro *RouterOptions, b
 	e.priUp = pri
 	rc := RouteConfig{Model: "big", Upstream: pri, Fallback: &FallbackTarget{Upstream: edge, Model: "small"}, HedgeAfter: -1}
 	bc := BreakerConfig{OpenFor: 100 * time.Millisecond, Probes: 2}
-	ro := RouterOptions{Budget: BudgetConfig{Ratio: 1, MinPerSecond: 1000}}
+	ro := RouterOptions{Budget: BudgetConfig{Ratio: 1, MinPerSecond: 1000}, Breakers: map[*Upstream]BreakerConfig{}}
 	if change != nil {
 		change(&rc, &ro, &bc)
 	}
 	ro.Routes = append(ro.Routes, rc)
-	ro.Breakers = map[*Upstream]BreakerConfig{pri: bc}
+	ro.Breakers[pri] = bc
 	r, err := NewRouter(ro)
 	if err != nil {
 		t.Fatal(err)

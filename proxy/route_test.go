@@ -83,6 +83,26 @@ func TestRouteHangHedgesThenTrips(t *testing.T) {
 	eventually(t, "back on the primary", func() bool { return e.infer(t, time.Second).server == "primary" })
 }
 
+// A hedge leaves the fallback time to answer: with a hedge delay longer
+// than the call's deadline, a call stuck on the primary is hedged at half
+// of what its deadline leaves and answered, not failed at the deadline;
+// sent before the model's delay, the hedge does not count the primary as
+// slow.
+func TestRouteHedgeWithinDeadline(t *testing.T) {
+	e := newRouteEnv(t, func(rc *RouteConfig, _ *RouterOptions, _ *BreakerConfig) {
+		rc.HedgeAfter = time.Minute
+	})
+	e.pri.set(behaveHang)
+	for range 10 {
+		if r := e.infer(t, 600*time.Millisecond); r.code != codes.OK || r.server != "edge" || r.reason != reasonHedge {
+			t.Fatalf("call stuck on the primary with a 600ms deadline and a 1m hedge delay: %+v, want the edge's answer by a hedge", r)
+		}
+	}
+	if b := e.router.breakers[e.priUp]; b.State() != BreakerClosed || b.consecutive.Load() != 0 {
+		t.Errorf("breaker %s with %d failures in a row after early hedges, want closed with none counted", b.State(), b.consecutive.Load())
+	}
+}
+
 // The primary's process is gone (connection refused): calls are retried
 // on the fallback at once, then the breaker sends them there; the
 // restarted primary takes them back.
@@ -314,7 +334,7 @@ func TestRouteHedgePanic(t *testing.T) {
 	testHookHedge = func() { panic("boom") }
 	defer func() { testHookHedge = nil }()
 	e.pri.set(behaveHang)
-	if r := e.infer(t, 300*time.Millisecond); r.code != codes.DeadlineExceeded {
+	if r := e.infer(t, 600*time.Millisecond); r.code != codes.DeadlineExceeded {
 		t.Errorf("hung primary, panicking hedge: %+v, want the primary's DEADLINE_EXCEEDED", r)
 	}
 	if n := e.proxy.Stats().Panics; n != 1 {
@@ -370,6 +390,39 @@ func TestRouteBreakerWithoutFallbackFailsFast(t *testing.T) {
 	if e.pri.calls.Load() != before {
 		t.Error("the call reached the primary through an open breaker")
 	}
+}
+
+// The fallback upstream's own breaker: with the primary and the edge both
+// failing, the edge's breaker opens too and calls end at once with
+// UNAVAILABLE naming it, reaching neither server; healed, the edge answers
+// again once its breaker closes.
+func TestRouteFallbackBreaker(t *testing.T) {
+	var edgeUp *Upstream
+	e := newRouteEnv(t, func(rc *RouteConfig, ro *RouterOptions, _ *BreakerConfig) {
+		edgeUp = rc.Fallback.Upstream
+		ro.Breakers[edgeUp] = BreakerConfig{ConsecutiveFailures: 3, OpenFor: 100 * time.Millisecond, Probes: 1}
+	})
+	e.pri.set(behaveError)
+	e.edge.set(behaveError)
+	for range 20 {
+		e.infer(t, time.Second)
+	}
+	if st := e.router.breakers[edgeUp].State(); st == BreakerClosed {
+		t.Fatalf("edge breaker %s after 20 failed fallback calls, want open or half-open", st)
+	}
+	eventually(t, "a call that ends at once with both breakers open", func() bool {
+		pri, edge := e.pri.calls.Load(), e.edge.calls.Load()
+		r := e.infer(t, time.Second)
+		if r.code != codes.Unavailable {
+			t.Fatalf("call with primary and edge failing: %+v, want UNAVAILABLE", r)
+		}
+		return e.pri.calls.Load() == pri && e.edge.calls.Load() == edge
+	})
+	e.edge.set(behaveOK)
+	eventually(t, "the healed edge answers again", func() bool {
+		r := e.infer(t, time.Second)
+		return r.code == codes.OK && r.server == "edge"
+	})
 }
 
 // Cascade: the edge answers; a confident answer is returned, an unsure one

@@ -202,7 +202,7 @@ func (p *Proxy) routeUnary(ctx context.Context, up *Upstream, method string, kin
 		return c.cascade(ss, o)
 	}
 	ok := true
-	var report func(bool)
+	var report func(verdict)
 	if c.pb != nil {
 		report, ok = c.pb.admit()
 	}
@@ -245,7 +245,7 @@ func (c *routedCall) shed(ss grpc.ServerStream, o outcome, which int, format str
 
 // viaFallback answers from the fallback.
 func (c *routedCall) viaFallback(ss grpc.ServerStream, o outcome, reason string) outcome {
-	a := c.attempt(c.ctx, *c.fb)
+	a := c.tryFallback(c.ctx)
 	c.mr.live.counters.fallback.Add(1)
 	c.mr.live.counters.fellBack(reason)
 	return c.p.reply(ss, a, monitor.RouteFallback, reason, c.fb.up, o, &c.mr.live.counters)
@@ -254,7 +254,7 @@ func (c *routedCall) viaFallback(ss grpc.ServerStream, o outcome, reason string)
 // viaPrimary sends the call to the primary (hedged to the fallback when
 // it is slow), retries it on the fallback when it fails and that is safe,
 // and answers. report is the half-open probe's report, nil when closed.
-func (c *routedCall) viaPrimary(ss grpc.ServerStream, o outcome, report func(bool)) outcome {
+func (c *routedCall) viaPrimary(ss grpc.ServerStream, o outcome, report func(verdict)) outcome {
 	live := c.mr.live
 	idempotent := !c.mr.cfg.NonIdempotent
 	if c.fb != nil {
@@ -263,8 +263,20 @@ func (c *routedCall) viaPrimary(ss grpc.ServerStream, o outcome, report func(boo
 	var a answer
 	hedged := false
 	if after := c.hedgeAfter(); after > 0 && c.fb != nil && idempotent {
+		slow := true // the primary unanswered at the hedge is slow
+		if dl, ok := c.ctx.Deadline(); ok {
+			// A hedge must leave the fallback time to answer: no later
+			// than half of what the deadline leaves. Sent earlier than the
+			// model's delay, it shows the primary slow only past the
+			// slowest of its healthy calls (its p99.9).
+			if left := time.Until(dl) / 2; left < after {
+				after = max(left, 0)
+				tail := time.Duration(live.tail.Load())
+				slow = tail > 0 && after > tail
+			}
+		}
 		var h *answer
-		a, h = c.hedge(c.pri, report, after)
+		a, h = c.hedge(c.pri, report, after, slow)
 		if h != nil {
 			hedged = true
 			if h.err == nil && (a.err != nil || a.resp == nil) {
@@ -282,14 +294,14 @@ func (c *routedCall) viaPrimary(ss grpc.ServerStream, o outcome, report func(boo
 		reason := reasonRetry
 		if a.queueFull {
 			reason = reasonShedQueueFull
-		} else if !c.p.router.budget.take() {
+		} else if c.fallbackOpen() || !c.p.router.budget.take() {
 			live.counters.primary.Add(1)
 			return c.p.reply(ss, a, monitor.RoutePrimary, "", c.pri.up, o, &c.mr.live.counters)
 		}
 		if reason == reasonRetry {
 			live.counters.retries.Add(1)
 		}
-		f := c.attempt(c.ctx, *c.fb)
+		f := c.tryFallback(c.ctx)
 		if f.err == nil {
 			if reason == reasonRetry {
 				live.counters.retriesWon.Add(1)
@@ -319,25 +331,33 @@ func (c *routedCall) retryable(a answer) bool {
 	return false
 }
 
+// The bounds of the automatic hedge delay.
+const (
+	minHedgeAfter = 10 * time.Millisecond
+	maxHedgeAfter = time.Second
+)
+
 // hedgeAfter is the model's hedge delay: configured, or three times the
-// primary's recent p99 within [10ms, 1s], or 1s while it is unknown.
+// primary's recent p99.9 (see censoredTail) within [10ms, 1s], or 1s while
+// it is unknown.
 func (c *routedCall) hedgeAfter() time.Duration {
 	d := c.mr.cfg.HedgeAfter
 	if d != 0 {
 		return d
 	}
-	if p99 := time.Duration(c.mr.live.p99.Load()); p99 > 0 {
-		return min(max(3*p99, 10*time.Millisecond), time.Second)
+	if tail := time.Duration(c.mr.live.tail.Load()); tail > 0 {
+		return min(max(3*tail, minHedgeAfter), maxHedgeAfter)
 	}
-	return time.Second
+	return maxHedgeAfter
 }
 
 // hedge calls t and, if it has not answered after the delay, the fallback
 // too (from the budget). It returns the primary's answer and the hedge's
-// (nil when none was sent). A primary still unanswered at the delay counts
-// as a slow call for its breaker at that moment: a hung upstream trips its
-// breaker within the delay, not at the callers' deadlines.
-func (c *routedCall) hedge(t target, report func(bool), after time.Duration) (answer, *answer) {
+// (nil when none was sent). With slow, a primary still unanswered at the
+// delay counts as a slow call for its breaker at that moment: a hung
+// upstream trips its breaker within the delay, not at the callers'
+// deadlines.
+func (c *routedCall) hedge(t target, report func(verdict), after time.Duration, slow bool) (answer, *answer) {
 	pctx, pcancel := context.WithCancel(c.ctx)
 	defer pcancel()
 	hctx, hcancel := context.WithCancel(c.ctx)
@@ -356,15 +376,15 @@ func (c *routedCall) hedge(t target, report func(bool), after time.Duration) (an
 		if testHookHedge != nil {
 			testHookHedge()
 		}
-		if c.ctx.Err() != nil || !c.p.router.budget.take() {
+		if c.ctx.Err() != nil || c.fallbackOpen() || !c.p.router.budget.take() {
 			hedged <- nil
 			return
 		}
-		if reported.CompareAndSwap(false, true) {
+		if slow && reported.CompareAndSwap(false, true) {
 			c.reportFailed(report)
 		}
 		c.mr.live.counters.hedges.Add(1)
-		h := c.attempt(hctx, *c.fb)
+		h := c.tryFallback(hctx)
 		if h.err == nil {
 			pcancel() // the hedge answered: stop waiting for the primary
 		}
@@ -386,7 +406,9 @@ func (c *routedCall) hedge(t target, report func(bool), after time.Duration) (an
 	}
 	h := <-hedged
 	if reported.CompareAndSwap(false, true) {
-		c.report(report, a)
+		// A primary call cancelled because the hedge answered says
+		// nothing of the primary.
+		reportTo(c.pb, pctx, report, a)
 	}
 	return a, h
 }
@@ -396,7 +418,7 @@ func (c *routedCall) hedge(t target, report func(bool), after time.Duration) (an
 func (c *routedCall) cascade(ss grpc.ServerStream, o outcome) outcome {
 	live := c.mr.live
 	cc := c.mr.cfg.Cascade
-	e := c.attempt(c.ctx, *c.fb)
+	e := c.tryFallback(c.ctx)
 	reason := reasonEdgeFailed
 	if e.err == nil {
 		conf, err := confidence(c.kind, e.resp, cc.Output)
@@ -406,7 +428,7 @@ func (c *routedCall) cascade(ss grpc.ServerStream, o outcome) outcome {
 		}
 		reason = reasonLowConfidence
 	}
-	var report func(bool)
+	var report func(verdict)
 	ok := true
 	if c.pb != nil {
 		report, ok = c.pb.admit()
@@ -434,34 +456,70 @@ func confidence(kind targetKind, resp *Frame, output string) (float64, error) {
 	return wire.ModelInferConfidence(resp.Bytes(), output)
 }
 
-// report tells the breaker how an attempt went: the probe's report in the
-// half-open state, the closed-state count otherwise. A call the client
-// cancelled says nothing of the upstream.
-func (c *routedCall) report(probe func(bool), a answer) {
-	if c.pb == nil {
+// report tells the primary's breaker how an attempt went (see reportTo).
+func (c *routedCall) report(probe func(verdict), a answer) {
+	reportTo(c.pb, c.ctx, probe, a)
+}
+
+// reportTo tells a breaker how an attempt made with ctx went: the probe's
+// report in the half-open state, the closed-state count otherwise. A call
+// cancelled (by the client, or because another attempt answered) says
+// nothing of the upstream.
+func reportTo(b *breaker, ctx context.Context, probe func(verdict), a answer) {
+	if b == nil {
 		return
 	}
-	if errors.Is(c.ctx.Err(), context.Canceled) || a.queueFull {
+	if errors.Is(ctx.Err(), context.Canceled) || a.queueFull {
 		if probe != nil {
-			probe(false)
+			probe(verdictNone)
 		}
 		return
 	}
-	failed := c.pb.isFailure(status.Code(a.err), a.upstream)
+	failed := b.isFailure(status.Code(a.err), a.upstream)
 	if probe != nil {
-		probe(failed)
+		v := verdictOK
+		if failed {
+			v = verdictFailed
+		}
+		probe(v)
 		return
 	}
-	c.pb.record(failed)
+	b.record(failed)
+}
+
+// fallbackOpen says whether the fallback upstream's breaker keeps calls
+// from it now: no hedge or retry is worth a budget token then.
+func (c *routedCall) fallbackOpen() bool {
+	b := c.mr.fallback
+	return b != nil && b.State() == BreakerOpen && b.now().UnixNano() < b.openUntil.Load()
+}
+
+// tryFallback sends the call to the fallback, through the fallback
+// upstream's own breaker when it has one: while that is open the attempt
+// fails at once with UNAVAILABLE, so a model whose primary and fallback
+// are both down gets an explicit answer without waiting on either.
+func (c *routedCall) tryFallback(ctx context.Context) answer {
+	b := c.mr.fallback
+	if b == nil {
+		return c.attempt(ctx, *c.fb)
+	}
+	probe, ok := b.admit()
+	if !ok {
+		return answer{err: status.Errorf(codes.Unavailable,
+			"infergate: model %s: fallback upstream %s: circuit breaker open; retry later", c.model, c.fb.up.name)}
+	}
+	a := c.attempt(ctx, *c.fb)
+	reportTo(b, ctx, probe, a)
+	return a
 }
 
 // reportFailed counts a failure (a call still unanswered at the hedge
 // delay).
-func (c *routedCall) reportFailed(probe func(bool)) {
+func (c *routedCall) reportFailed(probe func(verdict)) {
 	switch {
 	case c.pb == nil:
 	case probe != nil:
-		probe(true)
+		probe(verdictFailed)
 	default:
 		c.pb.record(true)
 	}
@@ -612,6 +670,10 @@ func (p *Proxy) routeStream(ss grpc.ServerStream, up *Upstream, kind targetKind,
 	if reason == "" {
 		mr.live.counters.primary.Add(1)
 		return sr, nil
+	}
+	if mr.fallback != nil && mr.fallback.State() == BreakerOpen {
+		return sr, status.Errorf(codes.Unavailable, "infergate: model %s: fallback upstream %s: circuit breaker open; retry later",
+			model, mr.fallback.name)
 	}
 	name := fb.Model
 	if name == "" {

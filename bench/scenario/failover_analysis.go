@@ -102,13 +102,24 @@ type routeBucket struct {
 	n, primary, fallback, failed int
 }
 
-// majority is the route most OK calls of the bucket took; "" when no call
-// succeeded or both routes tie.
+// FailoverClearMajority is the share of a bucket's OK calls one route
+// must have for the bucket to count as on that route when flips are
+// counted. Between the two (a slow start crossing the middle, where a
+// bucket of 20 calls splits 11:9 one way and 9:11 the next by chance) a
+// bucket keeps the route before it: a flip is a change from one clear
+// majority to the other, not noise around half.
+const FailoverClearMajority = 2.0 / 3
+
+// majority is the route that at least FailoverClearMajority of the
+// bucket's OK calls took; "" when no call succeeded or neither route has
+// such a majority.
 func (b routeBucket) majority() string {
+	ok := float64(b.primary + b.fallback)
 	switch {
-	case b.primary > b.fallback:
+	case ok == 0:
+	case float64(b.primary) >= FailoverClearMajority*ok:
 		return RoutePrimary
-	case b.fallback > b.primary:
+	case float64(b.fallback) >= FailoverClearMajority*ok:
 		return RouteFallback
 	}
 	return ""
@@ -189,8 +200,8 @@ func timeToRoute(bs []routeBucket, route string, width float64, stay bool) float
 
 // majorityChanges counts the changes of the majority route between
 // consecutive buckets, starting from route start (the primary before a
-// fault). Buckets without a majority (no OK call, or a tie) keep the one
-// before them.
+// fault). Buckets without a clear majority (no OK call, or a split closer
+// than FailoverClearMajority) keep the one before them.
 func majorityChanges(bs []routeBucket, start string) int {
 	cur, n := start, 0
 	for _, b := range bs {

@@ -103,7 +103,7 @@ var failoverDefinitions = map[string]string{
 	"to_fallback": "end of the first bucket after the injection with >= 99% of its calls (failed ones included) answered by the fallback",
 	"to_primary":  "end of the first bucket after the heal from which every non-empty bucket to the end of the recovery has >= 99% of its calls answered by the primary",
 	"route":       "the x-infergate-route response header (fallback; absent or primary = primary), else the response's model_name",
-	"flips": "majority route of a bucket = the route most of its OK calls took (no OK call or a tie: unchanged); route changes = changes of it " +
+	"flips": "majority route of a bucket = the route at least 2/3 of its OK calls took (no OK call or a closer split: unchanged); route changes = changes of it " +
 		"between consecutive buckets from the injection to the end of the recovery, starting on the primary; a clean fault has exactly 2 " +
 		"(over and back); extra flips = changes - 2 (at least 0)",
 	"p99": "over every call intended during the fault (injection to heal), failed ones at their latency, from intended send times",

@@ -163,6 +163,16 @@ func TestMajorityChangesSkipsEmptyAndTiedBuckets(t *testing.T) {
 	if got := majorityChanges(bs, RoutePrimary); got != 2 {
 		t.Errorf("changes = %d, want 2", got)
 	}
+	// A slow start crossing half: 11:9 and 9:11 splits are no flips; a
+	// clear majority back on the fallback is.
+	bs = []routeBucket{
+		{n: 20, fallback: 20}, {n: 20, primary: 11, fallback: 9}, {n: 20, primary: 9, fallback: 11},
+		{n: 20, primary: 12, fallback: 8}, {n: 20, primary: 14, fallback: 6}, {n: 20, primary: 20},
+		{n: 20, primary: 6, fallback: 14},
+	}
+	if got := majorityChanges(bs, RouteFallback); got != 2 {
+		t.Errorf("changes over a ramp and a clear fall back = %d, want 2", got)
+	}
 	if got := extraFlips(1); got != 0 {
 		t.Errorf("extraFlips(1) = %d", got)
 	}

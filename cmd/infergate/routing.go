@@ -38,7 +38,7 @@ type BreakerYAML struct {
 	SlowCall            time.Duration `yaml:"slow_call"`
 	OpenFor             time.Duration `yaml:"open_for"`
 	Probes              int           `yaml:"probes"`
-	// SlowStart ramps calls back after closing; default open_for, negative off.
+	// SlowStart ramps calls back after closing; default open_for/2, negative off.
 	SlowStart time.Duration `yaml:"slow_start"`
 	// FailureCodes are gRPC code names (UNAVAILABLE, Internal, ...).
 	FailureCodes []string `yaml:"failure_codes"`
@@ -57,7 +57,7 @@ type RouteYAML struct {
 	// Cascade configures cascade mode.
 	Cascade *CascadeYAML `yaml:"cascade"`
 	// HedgeAfter is a duration, "auto" (default: 3x the primary's recent
-	// p99, within 10ms..1s) or "off".
+	// p99.9, within 10ms..1s) or "off".
 	HedgeAfter string `yaml:"hedge_after"`
 	// Idempotent (default true): false means never sent twice.
 	Idempotent *bool `yaml:"idempotent"`
@@ -361,11 +361,12 @@ func startRouting(cfg Config, creds credentials.TransportCredentials, mon *monit
 	return rt, nil
 }
 
-// primaryLatency returns a model's median and p99 over the last 10
-// seconds of its successful calls on the primary route.
-func primaryLatency(mon *monitor.Registry) func(string) (time.Duration, time.Duration, bool) {
-	return func(model string) (time.Duration, time.Duration, bool) {
-		stats, _ := mon.Recent(10, func(k monitor.SeriesKey) string {
+// primaryLatency returns the statistics of a model's successful calls on
+// the primary route over the router's latency window.
+func primaryLatency(mon *monitor.Registry) func(string) (monitor.Stats, bool) {
+	slices := int(proxy.LatencyWindow / time.Second)
+	return func(model string) (monitor.Stats, bool) {
+		stats, _ := mon.Recent(slices, func(k monitor.SeriesKey) string {
 			if k.Model != model || k.CodeClass != monitor.CodeClassOK || k.Route != monitor.RoutePrimary {
 				return ""
 			}
@@ -374,9 +375,9 @@ func primaryLatency(mon *monitor.Registry) func(string) (time.Duration, time.Dur
 		rs, ok := stats[model]
 		st := rs.Stats[monitor.ComponentTotal]
 		if !ok || st.Count < 20 {
-			return 0, 0, false
+			return monitor.Stats{}, false
 		}
-		return st.P50, st.P99, true
+		return st, true
 	}
 }
 
