@@ -89,8 +89,13 @@ func (l *failoverLoad) run(ctx context.Context, start time.Time) {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	gap := time.Duration(float64(time.Second) / l.rate)
+	dl, hasDL := ctx.Deadline()
 	for seq := 0; ; seq++ {
 		t := start.Add(time.Duration(seq) * gap)
+		if hasDL && !t.Before(dl) {
+			// The context's own timer may not have fired yet.
+			return
+		}
 		if d := time.Until(t); d > 0 {
 			timer.Reset(d)
 			select {
