@@ -281,13 +281,11 @@ func (b *breaker) isFailure(code codes.Code, took time.Duration) bool {
 // nil with ok true in the closed state, where the caller reports with
 // record.
 func (b *breaker) admit() (probe func(verdict), ok bool) {
-	switch b.State() {
-	case BreakerClosed:
+	switch {
+	case b.State() == BreakerClosed:
 		return nil, true
-	case BreakerOpen:
-		if b.now().UnixNano() < b.openUntil.Load() {
-			return nil, false
-		}
+	case b.refusing():
+		return nil, false
 	}
 	// Open past its time (gobreaker moves to half-open on this call) or
 	// half-open: gobreaker lets Probes calls through.
@@ -310,6 +308,12 @@ func (b *breaker) admit() (probe func(verdict), ok bool) {
 			done(nil)
 		}
 	}, true
+}
+
+// refusing says whether the breaker is open and its open time not over:
+// admit refuses every call then (past it, the next call is a probe).
+func (b *breaker) refusing() bool {
+	return b.State() == BreakerOpen && b.now().UnixNano() < b.openUntil.Load()
 }
 
 // record counts the result of a call admitted in the closed state.

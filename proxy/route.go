@@ -381,7 +381,7 @@ func (mr *modelRoute) mode() (mode, why string) {
 		return RoutePrimaryMode, ""
 	case mr.primary != nil && mr.primary.State() != BreakerClosed:
 		why = "breaker of " + mr.primary.name + " " + mr.primary.State().String()
-		if mr.fallback != nil && mr.fallback.State() == BreakerOpen {
+		if mr.fallback != nil && mr.fallback.refusing() {
 			why += "; breaker of the fallback's " + mr.fallback.name + " open too: calls fail at once"
 		}
 		return RouteFallbackMode, why

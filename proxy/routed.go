@@ -490,8 +490,7 @@ func reportTo(b *breaker, ctx context.Context, probe func(verdict), a answer) {
 // fallbackOpen says whether the fallback upstream's breaker keeps calls
 // from it now: no hedge or retry is worth a budget token then.
 func (c *routedCall) fallbackOpen() bool {
-	b := c.mr.fallback
-	return b != nil && b.State() == BreakerOpen && b.now().UnixNano() < b.openUntil.Load()
+	return c.mr.fallback != nil && c.mr.fallback.refusing()
 }
 
 // tryFallback sends the call to the fallback, through the fallback
@@ -671,7 +670,7 @@ func (p *Proxy) routeStream(ss grpc.ServerStream, up *Upstream, kind targetKind,
 		mr.live.counters.primary.Add(1)
 		return sr, nil
 	}
-	if mr.fallback != nil && mr.fallback.State() == BreakerOpen {
+	if mr.fallback != nil && mr.fallback.refusing() {
 		return sr, status.Errorf(codes.Unavailable, "infergate: model %s: fallback upstream %s: circuit breaker open; retry later",
 			model, mr.fallback.name)
 	}
