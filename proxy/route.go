@@ -213,7 +213,14 @@ func NewRouter(opts RouterOptions) (*Router, error) {
 			return nil, fmt.Errorf("proxy: route %q: max_in_flight: must be 0 (no cap) or positive", rc.Model)
 		}
 		if rc.Fallback != nil {
+			// Both ends of a fallback get a breaker with the defaults
+			// unless configured: the primary's trips the route, the
+			// fallback's answers at once while the fallback is down too
+			// (and keeps hedges off it) instead of holding calls on it.
 			if err := addBreaker(rc.Upstream, BreakerConfig{}); err != nil {
+				return nil, err
+			}
+			if err := addBreaker(rc.Fallback.Upstream, BreakerConfig{}); err != nil {
 				return nil, err
 			}
 		}
@@ -247,7 +254,11 @@ func (r *Router) link(t *routeTable) {
 		if mr.cfg.Upstream != nil {
 			mr.primary = r.breakers[mr.cfg.Upstream]
 		}
-		if fb := mr.cfg.Fallback; fb != nil && fb.Upstream != nil {
+		// A fallback on the primary's own upstream (another model on
+		// the same server) is not gated by its breaker: that breaker
+		// opened on the primary model's failures, and the lighter model
+		// beside it is what the route falls back to.
+		if fb := mr.cfg.Fallback; fb != nil && fb.Upstream != nil && fb.Upstream != mr.cfg.Upstream {
 			mr.fallback = r.breakers[fb.Upstream]
 		}
 	}

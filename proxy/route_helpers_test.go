@@ -38,6 +38,7 @@ type modelServer struct {
 	code     atomic.Int32
 	delay    atomic.Int64
 	conf     atomic.Value // float32: the max of the probs output
+	only     atomic.Value // string: misbehave only for this model name ("" all)
 	calls    atomic.Int64
 	mu       sync.Mutex
 	asked    []string // model names asked, in order
@@ -52,6 +53,7 @@ func startModelServer(t *testing.T, name string) *modelServer {
 	}
 	m := &modelServer{name: name, addr: lis.Addr().String(), lis: lis}
 	m.conf.Store(float32(0.9))
+	m.only.Store("")
 	m.code.Store(int32(codes.Unavailable))
 	m.start()
 	t.Cleanup(func() { m.srv.Stop() })
@@ -88,7 +90,11 @@ func (m *modelServer) ModelInfer(ctx context.Context, req *kservepb.ModelInferRe
 	m.asked = append(m.asked, req.ModelName)
 	m.versions = append(m.versions, req.ModelVersion)
 	m.mu.Unlock()
-	switch m.behave.Load() {
+	behave := m.behave.Load()
+	if only := m.only.Load().(string); only != "" && only != req.ModelName {
+		behave = behaveOK
+	}
+	switch behave {
 	case behaveHang:
 		<-ctx.Done()
 		return nil, ctx.Err()

@@ -425,6 +425,44 @@ func TestRouteFallbackBreaker(t *testing.T) {
 	})
 }
 
+// The fallback's upstream gets a breaker with the defaults when none is
+// configured, so two sick servers answer at once.
+func TestRouteFallbackDefaultBreaker(t *testing.T) {
+	var edgeUp *Upstream
+	e := newRouteEnv(t, func(rc *RouteConfig, _ *RouterOptions, _ *BreakerConfig) { edgeUp = rc.Fallback.Upstream })
+	b := e.router.breakers[edgeUp]
+	if b == nil {
+		t.Fatal("the fallback upstream has no breaker")
+	}
+	if got, want := b.cfg, (BreakerConfig{}).withDefaults(); got.OpenFor != want.OpenFor || got.ConsecutiveFailures != want.ConsecutiveFailures {
+		t.Errorf("fallback breaker %+v, want the defaults %+v", got, want)
+	}
+}
+
+// A fallback on the primary's own server (another model name) still
+// answers while that server's breaker is open: the breaker opened on the
+// primary model's failures, not the lighter model's.
+func TestRouteFallbackOnSameUpstream(t *testing.T) {
+	e := newRouteEnv(t, func(rc *RouteConfig, _ *RouterOptions, bc *BreakerConfig) {
+		rc.Fallback = &FallbackTarget{Upstream: rc.Upstream, Model: "small"}
+		bc.OpenFor = time.Hour
+	})
+	e.pri.only.Store("big")
+	e.pri.set(behaveError)
+	for range 20 {
+		e.infer(t, time.Second)
+	}
+	if st := e.router.breakers[e.priUp].State(); st != BreakerOpen {
+		t.Fatalf("primary breaker %s after 20 failed calls, want open", st)
+	}
+	for range 5 {
+		r := e.infer(t, time.Second)
+		if r.code != codes.OK || r.server != "primary" || r.model != "small" || r.route != monitor.RouteFallback {
+			t.Fatalf("call with the primary's breaker open: %+v, want small's answer from the same server", r)
+		}
+	}
+}
+
 // Cascade: the edge answers; a confident answer is returned, an unsure one
 // goes to the primary, and when the primary fails the edge's answer beats
 // an error.

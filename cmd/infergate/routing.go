@@ -25,7 +25,7 @@ type UpstreamConfig struct {
 	// Conns is the number of pooled connections; default upstream_conns.
 	Conns int `yaml:"conns"`
 	// Breaker turns on its circuit breaker with these settings. A route's
-	// primary with a fallback gets one with the defaults anyway.
+	// primary and its fallback get one with the defaults anyway.
 	Breaker *BreakerYAML `yaml:"breaker"`
 }
 
