@@ -80,6 +80,9 @@ func (r *Router) Status() ([]RouteStatus, []BreakerStatus) {
 			c := &routedCall{mr: mr}
 			if !mr.cfg.NonIdempotent && mr.cfg.HedgeAfter >= 0 {
 				rs.HedgeAfter = c.hedgeAfter().String()
+				if mr.cfg.HedgeAfter == 0 && c.hedgeAfter() == 0 {
+					rs.HedgeAfter = "auto: none until the primary's p99.9 is known"
+				}
 			}
 		}
 		if ns := mr.live.since.Load(); ns > 0 {

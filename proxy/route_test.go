@@ -103,6 +103,36 @@ func TestRouteHedgeWithinDeadline(t *testing.T) {
 	}
 }
 
+// Automatic hedging never guesses: while the primary's tail is unknown
+// no call is hedged (a guessed delay would answer every call of a model
+// slower than the guess from the lighter model, and those won hedges
+// would hide the primary's latency for good), and once it is known a
+// hedge never goes before it, even when half the deadline comes sooner.
+func TestRouteAutoHedgeWaitsForTheTail(t *testing.T) {
+	e := newRouteEnv(t, func(rc *RouteConfig, _ *RouterOptions, _ *BreakerConfig) { rc.HedgeAfter = 0 })
+	e.pri.delay.Store(int64(1200 * time.Millisecond))
+	e.pri.set(behaveSlow)
+	if r := e.infer(t, 10*time.Second); r.code != codes.OK || r.server != "primary" {
+		t.Errorf("a 1.2s call with the tail unknown: %+v, want the primary's answer, not a hedge", r)
+	}
+	live := e.router.table.Load().models["big"].live
+	live.tail.Store(int64(900 * time.Millisecond)) // the model's own p99.9
+	// Half the deadline (500ms) comes before the tail: the hedge waits
+	// for the tail, and the primary, slow as it always is, answers.
+	e.pri.delay.Store(int64(700 * time.Millisecond))
+	if r := e.infer(t, time.Second); r.code != codes.OK || r.server != "primary" {
+		t.Errorf("a 700ms call, 900ms tail, 1s deadline: %+v, want the primary's answer", r)
+	}
+	if h := live.counters.hedges.Load(); h != 0 {
+		t.Errorf("%d hedges of a primary within its own tail, want 0", h)
+	}
+	// Past the tail it is hedged.
+	e.pri.set(behaveHang)
+	if r := e.infer(t, 5*time.Second); r.code != codes.OK || r.server != "edge" || r.reason != reasonHedge {
+		t.Errorf("a hung primary with a 900ms tail: %+v, want the edge's answer by a hedge", r)
+	}
+}
+
 // The primary's process is gone (connection refused): calls are retried
 // on the fallback at once, then the breaker sends them there; the
 // restarted primary takes them back.

@@ -268,10 +268,15 @@ func (c *routedCall) viaPrimary(ss grpc.ServerStream, o outcome, report func(ver
 			// A hedge must leave the fallback time to answer: no later
 			// than half of what the deadline leaves. Sent earlier than the
 			// model's delay, it shows the primary slow only past the
-			// slowest of its healthy calls (its p99.9).
+			// slowest of its healthy calls (its p99.9). An automatic
+			// hedge never goes before that: it would replace healthy
+			// answers that were still on time.
 			if left := time.Until(dl) / 2; left < after {
-				after = max(left, 0)
 				tail := time.Duration(live.tail.Load())
+				after = max(left, 0)
+				if c.mr.cfg.HedgeAfter == 0 {
+					after = max(after, tail)
+				}
 				slow = tail > 0 && after > tail
 			}
 		}
@@ -331,24 +336,23 @@ func (c *routedCall) retryable(a answer) bool {
 	return false
 }
 
-// The bounds of the automatic hedge delay.
-const (
-	minHedgeAfter = 10 * time.Millisecond
-	maxHedgeAfter = time.Second
-)
+// minHedgeAfter is the least automatic hedge delay.
+const minHedgeAfter = 10 * time.Millisecond
 
 // hedgeAfter is the model's hedge delay: configured, or three times the
-// primary's recent p99.9 (see censoredTail) within [10ms, 1s], or 1s while
-// it is unknown.
+// primary's recent p99.9 (see censoredTail), at least 10ms, or 0 (no
+// hedge) while that is unknown. Not capped: a model whose healthy calls
+// take minutes is hedged only past its own tail, and a call's deadline
+// bounds the delay (see viaPrimary).
 func (c *routedCall) hedgeAfter() time.Duration {
 	d := c.mr.cfg.HedgeAfter
 	if d != 0 {
 		return d
 	}
 	if tail := time.Duration(c.mr.live.tail.Load()); tail > 0 {
-		return min(max(3*tail, minHedgeAfter), maxHedgeAfter)
+		return max(3*tail, minHedgeAfter)
 	}
-	return maxHedgeAfter
+	return 0
 }
 
 // hedge calls t and, if it has not answered after the delay, the fallback

@@ -57,7 +57,7 @@ type RouteYAML struct {
 	// Cascade configures cascade mode.
 	Cascade *CascadeYAML `yaml:"cascade"`
 	// HedgeAfter is a duration, "auto" (default: 3x the primary's recent
-	// p99.9, within 10ms..1s) or "off".
+	// p99.9, at least 10ms; no hedge until it is known) or "off".
 	HedgeAfter string `yaml:"hedge_after"`
 	// Idempotent (default true): false means never sent twice.
 	Idempotent *bool `yaml:"idempotent"`
