@@ -39,7 +39,11 @@ type Panel struct {
 	// LegendBottom and LegendRight move the legend from the top-left corner
 	// to where the lines are not.
 	LegendBottom, LegendRight bool
-	Series                    []Series
+	// Headroom raises the y axis's top to this multiple of the highest
+	// point (0: none), leaving the legend a strip of its own above lines
+	// that fill the whole width.
+	Headroom float64
+	Series   []Series
 	// Spans are x intervals shaded light grey behind the lines, over the
 	// height of the drawn points (fault windows, phases).
 	Spans []Span
@@ -167,6 +171,9 @@ func buildPlot(p Panel) (*plot.Plot, error) {
 	}
 	if drawn == 0 {
 		return nil, errors.New("no points to draw")
+	}
+	if p.Headroom > 1 && pl.Y.Max > 0 {
+		pl.Y.Max *= p.Headroom
 	}
 	return pl, nil
 }

@@ -280,14 +280,14 @@ func (r *FailoverReport) Panels() []report.Panel {
 	}
 	return []report.Panel{
 		{Title: "p99 latency per second, all calls (faults shaded: hang, errors, slowdown, drop, kill)", XLabel: "seconds", YLabel: "ms",
-			LogY: true, Spans: spans, Series: []report.Series{
+			LogY: true, Headroom: 4, Spans: spans, Series: []report.Series{
 				{Name: "p99", X: x, Y: p99},
 				{Name: "deadline", X: ends, Y: deadline[:len(ends)], Reference: true},
 			}},
 		{Title: "share of calls answered by the fallback per second", XLabel: "seconds", YLabel: "share", Spans: spans,
-			Series: []report.Series{
+			Headroom: 1.3, Series: []report.Series{
 				{Name: "on fallback", X: x, Y: share},
-				{Name: "all calls", X: ends, Y: []float64{1, 1}[:len(ends)], Reference: true},
+				{Name: "100%", X: ends, Y: []float64{1, 1}[:len(ends)], Reference: true},
 			}},
 	}
 }
