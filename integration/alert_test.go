@@ -164,9 +164,14 @@ route:
 		t.Fatalf("alerts before any fault: %+v", a)
 	}
 
-	fault(t, sim.admin, `{"model":"resnet50","slowdown":2}`)
-	a, took := waitAlert(t, gate.admin, "ModelLatencyAboveBaseline", "resnet50", "firing", 30*time.Second)
-	t.Logf("slowdown x2: firing after %v", took)
+	// x4, not just above the rule's bound: on a loaded 2-core machine
+	// (the other packages' tests run beside this one) the baseline is
+	// learned from noisy calls and its band is wide; bench detect
+	// measures how small a slowdown fires. The wait is generous for the
+	// same reason: it costs a passing run nothing.
+	fault(t, sim.admin, `{"model":"resnet50","slowdown":4}`)
+	a, took := waitAlert(t, gate.admin, "ModelLatencyAboveBaseline", "resnet50", "firing", 60*time.Second)
+	t.Logf("slowdown x4: firing after %v", took)
 	if a.Severity != "warning" || a.Evidence.Baseline == nil || a.Evidence.Conditions[0].Holds != "true" {
 		t.Errorf("alert = %+v", a)
 	}

@@ -248,6 +248,44 @@ func TestBreakerBacksOffWhenItReopens(t *testing.T) {
 	})
 }
 
+// The primary's latency is learnt for hedging only once its breaker is
+// closed and its slow start over: open, probing or ramping, it is in
+// trouble and its answers are not its healthy tail.
+func TestBreakerSettled(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var none *breaker
+		if !none.settled() {
+			t.Error("no breaker: not settled")
+		}
+		b := newBreaker("up", BreakerConfig{OpenFor: time.Second, Probes: 1}, time.Now, nil)
+		if !b.settled() {
+			t.Error("closed breaker: not settled")
+		}
+		for range 5 {
+			b.record(true)
+		}
+		if b.settled() {
+			t.Error("open breaker: settled")
+		}
+		time.Sleep(time.Second + time.Millisecond)
+		p, ok := b.admit()
+		if !ok || p == nil {
+			t.Fatal("no probe after the open time")
+		}
+		if b.settled() {
+			t.Error("half-open breaker: settled")
+		}
+		p(verdictOK)
+		if b.State() != BreakerClosed || b.settled() {
+			t.Errorf("breaker %s in its slow start: settled %v, want closed and not settled", b.State(), b.settled())
+		}
+		time.Sleep(b.cfg.SlowStart)
+		if !b.settled() {
+			t.Error("closed breaker after its slow start: not settled")
+		}
+	})
+}
+
 // After closing, the share of calls the upstream gets grows from 10% to
 // all over SlowStart (by default half of OpenFor).
 func TestBreakerSlowStart(t *testing.T) {
@@ -311,13 +349,16 @@ func TestCensoredTail(t *testing.T) {
 		// 10 of 20000 hedged: 10 answered calls above the true p99.9 of
 		// 20000, a quantile above the answered calls' p99.9: read on the
 		// slow side.
-		{"a few hedges: a higher quantile", 10, 40 * ms, 45 * ms},
+		{"a few hedges: a higher quantile", 10, 42 * ms, 45 * ms},
 		{"hedges are 0.1% of calls: beyond the delay, hold", 25, 50 * ms, 50 * ms},
 		{"hedges 0.1%, no estimate yet: the answered p99.9", 25, 0, 40 * ms},
 		{"a sudden drop is taken down by a tenth", 0, 100 * ms, 90 * ms},
+		{"a sudden rise is taken up by a tenth", 0, 10 * ms, 11 * ms},
+		{"a slowdown's answers with hedges winning: up by a tenth", 25, 20 * ms, 22 * ms},
 		// A model whose calls take seconds keeps a tail of seconds: no cap
 		// hedges all of its healthy calls.
 		{"not capped", 0, 2 * time.Second, 1800 * ms},
+		{"no estimate yet: the answered p99.9", 0, 0, 40 * ms},
 	} {
 		if got := censoredTail(st, c.won, c.prev); got != c.want {
 			t.Errorf("%s: censoredTail(won %d, prev %s) = %s, want %s", c.name, c.won, c.prev, got, c.want)

@@ -327,7 +327,14 @@ func (r *Router) refresh() {
 		if st, ok := r.opts.Latency(name); ok {
 			live.p50.Store(int64(st.P50))
 			live.p99.Store(int64(st.P99))
-			live.tail.Store(int64(censoredTail(st, won, time.Duration(live.tail.Load()))))
+			// While the primary's breaker is open, probing or ramping
+			// calls back, the primary is in trouble: the answers it gives
+			// then (a slowdown's) are not its healthy tail. Learnt, they
+			// would raise the hedge delay until slow calls no longer
+			// counted as slow and its breaker closed on a sick upstream.
+			if mr.primary.settled() {
+				live.tail.Store(int64(censoredTail(st, won, time.Duration(live.tail.Load()))))
+			}
 		}
 	}
 }
@@ -357,8 +364,11 @@ const hedgeQuantile = 0.999
 // deadlines, where a hedge comes too late to help.)
 //
 // A tail quantile also jumps from one window to the next when few calls
-// make it; the estimate falls by at most a tenth per refresh, so one
-// window without slow calls does not drag the delay into the body.
+// make it; the estimate moves by at most a tenth per refresh either way,
+// so one window without slow calls does not drag the delay into the
+// body, and the first slow answers of a slowdown (before its breaker
+// opens) do not lift it out of reach: a real, lasting change is followed
+// within seconds (twice as slow in about 7).
 func censoredTail(st monitor.Stats, won uint64, prev time.Duration) time.Duration {
 	est := st.Quantile(hedgeQuantile)
 	if won > 0 && st.Count > 0 {
@@ -370,7 +380,10 @@ func censoredTail(st monitor.Stats, won uint64, prev time.Duration) time.Duratio
 			est = st.Quantile(1 - above/n)
 		}
 	}
-	return max(est, prev*9/10)
+	if prev == 0 {
+		return est
+	}
+	return min(max(est, prev*9/10), prev*11/10)
 }
 
 // Route modes as /api/v1/routes and the route-change log report them.

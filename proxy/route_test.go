@@ -133,6 +133,31 @@ func TestRouteAutoHedgeWaitsForTheTail(t *testing.T) {
 	}
 }
 
+// A call still unanswered at the hedge delay is slow for the primary's
+// breaker even when the budget affords no hedge: in a slowdown under load
+// the hedges run out first, and the calls left waiting on the primary are
+// the ones that must trip it.
+func TestRouteSlowWithoutBudget(t *testing.T) {
+	e := newRouteEnv(t, func(rc *RouteConfig, ro *RouterOptions, bc *BreakerConfig) {
+		rc.HedgeAfter = 20 * time.Millisecond
+		ro.Budget = BudgetConfig{Ratio: -1} // no hedges, no retries
+		bc.OpenFor = time.Hour
+	})
+	e.pri.delay.Store(int64(100 * time.Millisecond))
+	e.pri.set(behaveSlow)
+	for i := range 5 {
+		if r := e.infer(t, 5*time.Second); r.code != codes.OK || r.server != "primary" {
+			t.Fatalf("slow call %d without budget: %+v, want the primary's (late) answer", i, r)
+		}
+	}
+	if st := e.router.breakers[e.priUp].State(); st != BreakerOpen {
+		t.Fatalf("primary breaker %s after 5 calls slower than the hedge delay, want open", st)
+	}
+	if r := e.infer(t, 5*time.Second); r.server != "edge" || r.reason != reasonBreaker {
+		t.Errorf("call with the breaker open: %+v, want the edge's answer", r)
+	}
+}
+
 // The primary's process is gone (connection refused): calls are retried
 // on the fallback at once, then the breaker sends them there; the
 // restarted primary takes them back.

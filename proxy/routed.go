@@ -380,12 +380,21 @@ func (c *routedCall) hedge(t target, report func(verdict), after time.Duration, 
 		if testHookHedge != nil {
 			testHookHedge()
 		}
-		if c.ctx.Err() != nil || c.fallbackOpen() || !c.p.router.budget.take() {
+		if c.ctx.Err() != nil || c.fallbackOpen() {
 			hedged <- nil
 			return
 		}
+		// Slow whether or not the budget affords a hedge: when hedges
+		// run out (a slowdown under load), the calls still waiting on
+		// the primary are the ones that must trip its breaker. Not when
+		// the fallback is down too: tripping would fail slow calls that
+		// are still being answered.
 		if slow && reported.CompareAndSwap(false, true) {
 			c.reportFailed(report)
+		}
+		if !c.p.router.budget.take() {
+			hedged <- nil
+			return
 		}
 		c.mr.live.counters.hedges.Add(1)
 		h := c.tryFallback(hctx)
