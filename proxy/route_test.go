@@ -518,6 +518,35 @@ func TestRouteFallbackOnSameUpstream(t *testing.T) {
 	}
 }
 
+// The slow start keeps calls off a fallback whose breaker is open: the
+// primary that just answered its probes beats a refusal.
+func TestRouteSlowStartSkipsAnOpenFallback(t *testing.T) {
+	var edgeUp *Upstream
+	e := newRouteEnv(t, func(rc *RouteConfig, ro *RouterOptions, bc *BreakerConfig) {
+		edgeUp = rc.Fallback.Upstream
+		ro.Breakers[edgeUp] = BreakerConfig{ConsecutiveFailures: 3, OpenFor: time.Hour}
+		bc.SlowStart = time.Hour // the ramp lasts the whole test
+	})
+	e.pri.set(behaveError)
+	e.edge.set(behaveError)
+	for range 20 {
+		e.infer(t, time.Second)
+	}
+	if pri, edge := e.router.breakers[e.priUp].State(), e.router.breakers[edgeUp].State(); pri == BreakerClosed || edge != BreakerOpen {
+		t.Fatalf("breakers primary %s, edge %s after both failed, want both open", pri, edge)
+	}
+	e.pri.set(behaveOK)
+	eventually(t, "the healed primary closes its breaker", func() bool {
+		e.infer(t, time.Second)
+		return e.router.breakers[e.priUp].State() == BreakerClosed
+	})
+	for i := range 20 {
+		if r := e.infer(t, time.Second); r.code != codes.OK || r.server != "primary" {
+			t.Fatalf("call %d in the slow start with the fallback's breaker open: %+v, want the primary's answer", i, r)
+		}
+	}
+}
+
 // Cascade: the edge answers; a confident answer is returned, an unsure one
 // goes to the primary, and when the primary fails the edge's answer beats
 // an error.

@@ -208,8 +208,10 @@ func (p *Proxy) routeUnary(ctx context.Context, up *Upstream, method string, kin
 	}
 	if ok && report == nil && c.fb != nil && c.pb != nil {
 		// Slow start after the breaker closed: a growing share of calls
-		// returns to the primary, the rest stays on the fallback.
-		if sh := c.pb.share(); sh < 1 && spread(live.ramp.Add(1)) >= sh {
+		// returns to the primary, the rest stays on the fallback (unless
+		// the fallback's own breaker is open: the primary that just
+		// answered its probes beats a refusal).
+		if sh := c.pb.share(); sh < 1 && spread(live.ramp.Add(1)) >= sh && !c.fallbackOpen() {
 			return c.viaFallback(ss, o, reasonSlowStart)
 		}
 	}

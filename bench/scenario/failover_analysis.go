@@ -290,8 +290,12 @@ func analyzeFault(calls []FailoverCall, w FailoverWindow) FailoverFaultStats {
 	}
 	s.P99 = zeroIfNaN(quantile(lat, 0.99)) // JSON has no NaN
 	s.ToFallback = timeToRoute(routeBuckets(calls, w.Injected, w.Healed, FailoverBucket), RouteFallback, FailoverBucket, false)
-	s.ToPrimary = timeToRoute(routeBuckets(calls, w.Healed, w.End, FailoverBucket), RoutePrimary, FailoverBucket, true)
-	s.Changes = majorityChanges(routeBuckets(calls, w.Injected, w.End, FailoverBucket), RoutePrimary)
+	// A call still in flight at the end of the recovery may have met the
+	// next fault (a dropped connection sends it to the fallback): it says
+	// nothing of this fault's return. It is counted above all the same.
+	done := slices.DeleteFunc(slices.Clone(calls), func(c FailoverCall) bool { return c.At+c.Latency/1000 > w.End })
+	s.ToPrimary = timeToRoute(routeBuckets(done, w.Healed, w.End, FailoverBucket), RoutePrimary, FailoverBucket, true)
+	s.Changes = majorityChanges(routeBuckets(done, w.Injected, w.End, FailoverBucket), RoutePrimary)
 	s.ExtraFlips = extraFlips(s.Changes)
 	return s
 }

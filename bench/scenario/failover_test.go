@@ -89,6 +89,25 @@ func TestAnalyzeCleanFault(t *testing.T) {
 	}
 }
 
+// A call intended just before the recovery ends and still in flight when
+// the next fault is injected may be answered by the fallback: it does not
+// make this fault's return "never".
+func TestAnalyzeIgnoresCallsMeetingTheNextFault(t *testing.T) {
+	calls, w := cleanRun()
+	for i := range calls {
+		if c := &calls[i]; c.At >= w.End-0.02 && c.At < w.End {
+			c.Route, c.Latency = RouteFallback, 30 // retried after the next injection
+		}
+	}
+	s := analyzeFault(calls, w)
+	if !near(s.ToPrimary, 2.2) || s.ExtraFlips != 0 {
+		t.Errorf("to primary %g s, extra flips %d, want 2.2 and 0", s.ToPrimary, s.ExtraFlips)
+	}
+	if s.Calls != 40*200 {
+		t.Errorf("calls %d, want every call of the window counted", s.Calls)
+	}
+}
+
 func TestAnalyzeSlowFallbackFailsHangTarget(t *testing.T) {
 	w := FailoverWindow{Kind: FaultHang, Injected: 5, Healed: 25, End: 45}
 	calls := synthRun(200, 45, func(t float64) FailoverCall {
