@@ -115,6 +115,16 @@ func TestRouteAutoHedgeWaitsForTheTail(t *testing.T) {
 	if r := e.infer(t, 10*time.Second); r.code != codes.OK || r.server != "primary" {
 		t.Errorf("a 1.2s call with the tail unknown: %+v, want the primary's answer, not a hedge", r)
 	}
+	// With the tail unknown only the deadline sets a hedge: a primary
+	// hung from the start is hedged at half of it, and counted slow.
+	e.pri.set(behaveHang)
+	if r := e.infer(t, 400*time.Millisecond); r.code != codes.OK || r.server != "edge" || r.reason != reasonHedge {
+		t.Errorf("a hung primary, tail unknown, 400ms deadline: %+v, want the edge's answer by a hedge", r)
+	}
+	if n := e.router.breakers[e.priUp].consecutive.Load(); n != 1 {
+		t.Errorf("%d failures counted for the hung primary, want 1", n)
+	}
+	e.pri.set(behaveSlow)
 	live := e.router.table.Load().models["big"].live
 	live.tail.Store(int64(900 * time.Millisecond)) // the model's own p99.9
 	// Half the deadline (500ms) comes before the tail: the hedge waits
@@ -123,8 +133,8 @@ func TestRouteAutoHedgeWaitsForTheTail(t *testing.T) {
 	if r := e.infer(t, time.Second); r.code != codes.OK || r.server != "primary" {
 		t.Errorf("a 700ms call, 900ms tail, 1s deadline: %+v, want the primary's answer", r)
 	}
-	if h := live.counters.hedges.Load(); h != 0 {
-		t.Errorf("%d hedges of a primary within its own tail, want 0", h)
+	if h := live.counters.hedges.Load(); h != 1 {
+		t.Errorf("%d hedges, want only the hung call's (none of a primary within its own tail)", h)
 	}
 	// Past the tail it is hedged.
 	e.pri.set(behaveHang)

@@ -264,24 +264,28 @@ func (c *routedCall) viaPrimary(ss grpc.ServerStream, o outcome, report func(ver
 	}
 	var a answer
 	hedged := false
-	if after := c.hedgeAfter(); after > 0 && c.fb != nil && idempotent {
-		slow := true // the primary unanswered at the hedge is slow
-		if dl, ok := c.ctx.Deadline(); ok {
-			// A hedge must leave the fallback time to answer: no later
-			// than half of what the deadline leaves. Sent earlier than the
-			// model's delay, it shows the primary slow only past the
-			// slowest of its healthy calls (its p99.9). An automatic
-			// hedge never goes before that: it would replace healthy
-			// answers that were still on time.
-			if left := time.Until(dl) / 2; left < after {
-				tail := time.Duration(live.tail.Load())
-				after = max(left, 0)
-				if c.mr.cfg.HedgeAfter == 0 {
-					after = max(after, tail)
-				}
-				slow = tail > 0 && after > tail
+	after := c.hedgeAfter() // 0: off, or automatic with the tail unknown
+	auto := c.mr.cfg.HedgeAfter == 0
+	slow := true // the primary unanswered at the hedge is slow
+	if dl, ok := c.ctx.Deadline(); ok && c.mr.cfg.HedgeAfter >= 0 {
+		// A hedge must leave the fallback time to answer: no later than
+		// half of what the deadline leaves; with the tail unknown, that
+		// is the automatic hedge (a primary hung from the start is then
+		// hedged, and tripped, before the callers' deadlines). Sent
+		// earlier than the model's delay, a hedge shows the primary slow
+		// only past the slowest of its healthy calls (its p99.9). An
+		// automatic hedge never goes before that: it would replace
+		// healthy answers that were still on time.
+		if left := time.Until(dl) / 2; left > 0 && (after == 0 || left < after) {
+			tail := time.Duration(live.tail.Load())
+			after = left
+			if auto {
+				after = max(after, tail)
 			}
+			slow = (tail > 0 && after > tail) || (auto && tail == 0)
 		}
+	}
+	if after > 0 && c.fb != nil && idempotent {
 		var h *answer
 		a, h = c.hedge(c.pri, report, after, slow)
 		if h != nil {
@@ -342,10 +346,10 @@ func (c *routedCall) retryable(a answer) bool {
 const minHedgeAfter = 10 * time.Millisecond
 
 // hedgeAfter is the model's hedge delay: configured, or three times the
-// primary's recent p99.9 (see censoredTail), at least 10ms, or 0 (no
-// hedge) while that is unknown. Not capped: a model whose healthy calls
-// take minutes is hedged only past its own tail, and a call's deadline
-// bounds the delay (see viaPrimary).
+// primary's recent p99.9 (see censoredTail), at least 10ms, or 0 while
+// that is unknown (then only a call's deadline sets one: see viaPrimary).
+// Not capped: a model whose healthy calls take minutes is hedged only
+// past its own tail, and a call's deadline bounds the delay.
 func (c *routedCall) hedgeAfter() time.Duration {
 	d := c.mr.cfg.HedgeAfter
 	if d != 0 {
