@@ -376,13 +376,6 @@ func (b *breaker) counts() (calls, failures int64) {
 // share returns the part of its calls a model with a fallback sends to
 // this upstream now: 1, or during the slow start after a closing a share
 // growing from 0.1 to 1.
-// settled says whether the upstream is past its trouble: no breaker, or
-// one closed with its slow start over. Its latency then is its healthy
-// one, the one automatic hedging learns.
-func (b *breaker) settled() bool {
-	return b == nil || (b.State() == BreakerClosed && b.share() >= 1)
-}
-
 func (b *breaker) share() float64 {
 	until := b.rampUntil.Load()
 	if until == 0 {
@@ -393,4 +386,11 @@ func (b *breaker) share() float64 {
 		return 1
 	}
 	return 0.1 + 0.9*(1-float64(left)/float64(b.cfg.SlowStart))
+}
+
+// settled says whether the upstream is past its trouble: no breaker, or
+// one closed with its slow start over. Its latency then is its healthy
+// one, the one automatic hedging learns.
+func (b *breaker) settled() bool {
+	return b == nil || (b.State() == BreakerClosed && b.share() >= 1)
 }

@@ -53,10 +53,11 @@ type RouteConfig struct {
 	// long to the fallback too, and answers with whichever answers first.
 	// Zero means automatic: 3 times the primary's recent p99.9 (its
 	// successful calls of the last 10s, the calls hedges took from it
-	// counted as its slowest), at least 10ms, and no hedge until that is
-	// known: a guessed delay would hedge every call of a model slower
-	// than the guess, and the hedges that won would hide the primary's
-	// latency, so the guess would stay. Negative turns hedging off.
+	// counted as its slowest), at least 10ms; until that is known, half
+	// of what a call's deadline leaves (a guessed delay would hedge every
+	// call of a model slower than the guess, and the hedges that won
+	// would hide the primary's latency, so the guess would stay).
+	// Negative turns hedging off.
 	// Needs a Fallback and an idempotent model.
 	HedgeAfter time.Duration
 	// NonIdempotent marks a model whose calls must never be sent twice: no
@@ -92,8 +93,9 @@ type RouterOptions struct {
 	ProbeEvery int
 	// Latency returns the statistics of a model's successful calls on its
 	// primary route over the last LatencyWindow, for automatic hedging and
-	// deadline shedding; nil means unknown (automatic hedging then never
-	// hedges and ShedOnDeadline does nothing).
+	// deadline shedding; nil means unknown (automatic hedging then
+	// hedges only at half a call's deadline and ShedOnDeadline does
+	// nothing).
 	Latency func(model string) (st monitor.Stats, ok bool)
 	// Logger gets route changes; nil discards them.
 	Logger *slog.Logger

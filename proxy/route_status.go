@@ -81,7 +81,7 @@ func (r *Router) Status() ([]RouteStatus, []BreakerStatus) {
 			if !mr.cfg.NonIdempotent && mr.cfg.HedgeAfter >= 0 {
 				rs.HedgeAfter = c.hedgeAfter().String()
 				if mr.cfg.HedgeAfter == 0 && c.hedgeAfter() == 0 {
-					rs.HedgeAfter = "auto: none until the primary's p99.9 is known"
+					rs.HedgeAfter = "auto: half the deadline until the primary's p99.9 is known"
 				}
 			}
 		}
