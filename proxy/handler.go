@@ -73,17 +73,20 @@ func (p *Proxy) handle(_ any, ss grpc.ServerStream) error {
 	var o outcome
 	if info.unary {
 		// A unary call without a client deadline gets the proxy's.
-		var bounded context.Context // the proxy's deadline, when it set one
+		var bound time.Time // the proxy's deadline, when it set one
 		if _, has := ctx.Deadline(); !has && p.upstreamTimeout > 0 {
 			var cancel context.CancelFunc
 			outCtx, cancel = context.WithTimeout(outCtx, p.upstreamTimeout)
 			defer cancel()
-			bounded = outCtx
+			bound, _ = outCtx.Deadline()
 		}
 		o = p.unary(outCtx, up, method, info.target, ss, opts)
 		// Only when the proxy's own deadline passed: an upstream that
-		// answers DEADLINE_EXCEEDED by itself keeps its word.
-		if bounded != nil && bounded.Err() == context.DeadlineExceeded && ctx.Err() == nil &&
+		// answers DEADLINE_EXCEEDED by itself keeps its word. The clock,
+		// not outCtx.Err(), says so: the upstream got the deadline as
+		// grpc-timeout (rounded up) and may answer before the context's
+		// timer fires on a loaded machine.
+		if proxyDeadlinePassed(bound, time.Now()) && ctx.Err() == nil &&
 			status.Code(o.err) == codes.DeadlineExceeded {
 			o.err = status.Errorf(codes.DeadlineExceeded,
 				"infergate: the call carried no deadline and the proxy's upstream timeout of %s passed", p.upstreamTimeout)
@@ -431,4 +434,10 @@ func (p *Proxy) finish(ctx context.Context, start time.Time, method, upstream st
 			BytesIn: o.bytesIn, BytesOut: o.bytesOut,
 		})
 	}
+}
+
+// proxyDeadlinePassed reports whether the deadline the proxy set for a call
+// without one (zero when it set none) had passed at now.
+func proxyDeadlinePassed(bound, now time.Time) bool {
+	return !bound.IsZero() && !now.Before(bound)
 }

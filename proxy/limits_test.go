@@ -53,6 +53,28 @@ func TestUpstreamOwnDeadlineExceededStands(t *testing.T) {
 	}
 }
 
+// TestProxyDeadlinePassed: the rewrite to "the proxy's upstream timeout
+// passed" follows the clock, not the context's timer: an upstream that
+// answered at the deadline (it got the deadline as grpc-timeout) can come
+// back before the timer fired on a loaded machine, and CI once saw the
+// bare "context deadline exceeded" for it.
+func TestProxyDeadlinePassed(t *testing.T) {
+	bound := time.Unix(1000, 0)
+	for _, c := range []struct {
+		bound, now time.Time
+		want       bool
+	}{
+		{time.Time{}, bound, false},                  // the proxy set no deadline
+		{bound, bound.Add(-time.Millisecond), false}, // an early upstream answer keeps its word
+		{bound, bound, true},                         // at the deadline, timer or not
+		{bound, bound.Add(time.Millisecond), true},
+	} {
+		if got := proxyDeadlinePassed(c.bound, c.now); got != c.want {
+			t.Errorf("proxyDeadlinePassed(%v, %v) = %v, want %v", c.bound, c.now, got, c.want)
+		}
+	}
+}
+
 // TestStreamsAreNotBounded: the upstream timeout does not cut streams.
 func TestStreamsAreNotBounded(t *testing.T) {
 	e := newEnv(t, WithUpstreamTimeout(time.Nanosecond))
