@@ -199,6 +199,29 @@ func TestAdaptiveShrinksWhenBackendSlows(t *testing.T) {
 	})
 }
 
+// TestAdaptiveCallLargerThanTarget: when the controller's target falls to
+// one row (a per-batch cost over the SLO's budget), a two-row call still
+// goes, alone, and the calls behind it follow. It used to make the
+// dispatcher recurse until the stack overflowed and the proxy died.
+func TestAdaptiveCallLargerThanTarget(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, Policy{Mode: Adaptive, MaxSize: 8, SLO: 50 * time.Millisecond})
+		h.up.latency = func(int) time.Duration { return 30 * time.Millisecond }
+		load(t, h, 20, time.Second, 1)
+		time.Sleep(time.Millisecond)
+		h.do(t.Context(), "a 1 probe", nil) // recompute the target
+		if st := h.stats(); st.TargetSize != 1 {
+			t.Fatalf("target %d, want 1 with 30 ms per batch against a 50 ms SLO", st.TargetSize)
+		}
+		big, small := h.goDo(t.Context(), "a 2 big", nil), h.goDo(t.Context(), "a 1 small", nil)
+		for name, ch := range map[string]<-chan outcome{"big": big, "small": small} {
+			if o := <-ch; o.err != nil || string(o.res.Payload) != "resp "+name {
+				t.Errorf("%s: %q, %v", name, o.res.Payload, o.err)
+			}
+		}
+	})
+}
+
 // TestAdaptiveSeveralSlots: with Slots 4, four batches are in flight at once
 // before anything waits.
 func TestAdaptiveSeveralSlots(t *testing.T) {

@@ -50,7 +50,9 @@ func (q *queue) next(now time.Time) (*batch, time.Time) {
 	}
 	bt := q.take(best, size, ord, now)
 	if bt == nil {
-		return q.next(now) // every call taken had given up
+		// Every call take looked at had given up and left the queue, so
+		// this ends: each round removes at least one call.
+		return q.next(now)
 	}
 	return bt, time.Time{}
 }
@@ -113,8 +115,11 @@ type order struct{ lateBefore, urgentBefore time.Time }
 
 // take removes up to size rows of calls from s into a new batch, in ord's
 // order (arrival order within each class). Calls whose context has ended
-// are dropped on the way. Called with the lock held; nil when nothing was
-// left to send.
+// are dropped on the way. The first live call goes even when it alone has
+// more rows than size (a target or preferred size below a caller's rows):
+// calls are never split, and a batch that took nothing would leave the
+// queue as it was for next to try again forever. Called with the lock
+// held; nil only when every call looked at had given up.
 func (q *queue) take(s *sub, size int, ord order, now time.Time) *batch {
 	fresh := 0
 	if !ord.lateBefore.IsZero() {
@@ -134,7 +139,7 @@ func (q *queue) take(s *sub, size int, ord order, now time.Time) *batch {
 				q.m.rejected[reasonOf(err)].Add(1)
 				continue // its caller returns on its own context
 			}
-			if rows+c.item.Rows > size {
+			if rows > 0 && rows+c.item.Rows > size {
 				return false
 			}
 			c.state = stateDispatched

@@ -228,3 +228,30 @@ func TestCancelAfterDispatch(t *testing.T) {
 		}
 	})
 }
+
+// TestStaticCallLargerThanPreferredSize: a queued call with more rows than
+// the preferred size that its rows make formable goes alone, at once. It
+// used to make the dispatcher recurse until the stack overflowed and the
+// whole proxy died (CI, TestBatchingThroughProxy).
+func TestStaticCallLargerThanPreferredSize(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, Policy{Mode: Static, MaxSize: 8, MaxDelay: time.Hour, PreferredSizes: []int{2}})
+		release := h.up.hold()
+		first := h.goDo(t.Context(), "a 1 first", nil) // takes the only slot
+		synctest.Wait()
+		big := h.goDo(t.Context(), "a 3 big", nil) // queues behind it
+		synctest.Wait()
+		release()
+		for name, c := range map[string]struct {
+			ch   <-chan outcome
+			rows int
+		}{"first": {first, 1}, "big": {big, 3}} {
+			if o := <-c.ch; o.err != nil || string(o.res.Payload) != "resp "+name || o.res.BatchSize != c.rows {
+				t.Errorf("%s: %q in a batch of %d rows, %v; want its own answer, alone", name, o.res.Payload, o.res.BatchSize, o.err)
+			}
+		}
+		if got := h.up.received(); len(got) != 2 {
+			t.Errorf("upstream calls %+v, want two singles", got)
+		}
+	})
+}

@@ -96,7 +96,20 @@ func start(t *testing.T, bin string, args ...string) *proc {
 		io.Copy(p.log, stderr)
 	}()
 	go func() { p.err = cmd.Wait(); close(p.done) }()
-	t.Cleanup(func() { p.kill() })
+	t.Cleanup(func() {
+		// A failed test shows what each process said, and whether it died
+		// on its own: a client's "EOF" says nothing of why.
+		if t.Failed() {
+			exited := "running"
+			select {
+			case <-p.done:
+				exited = fmt.Sprintf("exited by itself: %v", p.err)
+			default:
+			}
+			t.Logf("%s %v (%s); its log:\n%s", bin, args, exited, headTail(p.log.String(), 8<<10, 2<<10))
+		}
+		p.kill()
+	})
 	select {
 	case a := <-found:
 		p.grpc, p.admin = a[0], a[1]
@@ -168,4 +181,14 @@ func httpDo(t *testing.T, method, url, body string) (int, string) {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
+}
+
+// headTail is s, or its first head and last tail bytes when it is longer:
+// a crash says why at its head (after the last log lines), a slow death at
+// its tail.
+func headTail(s string, head, tail int) string {
+	if len(s) <= head+tail {
+		return s
+	}
+	return s[:head] + "\n…\n" + s[len(s)-tail:]
 }
