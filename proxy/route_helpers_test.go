@@ -153,6 +153,12 @@ type routeEnv struct {
 // as fallback; change tweaks the route and options first.
 func newRouteEnv(t *testing.T, change func(rc *RouteConfig, ro *RouterOptions, bc *BreakerConfig)) *routeEnv {
 	t.Helper()
+	return newRouteEnvWith(t, change)
+}
+
+// newRouteEnvWith is newRouteEnv with more options for the proxy.
+func newRouteEnvWith(t *testing.T, change func(rc *RouteConfig, ro *RouterOptions, bc *BreakerConfig), opts ...Option) *routeEnv {
+	t.Helper()
 	e := &routeEnv{pri: startModelServer(t, "primary"), edge: startModelServer(t, "edge"), rec: newFakeRecorder()}
 	pri, err := DialUpstream(e.pri.addr, UpstreamOptions{Name: "primary", Conns: 1})
 	if err != nil {
@@ -176,7 +182,7 @@ func newRouteEnv(t *testing.T, change func(rc *RouteConfig, ro *RouterOptions, b
 		t.Fatal(err)
 	}
 	e.router = r
-	p, err := New(StaticDirector(pri), WithRouter(r), WithRecorder(e.rec))
+	p, err := New(StaticDirector(pri), append([]Option{WithRouter(r), WithRecorder(e.rec)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

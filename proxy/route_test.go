@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/infergate/infergate/batcher"
 	"github.com/infergate/infergate/monitor"
 	"github.com/infergate/infergate/proto/kservepb"
 )
@@ -584,5 +586,38 @@ func TestRouteCascade(t *testing.T) {
 	routes, _ := e.router.Status()
 	if c := routes[0].Calls; c.CascadeEdge != 2 || c.CascadeEscalated != 2 {
 		t.Errorf("cascade counters %+v, want 2 edge answers and 2 escalations", c)
+	}
+}
+
+// sharedHeaderBatcher batches every call alone but answers each with the
+// same header and trailer maps, as a batch's callers get them
+// (batcher.Result: shared, not to be modified).
+type sharedHeaderBatcher struct{ header, trailer metadata.MD }
+
+func (sharedHeaderBatcher) Handles(string, string) bool { return true }
+
+func (s sharedHeaderBatcher) Do(ctx context.Context, r batcher.Request) (batcher.Result, error) {
+	resp, _, _, err := r.Invoke(ctx, r.Method, r.Payload, r.MD)
+	return batcher.Result{Payload: resp, Header: s.header, Trailer: s.trailer, BatchSize: 1}, err
+}
+
+// TestRouteFallbackLeavesBatchHeaderAlone: a batched answer of the
+// fallback is marked in the caller's own header, not in the batch's
+// header that every caller of the batch reads: writing that crashed the
+// proxy with "concurrent map iteration and map write" under batching and
+// a fallback.
+func TestRouteFallbackLeavesBatchHeaderAlone(t *testing.T) {
+	b := sharedHeaderBatcher{header: metadata.Pairs("x-upstream", "yes"), trailer: metadata.Pairs("x-t", "t")}
+	e := newRouteEnvWith(t, nil, WithBatcher(b))
+	if err := e.router.SetForced("big", ForceFallback); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range e.burst(t, 8, 5*time.Second) {
+		if r.code != codes.OK || r.server != "edge" || r.route != monitor.RouteFallback {
+			t.Fatalf("forced fallback through the batcher: %+v", r)
+		}
+	}
+	if want := metadata.Pairs("x-upstream", "yes"); !reflect.DeepEqual(b.header, want) {
+		t.Errorf("the batch's shared header became %v, want %v unchanged", b.header, want)
 	}
 }

@@ -599,9 +599,9 @@ func (p *Proxy) reply(ss grpc.ServerStream, a answer, route, reason string, up *
 	o.route, o.upName = route, up.name
 	header := a.header
 	if route != monitor.RoutePrimary {
-		if header == nil {
-			header = metadata.MD{}
-		}
+		// A batched answer's header is the batch's, read by every caller
+		// of it at once (batcher.Result): mark a copy.
+		header = header.Copy()
 		header.Set(HeaderRoute, route)
 		if reason != "" {
 			header.Set(HeaderRouteReason, reason)
