@@ -23,6 +23,7 @@ import (
 type failoverEnv struct {
 	pri, edge, gate *proc
 	kc              kservepb.GRPCInferenceServiceClient
+	maxRows         int // load workers send 1..maxRows rows a call (0: 1)
 }
 
 func newFailoverEnv(t *testing.T, args ...string) *failoverEnv {
@@ -41,11 +42,13 @@ type answer struct {
 	reason string
 }
 
-func (e *failoverEnv) call(timeout time.Duration) answer {
+func (e *failoverEnv) call(timeout time.Duration) answer { return e.callRows(timeout, 1) }
+
+func (e *failoverEnv) callRows(timeout time.Duration, rows int) answer {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	var hdr metadata.MD
-	resp, err := e.kc.ModelInfer(ctx, resnetRequest("resnet50", 1), grpc.Header(&hdr))
+	resp, err := e.kc.ModelInfer(ctx, resnetRequest("resnet50", rows), grpc.Header(&hdr))
 	a := answer{code: status.Code(err)}
 	if err == nil {
 		a.model = resp.ModelName
@@ -71,7 +74,8 @@ type countedLoad struct {
 func (e *failoverEnv) load(workers int, period time.Duration) *countedLoad {
 	ctx, cancel := context.WithCancel(context.Background())
 	l := &countedLoad{stop: cancel, got: map[string]int{}}
-	for range workers {
+	for w := range workers {
+		rows := 1 + w%max(e.maxRows, 1)
 		l.wg.Go(func() {
 			tk := time.NewTicker(period)
 			defer tk.Stop()
@@ -79,7 +83,7 @@ func (e *failoverEnv) load(workers int, period time.Duration) *countedLoad {
 				l.mu.Lock()
 				l.sent++
 				l.mu.Unlock()
-				a := e.call(2 * time.Second)
+				a := e.callRows(2*time.Second, rows)
 				k := a.code.String()
 				if a.code == codes.OK {
 					k += " " + a.model
@@ -161,6 +165,37 @@ func TestFailoverEndToEnd(t *testing.T) {
 	promtoolClean(t, e.gate.admin, "infergate_breaker_state", "infergate_breaker_transitions_total",
 		"infergate_route_calls_total", "infergate_fallback_calls_total", "infergate_degraded_responses_total",
 		"infergate_hedges_total", "infergate_retries_total", "infergate_route_changes_total", "infergate_route_mode")
+}
+
+// TestFailoverWithBatching: with adaptive batching on both models and
+// calls of one to three rows, a hung primary's calls go to the fallback
+// and back, and every call is answered. Two crashes hid here: a call
+// larger than the batch target overflowed the dispatcher's stack, and
+// marking a batched fallback answer wrote the header every caller of the
+// batch was reading.
+func TestFailoverWithBatching(t *testing.T) {
+	e := newFailoverEnv(t, "--batching", "adaptive", "--batch-models", "resnet50,mobilenet_v3", "--batch-slots", "2")
+	e.maxRows = 3
+	l := e.load(6, 10*time.Millisecond)
+	time.Sleep(2 * time.Second)
+	fault(t, e.pri.admin, `{"model":"resnet50","hang":true}`)
+	time.Sleep(3 * time.Second)
+	heal(t, e.pri.admin)
+	eventually(t, "back on the primary after the hang", func() bool { return e.call(2*time.Second).model == "resnet50" })
+	time.Sleep(time.Second)
+	sent, got := l.finish()
+	if got["OK resnet50"] == 0 || got["OK mobilenet_v3"] == 0 || got["OK resnet50"]+got["OK mobilenet_v3"] != sent {
+		t.Errorf("%d calls sent, outcomes %v: want every call answered, by both models", sent, got)
+	}
+	t.Logf("%d calls: %v", sent, got)
+	fams := scrape(t, e.gate.admin)
+	var rows float64
+	for _, m := range find(fams, "infergate_batch_size", map[string]string{"model": "mobilenet_v3"}) {
+		rows += m.GetHistogram().GetSampleSum()
+	}
+	if rows == 0 {
+		t.Errorf("no batches of mobilenet_v3 on the fallback:\n%s", dumpFamilies(fams, "infergate_batch_size"))
+	}
 }
 
 // An alert with action fallback sends the model to its fallback while it
