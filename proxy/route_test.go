@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -619,5 +620,38 @@ func TestRouteFallbackLeavesBatchHeaderAlone(t *testing.T) {
 	}
 	if want := metadata.Pairs("x-upstream", "yes"); !reflect.DeepEqual(b.header, want) {
 		t.Errorf("the batch's shared header became %v, want %v unchanged", b.header, want)
+	}
+}
+
+// TestRouteCascadeHungPrimary: an unsure edge answer escalated to a hung
+// primary comes back after the model's patience (the hedge delay, or
+// half the deadline while the primary's tail is unknown), marked
+// primary_slow, instead of the caller's DEADLINE_EXCEEDED with the answer
+// in the proxy's hands; the cut escalations count as slow and trip the
+// primary's breaker.
+func TestRouteCascadeHungPrimary(t *testing.T) {
+	for _, tc := range []struct{ hedge, deadline time.Duration }{
+		{50 * time.Millisecond, 5 * time.Second},
+		{0, 400 * time.Millisecond}, // automatic: 200ms, half the deadline
+	} {
+		t.Run(fmt.Sprint("hedge_after=", tc.hedge), func(t *testing.T) {
+			e := newRouteEnv(t, func(rc *RouteConfig, _ *RouterOptions, _ *BreakerConfig) {
+				rc.Cascade = &CascadeConfig{Output: "probs", Threshold: 0.6}
+				rc.HedgeAfter = tc.hedge
+			})
+			e.edge.conf.Store(float32(0.4))
+			e.pri.set(behaveHang)
+			for i := range 5 {
+				if r := e.infer(t, tc.deadline); r.code != codes.OK || r.server != "edge" || r.route != monitor.RouteCascadeEdge || r.reason != reasonPrimarySlow {
+					t.Fatalf("call %d: unsure edge, hung primary: %+v, want the edge's answer marked primary_slow", i, r)
+				}
+			}
+			_, breakers := e.router.Status()
+			for _, b := range breakers {
+				if b.Upstream == "primary" && b.State != BreakerOpen.String() {
+					t.Errorf("primary breaker %+v after 5 cut escalations, want open", b)
+				}
+			}
+		})
 	}
 }

@@ -26,8 +26,8 @@ const (
 	HeaderRoute = "x-infergate-route"
 	// HeaderRouteReason says why: "breaker_open", "alert", "forced",
 	// "slow_start", "retry", "hedge", "shed_in_flight", "shed_deadline",
-	// "shed_queue_full", "low_confidence", "confident", "edge_failed" or
-	// "primary_failed".
+	// "shed_queue_full", "low_confidence", "confident", "edge_failed",
+	// "primary_failed" or "primary_slow".
 	HeaderRouteReason = "x-infergate-route-reason"
 )
 
@@ -47,6 +47,7 @@ const (
 	reasonConfident     = "confident"
 	reasonEdgeFailed    = "edge_failed"
 	reasonPrimaryFailed = "primary_failed"
+	reasonPrimarySlow   = "primary_slow"
 )
 
 // fallbackReasons lists the reasons a call goes to the fallback, in the
@@ -264,27 +265,7 @@ func (c *routedCall) viaPrimary(ss grpc.ServerStream, o outcome, report func(ver
 	}
 	var a answer
 	hedged := false
-	after := c.hedgeAfter() // 0: off, or automatic with the tail unknown
-	auto := c.mr.cfg.HedgeAfter == 0
-	slow := true // the primary unanswered at the hedge is slow
-	if dl, ok := c.ctx.Deadline(); ok && c.mr.cfg.HedgeAfter >= 0 {
-		// A hedge must leave the fallback time to answer: no later than
-		// half of what the deadline leaves; with the tail unknown, that
-		// is the automatic hedge (a primary hung from the start is then
-		// hedged, and tripped, before the callers' deadlines). Sent
-		// earlier than the model's delay, a hedge shows the primary slow
-		// only past the slowest of its healthy calls (its p99.9). An
-		// automatic hedge never goes before that: it would replace
-		// healthy answers that were still on time.
-		if left := time.Until(dl) / 2; left > 0 && (after == 0 || left < after) {
-			tail := time.Duration(live.tail.Load())
-			after = left
-			if auto {
-				after = max(after, tail)
-			}
-			slow = (tail > 0 && after > tail) || (auto && tail == 0)
-		}
-	}
+	after, slow := c.patience()
 	if after > 0 && c.fb != nil && idempotent {
 		var h *answer
 		a, h = c.hedge(c.pri, report, after, slow)
@@ -340,6 +321,36 @@ func (c *routedCall) retryable(a answer) bool {
 		}
 	}
 	return false
+}
+
+// patience is how long the primary gets before the fallback is asked (a
+// hedge) or a cascade answers with the edge's answer it holds: the hedge
+// delay, and no later than half of what the call's deadline leaves; 0 for
+// no limit. slow says whether the primary still unanswered then counts as
+// a slow call for its breaker.
+func (c *routedCall) patience() (after time.Duration, slow bool) {
+	after = c.hedgeAfter() // 0: off, or automatic with the tail unknown
+	auto := c.mr.cfg.HedgeAfter == 0
+	slow = true
+	if dl, ok := c.ctx.Deadline(); ok && c.mr.cfg.HedgeAfter >= 0 {
+		// The fallback needs time to answer: no later than half of what
+		// the deadline leaves; with the tail unknown, that is the
+		// automatic delay (a primary hung from the start is then hedged,
+		// and tripped, before the callers' deadlines). Shorter than the
+		// model's delay, it shows the primary slow only past the slowest
+		// of its healthy calls (its p99.9). An automatic delay never
+		// ends before that: it would replace healthy answers that were
+		// still on time.
+		if left := time.Until(dl) / 2; left > 0 && (after == 0 || left < after) {
+			tail := time.Duration(c.mr.live.tail.Load())
+			after = left
+			if auto {
+				after = max(after, tail)
+			}
+			slow = (tail > 0 && after > tail) || (auto && tail == 0)
+		}
+	}
+	return after, slow
 }
 
 // minHedgeAfter is the least automatic hedge delay.
@@ -448,13 +459,13 @@ func (c *routedCall) cascade(ss grpc.ServerStream, o outcome) outcome {
 		reason = reasonLowConfidence
 	}
 	var report func(verdict)
-	ok := true
+	ok, cut := true, false
 	if c.pb != nil {
 		report, ok = c.pb.admit()
 	}
 	if ok {
-		a := c.attempt(c.ctx, c.pri)
-		c.report(report, a)
+		var a answer
+		a, cut = c.escalate(report, e.err == nil)
 		if a.err == nil || e.err != nil {
 			live.counters.cascadeEscalated.Add(1)
 			a.upstream += e.upstream
@@ -463,8 +474,48 @@ func (c *routedCall) cascade(ss grpc.ServerStream, o outcome) outcome {
 	}
 	// The primary cannot help: the edge's answer, however unsure, beats
 	// an error.
+	reason = reasonPrimaryFailed
+	if cut {
+		reason = reasonPrimarySlow
+	}
 	live.counters.cascadeEdge.Add(1)
-	return c.p.reply(ss, e, monitor.RouteCascadeEdge, reasonPrimaryFailed, c.fb.up, o, &c.mr.live.counters)
+	return c.p.reply(ss, e, monitor.RouteCascadeEdge, reason, c.fb.up, o, &c.mr.live.counters)
+}
+
+// escalate sends a cascade's call to the primary. With the edge's answer
+// in hand (held), the primary gets the model's patience, not the whole
+// deadline: a hung primary would otherwise make the caller miss the
+// answer the proxy already has. Cut off there (cut), the primary counts as
+// slow for its breaker as a hedged call would.
+func (c *routedCall) escalate(report func(verdict), held bool) (a answer, cut bool) {
+	var after time.Duration
+	slow := false
+	if held {
+		after, slow = c.patience()
+	}
+	if after <= 0 {
+		a = c.attempt(c.ctx, c.pri)
+		c.report(report, a)
+		return a, false
+	}
+	cutAt := time.Now().Add(after)
+	ctx, cancel := context.WithDeadline(c.ctx, cutAt)
+	defer cancel()
+	a = c.attempt(ctx, c.pri)
+	// The clock, not ctx.Err(), says whether the patience ran out: the
+	// primary got the deadline too and its DEADLINE_EXCEEDED can arrive
+	// before the context's timer fires.
+	if a.err == nil || c.ctx.Err() != nil || time.Now().Before(cutAt) {
+		c.report(report, a)
+		return a, false
+	}
+	switch {
+	case slow:
+		c.reportFailed(report)
+	case report != nil:
+		report(verdictNone) // cut before its tail: says nothing
+	}
+	return a, true
 }
 
 // confidence reads the edge answer's confidence from its output tensor.
