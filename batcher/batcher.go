@@ -27,6 +27,14 @@ const (
 // Batcher that is closed. The caller sends such a request on its own.
 var ErrNotBatched = errors.New("batcher: not batched")
 
+// testHookQueueFound, when a test sets it, runs between Do's lookup of a
+// queue and its enqueue: where a queue's retirement can come in between.
+var testHookQueueFound func(*queue)
+
+// errRetired: the queue a call found was freed for being idle; Do looks
+// it up again. Never returned by Do.
+var errRetired = errors.New("batcher: queue retired")
+
 // Sentinel errors of Do; the proxy turns them into gRPC statuses at its
 // edge. Do wraps them with the model and what happened.
 var (
@@ -108,6 +116,11 @@ const (
 	maxQueues = 512
 	// maxKeys caps the compatibility keys waiting in one queue at once.
 	maxKeys = 64
+	// queueIdle is how long a queue stays with nothing queued, in flight
+	// or arriving before it is freed with its dispatcher: versions a
+	// client tried once (or an old model version) do not hold a place
+	// under maxQueues for good.
+	queueIdle = time.Minute
 )
 
 // Batcher merges unary inference calls into batches. Create it with New; it
@@ -116,9 +129,10 @@ type Batcher struct {
 	models map[string]*model // read-only after New
 	codecs map[string]merge.Codec
 
-	mu      sync.Mutex // guards queue creation
+	mu      sync.Mutex // guards queue creation and retirement
 	queues  sync.Map   // queueKey → *queue
 	nQueues int
+	retired map[[2]string]*queueStats // counters of freed queues by (model, upstream); guarded by mu
 
 	log *slog.Logger // nil: no logging
 
@@ -214,14 +228,25 @@ func (b *Batcher) Do(ctx context.Context, r Request) (Result, error) {
 	if dl, ok := ctx.Deadline(); ok {
 		c.deadline = dl
 	}
-	alone, err := q.enqueue(c)
-	switch {
-	case err != nil:
-		return Result{}, err
-	case alone:
-		return q.sendAlone(c)
+	for {
+		if testHookQueueFound != nil {
+			testHookQueueFound(q)
+		}
+		alone, err := q.enqueue(c)
+		switch {
+		case errors.Is(err, errRetired):
+			// The queue was freed as this call found it: take the new one.
+			if q = b.queue(q.key, m, codec, r.Invoke); q == nil {
+				return Result{}, ErrNotBatched
+			}
+			continue
+		case err != nil:
+			return Result{}, err
+		case alone:
+			return q.sendAlone(c)
+		}
+		return q.wait(c)
 	}
-	return q.wait(c)
 }
 
 // queue returns the queue of k, creating it and its dispatcher the first
@@ -249,6 +274,37 @@ func (b *Batcher) queue(k queueKey, m *model, codec merge.Codec, inv Invoker) *q
 	b.wg.Add(1)
 	go q.run()
 	return q
+}
+
+// retire frees q if it has been idle for queueIdle at now: nothing
+// queued, nothing in flight, no arrival. Its counters are kept for the
+// metrics. It reports whether q is gone; a call that finds it afterwards
+// gets errRetired from enqueue and looks the queue up again.
+func (b *Batcher) retire(q *queue, now time.Time) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.retired {
+		return true
+	}
+	if q.n > 0 || q.inFlight > 0 || now.Sub(q.lastActive) < queueIdle {
+		return false
+	}
+	q.retired = true
+	b.queues.CompareAndDelete(q.key, q)
+	b.nQueues--
+	k := [2]string{q.key.model, q.key.upstream}
+	if b.retired == nil {
+		b.retired = map[[2]string]*queueStats{}
+	}
+	acc := b.retired[k]
+	if acc == nil {
+		acc = &queueStats{}
+		b.retired[k] = acc
+	}
+	acc.add(&q.stats)
+	return true
 }
 
 // Close stops the dispatchers, fails every queued call with UNAVAILABLE and

@@ -7,7 +7,10 @@
 // batcher/merge decides it: same inputs, datatypes, non-batch dims, outputs,
 // parameters); only requests with the same key are merged. A dispatcher
 // goroutine per queue forms batches and hands each to its own goroutine for
-// the upstream call, so no lock is held across I/O.
+// the upstream call, so no lock is held across I/O. Clients choose the
+// versions, so queues are capped (512; past it a request goes unbatched)
+// and a queue idle for a minute is freed with its dispatcher, its counters
+// kept for the metrics.
 //
 // # Policies
 //

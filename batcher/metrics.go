@@ -103,6 +103,12 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 			models[name].delay = m.pol.MaxDelay
 		}
 	}
+	// Under the lock that retiring a queue takes: a queue is counted
+	// either live or among the retired, never both or neither.
+	c.b.mu.Lock()
+	for k, st := range c.b.retired {
+		hists[k] = &hist{count: st.batches, sum: st.rows, late: st.late, sizes: st.sizes}
+	}
 	c.b.each(func(q *queue) {
 		k := [2]string{q.key.model, q.key.upstream}
 		h := hists[k]
@@ -127,6 +133,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		pm.seen = true
 		q.mu.Unlock()
 	})
+	c.b.mu.Unlock()
 	for k, h := range hists {
 		buckets := make(map[float64]uint64, numSizeBuckets)
 		var cum uint64

@@ -69,16 +69,18 @@ type queue struct {
 	invoke Invoker
 	wake   chan struct{} // capacity 1: "look again"
 
-	mu       sync.Mutex
-	subs     map[string]*sub
-	n        int // calls queued
-	inFlight int // batches sent and not finished
-	fit      latencyFit
-	rate     rateMeter
-	target   int           // current target size (rows)
-	delay    time.Duration // current target delay
-	stats    queueStats
-	closed   bool // the dispatcher has stopped
+	mu         sync.Mutex
+	subs       map[string]*sub
+	n          int // calls queued
+	inFlight   int // batches sent and not finished
+	fit        latencyFit
+	rate       rateMeter
+	target     int           // current target size (rows)
+	delay      time.Duration // current target delay
+	stats      queueStats
+	closed     bool      // the dispatcher has stopped
+	retired    bool      // freed for being idle (see Batcher.retire)
+	lastActive time.Time // the last arrival or finished batch
 }
 
 // queueStats are a queue's counters, guarded by its lock.
@@ -88,6 +90,16 @@ type queueStats struct {
 	sizes         [numSizeBuckets]uint64 // batches by size bucket, not cumulative
 }
 
+// add adds o's counts to s.
+func (s *queueStats) add(o *queueStats) {
+	s.batches += o.batches
+	s.rows += o.rows
+	s.late += o.late
+	for i, n := range o.sizes {
+		s.sizes[i] += n
+	}
+}
+
 func newQueue(b *Batcher, k queueKey, m *model, codec merge.Codec, inv Invoker) *queue {
 	q := &queue{
 		b: b, key: k, m: m, pol: m.pol, codec: codec, invoke: inv,
@@ -95,6 +107,7 @@ func newQueue(b *Batcher, k queueKey, m *model, codec merge.Codec, inv Invoker) 
 		subs: make(map[string]*sub),
 	}
 	q.target = q.pol.MaxSize
+	q.lastActive = time.Now()
 	if q.pol.Mode == Static {
 		q.delay = q.pol.MaxDelay
 	}
@@ -117,10 +130,15 @@ func (q *queue) poke() {
 // dispatcher and to a batch goroutine, which cost light traffic latency.
 func (q *queue) enqueue(c *call) (alone bool, err error) {
 	q.mu.Lock()
+	if q.retired {
+		q.mu.Unlock()
+		return false, errRetired
+	}
 	if q.closed {
 		q.mu.Unlock()
 		return false, ErrNotBatched
 	}
+	q.lastActive = c.arrived
 	if q.n >= q.pol.QueueSize {
 		n := q.n
 		q.mu.Unlock()
@@ -170,11 +188,23 @@ func (q *queue) run() {
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	for {
-		bt, at := q.nextSafe(time.Now())
+		now := time.Now()
+		bt, at := q.nextSafe(now)
 		if bt != nil {
 			q.b.wg.Add(1)
 			go q.send(bt)
 			continue
+		}
+		if at.IsZero() {
+			// Nothing to form: look again when the queue would be idle
+			// for long enough to be freed.
+			idleAt, idle := q.idleAt()
+			if idle && !now.Before(idleAt) && q.b.retire(q, now) {
+				return
+			}
+			if idle {
+				at = idleAt
+			}
 		}
 		if !at.IsZero() {
 			timer.Reset(max(time.Until(at), 0))
@@ -192,6 +222,13 @@ func (q *queue) run() {
 		}
 		timer.Stop()
 	}
+}
+
+// idleAt is when q, empty and with nothing in flight (idle), may be freed.
+func (q *queue) idleAt() (time.Time, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.lastActive.Add(queueIdle), q.n == 0 && q.inFlight == 0
 }
 
 // failQueuedLocked fails every queued call with err (the Batcher closed,
@@ -221,6 +258,7 @@ func (q *queue) countBatch(rows int) {
 func (q *queue) finish(rows int, took time.Duration, ok bool) {
 	q.mu.Lock()
 	q.inFlight--
+	q.lastActive = time.Now()
 	if ok {
 		q.fit.add(rows, took)
 		if q.pol.Mode == Adaptive {
