@@ -196,6 +196,18 @@ func (p *Proxy) stream(ctx context.Context, up *Upstream, method string, kind ta
 	}
 	t0 := p.now()
 	cs, err := up.Conn().NewStream(upCtx, &bidiDesc, method, opts...)
+	if err != nil && sr.retry != nil {
+		if alt, ok := sr.retry(err); ok {
+			sr, up = alt, alt.up
+			o.route, o.upName = sr.route, up.name
+			if cs, err = up.Conn().NewStream(upCtx, &bidiDesc, method, opts...); err == nil {
+				sr.retriesWon.Add(1)
+			}
+		}
+	}
+	if sr.primaryCalls != nil {
+		sr.primaryCalls.Add(1)
+	}
 	if err != nil {
 		o.upstream = since(p.now, t0)
 		o.err = p.upstreamError(ctx, up, method, err, false)

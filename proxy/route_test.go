@@ -655,3 +655,50 @@ func TestRouteCascadeHungPrimary(t *testing.T) {
 		})
 	}
 }
+
+// TestRouteStreamRetriedWhenPrimaryRefuses: a stream whose primary cannot
+// be opened (the server is gone: nothing reached it) goes to the fallback
+// at once, marked retry, and the refusal counts for the primary's breaker;
+// a non-idempotent model's stream gets the UNAVAILABLE instead.
+func TestRouteStreamRetriedWhenPrimaryRefuses(t *testing.T) {
+	for _, nonIdem := range []bool{false, true} {
+		t.Run(fmt.Sprint("non_idempotent=", nonIdem), func(t *testing.T) {
+			e := newRouteEnv(t, func(rc *RouteConfig, _ *RouterOptions, _ *BreakerConfig) { rc.NonIdempotent = nonIdem })
+			e.pri.kill()
+			ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+			defer cancel()
+			s, err := e.client.ModelStreamInfer(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Send(&kservepb.ModelInferRequest{ModelName: "big"}); err != nil {
+				t.Fatal(err)
+			}
+			resp, err := s.Recv()
+			if nonIdem {
+				if status.Code(err) != codes.Unavailable {
+					t.Fatalf("non-idempotent stream to a dead primary: %v, want UNAVAILABLE", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("stream to a dead primary with a fallback: %v", err)
+			}
+			hdr, _ := s.Header()
+			if resp.InferResponse.Id != "edge" || resp.InferResponse.ModelName != "small" ||
+				hdr.Get(HeaderRoute)[0] != monitor.RouteFallback || hdr.Get(HeaderRouteReason)[0] != reasonRetry {
+				t.Errorf("answer %v with header %v, want the edge's small, marked fallback/retry", resp.InferResponse, hdr)
+			}
+			s.CloseSend()
+			routes, breakers := e.router.Status()
+			if c := routes[0].Calls; c.Retries != 1 || c.RetriesWon != 1 || c.Primary != 0 {
+				t.Errorf("route counters %+v, want one retry won and no primary call", c)
+			}
+			for _, b := range breakers {
+				if b.Upstream == "primary" && b.Failures != 1 {
+					t.Errorf("primary breaker %+v, want the refused open counted", b)
+				}
+			}
+		})
+	}
+}

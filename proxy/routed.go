@@ -687,12 +687,23 @@ type streamRoute struct {
 	// rewrite readdresses each request frame to the fallback model; nil
 	// when the stream goes to the model the client named.
 	rewrite func(*Frame) (*Frame, error)
+	// retry, on the primary route of a model with a fallback, is the
+	// route to take when the primary stream could not be opened (nothing
+	// reached the upstream): false when that is not safe or allowed.
+	retry func(openErr error) (streamRoute, bool)
+	// primaryCalls counts the stream once it goes to the primary: after
+	// the open, which a retry may turn into a fallback call.
+	primaryCalls *atomic.Uint64
+	// retriesWon counts a retried stream whose fallback stream opened.
+	retriesWon *atomic.Uint64
 }
 
 // routeStream reads a model stream's first frame and picks its route: the
 // primary, or the fallback while a breaker, an alert or the operator holds
 // the model there. A stream is long-lived and may carry many requests, so
-// it is neither hedged nor retried, and it does not count for breakers.
+// once open it is neither hedged nor retried and does not count for
+// breakers; only a primary stream that cannot be opened is retried on the
+// fallback (streamRoute.retry) and counted as a failure.
 func (p *Proxy) routeStream(ss grpc.ServerStream, up *Upstream, kind targetKind, st *callStats) (streamRoute, error) {
 	sr := streamRoute{up: up, route: monitor.RoutePrimary}
 	f := new(Frame)
@@ -737,13 +748,46 @@ func (p *Proxy) routeStream(ss grpc.ServerStream, up *Upstream, kind targetKind,
 		reason = reasonBreaker
 	}
 	if reason == "" {
-		mr.live.counters.primary.Add(1)
+		sr.primaryCalls = &mr.live.counters.primary
+		if fb != nil {
+			sr.retry = func(openErr error) (streamRoute, bool) {
+				return p.retryStream(sr, mr, pb, model, kind, openErr)
+			}
+		}
 		return sr, nil
 	}
 	if mr.fallback != nil && mr.fallback.refusing() {
 		return sr, status.Errorf(codes.Unavailable, "infergate: model %s: fallback upstream %s: circuit breaker open; retry later",
 			model, mr.fallback.name)
 	}
+	return fallbackStream(sr, mr, model, kind, reason), nil
+}
+
+// retryStream is the fallback route of a stream whose primary stream could
+// not be opened with UNAVAILABLE (connection refused, no connection: the
+// first frame never left): the failure counts for the primary's breaker,
+// and the stream goes to the fallback from the retry budget, as a unary
+// call that failed before reaching the upstream would.
+func (p *Proxy) retryStream(sr streamRoute, mr *modelRoute, pb *breaker, model string, kind targetKind, openErr error) (streamRoute, bool) {
+	if status.Code(openErr) != codes.Unavailable {
+		return sr, false
+	}
+	if pb != nil && pb.State() == BreakerClosed {
+		pb.record(true)
+	}
+	if mr.cfg.NonIdempotent || (mr.fallback != nil && mr.fallback.refusing()) || !p.router.budget.take() {
+		return sr, false
+	}
+	mr.live.counters.retries.Add(1)
+	sr = fallbackStream(sr, mr, model, kind, reasonRetry)
+	sr.retriesWon = &mr.live.counters.retriesWon
+	return sr, true
+}
+
+// fallbackStream readdresses a stream's route to the model's fallback.
+func fallbackStream(sr streamRoute, mr *modelRoute, model string, kind targetKind, reason string) streamRoute {
+	fb := mr.cfg.Fallback
+	sr.retry, sr.primaryCalls = nil, nil
 	name := fb.Model
 	if name == "" {
 		name = model
@@ -763,5 +807,5 @@ func (p *Proxy) routeStream(ss grpc.ServerStream, up *Upstream, kind targetKind,
 	}
 	mr.live.counters.fallback.Add(1)
 	mr.live.counters.fellBack(reason)
-	return sr, nil
+	return sr
 }
