@@ -298,7 +298,14 @@ func (b *breaker) admit() (probe func(verdict), ok bool) {
 		done(nil)
 		return nil, true
 	}
+	// Reported once: callers defer a verdictNone so that a panic
+	// between admit and the report cannot keep a half-open slot for
+	// good (gobreaker frees it only on a report).
+	var reported atomic.Bool
 	return func(v verdict) {
+		if !reported.CompareAndSwap(false, true) {
+			return
+		}
 		switch v {
 		case verdictFailed:
 			done(errFailed)

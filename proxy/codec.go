@@ -3,6 +3,7 @@ package proxy
 import (
 	"fmt"
 	"slices"
+	"sync/atomic"
 
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/mem"
@@ -19,7 +20,9 @@ import (
 // consume it: gRPC takes its own reference.
 type Frame struct {
 	data mem.BufferSlice
-	flat []byte // contiguous copy, made by Bytes for a multi-buffer frame
+	// flat is the contiguous copy Bytes makes of a multi-buffer frame.
+	// Atomic: a hedge's goroutine and the primary's may ask at once.
+	flat atomic.Pointer[[]byte]
 	// one backs data for a single-buffer message, saving an allocation.
 	// It is filled at most once: gRPC may still read a slice of it after
 	// the frame was sent.
@@ -42,13 +45,17 @@ func (f *Frame) Len() int { return f.data.Len() }
 // free for a frame held in one buffer; a frame split over several buffers is
 // copied once and the copy kept.
 func (f *Frame) Bytes() []byte {
-	switch {
-	case len(f.data) == 1:
+	if len(f.data) == 1 {
 		return f.data[0].ReadOnlyData()
-	case f.flat == nil:
-		f.flat = f.data.Materialize()
 	}
-	return f.flat
+	if p := f.flat.Load(); p != nil {
+		return *p
+	}
+	b := f.data.Materialize()
+	if !f.flat.CompareAndSwap(nil, &b) {
+		return *f.flat.Load() // another goroutine's copy won
+	}
+	return b
 }
 
 // Chunks appends f's payload, buffer by buffer, to dst and returns it; the
@@ -65,7 +72,7 @@ func (f *Frame) Chunks(dst [][]byte) [][]byte {
 func (f *Frame) Free() {
 	f.data.Free()
 	f.data = nil
-	f.flat = nil
+	f.flat.Store(nil)
 }
 
 // rawCodec is the proxy's encoding.CodecV2. A *Frame passes through as raw

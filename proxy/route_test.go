@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -701,4 +702,39 @@ func TestRouteStreamRetriedWhenPrimaryRefuses(t *testing.T) {
 			}
 		})
 	}
+}
+
+// panickyBatcher panics in Do while panics is set, else sends alone.
+type panickyBatcher struct{ panics *atomic.Bool }
+
+func (panickyBatcher) Handles(string, string) bool { return true }
+
+func (b panickyBatcher) Do(ctx context.Context, r batcher.Request) (batcher.Result, error) {
+	if b.panics.Load() {
+		panic("batcher bug")
+	}
+	return batcher.Result{}, batcher.ErrNotBatched
+}
+
+// TestRouteProbePanicFreesItsSlot: a half-open probe whose call panics
+// (recovered at the server) gives its place back: once the bug is gone
+// the next probes close the breaker. gobreaker frees a probe's slot only
+// on a report, so without one the breaker stayed half-open for good and
+// the model on its fallback until a restart.
+func TestRouteProbePanicFreesItsSlot(t *testing.T) {
+	var panics atomic.Bool
+	e := newRouteEnvWith(t, func(_ *RouteConfig, _ *RouterOptions, bc *BreakerConfig) { bc.SlowStart = time.Nanosecond },
+		WithBatcher(panickyBatcher{&panics}))
+	e.pri.set(behaveError)
+	eventually(t, "the primary's breaker to open", func() bool { return e.infer(t, time.Second).reason == reasonBreaker })
+	e.pri.set(behaveOK)
+	panics.Store(true)
+	time.Sleep(150 * time.Millisecond) // open_for 100ms: the next calls are probes
+	for range 4 {
+		e.infer(t, time.Second) // probes that panic
+	}
+	panics.Store(false)
+	eventually(t, "the probes to close the breaker once nothing panics", func() bool {
+		return e.infer(t, time.Second).server == "primary"
+	})
 }

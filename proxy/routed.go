@@ -144,6 +144,9 @@ func (p *Proxy) routeUnary(ctx context.Context, up *Upstream, method string, kin
 			o.err = status.Errorf(codes.Unavailable, "infergate: upstream %s: circuit breaker open; retry later", up.name)
 			return o
 		}
+		if probe != nil {
+			defer probe(verdictNone) // a no-op once reported
+		}
 		c := &routedCall{p: p, ctx: ctx, method: method, kind: kind, req: req, opts: opts, model: o.model, ver: o.version,
 			pb: b, pri: target{up: up}}
 		defer c.free()
@@ -206,6 +209,9 @@ func (p *Proxy) routeUnary(ctx context.Context, up *Upstream, method string, kin
 	var report func(verdict)
 	if c.pb != nil {
 		report, ok = c.pb.admit()
+	}
+	if report != nil {
+		defer report(verdictNone) // a no-op once reported
 	}
 	if ok && report == nil && c.fb != nil && c.pb != nil {
 		// Slow start after the breaker closed: a growing share of calls
@@ -397,7 +403,9 @@ func (c *routedCall) hedge(t target, report func(verdict), after time.Duration, 
 		if testHookHedge != nil {
 			testHookHedge()
 		}
-		if c.ctx.Err() != nil || c.fallbackOpen() {
+		// hctx ended: the primary answered as the timer fired; no hedge,
+		// no budget spent.
+		if c.ctx.Err() != nil || hctx.Err() != nil || c.fallbackOpen() {
 			hedged <- nil
 			return
 		}
@@ -462,6 +470,9 @@ func (c *routedCall) cascade(ss grpc.ServerStream, o outcome) outcome {
 	ok, cut := true, false
 	if c.pb != nil {
 		report, ok = c.pb.admit()
+	}
+	if report != nil {
+		defer report(verdictNone) // a no-op once reported
 	}
 	if ok {
 		var a answer
@@ -576,6 +587,9 @@ func (c *routedCall) tryFallback(ctx context.Context) answer {
 	if !ok {
 		return answer{err: status.Errorf(codes.Unavailable,
 			"infergate: model %s: fallback upstream %s: circuit breaker open; retry later", c.model, c.fb.up.name)}
+	}
+	if probe != nil {
+		defer probe(verdictNone) // a no-op once reported
 	}
 	a := c.attempt(ctx, *c.fb)
 	reportTo(b, ctx, probe, a)

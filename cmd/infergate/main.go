@@ -170,6 +170,9 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		sopts = append(sopts, grpc.Creds(srvCreds))
 	}
 	gs := p.NewServer(sopts...)
+	// On an early return (a listener failed) the calls in flight are cut,
+	// so that closing the batcher and the proxy cannot wait on them.
+	defer gs.Stop()
 
 	// Bind both listeners before announcing anything, so a bad address
 	// fails the start rather than half of the service.
