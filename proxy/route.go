@@ -123,9 +123,14 @@ type Router struct {
 
 	mu      sync.Mutex // writers of table
 	changed chan struct{}
-	stop    chan struct{}
-	done    chan struct{}
-	closed  sync.Once
+	// transitions carries breaker changes from gobreaker's callback to
+	// the loop, which logs them: the callback runs under gobreaker's
+	// mutex, and a log write can block (a full stderr pipe).
+	transitions chan transition
+	dropped     atomic.Uint64 // transitions not logged: the queue was full
+	stop        chan struct{}
+	done        chan struct{}
+	closed      sync.Once
 }
 
 // routeTable is the immutable snapshot the hot path reads.
@@ -175,13 +180,14 @@ func NewRouter(opts RouterOptions) (*Router, error) {
 		opts.ProbeEvery = 20
 	}
 	r := &Router{
-		opts:     opts,
-		log:      opts.Logger,
-		breakers: map[*Upstream]*breaker{},
-		budget:   newBudget(opts.Budget, time.Now),
-		changed:  make(chan struct{}, 1),
-		stop:     make(chan struct{}),
-		done:     make(chan struct{}),
+		opts:        opts,
+		log:         opts.Logger,
+		breakers:    map[*Upstream]*breaker{},
+		budget:      newBudget(opts.Budget, time.Now),
+		changed:     make(chan struct{}, 1),
+		transitions: make(chan transition, 64),
+		stop:        make(chan struct{}),
+		done:        make(chan struct{}),
 	}
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
@@ -274,13 +280,40 @@ func (r *Router) Close() error {
 	return nil
 }
 
-// breakerChanged runs under gobreaker's mutex: it only logs and wakes the
-// loop, which accounts route changes.
+// transition is a breaker's state change, as the log shows it.
+type transition struct {
+	b                            *breaker
+	from, to                     BreakerState
+	calls, failures, consecutive int64
+}
+
+// breakerChanged runs under gobreaker's mutex: it only queues the change
+// (never blocking) and wakes the loop, which logs it and accounts route
+// changes.
 func (r *Router) breakerChanged(b *breaker, from, to BreakerState) {
 	calls, failures := b.counts()
-	r.log.Warn("circuit breaker", "upstream", b.name, "from", from.String(), "to", to.String(),
-		"window_calls", calls, "window_failures", failures, "consecutive_failures", b.consecutive.Load())
+	select {
+	case r.transitions <- transition{b, from, to, calls, failures, b.consecutive.Load()}:
+	default:
+		r.dropped.Add(1)
+	}
 	r.poke()
+}
+
+// logTransitions logs the queued breaker changes.
+func (r *Router) logTransitions() {
+	for {
+		select {
+		case t := <-r.transitions:
+			r.log.Warn("circuit breaker", "upstream", t.b.name, "from", t.from.String(), "to", t.to.String(),
+				"window_calls", t.calls, "window_failures", t.failures, "consecutive_failures", t.consecutive)
+		default:
+			if n := r.dropped.Swap(0); n > 0 {
+				r.log.Warn("circuit breaker changes not logged: too many at once", "count", n)
+			}
+			return
+		}
+	}
 }
 
 func (r *Router) poke() {
@@ -300,8 +333,10 @@ func (r *Router) loop() {
 	for {
 		select {
 		case <-r.stop:
+			r.logTransitions()
 			return
 		case <-r.changed:
+			r.logTransitions()
 			r.account()
 		case <-tick.C:
 			r.refresh()

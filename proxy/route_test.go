@@ -3,8 +3,11 @@ package proxy
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"reflect"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -736,5 +739,52 @@ func TestRouteProbePanicFreesItsSlot(t *testing.T) {
 	panics.Store(false)
 	eventually(t, "the probes to close the breaker once nothing panics", func() bool {
 		return e.infer(t, time.Second).server == "primary"
+	})
+}
+
+// blockingHandler is a slog.Handler whose writes wait for release, like a
+// full stderr pipe; it records the messages it was given.
+type blockingHandler struct {
+	release chan struct{}
+	mu      *sync.Mutex
+	msgs    *[]string
+}
+
+func (h blockingHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h blockingHandler) Handle(_ context.Context, r slog.Record) error {
+	<-h.release
+	h.mu.Lock()
+	*h.msgs = append(*h.msgs, r.Message)
+	h.mu.Unlock()
+	return nil
+}
+func (h blockingHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h blockingHandler) WithGroup(string) slog.Handler      { return h }
+
+// TestBreakerChangeNeverWaitsOnTheLog: gobreaker's state-change callback
+// runs under its mutex, which every call to that upstream needs; a log
+// that blocks must not stall them. The change is logged all the same, by
+// the router's loop, once the log moves again.
+func TestBreakerChangeNeverWaitsOnTheLog(t *testing.T) {
+	h := blockingHandler{release: make(chan struct{}), mu: &sync.Mutex{}, msgs: &[]string{}}
+	e := newRouteEnv(t, func(_ *RouteConfig, ro *RouterOptions, _ *BreakerConfig) { ro.Logger = slog.New(h) })
+	var releaseOnce sync.Once
+	release := func() { releaseOnce.Do(func() { close(h.release) }) }
+	t.Cleanup(release) // before the env's: a failed run must not hang its cleanup
+	e.pri.set(behaveError)
+	// Each call reaches the breaker; with the log blocked, none may wait.
+	for range 20 {
+		if r := e.infer(t, 5*time.Second); r.code != codes.OK {
+			t.Fatalf("call while the log is blocked: %+v", r)
+		}
+	}
+	if _, bs := e.router.Status(); bs[len(bs)-1].Opened == 0 && bs[0].Opened == 0 {
+		t.Fatalf("breakers %+v: want the primary's opened", bs)
+	}
+	release()
+	eventually(t, "the breaker change to be logged", func() bool {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return slices.Contains(*h.msgs, "circuit breaker")
 	})
 }
