@@ -17,7 +17,7 @@
 // payload. batching compares batching off, static and adaptive against
 // offered load and draws a plot. soak starts simserver and infergate and
 // drives an open-loop, production-like mix through infergate for a long
-// time (KServe ModelInfer on resnet50 and simple, TF Predict on
+// time (KServe ModelInfer on resnet50 with 1 to 4 rows and simple, TF Predict on
 // half_plus_two, a few ModelStreamInfer streams, some calls with short
 // deadlines, 1% of calls to junk model names that are each new). Every
 // -sample it records infergate's RSS (VmRSS of its pid), go_goroutines, the
