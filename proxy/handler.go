@@ -201,12 +201,12 @@ func (p *Proxy) stream(ctx context.Context, up *Upstream, method string, kind ta
 			sr, up = alt, alt.up
 			o.route, o.upName = sr.route, up.name
 			if cs, err = up.Conn().NewStream(upCtx, &bidiDesc, method, opts...); err == nil {
-				sr.retriesWon.Add(1)
+				sr.mr.live.counters.retriesWon.Add(1)
 			}
 		}
 	}
-	if sr.primaryCalls != nil {
-		sr.primaryCalls.Add(1)
+	if sr.mr != nil && sr.route == monitor.RoutePrimary {
+		sr.mr.live.counters.primary.Add(1)
 	}
 	if err != nil {
 		o.upstream = since(p.now, t0)

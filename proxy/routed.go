@@ -701,15 +701,14 @@ type streamRoute struct {
 	// rewrite readdresses each request frame to the fallback model; nil
 	// when the stream goes to the model the client named.
 	rewrite func(*Frame) (*Frame, error)
+	// mr is the model's route, nil for a model without one: its
+	// counters take the stream once it is open (a retry may still turn
+	// a primary stream into a fallback one).
+	mr *modelRoute
 	// retry, on the primary route of a model with a fallback, is the
 	// route to take when the primary stream could not be opened (nothing
 	// reached the upstream): false when that is not safe or allowed.
 	retry func(openErr error) (streamRoute, bool)
-	// primaryCalls counts the stream once it goes to the primary: after
-	// the open, which a retry may turn into a fallback call.
-	primaryCalls *atomic.Uint64
-	// retriesWon counts a retried stream whose fallback stream opened.
-	retriesWon *atomic.Uint64
 }
 
 // routeStream reads a model stream's first frame and picks its route: the
@@ -761,8 +760,8 @@ func (p *Proxy) routeStream(ss grpc.ServerStream, up *Upstream, kind targetKind,
 		}
 		reason = reasonBreaker
 	}
+	sr.mr = mr
 	if reason == "" {
-		sr.primaryCalls = &mr.live.counters.primary
 		if fb != nil {
 			sr.retry = func(openErr error) (streamRoute, bool) {
 				return p.retryStream(sr, mr, pb, model, kind, openErr)
@@ -793,15 +792,13 @@ func (p *Proxy) retryStream(sr streamRoute, mr *modelRoute, pb *breaker, model s
 		return sr, false
 	}
 	mr.live.counters.retries.Add(1)
-	sr = fallbackStream(sr, mr, model, kind, reasonRetry)
-	sr.retriesWon = &mr.live.counters.retriesWon
-	return sr, true
+	return fallbackStream(sr, mr, model, kind, reasonRetry), true
 }
 
 // fallbackStream readdresses a stream's route to the model's fallback.
 func fallbackStream(sr streamRoute, mr *modelRoute, model string, kind targetKind, reason string) streamRoute {
 	fb := mr.cfg.Fallback
-	sr.retry, sr.primaryCalls = nil, nil
+	sr.retry = nil
 	name := fb.Model
 	if name == "" {
 		name = model
