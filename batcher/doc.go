@@ -50,8 +50,10 @@
 //
 // A full queue (QueueSize requests across its keys) rejects at once with
 // RESOURCE_EXHAUSTED. A static queue never holds a request past its deadline
-// minus the predicted upstream time; a request whose deadline has passed is
-// answered DEADLINE_EXCEEDED without being sent. A caller that gives up
+// minus the predicted upstream time; a request whose deadline has passed,
+// or comes before its batch could be answered (the fitted latency), is
+// answered DEADLINE_EXCEEDED without being sent: under overload the model's
+// time goes to answers someone will read. A caller that gives up
 // leaves the queue; if its batch was already sent, its share is dropped,
 // and when every caller of a batch has gone the upstream call is cancelled.
 // The merged call's deadline is the latest of its callers' deadlines (none

@@ -4,6 +4,8 @@ package batcher
 // and which calls go in a batch, in which order (take).
 
 import (
+	"context"
+	"fmt"
 	"sort"
 	"time"
 )
@@ -125,6 +127,13 @@ func (q *queue) take(s *sub, size int, ord order, now time.Time) *batch {
 	if !ord.lateBefore.IsZero() {
 		fresh = sort.Search(len(s.calls), func(i int) bool { return !s.calls[i].arrived.Before(ord.lateBefore) })
 	}
+	// A call whose deadline comes before a batch could answer it is not
+	// sent: it would spend the model's time on an answer nobody reads.
+	// It gets DEADLINE_EXCEEDED now instead of at its deadline.
+	var hopeless time.Time
+	if q.fit.ready() {
+		hopeless = now.Add(q.fit.predict(size))
+	}
 	calls := make([]*call, 0, min(size, len(s.calls)))
 	rows := 0
 	// pick takes the calls of cs that want accepts, until the batch is
@@ -138,6 +147,14 @@ func (q *queue) take(s *sub, size int, ord order, now time.Time) *batch {
 				c.state = stateDropped
 				q.m.rejected[reasonOf(err)].Add(1)
 				continue // its caller returns on its own context
+			}
+			if !c.deadline.IsZero() && c.deadline.Before(hopeless) {
+				c.state = stateDropped
+				q.m.rejected[reasonDeadline].Add(1)
+				answer(c, result{err: fmt.Errorf("batcher: model %s: %w: %s left, a batch takes %s",
+					q.key.model, context.DeadlineExceeded, c.deadline.Sub(now).Round(time.Microsecond),
+					hopeless.Sub(now).Round(time.Microsecond))})
+				continue
 			}
 			if rows > 0 && rows+c.item.Rows > size {
 				return false
