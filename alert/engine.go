@@ -7,6 +7,7 @@ import (
 	"hash/fnv"
 	"log/slog"
 	"maps"
+	"runtime/debug"
 	"slices"
 	"sort"
 	"strings"
@@ -223,14 +224,14 @@ func (e *Engine) Run(ctx context.Context) {
 		defer t.Stop()
 		tick = t.C
 	}
-	e.Step() // at once: a restart re-evaluates restored alerts without waiting
+	e.safeStep() // at once: a restart re-evaluates restored alerts without waiting
 	for {
 		select {
 		case <-ctx.Done():
 			e.Close()
 			return
 		case <-tick:
-			e.Step()
+			e.safeStep()
 		}
 	}
 }
@@ -245,6 +246,18 @@ func (e *Engine) Close() {
 	for _, r := range e.receivers {
 		_ = r.Close(ctx)
 	}
+}
+
+// safeStep is Step with a panic logged instead of ending the process: a
+// bug in one evaluation (a rule, an actuator) must not take the proxy
+// down with it; the next tick evaluates again.
+func (e *Engine) safeStep() {
+	defer func() {
+		if v := recover(); v != nil {
+			e.log.Error("alert: evaluation panicked; evaluating again at the next tick", "panic", v, "stack", string(debug.Stack()))
+		}
+	}()
+	e.Step()
 }
 
 // Step evaluates every rule once at the engine's clock.

@@ -468,3 +468,40 @@ func TestActions(t *testing.T) {
 		t.Fatalf("after resolve: %v", act.calls)
 	}
 }
+
+// panickyActuator panics on Start until it is fixed.
+type panickyActuator struct {
+	fakeActuator
+	fixed bool
+}
+
+func (p *panickyActuator) Start(action string, labels map[string]string) (string, error) {
+	if !p.fixed {
+		panic("actuator bug")
+	}
+	return p.fakeActuator.Start(action, labels)
+}
+
+// TestEvaluationPanicKeepsTheEngine: a panic in one evaluation (here the
+// actuator's) is logged and the next tick evaluates again: the engine, and
+// with it the proxy, goes on; before, nothing recovered it and the whole
+// process died.
+func TestEvaluationPanicKeepsTheEngine(t *testing.T) {
+	rule := thresholdRule()
+	rule.For, rule.KeepFiringFor, rule.Action = 0, 0, "fallback"
+	cfg := &Config{Rules: []RuleConfig{rule}, Route: &RouteConfig{Receiver: "log", GroupWait: time.Second, GroupInterval: time.Second}}
+	r := newRig(t, cfg)
+	act := &panickyActuator{}
+	r.e.opts.Actuator = act
+	r.src.set("m", calls(6000, ms(10), ms(900), nil))
+	r.c.add(time.Second)
+	r.e.safeStep() // panics inside, recovered
+	act.fixed = true
+	for range 3 {
+		r.c.add(time.Second)
+		r.e.safeStep()
+	}
+	if r.state(rule.Name, "m") != StateFiring {
+		t.Errorf("alert %q after a panicking evaluation: %v, want firing", rule.Name, r.state(rule.Name, "m"))
+	}
+}

@@ -13,6 +13,7 @@ type engineMetrics struct {
 	evalSeconds   prometheus.Summary
 	evaluations   prometheus.Counter
 	notifications *prometheus.CounterVec
+	shown         map[[3]string]float64 // label values of active, as last set
 }
 
 func newEngineMetrics(reg prometheus.Registerer) *engineMetrics {
@@ -45,19 +46,31 @@ func newEngineMetrics(reg prometheus.Registerer) *engineMetrics {
 func (m *engineMetrics) observe(rules []*Rule, alerts map[string]*instance, took time.Duration) {
 	m.evaluations.Inc()
 	m.evalSeconds.Observe(took.Seconds())
-	m.active.Reset()
+	// Counted aside, then set: a scrape in the middle sees each gauge at
+	// its old or its new value, never reset to nothing (an absent() rule
+	// would fire, a graph would gap).
+	counts := make(map[[3]string]float64, 2*len(rules))
 	// Zeros for every rule, so a dashboard sees 0 rather than no data.
 	for _, r := range rules {
 		for _, st := range []State{StatePending, StateFiring} {
-			m.active.WithLabelValues(r.Name, string(st), r.Severity)
+			counts[[3]string{r.Name, string(st), r.Severity}] = 0
 		}
 	}
 	for _, a := range alerts {
 		if a.state == StateResolved {
 			continue
 		}
-		m.active.WithLabelValues(a.rule.Name, string(a.state), a.labels["severity"]).Inc()
+		counts[[3]string{a.rule.Name, string(a.state), a.labels["severity"]}]++
 	}
+	for k, v := range counts {
+		m.active.WithLabelValues(k[0], k[1], k[2]).Set(v)
+	}
+	for k := range m.shown {
+		if _, ok := counts[k]; !ok {
+			m.active.DeleteLabelValues(k[0], k[1], k[2])
+		}
+	}
+	m.shown = counts
 }
 
 func (m *engineMetrics) sent(receiver string) { m.notifications.WithLabelValues(receiver).Inc() }

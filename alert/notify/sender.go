@@ -110,9 +110,8 @@ func (s *Sender) Send(m *Message) {
 		return
 	}
 	old, dropped := s.queue.push(e)
-	n := s.queue.n
+	s.metrics.queued(s.queue.n) // under the lock: in order with the worker's
 	s.mu.Unlock()
-	s.metrics.queued(n)
 	if dropped {
 		s.drop(old, reasonQueueFull, nil)
 	}
@@ -172,8 +171,8 @@ func (s *Sender) next() (entry, bool) {
 			for s.queue.n > 0 {
 				left = append(left, s.queue.pop())
 			}
-			s.mu.Unlock()
 			s.metrics.queued(0)
+			s.mu.Unlock()
 			for _, e := range left {
 				s.drop(e, reasonClosed, nil)
 			}
@@ -181,9 +180,8 @@ func (s *Sender) next() (entry, bool) {
 		}
 		if s.queue.n > 0 {
 			e := s.queue.pop()
-			n := s.queue.n
+			s.metrics.queued(s.queue.n)
 			s.mu.Unlock()
-			s.metrics.queued(n)
 			return e, true
 		}
 		closed := s.closed
