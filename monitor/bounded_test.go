@@ -183,3 +183,41 @@ func TestSeriesHeap(t *testing.T) {
 		t.Fatalf("%d series", r.Len())
 	}
 }
+
+// TestByteCountersSurviveADroppedCodeClass: the byte counters add the
+// series of one label set across code classes; when the server_error
+// series idles out while the OK one stays busy, the counters keep its
+// bytes instead of going down (Prometheus would read a counter reset).
+func TestByteCountersSurviveADroppedCodeClass(t *testing.T) {
+	r, clk := newTestRegistry(t, Options{IdleTimeout: 10 * time.Second})
+	reg := prometheus.NewRegistry()
+	if err := r.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	okKey, errKey := testKey, testKey
+	okKey.CodeClass, errKey.CodeClass = CodeClassOK, CodeClassServerError
+	r.Record(errKey, Sample{Total: time.Millisecond, Code: "Internal", BytesIn: 100, BytesOut: 10})
+	r.Record(okKey, Sample{Total: time.Millisecond, Code: "OK", BytesIn: 1, BytesOut: 1})
+	bytesIn := func() string {
+		for _, line := range strings.Split(exposition(t, reg, "infergate_request_bytes_total"), "\n") {
+			if strings.HasPrefix(line, "infergate_request_bytes_total{") {
+				return line[strings.LastIndexByte(line, ' ')+1:]
+			}
+		}
+		return "none"
+	}
+	if got := bytesIn(); got != "101" {
+		t.Fatalf("request bytes %s, want 101", got)
+	}
+	for range 11 {
+		clk.t = clk.t.Add(time.Second)
+		r.Record(okKey, Sample{Total: time.Millisecond, Code: "OK", BytesIn: 1, BytesOut: 1}) // OK stays busy
+		r.Rotate()
+	}
+	if r.Len() != 1 {
+		t.Fatalf("%d series, want the server_error one dropped", r.Len())
+	}
+	if got := bytesIn(); got != "112" {
+		t.Errorf("request bytes %s after the server_error series went, want 112 (it had 100)", got)
+	}
+}

@@ -118,7 +118,12 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	requests := map[codeKey]int64{}
 	bytesIn := map[labelSet]int64{}
 	bytesOut := map[labelSet]int64{}
-	list := r.state.Load().list
+	st := r.state.Load()
+	list := st.list
+	for l, b := range st.carried {
+		bytesIn[l] += b[0]
+		bytesOut[l] += b[1]
+	}
 	for _, s := range append(list[:len(list):len(list)], r.overflow) {
 		t := s.totals()
 		if s.overflow && t.calls() == 0 {

@@ -54,6 +54,11 @@ type seriesState struct {
 	// that a NotFound or Unimplemented call can tell whether its model or
 	// method is known.
 	models, methods map[string]int
+	// carried holds the byte totals (in, out) of dropped series whose
+	// label set still has a live series (another code class): the byte
+	// counters add series by label set, and must not go down when one of
+	// them goes. Part of the state, so a scrape reads it with the list.
+	carried map[labelSet][2]int64
 }
 
 // newState builds the state of list (sorted by key).
@@ -164,7 +169,9 @@ func (r *Registry) create(key SeriesKey) (*Series, int) {
 		}
 		return 0
 	})
-	r.state.Store(newState(slices.Insert(slices.Clone(st.list), i, s)))
+	next := newState(slices.Insert(slices.Clone(st.list), i, s))
+	next.carried = st.carried
+	r.state.Store(next)
 	return s, -1
 }
 
@@ -347,13 +354,31 @@ func (r *Registry) drop(idle []*Series) {
 		}
 	}
 	next := newState(list)
-	r.state.Store(next)
-	if len(list) < r.cfg.maxSeries {
-		r.full.Store(false)
-	}
 	live := make(map[labelSet]bool, len(list))
 	for _, s := range list {
 		live[labelsOf(s.key)] = true
+	}
+	for l, b := range st.carried {
+		if live[l] {
+			if next.carried == nil {
+				next.carried = map[labelSet][2]int64{}
+			}
+			next.carried[l] = b
+		}
+	}
+	for s := range gone {
+		if l := labelsOf(s.key); live[l] {
+			t := s.totals() // final: the series is dead
+			if next.carried == nil {
+				next.carried = map[labelSet][2]int64{}
+			}
+			b := next.carried[l]
+			next.carried[l] = [2]int64{b[0] + t.bytesIn, b[1] + t.bytesOut}
+		}
+	}
+	r.state.Store(next)
+	if len(list) < r.cfg.maxSeries {
+		r.full.Store(false)
 	}
 	for s := range gone {
 		r.droppedCalls.Add(s.win.calls)
