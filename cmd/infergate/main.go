@@ -199,6 +199,13 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	go gt.run(runCtx)
 	alertsDone := make(chan struct{})
 	go func() { al.run(runCtx); close(alertsDone) }()
+	// stopAlerting ends the alert engine before a failed serve returns:
+	// it saves its state and drains queued notifications, as on SIGTERM.
+	stopAlerting := func(err error) error {
+		cancelRun()
+		<-alertsDone
+		return err
+	}
 	// The first verdict is in before the start line: /readyz is never
 	// "not checked yet" for a process that says it serves.
 	ready.check(runCtx)
@@ -221,7 +228,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	select {
 	case <-ctx.Done():
 	case err := <-errc:
-		return err
+		return stopAlerting(err)
 	}
 
 	// Drain, the way load balancers need it: readiness goes red at once
@@ -235,7 +242,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		select {
 		case <-time.After(*cfg.DrainDelay):
 		case err := <-errc:
-			return err
+			return stopAlerting(err)
 		}
 	}
 	done := make(chan struct{})
