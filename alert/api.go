@@ -3,6 +3,7 @@ package alert
 import (
 	"crypto/subtle"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -94,17 +95,32 @@ func (e *Engine) AddSilence(s Silence) (string, error) {
 	return id, err
 }
 
-// Ack acknowledges a firing alert: a silence of it until it resolves.
+// errNotFiring: Ack of an alert that is not firing (409 on the API).
+var errNotFiring = errors.New("only a firing alert can be acknowledged")
+
+// Ack acknowledges a firing alert: a silence of it until it resolves. A
+// second ack of the same alert returns the first one's silence. A pending
+// alert cannot be acknowledged: its silence would end at once (it lasts
+// while the alert fires), and the alert would page when it fires.
 func (e *Engine) Ack(fp, by, comment string) (string, error) {
 	e.mu.Lock()
 	a := e.alerts[fp]
 	var labels map[string]string
+	var state State
 	if a != nil {
-		labels = a.labels
+		labels, state = a.labels, a.state
 	}
 	e.mu.Unlock()
 	if a == nil {
 		return "", fmt.Errorf("no active alert %q", fp)
+	}
+	if state != StateFiring {
+		return "", fmt.Errorf("alert %q is %s: %w (add a silence for it instead)", fp, state, errNotFiring)
+	}
+	for _, s := range e.silences.all() {
+		if s.UntilResolved == fp {
+			return s.ID, nil
+		}
 	}
 	var ms []Matcher
 	for _, k := range []string{"alertname", "model", "gpu"} {
@@ -180,7 +196,11 @@ func (api *API) Register(mux *http.ServeMux) {
 		_ = json.NewDecoder(io.LimitReader(r.Body, 16<<10)).Decode(&body)
 		id, err := api.Engine.Ack(r.PathValue("fp"), body.CreatedBy, body.Comment)
 		if err != nil {
-			writeError(w, http.StatusNotFound, err.Error())
+			code := http.StatusNotFound
+			if errors.Is(err, errNotFiring) {
+				code = http.StatusConflict
+			}
+			writeError(w, code, err.Error())
 			return
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"id": id})

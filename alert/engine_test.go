@@ -505,3 +505,31 @@ func TestEvaluationPanicKeepsTheEngine(t *testing.T) {
 		t.Errorf("alert %q after a panicking evaluation: %v, want firing", rule.Name, r.state(rule.Name, "m"))
 	}
 }
+
+// TestAckPendingAndTwice: a pending alert cannot be acknowledged (the
+// silence would be expired at the next step and the alert page when it
+// fires); acking a firing alert twice gives one silence, so repeated acks
+// cannot fill the silence cap.
+func TestAckPendingAndTwice(t *testing.T) {
+	rule := thresholdRule()
+	rule.For = time.Hour
+	r := newRig(t, &Config{Rules: []RuleConfig{rule}})
+	r.src.set("bert", calls(6000, ms(10), ms(900), nil))
+	r.run(time.Minute)
+	a := r.e.Alerts()[0]
+	if a.State != StatePending {
+		t.Fatalf("state %v, want pending", a.State)
+	}
+	if _, err := r.e.Ack(a.Fingerprint, "oncall", ""); err == nil || !strings.Contains(err.Error(), "pending") {
+		t.Errorf("ack of a pending alert: %v, want an error saying it is pending", err)
+	}
+	r.run(time.Hour)
+	if r.state(rule.Name, "bert") != StateFiring {
+		t.Fatal("not firing after its for")
+	}
+	id1, err1 := r.e.Ack(a.Fingerprint, "oncall", "")
+	id2, err2 := r.e.Ack(a.Fingerprint, "oncall", "again")
+	if err1 != nil || err2 != nil || id1 != id2 || len(r.e.Silences()) != 1 {
+		t.Errorf("two acks: %q %v, %q %v, %d silences; want one silence", id1, err1, id2, err2, len(r.e.Silences()))
+	}
+}
