@@ -13,8 +13,9 @@ import (
 // TestEveryCallAnsweredAnyShape drives random policies with random traffic
 // (row counts up to past MaxSize, two compatibility keys, deadlines,
 // cancellations, bursts) and wants every call to end with its own answer,
-// ErrNotBatched (the caller sends it alone), a full queue, or its own
-// context's error when that context ended; and the queue empty afterwards.
+// ErrNotBatched (the caller sends it alone), a full queue, a cancellation
+// only when its context ended, or DEADLINE_EXCEEDED only when it has a
+// deadline; and the queue empty afterwards.
 // A call whose rows no batch size fitted once made the dispatcher recurse
 // until the stack overflowed, which killed the proxy: unit tests with one
 // row per call never saw it.
@@ -75,9 +76,16 @@ func everyCallAnswered(t *testing.T, seed uint64) {
 				t.Errorf("%s got %q", c.id, o.res.Payload)
 			}
 		case errors.Is(o.err, ErrNotBatched), errors.Is(o.err, ErrQueueFull):
-		case errors.Is(o.err, context.Canceled), errors.Is(o.err, context.DeadlineExceeded):
+		case errors.Is(o.err, context.Canceled):
 			if c.ctx.Err() == nil {
 				t.Errorf("%s: %v while its context is live", c.id, o.err)
+			}
+		case errors.Is(o.err, context.DeadlineExceeded):
+			// At its deadline, or before it when no batch could answer
+			// in time (the batcher does not send such a call); never
+			// for a call without a deadline.
+			if _, has := c.ctx.Deadline(); !has {
+				t.Errorf("%s: %v for a call without a deadline", c.id, o.err)
 			}
 		default:
 			t.Errorf("%s: %v", c.id, o.err)
