@@ -14,6 +14,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
@@ -669,6 +670,11 @@ func TestRouteStreamRetriedWhenPrimaryRefuses(t *testing.T) {
 		t.Run(fmt.Sprint("non_idempotent=", nonIdem), func(t *testing.T) {
 			e := newRouteEnv(t, func(rc *RouteConfig, _ *RouterOptions, _ *BreakerConfig) { rc.NonIdempotent = nonIdem })
 			e.pri.kill()
+			// Until the proxy's connection notices, a stream may still open
+			// on it and break mid-way (EOF): not the case under test.
+			eventually(t, "the proxy to see the primary gone", func() bool {
+				return e.priUp.Conn().GetState() != connectivity.Ready
+			})
 			ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
 			defer cancel()
 			s, err := e.client.ModelStreamInfer(ctx)
