@@ -440,16 +440,24 @@ func (f *fakeActuator) Stop(action string, labels map[string]string) (string, er
 	return "back to " + labels["model"], nil
 }
 
-// TestActions: a firing rule with an action starts it for its model,
-// shows it in the evidence and the notification, and stops it on resolve.
-func TestActions(t *testing.T) {
+// actionRig is a rig whose one threshold rule, already true for model m,
+// has action fallback carried out by act.
+func actionRig(t *testing.T, act Actuator) (*rig, RuleConfig) {
+	t.Helper()
 	rule := thresholdRule()
 	rule.For, rule.KeepFiringFor, rule.Action = 0, 0, "fallback"
 	cfg := &Config{Rules: []RuleConfig{rule}, Route: &RouteConfig{Receiver: "log", GroupWait: time.Second, GroupInterval: time.Second}}
 	r := newRig(t, cfg)
-	act := &fakeActuator{}
 	r.e.opts.Actuator = act
 	r.src.set("m", calls(6000, ms(10), ms(900), nil))
+	return r, rule
+}
+
+// TestActions: a firing rule with an action starts it for its model,
+// shows it in the evidence and the notification, and stops it on resolve.
+func TestActions(t *testing.T) {
+	act := &fakeActuator{}
+	r, _ := actionRig(t, act)
 	r.run(3 * time.Second)
 	if len(act.calls) != 1 || act.calls[0] != "start fallback m" {
 		t.Fatalf("actuator calls = %v", act.calls)
@@ -487,13 +495,8 @@ func (p *panickyActuator) Start(action string, labels map[string]string) (string
 // with it the proxy, goes on; before, nothing recovered it and the whole
 // process died.
 func TestEvaluationPanicKeepsTheEngine(t *testing.T) {
-	rule := thresholdRule()
-	rule.For, rule.KeepFiringFor, rule.Action = 0, 0, "fallback"
-	cfg := &Config{Rules: []RuleConfig{rule}, Route: &RouteConfig{Receiver: "log", GroupWait: time.Second, GroupInterval: time.Second}}
-	r := newRig(t, cfg)
 	act := &panickyActuator{}
-	r.e.opts.Actuator = act
-	r.src.set("m", calls(6000, ms(10), ms(900), nil))
+	r, rule := actionRig(t, act)
 	r.c.add(time.Second)
 	r.e.safeStep() // panics inside, recovered
 	act.fixed = true
