@@ -155,9 +155,10 @@ func New(cfg Config, opts ...Option) (*Batcher, error) {
 		return nil, err
 	}
 	b := &Batcher{
-		models: make(map[string]*model, len(cfg.Models)),
-		codecs: map[string]merge.Codec{MethodModelInfer: merge.KServe, MethodPredict: merge.TF},
-		done:   make(chan struct{}),
+		models:  make(map[string]*model, len(cfg.Models)),
+		codecs:  map[string]merge.Codec{MethodModelInfer: merge.KServe, MethodPredict: merge.TF},
+		done:    make(chan struct{}),
+		retired: map[[2]string]*queueStats{},
 	}
 	for name, p := range cfg.Models {
 		if p.Mode != Off {
@@ -295,9 +296,6 @@ func (b *Batcher) retire(q *queue, now time.Time) bool {
 	b.queues.CompareAndDelete(q.key, q)
 	b.nQueues--
 	k := [2]string{q.key.model, q.key.upstream}
-	if b.retired == nil {
-		b.retired = map[[2]string]*queueStats{}
-	}
 	acc := b.retired[k]
 	if acc == nil {
 		acc = &queueStats{}
