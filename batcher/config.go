@@ -3,6 +3,8 @@ package batcher
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 )
 
@@ -180,4 +182,148 @@ func sortErrors(errs []error) {
 			errs[j], errs[j-1] = errs[j-1], errs[j]
 		}
 	}
+}
+
+// DefaultMaxDelay is the max_delay of Settings. A Policy's zero MaxDelay
+// means no wait; a YAML file that says nothing gets this short wait, which
+// lets a static batch fill at moderate load.
+const DefaultMaxDelay = time.Millisecond
+
+// Settings is the batching section of a YAML file: global values, and
+// per-model values that override them for that model. Start from
+// DefaultSettings and decode over it, so that an explicit 0 is seen (and
+// refused by Problems where 0 is not valid); Config turns it into the
+// batcher's Config.
+type Settings struct {
+	// Mode is off, static or adaptive. Default off. A model's own mode
+	// overrides it.
+	Mode string `yaml:"mode"`
+	// MaxSize is the largest batch in rows. Default DefaultMaxSize.
+	MaxSize int `yaml:"max_size"`
+	// PreferredSizes (static) are sizes sent as soon as they can be formed.
+	PreferredSizes []int `yaml:"preferred_sizes"`
+	// MaxDelay (static) is the longest the oldest request waits for a
+	// batch to fill. Default DefaultMaxDelay; 0 means no wait.
+	MaxDelay time.Duration `yaml:"max_delay"`
+	// QueueSize caps waiting requests per queue. Default DefaultQueueSize.
+	QueueSize int `yaml:"queue_size"`
+	// SLO (adaptive) is the p99 latency target. Default DefaultSLO.
+	SLO time.Duration `yaml:"slo"`
+	// Slots is the upstream's execution slots per model. Default
+	// DefaultSlots.
+	Slots int `yaml:"slots"`
+	// RetryUnbatched retries each request of a failed batch alone.
+	RetryUnbatched bool `yaml:"retry_unbatched"`
+	// Models lists the batchable models with their own settings; a model
+	// with no settings of its own uses the global values.
+	Models map[string]ModelSettings `yaml:"models"`
+	// AllOff leaves every model unbatched, whatever its own mode: a front
+	// end's explicit "off" for all (infergate's --batching off). It has no
+	// YAML key.
+	AllOff bool `yaml:"-"`
+}
+
+// ModelSettings overrides the global Settings for one model; nil fields
+// inherit them.
+type ModelSettings struct {
+	Mode           string         `yaml:"mode"`
+	MaxSize        *int           `yaml:"max_size"`
+	PreferredSizes []int          `yaml:"preferred_sizes"`
+	MaxDelay       *time.Duration `yaml:"max_delay"`
+	QueueSize      *int           `yaml:"queue_size"`
+	SLO            *time.Duration `yaml:"slo"`
+	Slots          *int           `yaml:"slots"`
+	RetryUnbatched *bool          `yaml:"retry_unbatched"`
+}
+
+// DefaultSettings returns the Settings of the documented defaults:
+// batching off.
+func DefaultSettings() Settings {
+	return Settings{Mode: Off.String(), MaxSize: DefaultMaxSize, MaxDelay: DefaultMaxDelay,
+		QueueSize: DefaultQueueSize, SLO: DefaultSLO, Slots: DefaultSlots}
+}
+
+// Problems returns one error per bad field, each starting with the field's
+// YAML name: the global values as "max_size: ...", a model's as
+// "models.<name>.max_size: ..." for the fields the model sets itself. The
+// rules are Policy.Problems.
+func (s Settings) Problems() []error {
+	var errs []error
+	report := func(prefix string, problems []Problem, keep func(field string) bool) {
+		for _, pr := range problems {
+			if keep(pr.Field) {
+				errs = append(errs, fmt.Errorf("%s%s: %s", prefix, pr.Field, pr.Reason))
+			}
+		}
+	}
+	checkMode := func(field, v string) {
+		if _, err := ParseMode(v); err != nil {
+			errs = append(errs, fmt.Errorf("%s: must be off, static or adaptive, got %q", field, v))
+		}
+	}
+	checkMode("mode", s.Mode)
+	report("", s.policy(ModelSettings{}).Problems(), func(string) bool { return true })
+	for _, name := range slices.Sorted(maps.Keys(s.Models)) {
+		m := s.Models[name]
+		prefix := "models." + name + "."
+		if m.Mode != "" {
+			checkMode(prefix+"mode", m.Mode)
+		}
+		own := map[string]bool{
+			"max_size": m.MaxSize != nil, "max_delay": m.MaxDelay != nil, "queue_size": m.QueueSize != nil,
+			"slo": m.SLO != nil, "slots": m.Slots != nil,
+			// The global preferred sizes are judged against the model's
+			// own max size.
+			"preferred_sizes": m.PreferredSizes != nil || m.MaxSize != nil,
+		}
+		report(prefix, s.policy(m).Problems(), func(field string) bool { return own[field] })
+	}
+	return errs
+}
+
+// policy returns a model's policy: its own values, the global ones where
+// it sets none.
+func (s Settings) policy(m ModelSettings) Policy {
+	mode := s.Mode
+	if m.Mode != "" {
+		mode = m.Mode
+	}
+	p := Policy{
+		MaxSize: s.MaxSize, PreferredSizes: s.PreferredSizes, MaxDelay: s.MaxDelay,
+		QueueSize: s.QueueSize, SLO: s.SLO, Slots: s.Slots, RetryUnbatched: s.RetryUnbatched,
+	}
+	p.Mode, _ = ParseMode(mode)
+	set(&p.MaxSize, m.MaxSize)
+	set(&p.MaxDelay, m.MaxDelay)
+	set(&p.QueueSize, m.QueueSize)
+	set(&p.SLO, m.SLO)
+	set(&p.Slots, m.Slots)
+	set(&p.RetryUnbatched, m.RetryUnbatched)
+	if m.PreferredSizes != nil {
+		p.PreferredSizes = m.PreferredSizes
+	}
+	return p
+}
+
+// set overrides *dst with *v when v is set.
+func set[T any](dst *T, v *T) {
+	if v != nil {
+		*dst = *v
+	}
+}
+
+// Config returns the batcher's Config: one policy per batched model,
+// global values where the model sets none. Call it on Settings without
+// Problems.
+func (s Settings) Config() Config {
+	cfg := Config{Models: map[string]Policy{}}
+	if s.AllOff {
+		return cfg
+	}
+	for name, m := range s.Models {
+		if p := s.policy(m); p.Mode != Off {
+			cfg.Models[name] = p
+		}
+	}
+	return cfg
 }

@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Defaults for the zero values of Options.
+// Defaults for the zero values of Options, and of Config (DefaultConfig).
 const (
 	DefaultMaxSeries     = 1000
 	DefaultSliceLength   = time.Second

@@ -14,7 +14,7 @@ func TestBatchingFromYAML(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := c.Batching.policies().Models
+	got := c.Batching.Config().Models
 	want := map[string]batcher.Policy{
 		"resnet50": {Mode: batcher.Adaptive, MaxSize: 64, MaxDelay: time.Millisecond, QueueSize: 99,
 			SLO: 50 * time.Millisecond, Slots: 1},
@@ -35,7 +35,7 @@ func TestBatchingFromFlags(t *testing.T) {
 	p := batcher.Policy{Mode: batcher.Static, MaxSize: 16, PreferredSizes: []int{4, 8}, MaxDelay: 2 * time.Millisecond,
 		QueueSize: batcher.DefaultQueueSize, SLO: 30 * time.Millisecond, Slots: 2}
 	want := map[string]batcher.Policy{"resnet50": p, "mobilenet_v3": p}
-	if got := c.Batching.policies().Models; !reflect.DeepEqual(got, want) {
+	if got := c.Batching.Config().Models; !reflect.DeepEqual(got, want) {
 		t.Errorf("policies\n got %+v\nwant %+v", got, want)
 	}
 }

@@ -8,23 +8,28 @@ import (
 	"net"
 	"os"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/infergate/infergate/alert"
 	"github.com/infergate/infergate/batcher"
+	"github.com/infergate/infergate/monitor"
+	"github.com/infergate/infergate/monitor/gpu"
 	"github.com/infergate/infergate/proxy"
 
 	"go.yaml.in/yaml/v3"
 )
 
-// Config is everything infergate reads from its YAML file and flags. Zero
-// values mean the documented defaults, filled in by Validate.
+// Config is everything infergate reads from its YAML file and flags.
+// defaultConfig holds the documented defaults; the file is decoded over
+// it and the flags are applied over that, so an explicit 0 is seen as 0.
+// Each package owns its section: its struct, defaults and Problems.
 type Config struct {
 	// Listen is the gRPC address clients use. Default ":9001".
 	Listen string `yaml:"listen"`
 	// Upstream is the model server's gRPC address (Triton :8001,
-	// TF-Serving :8500). Required.
+	// TF-Serving :8500). Required unless Upstreams are given.
 	Upstream string `yaml:"upstream"`
 	// Upstreams are named model servers for routes (routing.go); the
 	// first is the default upstream when upstream is empty.
@@ -35,52 +40,37 @@ type Config struct {
 	Routes []RouteYAML `yaml:"routes"`
 	// RetryBudget bounds retries and hedges.
 	RetryBudget RetryBudgetYAML `yaml:"retry_budget"`
-	// UpstreamConns is the number of pooled HTTP/2 connections to the
-	// upstream. Default 2.
-	UpstreamConns int `yaml:"upstream_conns"`
+	// Config is the proxy's own settings, at the top level of the file:
+	// max_message_bytes, upstream_conns, upstream_timeout,
+	// upstream_keepalive_time, max_in_flight.
+	proxy.Config `yaml:",inline"`
 	// Admin is the HTTP address for /metrics, /healthz, /readyz and the API.
 	// Default "127.0.0.1:9091": loopback unless told otherwise.
 	Admin string `yaml:"admin"`
-	// MaxMessageBytes caps one gRPC message in either direction. Default
-	// 64 MiB; tensors are big.
-	MaxMessageBytes int `yaml:"max_message_bytes"`
 	// ShutdownTimeout bounds the drain of in-flight calls (and queued
 	// batches) after the listener closed on SIGTERM. Default 30s.
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
 	// DrainDelay is how long, after SIGTERM, /readyz answers 503 while
 	// calls are still served, so that load balancers notice before the
 	// listener closes. Default 5s; 0s turns the delay off.
-	DrainDelay *time.Duration `yaml:"drain_delay"`
-	// UpstreamTimeout bounds unary calls that carry no client deadline;
-	// they end with DEADLINE_EXCEEDED. Default 60s; 0s means none.
-	UpstreamTimeout *time.Duration `yaml:"upstream_timeout"`
-	// UpstreamKeepaliveTime is the interval of HTTP/2 pings to the upstream
-	// while calls are in flight and no data flows. Default 5m30s, just over
-	// the 5 minutes gRPC servers (grpc-go, and gRPC core under Triton and
-	// TF-Serving) allow by default: they close connections that ping more
-	// often. Lower it only for servers that allow it.
-	UpstreamKeepaliveTime time.Duration `yaml:"upstream_keepalive_time"`
-	// MaxInFlight caps the calls in progress through the proxy; beyond it
-	// calls are rejected at once with RESOURCE_EXHAUSTED. Default 10000;
-	// 0 means no cap.
-	MaxInFlight *int `yaml:"max_in_flight"`
-	// Readiness configures the /readyz probe of the upstream.
+	DrainDelay time.Duration `yaml:"drain_delay"`
+	// Readiness configures the /readyz probe of the upstream (ready.go).
 	Readiness ReadinessConfig `yaml:"readiness"`
 	// TLS configures the client-facing listener; empty means plaintext.
 	TLS ServerTLS `yaml:"tls"`
 	// UpstreamTLS configures the connection to the model server.
 	UpstreamTLS ClientTLS `yaml:"upstream_tls"`
 	// Monitor configures measurement.
-	Monitor MonitorConfig `yaml:"monitor"`
+	Monitor monitor.Config `yaml:"monitor"`
 	// Log configures structured logging.
 	Log LogConfig `yaml:"log"`
 	// Pprof serves Go's /debug/pprof/ on the admin listener. Default false.
 	Pprof bool `yaml:"pprof"`
-	// Batching configures request batching (batching.go). Default off.
-	Batching BatchingConfig `yaml:"batching"`
+	// Batching configures request batching. Default off.
+	Batching batcher.Settings `yaml:"batching"`
 	// GPU configures GPU telemetry and its correlation with latency
 	// (gpu.go). Default off.
-	GPU GPUConfig `yaml:"gpu"`
+	GPU gpu.Config `yaml:"gpu"`
 	// Rules are the alert rules (alert.RuleConfig); absent means the
 	// built-in defaults.
 	Rules []alert.RuleConfig `yaml:"rules"`
@@ -101,6 +91,9 @@ type Config struct {
 
 	alerts     *alert.Config
 	adminToken string
+	// gpuSource and gpuURL hold --gpu-source and --gpu-metrics-url; when
+	// either is given they replace gpu.sources (gpuFlags).
+	gpuSource, gpuURL string
 
 	// PrintVersion (--version) and CheckOnly (--check-config) are modes of
 	// the command line, not settings.
@@ -128,38 +121,6 @@ type ClientTLS struct {
 	InsecureSkipVerify bool   `yaml:"insecure_skip_verify"`
 }
 
-// MonitorConfig configures the latency series.
-type MonitorConfig struct {
-	// MaxSeries caps distinct series; beyond it calls count under "other".
-	// Default 1000.
-	MaxSeries int `yaml:"max_series"`
-	// SeriesIdleTimeout drops a series without calls for this long, freeing
-	// its memory and its place under the cap. Default 15m, the longest
-	// window; shorter values cut the 5m and 15m windows of quiet series.
-	SeriesIdleTimeout time.Duration `yaml:"series_idle_timeout"`
-	// MaxLabelBytes is the longest model, version or method a client's call
-	// may turn into a label value; longer or non-UTF-8 values count under
-	// "other". Default 128.
-	MaxLabelBytes int `yaml:"max_label_bytes"`
-}
-
-// ReadinessConfig configures how /readyz checks the upstream, off the
-// request path, over the proxy's own upstream connections (TLS included).
-type ReadinessConfig struct {
-	// Probe is auto (grpc.health.v1, then KServe ServerReady, then
-	// TF-Serving model metadata), health, kserve, tfserving or tcp.
-	// Default auto.
-	Probe string `yaml:"probe"`
-	// Model is the model whose status the tfserving probe (and auto, on a
-	// TF-Serving upstream) checks. Default none: the server answering is
-	// enough.
-	Model string `yaml:"model"`
-	// Interval is the time between probes. Default 2s.
-	Interval time.Duration `yaml:"interval"`
-	// Timeout bounds one probe. Default 1s.
-	Timeout time.Duration `yaml:"timeout"`
-}
-
 // LogConfig configures log/slog output on stderr.
 type LogConfig struct {
 	// Level is debug, info, warn or error. Default warn (quiet).
@@ -170,44 +131,24 @@ type LogConfig struct {
 	Requests bool `yaml:"requests"`
 	// Interval is the least time between two log lines about repeated
 	// failures of one kind (per upstream and code); the next line counts
-	// what was left out. Default 10s.
+	// what was left out. Default proxy.DefaultLogInterval.
 	Interval time.Duration `yaml:"interval"`
 }
 
-const (
-	defaultListen          = ":9001"
-	defaultAdmin           = "127.0.0.1:9091"
-	defaultMaxMessageBytes = 64 << 20
-	defaultUpstreamConns   = 2
-	defaultShutdownTimeout = 30 * time.Second
-	defaultMaxSeries       = 1000
-	defaultDrainDelay      = 5 * time.Second
-	defaultUpstreamTimeout = proxy.DefaultUpstreamTimeout
-	defaultKeepaliveTime   = proxy.DefaultKeepaliveTime
-	defaultMaxInFlight     = 10000
-	defaultSeriesIdle      = 15 * time.Minute
-	defaultMaxLabelBytes   = 128
-	defaultLogInterval     = 10 * time.Second
-	defaultReadyInterval   = 2 * time.Second
-	defaultReadyTimeout    = time.Second
-)
-
-func ptr[T any](v T) *T { return &v }
-
-// defaultTo sets *field to def when it holds its zero value (absent from
-// the YAML file and not given as a flag).
-func defaultTo[T comparable](field *T, def T) {
-	var zero T
-	if *field == zero {
-		*field = def
-	}
-}
-
-// defaultPtr is defaultTo for the fields whose explicit zero means "none"
-// and whose absence is nil.
-func defaultPtr[T any](field **T, def T) {
-	if *field == nil {
-		*field = &def
+// defaultConfig returns the documented defaults of every setting; the
+// packages' own defaults come from their DefaultConfig functions.
+func defaultConfig() Config {
+	return Config{
+		Listen:          ":9001",
+		Config:          proxy.DefaultConfig(),
+		Admin:           "127.0.0.1:9091",
+		ShutdownTimeout: 30 * time.Second,
+		DrainDelay:      5 * time.Second,
+		Readiness:       defaultReadiness(),
+		Monitor:         monitor.DefaultConfig(),
+		Log:             LogConfig{Level: "warn", Format: "text", Interval: proxy.DefaultLogInterval},
+		Batching:        batcher.DefaultSettings(),
+		GPU:             gpu.DefaultConfig(),
 	}
 }
 
@@ -216,27 +157,73 @@ func (c ClientTLS) enabled() bool {
 	return c.Enabled || c.CAFile != "" || c.CertFile != "" || c.KeyFile != "" || c.ServerName != "" || c.InsecureSkipVerify
 }
 
-// Validate fills defaults, then returns every problem, each naming its field.
-func (c *Config) Validate() error {
-	defaultTo(&c.Listen, defaultListen)
-	defaultTo(&c.Admin, defaultAdmin)
-	defaultTo(&c.MaxMessageBytes, defaultMaxMessageBytes)
-	defaultTo(&c.UpstreamConns, defaultUpstreamConns)
-	defaultTo(&c.ShutdownTimeout, defaultShutdownTimeout)
-	defaultTo(&c.Monitor.MaxSeries, defaultMaxSeries)
-	defaultPtr(&c.DrainDelay, defaultDrainDelay)
-	defaultPtr(&c.UpstreamTimeout, defaultUpstreamTimeout)
-	defaultTo(&c.UpstreamKeepaliveTime, defaultKeepaliveTime)
-	defaultPtr(&c.MaxInFlight, defaultMaxInFlight)
-	defaultTo(&c.Monitor.SeriesIdleTimeout, defaultSeriesIdle)
-	defaultTo(&c.Monitor.MaxLabelBytes, defaultMaxLabelBytes)
-	defaultTo(&c.Log.Interval, defaultLogInterval)
-	defaultTo(&c.Readiness.Probe, "auto")
-	defaultTo(&c.Readiness.Interval, defaultReadyInterval)
-	defaultTo(&c.Readiness.Timeout, defaultReadyTimeout)
-	defaultTo(&c.Log.Level, "warn")
-	defaultTo(&c.Log.Format, "text")
+// Problems returns one error per bad field of the log section.
+func (c LogConfig) Problems() []error {
+	var errs []error
+	switch c.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		errs = append(errs, fmt.Errorf("level: must be debug, info, warn or error, got %q", c.Level))
+	}
+	switch c.Format {
+	case "text", "json":
+	default:
+		errs = append(errs, fmt.Errorf("format: must be text or json, got %q", c.Format))
+	}
+	if c.Interval <= 0 {
+		errs = append(errs, fmt.Errorf("interval: must be positive, got %s", c.Interval))
+	}
+	return errs
+}
 
+// Problems returns the listener TLS's problems; the files are read at
+// start (readFiles), not here.
+func (c ServerTLS) Problems() []error {
+	var errs []error
+	if (c.CertFile == "") != (c.KeyFile == "") {
+		errs = append(errs, errors.New("cert_file and key_file must be set together"))
+	}
+	if c.ClientCAFile != "" && c.CertFile == "" {
+		errs = append(errs, errors.New("client_ca_file: needs tls.cert_file and tls.key_file (mTLS is on top of TLS)"))
+	}
+	return errs
+}
+
+// Problems returns the upstream TLS's problems; the files are read at
+// start (readFiles), not here.
+func (c ClientTLS) Problems() []error {
+	if (c.CertFile == "") != (c.KeyFile == "") {
+		return []error{errors.New("cert_file and key_file must be set together")}
+	}
+	return nil
+}
+
+// section prefixes every error of a section's Problems with "config: "
+// and the section's name as the file spells it ("monitor."; "" for the
+// top level). An error that names no field of its own (TLS's "cert_file
+// and key_file ...") is about the section itself.
+func section(name string, errs []error) []error {
+	out := make([]error, 0, len(errs))
+	for _, err := range errs {
+		msg := err.Error()
+		field, _, ok := strings.Cut(msg, ": ")
+		switch {
+		case name == "":
+			out = append(out, fmt.Errorf("config: %s", msg))
+		case ok && !strings.Contains(field, " "):
+			out = append(out, fmt.Errorf("config: %s.%s", name, msg))
+		default:
+			out = append(out, fmt.Errorf("config: %s: %s", name, msg))
+		}
+	}
+	return out
+}
+
+// validate returns every problem of c, each naming its field: the
+// Problems of every section, plus the rules that join sections. It does
+// no I/O (readFiles does) except the alerting files named by --rules and
+// admin_token_file, which it loads.
+func (c *Config) validate() error {
 	var errs []error
 	bad := func(field, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("config: %s: %s", field, fmt.Sprintf(format, args...)))
@@ -253,104 +240,62 @@ func (c *Config) Validate() error {
 	} else if c.Upstream != "" {
 		checkAddr("upstream", c.Upstream)
 	}
-	if c.MaxMessageBytes < 0 {
-		bad("max_message_bytes", "must be positive, got %d", c.MaxMessageBytes)
-	}
-	if c.UpstreamConns < 0 || c.UpstreamConns > 64 {
-		bad("upstream_conns", "must be between 1 and 64, got %d", c.UpstreamConns)
-	}
-	if c.ShutdownTimeout < 0 {
+	if c.ShutdownTimeout <= 0 {
 		bad("shutdown_timeout", "must be positive, got %s", c.ShutdownTimeout)
 	}
-	if c.Monitor.MaxSeries < 0 {
-		bad("monitor.max_series", "must be positive, got %d", c.Monitor.MaxSeries)
+	if c.DrainDelay < 0 {
+		bad("drain_delay", "must be 0 or positive, got %s", c.DrainDelay)
 	}
-	if c.Monitor.SeriesIdleTimeout < 0 {
-		bad("monitor.series_idle_timeout", "must be positive, got %s", c.Monitor.SeriesIdleTimeout)
-	}
-	if c.Monitor.MaxLabelBytes < 0 || c.Monitor.MaxLabelBytes > 4096 {
-		bad("monitor.max_label_bytes", "must be between 1 and 4096, got %d", c.Monitor.MaxLabelBytes)
-	}
-	if *c.DrainDelay < 0 {
-		bad("drain_delay", "must be 0 or positive, got %s", *c.DrainDelay)
-	}
-	if *c.UpstreamTimeout < 0 {
-		bad("upstream_timeout", "must be 0 (none) or positive, got %s", *c.UpstreamTimeout)
-	}
-	if c.UpstreamKeepaliveTime < 10*time.Second {
-		// gRPC raises anything lower to 10s anyway; saying so beats a
-		// silent change.
-		bad("upstream_keepalive_time", "must be at least 10s, got %s", c.UpstreamKeepaliveTime)
-	}
-	if *c.MaxInFlight < 0 {
-		bad("max_in_flight", "must be 0 (no cap) or positive, got %d", *c.MaxInFlight)
-	}
-	if c.Log.Interval < 0 {
-		bad("log.interval", "must be positive, got %s", c.Log.Interval)
-	}
-	switch c.Readiness.Probe {
-	case "auto", "health", "kserve", "tfserving", "tcp":
-	default:
-		bad("readiness.probe", "must be auto, health, kserve, tfserving or tcp, got %q", c.Readiness.Probe)
-	}
-	if c.Readiness.Interval < 0 {
-		bad("readiness.interval", "must be positive, got %s", c.Readiness.Interval)
-	}
-	if c.Readiness.Timeout < 0 {
-		bad("readiness.timeout", "must be positive, got %s", c.Readiness.Timeout)
-	}
-	switch c.Log.Level {
-	case "debug", "info", "warn", "error":
-	default:
-		bad("log.level", "must be debug, info, warn or error, got %q", c.Log.Level)
-	}
-	switch c.Log.Format {
-	case "text", "json":
-	default:
-		bad("log.format", "must be text or json, got %q", c.Log.Format)
-	}
-	if (c.TLS.CertFile == "") != (c.TLS.KeyFile == "") {
-		bad("tls", "cert_file and key_file must be set together")
-	}
-	if c.TLS.ClientCAFile != "" && c.TLS.CertFile == "" {
-		bad("tls.client_ca_file", "needs tls.cert_file and tls.key_file (mTLS is on top of TLS)")
-	}
-	if (c.UpstreamTLS.CertFile == "") != (c.UpstreamTLS.KeyFile == "") {
-		bad("upstream_tls", "cert_file and key_file must be set together")
-	}
-	for field, path := range map[string]string{
-		"tls.cert_file": c.TLS.CertFile, "tls.key_file": c.TLS.KeyFile, "tls.client_ca_file": c.TLS.ClientCAFile,
-		"upstream_tls.ca_file": c.UpstreamTLS.CAFile, "upstream_tls.cert_file": c.UpstreamTLS.CertFile,
-		"upstream_tls.key_file": c.UpstreamTLS.KeyFile,
+	errs = slices.Concat(errs,
+		section("", c.Config.Problems()),
+		section("monitor", c.Monitor.Problems()),
+		section("log", c.Log.Problems()),
+		section("readiness", c.Readiness.Problems()),
+		section("tls", c.TLS.Problems()),
+		section("upstream_tls", c.UpstreamTLS.Problems()),
+		section("batching", c.Batching.Problems()),
+		section("gpu", c.GPU.Problems()),
+		batchingProblems(c.Batching),
+		c.validateRouting(),
+		c.alertingConfig(),
+	)
+	sortErrs(errs)
+	return errors.Join(errs...)
+}
+
+// readFiles checks that every TLS file the config names can be read,
+// naming the field of one that cannot. It is the I/O step after
+// validation: run calls it before serving and for --check-config.
+func (c *Config) readFiles() error {
+	var errs []error
+	for _, f := range []struct{ field, path string }{
+		{"tls.cert_file", c.TLS.CertFile}, {"tls.key_file", c.TLS.KeyFile}, {"tls.client_ca_file", c.TLS.ClientCAFile},
+		{"upstream_tls.ca_file", c.UpstreamTLS.CAFile}, {"upstream_tls.cert_file", c.UpstreamTLS.CertFile},
+		{"upstream_tls.key_file", c.UpstreamTLS.KeyFile},
 	} {
-		if path == "" {
+		if f.path == "" {
 			continue
 		}
-		if _, err := os.Stat(path); err != nil {
-			bad(field, "cannot read %q: %v", path, errors.Unwrap(err))
+		fh, err := os.Open(f.path)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("config: %s: cannot read %q: %v", f.field, f.path, errors.Unwrap(err)))
+			continue
 		}
+		fh.Close()
 	}
-	errs = append(errs, c.validateRouting()...)
-	errs = append(errs, c.Batching.validate()...)
-	errs = append(errs, c.GPU.validate()...)
-	errs = append(errs, c.alertingConfig()...)
-	sortErrs(errs)
 	return errors.Join(errs...)
 }
 
 // sortErrs orders errors by text so messages are stable (map iteration above).
 func sortErrs(errs []error) {
-	for i := 1; i < len(errs); i++ {
-		for j := i; j > 0 && errs[j].Error() < errs[j-1].Error(); j-- {
-			errs[j], errs[j-1] = errs[j-1], errs[j]
-		}
-	}
+	slices.SortStableFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
 }
 
-// loadFile reads a YAML config; unknown fields are errors, so a typo is
-// caught before the process serves anything.
+// loadFile decodes a YAML config over the defaults: a key the file
+// leaves out keeps its default, an explicit 0 is 0. Unknown fields are
+// errors, so a typo is caught before the process serves anything.
 func loadFile(path string) (Config, error) {
-	var c Config
+	c := defaultConfig()
 	f, err := os.Open(path)
 	if err != nil {
 		return c, fmt.Errorf("config: %w", err)
@@ -358,10 +303,7 @@ func loadFile(path string) (Config, error) {
 	defer f.Close()
 	dec := yaml.NewDecoder(f)
 	dec.KnownFields(true)
-	if err := dec.Decode(&c); err != nil {
-		if errors.Is(err, io.EOF) {
-			return c, nil
-		}
+	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
 		return c, fmt.Errorf("config: %s: %s", path, yamlMessage(err))
 	}
 	return c, nil
@@ -401,7 +343,7 @@ func yamlMessage(err error) string {
 }
 
 // yamlSections maps the Go type name of every struct the YAML file decodes
-// into ("main.MonitorConfig") to its section as a user writes it
+// into ("monitor.Config") to its section as a user writes it
 // ("monitor"; "" for the top level).
 func yamlSections() map[string]string {
 	out := map[string]string{}
@@ -422,182 +364,83 @@ func yamlSections() map[string]string {
 		out[t.String()] = strings.TrimPrefix(path, ".")
 		for i := range t.NumField() {
 			f := t.Field(i)
-			tag, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
-			if tag == "" || tag == "-" {
-				continue
+			tag, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+			switch {
+			case opts == "inline":
+				walk(f.Type, path)
+			case tag != "" && tag != "-":
+				walk(f.Type, path+"."+tag)
 			}
-			walk(f.Type, path+"."+tag)
 		}
 	}
 	walk(reflect.TypeOf(Config{}), "")
 	return out
 }
 
-// zeroIsNotDefault lists the flags whose field reads 0 as "use the
-// default" (an absent YAML key is 0). Given explicitly on the command line,
-// 0 is a mistake, not a request for the default: it is rejected with the
-// field's valid range.
-var zeroIsNotDefault = map[string]string{
-	"max-message-bytes":       "must be positive",
-	"upstream-conns":          "must be between 1 and 64",
-	"max-series":              "must be positive",
-	"batch-max-size":          fmt.Sprintf("must be between 1 and %d", batcher.MaxBatchSize),
-	"batch-queue-size":        "must be positive",
-	"batch-slo":               "must be positive",
-	"batch-slots":             fmt.Sprintf("must be between 1 and %d", batcher.MaxSlots),
-	"gpu-interval":            "must be positive",
-	"series-idle-timeout":     "must be positive",
-	"max-label-bytes":         "must be between 1 and 4096",
-	"upstream-keepalive-time": "must be at least 10s",
-	"log-interval":            "must be positive",
-	"readiness-interval":      "must be positive",
-	"readiness-timeout":       "must be positive",
+// flagRow is one command-line flag: its name, its usage, the setting it
+// sets as the YAML file names it, and how it binds to a Config. The
+// default -help shows is the bound field's value in defaultConfig.
+type flagRow struct {
+	name, field, usage string
+	bind               binder
 }
 
-// parseConfig builds the config from args: the YAML file named by --config
-// first, then every flag that was set on the command line (flags win).
-func parseConfig(args []string) (Config, error) {
-	fs := flag.NewFlagSet("infergate", flag.ContinueOnError)
-	var (
-		configPath = fs.String("config", "", "YAML config file (flags override it)")
-		listen     = fs.String("listen", defaultListen, "gRPC address clients connect to")
-		upstream   = fs.String("upstream", "", "model server gRPC address (Triton :8001, TF-Serving :8500)")
-		admin      = fs.String("admin", defaultAdmin, "HTTP admin address: /metrics, /healthz, /readyz")
-		maxMsg     = fs.Int("max-message-bytes", defaultMaxMessageBytes, "largest gRPC message in either direction")
-		conns      = fs.Int("upstream-conns", defaultUpstreamConns, "pooled HTTP/2 connections to the upstream")
-		shutdown   = fs.Duration("shutdown-timeout", defaultShutdownTimeout, "drain limit for in-flight calls on SIGTERM")
-		maxSeries  = fs.Int("max-series", defaultMaxSeries, "cap on latency series; beyond it calls count as \"other\"")
-		tlsCert    = fs.String("tls-cert", "", "listener TLS certificate (PEM)")
-		tlsKey     = fs.String("tls-key", "", "listener TLS key (PEM)")
-		tlsCA      = fs.String("tls-client-ca", "", "CA for client certificates: turns on mTLS")
-		upTLS      = fs.Bool("upstream-tls", false, "use TLS towards the upstream")
-		upCA       = fs.String("upstream-ca", "", "CA that signs the upstream's certificate")
-		upCert     = fs.String("upstream-cert", "", "client certificate for the upstream (mTLS)")
-		upKey      = fs.String("upstream-key", "", "client key for the upstream (mTLS)")
-		upName     = fs.String("upstream-server-name", "", "TLS server name of the upstream")
-		logLevel   = fs.String("log-level", "warn", "debug, info, warn or error")
-		logFormat  = fs.String("log-format", "text", "text or json")
-		logReqs    = fs.Bool("log-requests", false, "log one line per call")
-		pprof      = fs.Bool("pprof", false, "serve /debug/pprof/ on the admin listener")
-		drainDelay = fs.Duration("drain-delay", defaultDrainDelay, "after SIGTERM, keep serving this long with /readyz at 503 before closing the listener")
-		upTimeout  = fs.Duration("upstream-timeout", defaultUpstreamTimeout, "deadline for unary calls that carry none (0 = none)")
-		keepalive  = fs.Duration("upstream-keepalive-time", defaultKeepaliveTime, "ping interval to the upstream while calls are in flight (servers must allow it)")
-		maxIn      = fs.Int("max-in-flight", defaultMaxInFlight, "cap on calls in progress; beyond it RESOURCE_EXHAUSTED (0 = no cap)")
-		idle       = fs.Duration("series-idle-timeout", defaultSeriesIdle, "drop a latency series after this long without calls")
-		labelMax   = fs.Int("max-label-bytes", defaultMaxLabelBytes, "longest model/version/method that becomes a label value")
-		logIvl     = fs.Duration("log-interval", defaultLogInterval, "least time between log lines about repeated failures of one kind")
-		readyProbe = fs.String("readiness-probe", "auto", "how /readyz checks the upstream: auto, health, kserve, tfserving or tcp")
-		readyModel = fs.String("readiness-model", "", "model whose status the tfserving probe checks")
-		readyIvl   = fs.Duration("readiness-interval", defaultReadyInterval, "time between upstream readiness probes")
-		readyTO    = fs.Duration("readiness-timeout", defaultReadyTimeout, "limit of one readiness probe")
-		version    = fs.Bool("version", false, "print the version and exit")
-		checkOnly  = fs.Bool("check-config", false, "validate flags and the YAML file, print the result and exit (0 valid, 2 not)")
-		rulesFile  = fs.String("rules", "", "YAML file of alert rules and alerting sections (replaces those of --config)")
-		tokenFile  = fs.String("admin-token-file", "", "file holding the bearer token the admin API's writes need")
-		alertState = fs.String("alert-state-file", "", "file that keeps alert state, silences and sent notifications across restarts")
-		fallbacks  []RouteYAML
-	)
-	fs.Func("fallback", "MODEL=HOST:PORT[/FALLBACK_MODEL[:VERSION]]: serve MODEL from this fallback while its primary is in trouble (repeatable)", func(v string) error {
-		r, err := parseFallbackFlag(v)
-		if err != nil {
-			return err
-		}
-		fallbacks = append(fallbacks, r)
-		return nil
-	})
-	batchFlags := addBatchingFlags(fs)
-	gpuFlags := addGPUFlags(fs)
-	if err := fs.Parse(args); err != nil {
-		return Config{}, err
-	}
-	if fs.NArg() > 0 {
-		return Config{}, fmt.Errorf("config: unexpected argument %q", fs.Arg(0))
-	}
-	if *version {
-		return Config{PrintVersion: true}, nil
-	}
-	var c Config
-	if *configPath != "" {
-		var err error
-		if c, err = loadFile(*configPath); err != nil {
-			return c, err
+// binder defines the flag name on fs, bound to c; a flag that finds a bad
+// value that its own type cannot refuse reports it to errs.
+type binder func(fs *flag.FlagSet, name, usage string, c *Config, errs *[]error)
+
+// to binds a flag to the field get returns.
+func to[T int | string | bool | time.Duration](get func(*Config) *T) binder {
+	return func(fs *flag.FlagSet, name, usage string, c *Config, _ *[]error) {
+		switch p := any(get(c)).(type) {
+		case *int:
+			fs.IntVar(p, name, *p, usage)
+		case *string:
+			fs.StringVar(p, name, *p, usage)
+		case *bool:
+			fs.BoolVar(p, name, *p, usage)
+		case *time.Duration:
+			fs.DurationVar(p, name, *p, usage)
 		}
 	}
-	var flagErrs []error
-	fs.Visit(func(f *flag.Flag) {
-		if rule, ok := zeroIsNotDefault[f.Name]; ok && (f.Value.String() == "0" || f.Value.String() == "0s") {
-			flagErrs = append(flagErrs, fmt.Errorf("config: --%s: %s, got %s", f.Name, rule, f.Value))
-		}
-		switch f.Name {
-		case "listen":
-			c.Listen = *listen
-		case "upstream":
-			c.Upstream = *upstream
-		case "admin":
-			c.Admin = *admin
-		case "max-message-bytes":
-			c.MaxMessageBytes = *maxMsg
-		case "upstream-conns":
-			c.UpstreamConns = *conns
-		case "shutdown-timeout":
-			c.ShutdownTimeout = *shutdown
-		case "max-series":
-			c.Monitor.MaxSeries = *maxSeries
-		case "tls-cert":
-			c.TLS.CertFile = *tlsCert
-		case "tls-key":
-			c.TLS.KeyFile = *tlsKey
-		case "tls-client-ca":
-			c.TLS.ClientCAFile = *tlsCA
-		case "upstream-tls":
-			c.UpstreamTLS.Enabled = *upTLS
-		case "upstream-ca":
-			c.UpstreamTLS.CAFile = *upCA
-		case "upstream-cert":
-			c.UpstreamTLS.CertFile = *upCert
-		case "upstream-key":
-			c.UpstreamTLS.KeyFile = *upKey
-		case "upstream-server-name":
-			c.UpstreamTLS.ServerName = *upName
-		case "log-level":
-			c.Log.Level = strings.ToLower(*logLevel)
-		case "log-format":
-			c.Log.Format = *logFormat
-		case "log-requests":
-			c.Log.Requests = *logReqs
-		case "pprof":
-			c.Pprof = *pprof
-		case "drain-delay":
-			c.DrainDelay = ptr(*drainDelay)
-		case "upstream-timeout":
-			c.UpstreamTimeout = ptr(*upTimeout)
-		case "upstream-keepalive-time":
-			c.UpstreamKeepaliveTime = *keepalive
-		case "max-in-flight":
-			c.MaxInFlight = ptr(*maxIn)
-		case "series-idle-timeout":
-			c.Monitor.SeriesIdleTimeout = *idle
-		case "max-label-bytes":
-			c.Monitor.MaxLabelBytes = *labelMax
-		case "log-interval":
-			c.Log.Interval = *logIvl
-		case "readiness-probe":
-			c.Readiness.Probe = *readyProbe
-		case "readiness-model":
-			c.Readiness.Model = *readyModel
-		case "readiness-interval":
-			c.Readiness.Interval = *readyIvl
-		case "readiness-timeout":
-			c.Readiness.Timeout = *readyTO
-		case "rules":
-			c.RulesFile = *rulesFile
-		case "admin-token-file":
-			c.AdminTokenFile = *tokenFile
-		case "alert-state-file":
-			c.AlertStateFile = *alertState
-		case "fallback":
-			// Flags win: a flag's model replaces the file's route fallback.
-			for _, fr := range fallbacks {
+}
+
+// with binds a flag whose value set applies to c; def is the default
+// -help shows.
+func with(def func(*Config) string, set func(c *Config, v string) error) binder {
+	return func(fs *flag.FlagSet, name, usage string, c *Config, errs *[]error) {
+		fs.Var(funcValue{def(c), func(v string) error {
+			if err := set(c, v); err != nil {
+				*errs = append(*errs, fmt.Errorf("config: --%s: %w", name, err))
+			}
+			return nil
+		}}, name, usage)
+	}
+}
+
+// funcValue is a flag.Value that hands each value to set.
+type funcValue struct {
+	def string
+	set func(string) error
+}
+
+func (v funcValue) String() string     { return v.def }
+func (v funcValue) Set(s string) error { return v.set(s) }
+
+func none(*Config) string { return "" }
+
+// flags are infergate's command-line flags, one row each.
+var flags = []flagRow{
+	{"listen", "listen", "gRPC address clients connect to", to(func(c *Config) *string { return &c.Listen })},
+	{"upstream", "upstream", "model server gRPC address (Triton :8001, TF-Serving :8500)", to(func(c *Config) *string { return &c.Upstream })},
+	{"fallback", "routes", "MODEL=HOST:PORT[/FALLBACK_MODEL[:VERSION]]: serve MODEL from this fallback while its primary is in trouble (repeatable)",
+		func(fs *flag.FlagSet, name, usage string, c *Config, _ *[]error) {
+			fs.Func(name, usage, func(v string) error {
+				fr, err := parseFallbackFlag(v)
+				if err != nil {
+					return err
+				}
+				// Flags win: a flag's model replaces the file's route fallback.
 				replaced := false
 				for i := range c.Routes {
 					if c.Routes[i].Model == fr.Model {
@@ -607,14 +450,133 @@ func parseConfig(args []string) (Config, error) {
 				if !replaced {
 					c.Routes = append(c.Routes, fr)
 				}
-			}
-		case "version", "check-config":
-		default:
-			batchFlags.apply(f.Name, &c.Batching, &flagErrs)
-			gpuFlags.apply(f.Name, &c.GPU)
+				return nil
+			})
+		}},
+	{"admin", "admin", "HTTP admin address: /metrics, /healthz, /readyz", to(func(c *Config) *string { return &c.Admin })},
+	{"max-message-bytes", "max_message_bytes", "largest gRPC message in either direction", to(func(c *Config) *int { return &c.MaxMessageBytes })},
+	{"upstream-conns", "upstream_conns", "pooled HTTP/2 connections to the upstream", to(func(c *Config) *int { return &c.UpstreamConns })},
+	{"shutdown-timeout", "shutdown_timeout", "drain limit for in-flight calls on SIGTERM", to(func(c *Config) *time.Duration { return &c.ShutdownTimeout })},
+	{"drain-delay", "drain_delay", "after SIGTERM, keep serving this long with /readyz at 503 before closing the listener",
+		to(func(c *Config) *time.Duration { return &c.DrainDelay })},
+	{"upstream-timeout", "upstream_timeout", "deadline for unary calls that carry none (0 = none)", to(func(c *Config) *time.Duration { return &c.UpstreamTimeout })},
+	{"upstream-keepalive-time", "upstream_keepalive_time", "ping interval to the upstream while calls are in flight (servers must allow it)",
+		to(func(c *Config) *time.Duration { return &c.UpstreamKeepaliveTime })},
+	{"max-in-flight", "max_in_flight", "cap on calls in progress; beyond it RESOURCE_EXHAUSTED (0 = no cap)", to(func(c *Config) *int { return &c.MaxInFlight })},
+	{"max-series", "monitor.max_series", "cap on latency series; beyond it calls count as \"other\"", to(func(c *Config) *int { return &c.Monitor.MaxSeries })},
+	{"series-idle-timeout", "monitor.series_idle_timeout", "drop a latency series after this long without calls",
+		to(func(c *Config) *time.Duration { return &c.Monitor.SeriesIdleTimeout })},
+	{"max-label-bytes", "monitor.max_label_bytes", "longest model/version/method that becomes a label value", to(func(c *Config) *int { return &c.Monitor.MaxLabelBytes })},
+	{"tls-cert", "tls.cert_file", "listener TLS certificate (PEM)", to(func(c *Config) *string { return &c.TLS.CertFile })},
+	{"tls-key", "tls.key_file", "listener TLS key (PEM)", to(func(c *Config) *string { return &c.TLS.KeyFile })},
+	{"tls-client-ca", "tls.client_ca_file", "CA for client certificates: turns on mTLS", to(func(c *Config) *string { return &c.TLS.ClientCAFile })},
+	{"upstream-tls", "upstream_tls.enabled", "use TLS towards the upstream", to(func(c *Config) *bool { return &c.UpstreamTLS.Enabled })},
+	{"upstream-ca", "upstream_tls.ca_file", "CA that signs the upstream's certificate", to(func(c *Config) *string { return &c.UpstreamTLS.CAFile })},
+	{"upstream-cert", "upstream_tls.cert_file", "client certificate for the upstream (mTLS)", to(func(c *Config) *string { return &c.UpstreamTLS.CertFile })},
+	{"upstream-key", "upstream_tls.key_file", "client key for the upstream (mTLS)", to(func(c *Config) *string { return &c.UpstreamTLS.KeyFile })},
+	{"upstream-server-name", "upstream_tls.server_name", "TLS server name of the upstream", to(func(c *Config) *string { return &c.UpstreamTLS.ServerName })},
+	{"log-level", "log.level", "debug, info, warn or error", with(func(c *Config) string { return c.Log.Level }, func(c *Config, v string) error {
+		c.Log.Level = strings.ToLower(v)
+		return nil
+	})},
+	{"log-format", "log.format", "text or json", to(func(c *Config) *string { return &c.Log.Format })},
+	{"log-requests", "log.requests", "log one line per call", to(func(c *Config) *bool { return &c.Log.Requests })},
+	{"log-interval", "log.interval", "least time between log lines about repeated failures of one kind", to(func(c *Config) *time.Duration { return &c.Log.Interval })},
+	{"pprof", "pprof", "serve /debug/pprof/ on the admin listener", to(func(c *Config) *bool { return &c.Pprof })},
+	{"readiness-probe", "readiness.probe", "how /readyz checks the upstream: auto, health, kserve, tfserving or tcp", to(func(c *Config) *string { return &c.Readiness.Probe })},
+	{"readiness-model", "readiness.model", "model whose status the tfserving probe checks", to(func(c *Config) *string { return &c.Readiness.Model })},
+	{"readiness-interval", "readiness.interval", "time between upstream readiness probes", to(func(c *Config) *time.Duration { return &c.Readiness.Interval })},
+	{"readiness-timeout", "readiness.timeout", "limit of one readiness probe", to(func(c *Config) *time.Duration { return &c.Readiness.Timeout })},
+	{"rules", "rules_file", "YAML file of alert rules and alerting sections (replaces those of --config)", to(func(c *Config) *string { return &c.RulesFile })},
+	{"admin-token-file", "admin_token_file", "file holding the bearer token the admin API's writes need", to(func(c *Config) *string { return &c.AdminTokenFile })},
+	{"alert-state-file", "alert_state_file", "file that keeps alert state, silences and sent notifications across restarts",
+		to(func(c *Config) *string { return &c.AlertStateFile })},
+	{"batching", "batching.mode", "batch ModelInfer/Predict calls: off, static or adaptive", with(func(c *Config) string { return c.Batching.Mode }, setBatchingMode)},
+	{"batch-models", "batching.models", "comma-separated batchable models (batch dimension 0)", with(none, addBatchModels)},
+	{"batch-max-size", "batching.max_size", "largest batch, in rows", to(func(c *Config) *int { return &c.Batching.MaxSize })},
+	{"batch-preferred-sizes", "batching.preferred_sizes", "static: comma-separated batch sizes sent as soon as they can be formed", with(none, setPreferredSizes)},
+	{"batch-max-delay", "batching.max_delay", "static: longest the oldest request waits for a batch to fill", to(func(c *Config) *time.Duration { return &c.Batching.MaxDelay })},
+	{"batch-queue-size", "batching.queue_size", "waiting requests per model before RESOURCE_EXHAUSTED", to(func(c *Config) *int { return &c.Batching.QueueSize })},
+	{"batch-slo", "batching.slo", "adaptive: p99 latency target per request", to(func(c *Config) *time.Duration { return &c.Batching.SLO })},
+	{"batch-slots", "batching.slots", "batches in flight per model (the upstream's execution slots)", to(func(c *Config) *int { return &c.Batching.Slots })},
+	{"gpu-source", "gpu.sources", "GPU telemetry: nvml (local driver), prometheus (scrape --gpu-metrics-url) or off",
+		with(func(*Config) string { return "off" }, func(c *Config, v string) error { c.gpuSource = v; return nil })},
+	{"gpu-metrics-url", "gpu.sources", "Triton (:8002/metrics), DCGM exporter (:9400/metrics) or simserver metrics URL",
+		with(none, func(c *Config, v string) error { c.gpuURL = v; return nil })},
+	{"gpu-interval", "gpu.interval", "GPU sampling and latency-correlation period", to(func(c *Config) *time.Duration { return &c.GPU.Interval })},
+	{"version", "", "print the version and exit", to(func(c *Config) *bool { return &c.PrintVersion })},
+	{"check-config", "", "validate flags and the YAML file, print the result and exit (0 valid, 2 not)", to(func(c *Config) *bool { return &c.CheckOnly })},
+}
+
+// newFlagSet returns the flags bound to c, and --config bound to path.
+func newFlagSet(c *Config, path *string, errs *[]error) *flag.FlagSet {
+	fs := flag.NewFlagSet("infergate", flag.ContinueOnError)
+	fs.StringVar(path, "config", "", "YAML config file (flags override it)")
+	for _, r := range flags {
+		r.bind(fs, r.name, r.usage, c, errs)
+	}
+	return fs
+}
+
+// parseConfig builds the config from args: the defaults, the YAML file
+// named by --config decoded over them, then every flag given on the
+// command line (flags win), then one validation of the result.
+func parseConfig(args []string) (Config, error) {
+	// The first pass reads --config and reports bad flags and -help,
+	// showing the defaults; the second applies the flags over the file.
+	var path string
+	var errs []error
+	d := defaultConfig()
+	fs := newFlagSet(&d, &path, &errs)
+	if err := fs.Parse(args); err != nil {
+		return Config{}, err
+	}
+	if fs.NArg() > 0 {
+		return Config{}, fmt.Errorf("config: unexpected argument %q", fs.Arg(0))
+	}
+	if d.PrintVersion {
+		return Config{PrintVersion: true}, nil
+	}
+	c := defaultConfig()
+	if path != "" {
+		var err error
+		if c, err = loadFile(path); err != nil {
+			return c, err
 		}
-	})
-	err := errors.Join(append(flagErrs, c.Validate())...)
-	c.CheckOnly = *checkOnly
-	return c, err
+	}
+	errs = nil
+	fs = newFlagSet(&c, &path, &errs)
+	fs.SetOutput(io.Discard)
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	if given["gpu-source"] || given["gpu-metrics-url"] {
+		errs = append(errs, c.gpuFlags()...)
+	}
+	c.GPU = c.GPU.Resolved()
+	return c, errors.Join(append(errs, flagNames(c.validate(), fs, given)...)...)
+}
+
+// flagNames names by its flag each problem of a field that a flag set to
+// 0: a command line's 0 is refused like the file's, and the message
+// points at what the user typed.
+func flagNames(err error, fs *flag.FlagSet, given map[string]bool) []error {
+	if err == nil {
+		return nil
+	}
+	errs := unjoin(err)
+	for _, r := range flags {
+		if v := fs.Lookup(r.name).Value.String(); !given[r.name] || r.field == "" || (v != "0" && v != "0s") {
+			continue
+		}
+		prefix := "config: " + r.field + ": "
+		for i, e := range errs {
+			if rest, ok := strings.CutPrefix(e.Error(), prefix); ok {
+				errs[i] = fmt.Errorf("config: --%s: %s", r.name, rest)
+			}
+		}
+	}
+	return errs
 }

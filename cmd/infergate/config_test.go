@@ -4,6 +4,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/infergate/infergate/monitor"
+	"github.com/infergate/infergate/proxy"
 )
 
 func TestParseConfigDefaultsAndFlagsWin(t *testing.T) {
@@ -20,7 +23,7 @@ func TestParseConfigDefaultsAndFlagsWin(t *testing.T) {
 	if c.Monitor.MaxSeries != 50 || c.MaxMessageBytes != 128<<20 || c.ShutdownTimeout != 5*time.Second {
 		t.Errorf("file values not applied: %+v", c)
 	}
-	if c.Admin != defaultAdmin || c.UpstreamConns != defaultUpstreamConns || c.Log.Level != "warn" {
+	if c.Admin != defaultConfig().Admin || c.UpstreamConns != proxy.DefaultUpstreamConns || c.Log.Level != "warn" {
 		t.Errorf("defaults not filled: %+v", c)
 	}
 }
@@ -52,7 +55,10 @@ func TestParseConfigErrorsNameTheField(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := parseConfig(tc.args)
+			c, err := parseConfig(tc.args)
+			if err == nil {
+				err = c.readFiles() // as run does, after validation
+			}
 			if err == nil {
 				t.Fatalf("no error, want %q", tc.want)
 			}
@@ -68,16 +74,16 @@ func TestZeroMeansNoneWhereDocumented(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if *c.UpstreamTimeout != 0 || *c.MaxInFlight != 0 || *c.DrainDelay != 0 {
-		t.Errorf("explicit 0 must mean none: timeout %s, in flight %d, drain %s", *c.UpstreamTimeout, *c.MaxInFlight, *c.DrainDelay)
+	if c.UpstreamTimeout != 0 || c.MaxInFlight != 0 || c.DrainDelay != 0 {
+		t.Errorf("explicit 0 must mean none: timeout %s, in flight %d, drain %s", c.UpstreamTimeout, c.MaxInFlight, c.DrainDelay)
 	}
 	c, err = parseConfig([]string{"--upstream", "a:1"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if *c.UpstreamTimeout != defaultUpstreamTimeout || *c.MaxInFlight != defaultMaxInFlight || *c.DrainDelay != defaultDrainDelay ||
-		c.UpstreamKeepaliveTime != defaultKeepaliveTime || c.Monitor.SeriesIdleTimeout != defaultSeriesIdle ||
-		c.Monitor.MaxLabelBytes != defaultMaxLabelBytes || c.Readiness.Probe != "auto" {
+	if c.UpstreamTimeout != proxy.DefaultUpstreamTimeout || c.MaxInFlight != proxy.DefaultMaxInFlight || c.DrainDelay != defaultConfig().DrainDelay ||
+		c.UpstreamKeepaliveTime != proxy.DefaultKeepaliveTime || c.Monitor.SeriesIdleTimeout != monitor.DefaultIdleTimeout ||
+		c.Monitor.MaxLabelBytes != monitor.DefaultMaxLabelBytes || c.Readiness.Probe != "auto" {
 		t.Errorf("defaults not filled: %+v", c)
 	}
 }
@@ -87,7 +93,7 @@ func TestYAMLZeroMeansNone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if *c.UpstreamTimeout != 0 || *c.MaxInFlight != 50 || *c.DrainDelay != 2*time.Second ||
+	if c.UpstreamTimeout != 0 || c.MaxInFlight != 50 || c.DrainDelay != 2*time.Second ||
 		c.Monitor.SeriesIdleTimeout != 20*time.Minute || c.Readiness.Probe != "tfserving" || c.Readiness.Model != "half_plus_two" {
 		t.Errorf("file values not applied: %+v", c)
 	}

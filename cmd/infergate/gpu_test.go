@@ -20,7 +20,7 @@ func TestGPUConfigFromYAML(t *testing.T) {
 	if g.Interval != 2*time.Second || len(g.Sources) != 3 {
 		t.Fatalf("gpu = %+v", g)
 	}
-	want := []GPUSourceConfig{
+	want := []gpu.SourceConfig{
 		{Kind: "prometheus", Name: "prometheus", URL: "http://triton:8002/metrics", Interval: 2 * time.Second, Timeout: 500 * time.Millisecond},
 		{Kind: "prometheus", Name: "prometheus_2", URL: "http://dcgm-exporter:9400/metrics", Interval: 5 * time.Second},
 		{Kind: "nvml", Name: "nvml", Interval: 2 * time.Second},
@@ -39,14 +39,14 @@ func TestGPUFlags(t *testing.T) {
 	cases := []struct {
 		name string
 		args []string
-		want []GPUSourceConfig
+		want []gpu.SourceConfig
 	}{
 		{"default off", nil, nil},
 		{"scrape", []string{"--gpu-source", "prometheus", "--gpu-metrics-url", "http://127.0.0.1:8002/metrics", "--gpu-interval", "100ms"},
-			[]GPUSourceConfig{{Kind: "prometheus", Name: "prometheus", URL: "http://127.0.0.1:8002/metrics", Interval: 100 * time.Millisecond}}},
+			[]gpu.SourceConfig{{Kind: "prometheus", Name: "prometheus", URL: "http://127.0.0.1:8002/metrics", Interval: 100 * time.Millisecond}}},
 		{"URL alone means scrape", []string{"--gpu-metrics-url", "http://h:9400/metrics"},
-			[]GPUSourceConfig{{Kind: "prometheus", Name: "prometheus", URL: "http://h:9400/metrics", Interval: time.Second}}},
-		{"nvml", []string{"--gpu-source", "NVML"}, []GPUSourceConfig{{Kind: "nvml", Name: "nvml", Interval: time.Second}}},
+			[]gpu.SourceConfig{{Kind: "prometheus", Name: "prometheus", URL: "http://h:9400/metrics", Interval: time.Second}}},
+		{"nvml", []string{"--gpu-source", "NVML"}, []gpu.SourceConfig{{Kind: "nvml", Name: "nvml", Interval: time.Second}}},
 		{"flag replaces the file", []string{"--config", "testdata/config.gpu.good.yaml", "--gpu-source", "off"}, nil},
 	}
 	for _, tc := range cases {

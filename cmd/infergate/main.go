@@ -36,6 +36,11 @@ func run(args []string) int {
 		return rulesCommand(args[1:], os.Stdout, os.Stderr)
 	}
 	cfg, err := parseConfig(args)
+	if err == nil && !cfg.PrintVersion {
+		// The I/O step after validation, for --check-config too: the TLS
+		// files named can be read.
+		err = cfg.readFiles()
+	}
 	switch {
 	case errors.Is(err, flag.ErrHelp):
 		return 0
@@ -112,11 +117,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), newBuildInfo())
-	mon := monitor.NewRegistry(monitor.Options{
-		MaxSeries:     cfg.Monitor.MaxSeries,
-		IdleTimeout:   cfg.Monitor.SeriesIdleTimeout,
-		MaxLabelBytes: cfg.Monitor.MaxLabelBytes,
-	})
+	mon := monitor.NewRegistry(cfg.Monitor.Options())
 	if err := mon.Register(reg); err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
@@ -149,15 +150,14 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	defer bat.Close() // after the server and the proxy: batches in flight end first
 	p, err := proxy.New(proxy.DirectorFunc(func(context.Context, string) (*proxy.Upstream, error) { return up, nil }),
-		proxy.WithRouter(rt.router),
-		proxy.WithBatcher(bat),
-		proxy.WithRecorder(mon),
-		proxy.WithMaxMsgSize(cfg.MaxMessageBytes),
-		proxy.WithLogger(log),
-		proxy.WithLogInterval(cfg.Log.Interval),
-		proxy.WithRequestLogger(requestLogger(cfg.Log)),
-		proxy.WithUpstreamTimeout(*cfg.UpstreamTimeout),
-		proxy.WithMaxInFlight(*cfg.MaxInFlight),
+		append(cfg.Config.Options(),
+			proxy.WithRouter(rt.router),
+			proxy.WithBatcher(bat),
+			proxy.WithRecorder(mon),
+			proxy.WithLogger(log),
+			proxy.WithLogInterval(cfg.Log.Interval),
+			proxy.WithRequestLogger(requestLogger(cfg.Log)),
+		)...,
 	)
 	if err != nil {
 		return err
@@ -237,10 +237,10 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	// in-flight calls and queued batches finish within the timeout; past
 	// it they are cut.
 	adm.draining.Store(true)
-	log.Info("draining", "delay", *cfg.DrainDelay, "timeout", cfg.ShutdownTimeout)
-	if *cfg.DrainDelay > 0 {
+	log.Info("draining", "delay", cfg.DrainDelay, "timeout", cfg.ShutdownTimeout)
+	if cfg.DrainDelay > 0 {
 		select {
-		case <-time.After(*cfg.DrainDelay):
+		case <-time.After(cfg.DrainDelay):
 		case err := <-errc:
 			return stopAlerting(err)
 		}

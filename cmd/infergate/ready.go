@@ -18,6 +18,52 @@ import (
 	"github.com/infergate/infergate/proto/tfservingpb"
 )
 
+// ReadinessConfig configures how /readyz checks the upstream, off the
+// request path, over the proxy's own upstream connections (TLS included).
+type ReadinessConfig struct {
+	// Probe is auto (grpc.health.v1, then KServe ServerReady, then
+	// TF-Serving model metadata), health, kserve, tfserving or tcp.
+	// Default auto.
+	Probe string `yaml:"probe"`
+	// Model is the model whose status the tfserving probe (and auto, on a
+	// TF-Serving upstream) checks. Default none: the server answering is
+	// enough.
+	Model string `yaml:"model"`
+	// Interval is the time between probes. Default 2s.
+	Interval time.Duration `yaml:"interval"`
+	// Timeout bounds one probe. Default 1s.
+	Timeout time.Duration `yaml:"timeout"`
+}
+
+// Defaults of ReadinessConfig.
+const (
+	defaultReadyInterval = 2 * time.Second
+	defaultReadyTimeout  = time.Second
+)
+
+// defaultReadiness returns the documented defaults of ReadinessConfig.
+func defaultReadiness() ReadinessConfig {
+	return ReadinessConfig{Probe: "auto", Interval: defaultReadyInterval, Timeout: defaultReadyTimeout}
+}
+
+// Problems returns one error per bad field, each starting with the field's
+// YAML name.
+func (c ReadinessConfig) Problems() []error {
+	var errs []error
+	switch c.Probe {
+	case "auto", "health", "kserve", "tfserving", "tcp":
+	default:
+		errs = append(errs, fmt.Errorf("probe: must be auto, health, kserve, tfserving or tcp, got %q", c.Probe))
+	}
+	if c.Interval <= 0 {
+		errs = append(errs, fmt.Errorf("interval: must be positive, got %s", c.Interval))
+	}
+	if c.Timeout <= 0 {
+		errs = append(errs, fmt.Errorf("timeout: must be positive, got %s", c.Timeout))
+	}
+	return errs
+}
+
 // readyState is one readiness verdict: the JSON body of /readyz.
 type readyState struct {
 	Ready bool `json:"ready"`

@@ -1,0 +1,92 @@
+package proxy
+
+import (
+	"fmt"
+	"time"
+)
+
+// Defaults and bounds of Config not given elsewhere in this package
+// (DefaultMaxMsgSize, DefaultUpstreamTimeout, DefaultKeepaliveTime are).
+const (
+	// DefaultUpstreamConns is the number of pooled HTTP/2 connections to
+	// an upstream.
+	DefaultUpstreamConns = 2
+	// MaxUpstreamConns bounds Config.UpstreamConns.
+	MaxUpstreamConns = 64
+	// DefaultMaxInFlight is Config's cap on calls in progress.
+	DefaultMaxInFlight = 10000
+	// MinKeepaliveTime is the least Config.UpstreamKeepaliveTime: gRPC
+	// raises anything lower to 10s anyway, and saying so beats a silent
+	// change.
+	MinKeepaliveTime = 10 * time.Second
+)
+
+// Config is the proxy's own settings as the top level of a YAML file
+// spells them (a front end embeds it inline). Start from DefaultConfig and
+// decode over it, so that an explicit 0 is seen: it means "none" for
+// UpstreamTimeout and MaxInFlight and is refused elsewhere.
+type Config struct {
+	// MaxMessageBytes caps one gRPC message in either direction. Default
+	// DefaultMaxMsgSize (64 MiB); tensors are big.
+	MaxMessageBytes int `yaml:"max_message_bytes"`
+	// UpstreamConns is the number of pooled HTTP/2 connections to an
+	// upstream. Default DefaultUpstreamConns, at most MaxUpstreamConns.
+	UpstreamConns int `yaml:"upstream_conns"`
+	// UpstreamTimeout bounds unary calls that carry no client deadline;
+	// they end with DEADLINE_EXCEEDED. Default DefaultUpstreamTimeout; 0
+	// means none.
+	UpstreamTimeout time.Duration `yaml:"upstream_timeout"`
+	// UpstreamKeepaliveTime is the interval of HTTP/2 pings to the upstream
+	// while calls are in flight and no data flows. Default
+	// DefaultKeepaliveTime, just over the 5 minutes gRPC servers (grpc-go,
+	// and gRPC core under Triton and TF-Serving) allow by default: they
+	// close connections that ping more often. Lower it only for servers
+	// that allow it; at least MinKeepaliveTime.
+	UpstreamKeepaliveTime time.Duration `yaml:"upstream_keepalive_time"`
+	// MaxInFlight caps the calls in progress through the proxy; beyond it
+	// calls are rejected at once with RESOURCE_EXHAUSTED. Default
+	// DefaultMaxInFlight; 0 means no cap.
+	MaxInFlight int `yaml:"max_in_flight"`
+}
+
+// DefaultConfig returns the Config of the documented defaults.
+func DefaultConfig() Config {
+	return Config{
+		MaxMessageBytes:       DefaultMaxMsgSize,
+		UpstreamConns:         DefaultUpstreamConns,
+		UpstreamTimeout:       DefaultUpstreamTimeout,
+		UpstreamKeepaliveTime: DefaultKeepaliveTime,
+		MaxInFlight:           DefaultMaxInFlight,
+	}
+}
+
+// Problems returns one error per bad field, each starting with the field's
+// YAML name ("upstream_conns: must be between 1 and 64, got 0").
+func (c Config) Problems() []error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
+	}
+	if c.MaxMessageBytes < 1 {
+		bad("max_message_bytes", "must be positive, got %d", c.MaxMessageBytes)
+	}
+	if c.UpstreamConns < 1 || c.UpstreamConns > MaxUpstreamConns {
+		bad("upstream_conns", "must be between 1 and %d, got %d", MaxUpstreamConns, c.UpstreamConns)
+	}
+	if c.UpstreamTimeout < 0 {
+		bad("upstream_timeout", "must be 0 (none) or positive, got %s", c.UpstreamTimeout)
+	}
+	if c.UpstreamKeepaliveTime < MinKeepaliveTime {
+		bad("upstream_keepalive_time", "must be at least %s, got %s", MinKeepaliveTime, c.UpstreamKeepaliveTime)
+	}
+	if c.MaxInFlight < 0 {
+		bad("max_in_flight", "must be 0 (no cap) or positive, got %d", c.MaxInFlight)
+	}
+	return errs
+}
+
+// Options returns the Proxy options of c: message size, upstream timeout,
+// in-flight cap. The upstream settings go to DialUpstream.
+func (c Config) Options() []Option {
+	return []Option{WithMaxMsgSize(c.MaxMessageBytes), WithUpstreamTimeout(c.UpstreamTimeout), WithMaxInFlight(c.MaxInFlight)}
+}
