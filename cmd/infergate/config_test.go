@@ -1,11 +1,17 @@
 package main
 
 import (
+	"flag"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/infergate/infergate/batcher"
 	"github.com/infergate/infergate/monitor"
+	"github.com/infergate/infergate/monitor/gpu"
 	"github.com/infergate/infergate/proxy"
 )
 
@@ -113,5 +119,156 @@ func TestVersionAndCheckConfigModes(t *testing.T) {
 	}
 	if code := run([]string{"--check-config", "--upstream", "a:1"}); code != 0 {
 		t.Errorf("--check-config with a good config exits %d, want 0", code)
+	}
+}
+
+// writeYAML writes a config file of the lines given and returns its path.
+func writeYAML(t *testing.T, lines ...string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "infergate.yaml")
+	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// yamlOf spells field (a dotted path such as monitor.max_series) set to v.
+func yamlOf(field, v string) string {
+	parts := strings.Split(field, ".")
+	var b strings.Builder
+	for i, p := range parts {
+		b.WriteString(strings.Repeat("  ", i) + p + ":")
+		if i < len(parts)-1 {
+			b.WriteString("\n")
+		}
+	}
+	return b.String() + " " + v
+}
+
+// TestExplicitZeroSameInFileAndFlag checks every numeric flag: its 0 and
+// the file's 0 for its field are refused alike, with the same reason (the
+// message names the flag or the field), and --check-config exits 2; where
+// 0 means "none" both are accepted.
+func TestExplicitZeroSameInFileAndFlag(t *testing.T) {
+	zeroMeansNone := map[string]bool{"drain-delay": true, "upstream-timeout": true, "max-in-flight": true, "batch-max-delay": true}
+	var path string
+	var errs []error
+	d := defaultConfig()
+	fs := newFlagSet(&d, &path, &errs)
+	checked := 0
+	for _, r := range flags {
+		zero := ""
+		if g, ok := fs.Lookup(r.name).Value.(flag.Getter); ok {
+			switch g.Get().(type) {
+			case int:
+				zero = "0"
+			case time.Duration:
+				zero = "0s"
+			}
+		}
+		if zero == "" || r.field == "" {
+			continue
+		}
+		checked++
+		t.Run(r.name, func(t *testing.T) {
+			_, flagErr := parseConfig([]string{"--upstream", "a:1", "--" + r.name, zero})
+			file := writeYAML(t, "upstream: a:1", yamlOf(r.field, zero))
+			_, fileErr := parseConfig([]string{"--config", file})
+			if zeroMeansNone[r.name] {
+				if flagErr != nil || fileErr != nil {
+					t.Fatalf("0 means none here: flag %v, file %v", flagErr, fileErr)
+				}
+				return
+			}
+			if flagErr == nil || fileErr == nil {
+				t.Fatalf("an explicit 0 must be refused: flag %v, file %v", flagErr, fileErr)
+			}
+			flagWhy, ok := strings.CutPrefix(flagErr.Error(), "config: --"+r.name+": ")
+			if !ok {
+				t.Fatalf("flag error %q does not name --%s", flagErr, r.name)
+			}
+			fileWhy, ok := strings.CutPrefix(fileErr.Error(), "config: "+r.field+": ")
+			if !ok {
+				t.Fatalf("file error %q does not name %s", fileErr, r.field)
+			}
+			if flagWhy != fileWhy || !strings.HasSuffix(fileWhy, "got "+zero) {
+				t.Errorf("reasons differ: flag %q, file %q", flagWhy, fileWhy)
+			}
+			if code := run([]string{"--check-config", "--config", file}); code != 2 {
+				t.Errorf("--check-config with %s: 0 exits %d, want 2", r.field, code)
+			}
+		})
+	}
+	if checked < 15 {
+		t.Errorf("only %d numeric flags checked", checked)
+	}
+}
+
+func TestDefaultsAreTheLibraries(t *testing.T) {
+	c, err := parseConfig([]string{"--upstream", "a:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := []any{c.MaxMessageBytes, c.UpstreamConns, c.UpstreamTimeout, c.UpstreamKeepaliveTime, c.MaxInFlight,
+		c.Monitor.MaxSeries, c.Monitor.SeriesIdleTimeout, c.Monitor.MaxLabelBytes, c.Log.Interval,
+		c.Batching.MaxSize, c.Batching.MaxDelay, c.Batching.QueueSize, c.Batching.SLO, c.Batching.Slots, c.GPU.Interval}
+	want := []any{proxy.DefaultMaxMsgSize, proxy.DefaultUpstreamConns, proxy.DefaultUpstreamTimeout, proxy.DefaultKeepaliveTime, proxy.DefaultMaxInFlight,
+		monitor.DefaultMaxSeries, monitor.DefaultIdleTimeout, monitor.DefaultMaxLabelBytes, proxy.DefaultLogInterval,
+		batcher.DefaultMaxSize, batcher.DefaultMaxDelay, batcher.DefaultQueueSize, batcher.DefaultSLO, batcher.DefaultSlots, gpu.DefaultInterval}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("default %d = %v, want %v", i, got[i], want[i])
+		}
+	}
+	// -help shows the same defaults: the flags are bound to them.
+	var path string
+	var errs []error
+	d := defaultConfig()
+	fs := newFlagSet(&d, &path, &errs)
+	for name, want := range map[string]string{
+		"max-message-bytes": strconv.Itoa(proxy.DefaultMaxMsgSize), "max-series": strconv.Itoa(monitor.DefaultMaxSeries),
+		"upstream-keepalive-time": proxy.DefaultKeepaliveTime.String(), "batch-slo": batcher.DefaultSLO.String(),
+		"gpu-interval": gpu.DefaultInterval.String(), "log-level": "warn", "batching": "off",
+	} {
+		if got := fs.Lookup(name).DefValue; got != want {
+			t.Errorf("-help default of --%s = %q, want %q", name, got, want)
+		}
+	}
+}
+
+func TestFlagsWinOverFile(t *testing.T) {
+	file := writeYAML(t, "upstream: a:1", "upstream_conns: 4", "max_in_flight: 7", "drain_delay: 9s",
+		"monitor:", "  max_series: 11", "log:", "  level: error", "batching:", "  slots: 3", "gpu:", "  interval: 3s")
+	c, err := parseConfig([]string{"--config", file})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.UpstreamConns != 4 || c.MaxInFlight != 7 || c.DrainDelay != 9*time.Second || c.Monitor.MaxSeries != 11 ||
+		c.Log.Level != "error" || c.Batching.Slots != 3 || c.GPU.Interval != 3*time.Second {
+		t.Fatalf("file values not applied: %+v", c)
+	}
+	c, err = parseConfig([]string{"--config", file, "--upstream-conns", "5", "--max-in-flight", "0", "--drain-delay", "0s",
+		"--max-series", "12", "--log-level", "DEBUG", "--batch-slots", "2", "--gpu-interval", "4s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.UpstreamConns != 5 || c.MaxInFlight != 0 || c.DrainDelay != 0 || c.Monitor.MaxSeries != 12 ||
+		c.Log.Level != "debug" || c.Batching.Slots != 2 || c.GPU.Interval != 4*time.Second {
+		t.Errorf("flags must win: %+v", c)
+	}
+}
+
+func TestCheckConfigReadsTLSFiles(t *testing.T) {
+	args := []string{"--check-config", "--upstream", "a:1", "--tls-cert", "testdata/nope.pem", "--tls-key", "testdata/nope.pem"}
+	c, err := parseConfig(args)
+	if err != nil {
+		t.Fatalf("validation must not read files: %v", err)
+	}
+	want := `config: tls.cert_file: cannot read "testdata/nope.pem": no such file or directory`
+	if err := c.readFiles(); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("readFiles: %v, want %q", err, want)
+	}
+	if code := run(args); code != 2 {
+		t.Errorf("--check-config with a missing TLS file exits %d, want 2", code)
 	}
 }
