@@ -1,0 +1,45 @@
+package monitor
+
+import (
+	"fmt"
+	"testing"
+)
+
+func TestConfigProblems(t *testing.T) {
+	if errs := DefaultConfig().Problems(); len(errs) != 0 {
+		t.Fatalf("defaults have problems: %v", errs)
+	}
+	cases := []struct {
+		name string
+		edit func(*Config)
+		want string
+	}{
+		{"zero series", func(c *Config) { c.MaxSeries = 0 }, "max_series: must be positive, got 0"},
+		{"zero idle", func(c *Config) { c.SeriesIdleTimeout = 0 }, "series_idle_timeout: must be positive, got 0s"},
+		{"zero label bytes", func(c *Config) { c.MaxLabelBytes = 0 }, "max_label_bytes: must be between 1 and 4096, got 0"},
+		{"long labels", func(c *Config) { c.MaxLabelBytes = MaxLabelBytesLimit + 1 }, "max_label_bytes: must be between 1 and 4096, got 4097"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := DefaultConfig()
+			tc.edit(&c)
+			errs := c.Problems()
+			if len(errs) != 1 || errs[0].Error() != tc.want {
+				t.Errorf("problems = %v, want %q", errs, tc.want)
+			}
+		})
+	}
+}
+
+func ExampleConfig_Problems() {
+	c := DefaultConfig()
+	c.MaxSeries = -5
+	for _, err := range c.Problems() {
+		fmt.Println(err)
+	}
+	d := DefaultConfig()
+	fmt.Println(d.MaxSeries, d.SeriesIdleTimeout, d.MaxLabelBytes)
+	// Output:
+	// max_series: must be positive, got -5
+	// 1000 15m0s 128
+}
