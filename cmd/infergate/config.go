@@ -406,7 +406,7 @@ func to[T int | string | bool | time.Duration](get func(*Config) *T) binder {
 }
 
 // with binds a flag whose value set applies to c; def is the default
-// -help shows.
+// -help shows, and a back-quoted word of the usage names the value.
 func with(def func(*Config) string, set func(c *Config, v string) error) binder {
 	return func(fs *flag.FlagSet, name, usage string, c *Config, errs *[]error) {
 		fs.Var(funcValue{def(c), func(v string) error {
@@ -475,7 +475,7 @@ var flags = []flagRow{
 	{"upstream-cert", "upstream_tls.cert_file", "client certificate for the upstream (mTLS)", to(func(c *Config) *string { return &c.UpstreamTLS.CertFile })},
 	{"upstream-key", "upstream_tls.key_file", "client key for the upstream (mTLS)", to(func(c *Config) *string { return &c.UpstreamTLS.KeyFile })},
 	{"upstream-server-name", "upstream_tls.server_name", "TLS server name of the upstream", to(func(c *Config) *string { return &c.UpstreamTLS.ServerName })},
-	{"log-level", "log.level", "debug, info, warn or error", with(func(c *Config) string { return c.Log.Level }, func(c *Config, v string) error {
+	{"log-level", "log.level", "log `level`: debug, info, warn or error", with(func(c *Config) string { return c.Log.Level }, func(c *Config, v string) error {
 		c.Log.Level = strings.ToLower(v)
 		return nil
 	})},
@@ -491,17 +491,17 @@ var flags = []flagRow{
 	{"admin-token-file", "admin_token_file", "file holding the bearer token the admin API's writes need", to(func(c *Config) *string { return &c.AdminTokenFile })},
 	{"alert-state-file", "alert_state_file", "file that keeps alert state, silences and sent notifications across restarts",
 		to(func(c *Config) *string { return &c.AlertStateFile })},
-	{"batching", "batching.mode", "batch ModelInfer/Predict calls: off, static or adaptive", with(func(c *Config) string { return c.Batching.Mode }, setBatchingMode)},
-	{"batch-models", "batching.models", "comma-separated batchable models (batch dimension 0)", with(none, addBatchModels)},
+	{"batching", "batching.mode", "batch ModelInfer/Predict calls in this `mode`: off, static or adaptive", with(func(c *Config) string { return c.Batching.Mode }, setBatchingMode)},
+	{"batch-models", "batching.models", "comma-separated batchable `models` (batch dimension 0)", with(none, addBatchModels)},
 	{"batch-max-size", "batching.max_size", "largest batch, in rows", to(func(c *Config) *int { return &c.Batching.MaxSize })},
-	{"batch-preferred-sizes", "batching.preferred_sizes", "static: comma-separated batch sizes sent as soon as they can be formed", with(none, setPreferredSizes)},
+	{"batch-preferred-sizes", "batching.preferred_sizes", "static: comma-separated batch `sizes` sent as soon as they can be formed", with(none, setPreferredSizes)},
 	{"batch-max-delay", "batching.max_delay", "static: longest the oldest request waits for a batch to fill", to(func(c *Config) *time.Duration { return &c.Batching.MaxDelay })},
 	{"batch-queue-size", "batching.queue_size", "waiting requests per model before RESOURCE_EXHAUSTED", to(func(c *Config) *int { return &c.Batching.QueueSize })},
 	{"batch-slo", "batching.slo", "adaptive: p99 latency target per request", to(func(c *Config) *time.Duration { return &c.Batching.SLO })},
 	{"batch-slots", "batching.slots", "batches in flight per model (the upstream's execution slots)", to(func(c *Config) *int { return &c.Batching.Slots })},
-	{"gpu-source", "gpu.sources", "GPU telemetry: nvml (local driver), prometheus (scrape --gpu-metrics-url) or off",
+	{"gpu-source", "gpu.sources", "GPU telemetry `source`: nvml (local driver), prometheus (scrape --gpu-metrics-url) or off",
 		with(func(*Config) string { return "off" }, func(c *Config, v string) error { c.gpuSource = v; return nil })},
-	{"gpu-metrics-url", "gpu.sources", "Triton (:8002/metrics), DCGM exporter (:9400/metrics) or simserver metrics URL",
+	{"gpu-metrics-url", "gpu.sources", "Triton (:8002/metrics), DCGM exporter (:9400/metrics) or simserver metrics `URL`",
 		with(none, func(c *Config, v string) error { c.gpuURL = v; return nil })},
 	{"gpu-interval", "gpu.interval", "GPU sampling and latency-correlation period", to(func(c *Config) *time.Duration { return &c.GPU.Interval })},
 	{"version", "", "print the version and exit", to(func(c *Config) *bool { return &c.PrintVersion })},
