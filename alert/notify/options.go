@@ -14,8 +14,10 @@ const (
 	DefaultMaxAge         = time.Hour
 )
 
-// Option configures [Build] and [NewSender]. Options are sealed: build
-// them with the With functions of this package.
+// Option configures [Build]. Options are sealed: build them with the
+// With functions of this package. The options only tests set (HTTP
+// client, backoff, queue size, maximum age, clock) are in
+// export_test.go: infergate itself sets the logger and the metrics.
 type Option interface{ apply(*options) }
 
 type optionFunc func(*options)
@@ -74,49 +76,3 @@ func WithLogger(l *slog.Logger) Option { return optionFunc(func(o *options) { o.
 
 // WithMetrics records the notification metrics in m.
 func WithMetrics(m *Metrics) Option { return optionFunc(func(o *options) { o.metrics = m }) }
-
-// WithHTTPClient sets the client of the HTTP integrations, e.g. for a
-// proxy or custom TLS roots. Per-attempt timeouts come from the
-// integration's config, not from the client. Default: a plain
-// &http.Client{}.
-func WithHTTPClient(c *http.Client) Option { return optionFunc(func(o *options) { o.client = c }) }
-
-// WithBackoff sets the wait before the first retry, doubled after every
-// failure up to maximum. Non-positive values keep the defaults (1s, 1m);
-// a maximum below initial is raised to it.
-func WithBackoff(initial, maximum time.Duration) Option {
-	return optionFunc(func(o *options) {
-		if initial > 0 {
-			o.backoffInitial = initial
-		}
-		if maximum > 0 {
-			o.backoffMax = maximum
-		}
-		o.backoffMax = max(o.backoffMax, o.backoffInitial)
-	})
-}
-
-// WithQueueSize sets how many messages a Sender holds waiting (default
-// 1000); beyond it the oldest is dropped. Values below 1 keep the default.
-func WithQueueSize(n int) Option {
-	return optionFunc(func(o *options) {
-		if n > 0 {
-			o.queueSize = n
-		}
-	})
-}
-
-// WithMaxAge sets how long after Send a message may still be delivered
-// (default 1h); an older one is dropped as expired instead of being
-// (re)tried. Non-positive values keep the default.
-func WithMaxAge(d time.Duration) Option {
-	return optionFunc(func(o *options) {
-		if d > 0 {
-			o.maxAge = d
-		}
-	})
-}
-
-// WithNow sets the clock used for message age, e-mail dates and
-// Alertmanager's endsAt. Default time.Now.
-func WithNow(now func() time.Time) Option { return optionFunc(func(o *options) { o.now = now }) }

@@ -65,10 +65,6 @@ func Build(cfg ReceiverConfig, opts ...Option) (*Receiver, error) {
 // Name returns the receiver's name.
 func (r *Receiver) Name() string { return r.name }
 
-// Senders returns the receiver's senders, one per integration, in config
-// order: webhook, alertmanager, slack, wecom, email, log.
-func (r *Receiver) Senders() []*Sender { return r.senders }
-
 // Send queues m for every integration and returns at once; it never
 // blocks. m must not be modified afterwards.
 func (r *Receiver) Send(m *Message) {

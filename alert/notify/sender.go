@@ -47,13 +47,6 @@ type entry struct {
 	at time.Time
 }
 
-// NewSender starts a Sender that delivers to n, labelled receiver and
-// integration in logs and metrics. Options other than WithHTTPClient
-// apply. Stop it with Close.
-func NewSender(receiver, integration string, n Notifier, opts ...Option) *Sender {
-	return newSender(receiver, integration, n, newOptions(opts))
-}
-
 func newSender(receiver, integration string, n Notifier, o options) *Sender {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Sender{
@@ -85,9 +78,6 @@ func jitter(d time.Duration) time.Duration {
 	}
 	return d - rand.N(d/10)
 }
-
-// Integration returns the integration label, e.g. "webhook/1".
-func (s *Sender) Integration() string { return s.integration }
 
 // Len returns the number of messages waiting, not counting the one being
 // sent.
