@@ -95,19 +95,12 @@ type Result struct {
 }
 
 // Option configures a Batcher. Options are sealed: build them with the With
-// functions of this package.
+// functions of this package (WithLogger).
 type Option interface{ apply(*Batcher) }
 
 type optionFunc func(*Batcher)
 
 func (f optionFunc) apply(b *Batcher) { f(b) }
-
-// WithCodec sets the codec that parses, merges and splits requests of
-// method. The defaults are merge.KServe for MethodModelInfer and merge.TF
-// for MethodPredict; tests substitute their own.
-func WithCodec(method string, c merge.Codec) Option {
-	return optionFunc(func(b *Batcher) { b.codecs[method] = c })
-}
 
 // Limits on what untrusted requests can make the Batcher create.
 const (
