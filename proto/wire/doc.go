@@ -12,11 +12,11 @@
 //
 // Which function serves which message:
 //
-//   - ModelInferTarget, RewriteModelInferName, RewriteModelInferTarget:
+//   - ModelInferTarget, RewriteModelInferTarget:
 //     inference.ModelInferRequest and every KServe v2 request whose name and
 //     version are fields 1 and 2 (ModelMetadataRequest, ModelReadyRequest,
 //     ModelConfigRequest, ModelStatisticsRequest).
-//   - PredictTarget, RewritePredictName, RewritePredictTarget:
+//   - PredictTarget, RewritePredictTarget:
 //     tensorflow.serving.PredictRequest and every TF-Serving request whose
 //     ModelSpec is field 1 (GetModelMetadataRequest, ClassificationRequest,
 //     RegressionRequest).

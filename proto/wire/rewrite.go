@@ -6,21 +6,17 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 )
 
-// RewriteModelInferName returns a copy of a serialized KServe v2
-// ModelInferRequest whose model name (field 1) is name: every existing name
-// field is dropped, one new one is written first, and all other bytes are
-// kept as they are and in their order. The input is not modified. Like
-// ModelInferTarget it serves every KServe v2 request whose name is field 1.
-// Malformed bytes give an error wrapping ErrMalformed.
-func RewriteModelInferName(b []byte, name string) ([]byte, error) {
-	return rewriteKServe(b, name, "", false)
-}
-
-// RewriteModelInferTarget is RewriteModelInferName that also sets the model
-// version (field 2): every existing version field is dropped and, when
-// version is not "", one new one is written right after the name. An empty
-// version therefore leaves none, which KServe servers read as "the server's
-// choice of version" — the only way to say that, as "" is proto3's default.
+// RewriteModelInferTarget returns a copy of a serialized KServe v2
+// ModelInferRequest whose model name (field 1) is name and whose version
+// (field 2) is version: every existing name and version field is dropped,
+// one new name is written first and, when version is not "", one new
+// version right after it; all other bytes are kept as they are and in
+// their order. The input is not modified. An empty version therefore
+// leaves none, which KServe servers read as "the server's choice of
+// version" — the only way to say that, as "" is proto3's default. Like
+// ModelInferTarget it serves every KServe v2 request whose name and
+// version are fields 1 and 2. Malformed bytes give an error wrapping
+// ErrMalformed.
 func RewriteModelInferTarget(b []byte, name, version string) ([]byte, error) {
 	return rewriteKServe(b, name, version, true)
 }
@@ -60,20 +56,17 @@ func rewriteKServe(b []byte, name, version string, setVersion bool) ([]byte, err
 	return out, nil
 }
 
-// RewritePredictName returns a copy of a serialized TF-Serving
-// PredictRequest whose model_spec.name is name. All model_spec occurrences
-// are merged into one (concatenating serialized messages is how protobuf
-// merges them), written first, with every name field dropped and the new
-// name written first inside it; a missing model_spec is created. All other
-// bytes are kept as they are and in their order, and the input is not
-// modified. Like PredictTarget it serves every TF-Serving request whose
-// model_spec is field 1. Malformed bytes give an error wrapping ErrMalformed.
-func RewritePredictName(b []byte, name string) ([]byte, error) {
-	return rewriteSpec(b, &specEdit{name: name})
-}
-
-// RewritePredictTarget is RewritePredictName that also replaces the version:
-// inside the merged model_spec every version and version_label field is
+// RewritePredictTarget returns a copy of a serialized TF-Serving
+// PredictRequest whose model_spec.name is name and whose version is
+// version. All model_spec occurrences are merged into one (concatenating
+// serialized messages is how protobuf merges them), written first, with
+// every name field dropped and the new name written first inside it; a
+// missing model_spec is created. All other bytes are kept as they are and
+// in their order, and the input is not modified. Like PredictTarget it
+// serves every TF-Serving request whose model_spec is field 1. Malformed
+// bytes give an error wrapping ErrMalformed.
+//
+// Inside the merged model_spec every version and version_label field is
 // dropped (both members of the version_choice oneof, so no older one can
 // survive the merge) and, when version is not "", one new one is written
 // last in the model_spec: a decimal integer (as strconv.ParseInt accepts it)
@@ -158,9 +151,9 @@ func (e *specEdit) drops(num protowire.Number, typ protowire.Type) bool {
 	return num == specName || e.setVersion && (num == specVersion || num == specVersionLabel)
 }
 
-// rewriteSpec is RewritePredictName and RewritePredictTarget: the merged
-// model_spec first (the new name, the fields e keeps, the new version), then
-// every other field of b.
+// rewriteSpec is RewritePredictTarget (and, keeping the version, the tests'
+// RewritePredictName): the merged model_spec first (the new name, the
+// fields e keeps, the new version), then every other field of b.
 func rewriteSpec(b []byte, e *specEdit) ([]byte, error) {
 	// First pass: validate, and size the merged ModelSpec without the
 	// fields e drops.
