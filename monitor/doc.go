@@ -22,7 +22,7 @@
 //
 // # Windows
 //
-// Registry.Run calls Rotate every slice (Options.SliceLength, 1s): the
+// Registry.Run rotates the windows every slice (Options.SliceLength, 1s): the
 // shards' buffers and dense histograms are drained into a slice that keeps
 // each component's values as HDR bucket indexes (2 bytes each, up to 256
 // of them: values in one bucket are the same to an HDR histogram) or in a

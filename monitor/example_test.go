@@ -10,15 +10,14 @@ import (
 func ExampleNewRegistry() {
 	r := monitor.NewRegistry(monitor.Options{})
 	key := monitor.SeriesKey{Model: "resnet", Version: "1", Method: "ModelInfer", Upstream: "triton", CodeClass: monitor.CodeClassOK}
-	s := r.Series(key) // resolve once, record per call
 	for i := 1; i <= 100; i++ {
 		total := time.Duration(i) * time.Millisecond
-		s.Record(monitor.Sample{Total: total, Upstream: total - 200*time.Microsecond, Code: "OK"})
+		r.Record(key, monitor.Sample{Total: total, Upstream: total - 200*time.Microsecond, Code: "OK"})
 	}
 	r.Rotate() // Run does this every second
 
 	ss := r.Snapshot()[0]
-	fmt.Println("p99 total 1m:", ss.Quantile("1m", "total", 0.99)) // 99ms within 0.1%
+	fmt.Println("p99 total 1m:", ss.Stats[monitor.Window1m][monitor.ComponentTotal].Quantile(0.99)) // 99ms within 0.1%
 	fmt.Println("max overhead 1m:", ss.Stats[monitor.Window1m][monitor.ComponentOverhead].Max)
 	// Output:
 	// p99 total 1m: 99.007ms

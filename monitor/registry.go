@@ -112,22 +112,16 @@ func (r *Registry) newSeries(key SeriesKey) *Series {
 	return newSeries(key, r.cfg.shards, r.cfg.slicesPerMinute, &r.tokens, obs)
 }
 
-// Series returns the series for key, creating it if needed. Once the
-// registry holds MaxSeries series, new keys get the shared overflow series,
-// whose calls infergate_series_overflow_total counts; so do keys whose
-// Model, Version or Method is longer than MaxLabelBytes or not valid
-// UTF-8. A key equal to OverflowKey always gets the overflow series.
-// Finding an existing series takes no lock.
+// lookup returns the series for key, creating it if needed, and, for the
+// overflow series, why (-1 otherwise). Once the registry holds MaxSeries
+// series, new keys get the shared overflow series, whose calls
+// infergate_series_overflow_total counts; so do keys whose Model, Version
+// or Method is longer than MaxLabelBytes or not valid UTF-8. A key equal
+// to OverflowKey always gets the overflow series. Finding an existing
+// series takes no lock.
 //
 // Do not keep the *Series: a series idle for IdleTimeout is dropped, and
 // a dropped series refuses calls. Record looks the series up per call.
-func (r *Registry) Series(key SeriesKey) *Series {
-	s, _ := r.lookup(key)
-	return s
-}
-
-// lookup returns the series of key and, for the overflow series, why
-// (-1 otherwise).
 func (r *Registry) lookup(key SeriesKey) (*Series, int) {
 	if s := r.state.Load().m[key]; s != nil {
 		return s, -1
@@ -231,9 +225,6 @@ func (r *Registry) InFlight(upstream string) *Gauge {
 	return g
 }
 
-// Len returns the number of series, not counting the overflow series.
-func (r *Registry) Len() int { return len(r.state.Load().m) }
-
 // Run rotates the windows every slice length until ctx ends. When the
 // clock shows that ticks were missed (a stalled process), it rotates once
 // per missed slice so windows keep their length. Tests run it under
@@ -292,8 +283,8 @@ func (r *Registry) rotateTo(now time.Time) {
 	r.lastRotate = now
 }
 
-// Rotate advances the windows by one slice now. Run calls it on its ticker;
-// callers that own time (tests, replays) call it directly.
+// Rotate advances the windows by one slice now, for callers that own time
+// (tests, replays); Run rotates on its own ticker.
 func (r *Registry) Rotate() {
 	r.winMu.Lock()
 	defer r.winMu.Unlock()

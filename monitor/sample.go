@@ -13,13 +13,6 @@ type Sample struct {
 	BytesOut int64         // response payload bytes sent to the client
 }
 
-// Overhead returns the proxy's own share of the call: Total - Upstream -
-// Queue, clamped at 0 because the components are read from separate clocks.
-func (sm Sample) Overhead() time.Duration {
-	o := sm.Total - max(sm.Upstream, 0) - max(sm.Queue, 0)
-	return max(o, 0)
-}
-
 // Code classes a SeriesKey carries; the proxy classifies gRPC codes into them.
 const (
 	CodeClassOK          = "ok"

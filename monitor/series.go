@@ -9,9 +9,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Series measures the calls of one SeriesKey. Record is safe for concurrent
-// use; its calls spread over a few mutex-guarded shards, so they contend
-// only when they pick the same shard at the same time.
+// Series measures the calls of one SeriesKey. Recording (Registry.Record)
+// is safe for concurrent use; the calls spread over a few mutex-guarded
+// shards, so they contend only when they pick the same shard at the same
+// time.
 type Series struct {
 	key      SeriesKey
 	shards   []shard
@@ -71,17 +72,10 @@ func newSeries(key SeriesKey, shards, slicesPerMinute int, tokens *sync.Pool, ob
 	}
 }
 
-// Key returns the series key.
-func (s *Series) Key() SeriesKey { return s.key }
-
-// Record records one finished call. It takes one shard mutex, never
-// allocates in the steady state and, unless the request histogram is off,
-// observes Total in infergate_request_duration_seconds. Call it through
-// Registry.Record: a series the registry dropped refuses calls.
-func (s *Series) Record(sm Sample) { s.record(sm) }
-
-// record records sm and reports true, or reports false without recording
-// when the series was dropped.
+// record records one finished call and reports true, or reports false
+// without recording when the series was dropped. It takes one shard mutex,
+// never allocates in the steady state and, unless the request histogram is
+// off, observes Total in infergate_request_duration_seconds.
 func (s *Series) record(sm Sample) bool {
 	total := max(sm.Total, 0)
 	up := max(sm.Upstream, 0)

@@ -138,11 +138,3 @@ func (s SeriesSnapshot) Get(window, component string) (st Stats, ok bool) {
 	}
 	return s.Stats[w][c], true
 }
-
-// Quantile returns quantile q of a component over a window, for example
-// s.Quantile("1m", "total", 0.99); see Stats.Quantile for unreported q. It
-// returns 0 for unknown names and for windows without calls.
-func (s SeriesSnapshot) Quantile(window, component string, q float64) time.Duration {
-	st, _ := s.Get(window, component)
-	return st.Quantile(q)
-}
