@@ -193,9 +193,6 @@ func New(opts Options) *Correlator {
 	return c
 }
 
-// Interval returns the sampling period.
-func (c *Correlator) Interval() time.Duration { return c.opts.Interval }
-
 // Run samples every interval until ctx ends.
 func (c *Correlator) Run(ctx context.Context) {
 	t := time.NewTicker(c.opts.Interval)
@@ -349,15 +346,6 @@ func (c *Correlator) Model(name string) (ModelState, bool) {
 		return ModelState{}, false
 	}
 	return states[i], true
-}
-
-// CauseHint returns the model's current hint, HintNone for an unknown
-// model.
-func (c *Correlator) CauseHint(model string) string {
-	if s, ok := c.Model(model); ok {
-		return s.Hint
-	}
-	return HintNone
 }
 
 // minLearnCalls is the least number of calls a window needs for the

@@ -39,9 +39,6 @@ func (h *Hub) Run(ctx context.Context) {
 	wg.Wait()
 }
 
-// Samplers returns the hub's samplers.
-func (h *Hub) Samplers() []*Sampler { return h.samplers }
-
 // State is the hub's view at one instant: the devices of every source that
 // is up, each source's status and the model map.
 type State struct {

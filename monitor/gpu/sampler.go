@@ -98,12 +98,6 @@ func NewSampler(src Source, opts SamplerOptions) *Sampler {
 	return s
 }
 
-// Name returns the source's name.
-func (s *Sampler) Name() string { return s.name }
-
-// Interval returns the sampling period.
-func (s *Sampler) Interval() time.Duration { return s.interval }
-
 // Run samples at once, then every interval until ctx ends or the source
 // switches itself off (ErrSourceOff); then it closes the source if it is
 // an io.Closer. Ticks missed while a sample runs are dropped, not queued.

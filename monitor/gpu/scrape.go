@@ -35,9 +35,6 @@ func NewScrape(url string, client *http.Client) *Scrape {
 	return &Scrape{url: url, client: client}
 }
 
-// URL returns the scraped URL.
-func (s *Scrape) URL() string { return s.url }
-
 // Sample fetches and parses the endpoint once.
 func (s *Scrape) Sample(ctx context.Context) (Reading, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.url, nil)
