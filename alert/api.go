@@ -41,7 +41,7 @@ func (e *Engine) Alerts() []AlertView {
 		out = append(out, AlertView{
 			Name: a.rule.Name, Fingerprint: a.fp, State: a.state, Severity: a.labels["severity"],
 			Labels: a.labels, Annotations: a.annotations, ActiveSince: a.activeSince, FiringSince: a.firedAt,
-			Value: a.value, Threshold: a.threshold, Evidence: a.evidence, Muted: e.disp.muted[a.fp],
+			Value: a.value, Threshold: a.threshold, Evidence: a.evidence, Muted: e.muted[a.fp],
 		})
 	}
 	slices.SortFunc(out, func(x, y AlertView) int {
@@ -89,7 +89,7 @@ func (e *Engine) AddSilence(s Silence) (string, error) {
 	id, err := e.silences.add(s)
 	if err == nil {
 		e.mu.Lock()
-		e.dirty = true
+		e.persist.dirty = true
 		e.mu.Unlock()
 	}
 	return id, err
@@ -184,7 +184,7 @@ func (api *API) Register(mux *http.ServeMux) {
 			return
 		}
 		api.Engine.mu.Lock()
-		api.Engine.dirty = true
+		api.Engine.persist.dirty = true
 		api.Engine.mu.Unlock()
 		writeJSON(w, http.StatusOK, map[string]string{"deleted": r.PathValue("id")})
 	}))

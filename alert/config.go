@@ -207,26 +207,11 @@ type Condition struct {
 	MinCalls uint64 `yaml:"min_calls" json:"min_calls,omitempty"`
 }
 
-// The condition kinds.
-const (
-	KindThreshold = "threshold"
-	KindBaseline  = "baseline"
-	KindTrend     = "trend"
-	KindErrors    = "errors"
-	KindGPU       = "gpu"
-	KindHint      = "hint"
-	KindCompound  = "compound"
-)
-
 // Severities.
 const (
 	SeverityWarning  = "warning"
 	SeverityCritical = "critical"
 )
-
-// maxWindow is the longest window a quantile or error condition reads:
-// monitor keeps one minute of one-second slices.
-const maxWindow = time.Minute
 
 // DefaultServerErrorCodes are the codes an errors condition counts by
 // default: the server's failures, not the client's mistakes.
@@ -392,30 +377,6 @@ func parseRatio(s string) (float64, error) {
 		v /= 100
 	}
 	return v, nil
-}
-
-// parseSlope reads "10ms/min", "1ms/s", "0.5s/h" as seconds per second.
-func parseSlope(s string) (float64, error) {
-	num, per, ok := strings.Cut(strings.TrimSpace(s), "/")
-	if !ok {
-		return 0, fmt.Errorf("%q is not a rate like 10ms/min", s)
-	}
-	d, err := time.ParseDuration(num)
-	if err != nil {
-		return 0, fmt.Errorf("%q is not a rate like 10ms/min", s)
-	}
-	var unit time.Duration
-	switch per {
-	case "s", "sec":
-		unit = time.Second
-	case "m", "min":
-		unit = time.Minute
-	case "h":
-		unit = time.Hour
-	default:
-		return 0, fmt.Errorf("%q: per %q, want s, min or h", s, per)
-	}
-	return d.Seconds() / unit.Seconds(), nil
 }
 
 // parseTemplates compiles annotation templates.

@@ -1,16 +1,10 @@
 package alert
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"hash/fnv"
 	"log/slog"
-	"maps"
 	"runtime/debug"
-	"slices"
-	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -76,87 +70,29 @@ type Options struct {
 	Tick <-chan time.Time
 }
 
-// instance is one alert: one rule for one model (or GPU).
-type instance struct {
-	rule        *Rule
-	fp          string
-	subject     string // model or GPU UUID
-	labels      map[string]string
-	state       State
-	activeSince time.Time
-	firedAt     time.Time
-	lastTrue    time.Time
-	lastDecided time.Time
-	resolvedAt  time.Time
-	escalated   bool
-	value       string
-	threshold   string
-	annotations map[string]string
-	evidence    Evidence
-	actions     []string
-	// acting is true while the rule's action is started.
-	acting bool
-}
-
-// Evidence is why an alert is in its state.
-type Evidence struct {
-	Conditions []CondEvidence `json:"conditions"`
-	GPU        *GPUEvidence   `json:"gpu,omitempty"`
-	CauseHint  string         `json:"cause_hint,omitempty"`
-	Baseline   *BaselineInfo  `json:"baseline,omitempty"`
-	Actions    []string       `json:"actions,omitempty"`
-}
-
-// CondEvidence is one condition's last verdict.
-type CondEvidence struct {
-	Kind      string `json:"kind"`
-	Holds     string `json:"holds"` // true, false, unknown
-	Value     string `json:"value,omitempty"`
-	Threshold string `json:"threshold,omitempty"`
-	Calls     uint64 `json:"calls"`
-	Note      string `json:"note,omitempty"`
-}
-
-// GPUEvidence is the state of the GPU an alert's model runs on.
-type GPUEvidence struct {
-	UUID        string   `json:"uuid"`
-	Utilization float64  `json:"utilization"`
-	MemoryRatio float64  `json:"memory_ratio,omitempty"`
-	Temperature float64  `json:"temperature_celsius,omitempty"`
-	Throttled   []string `json:"throttle_reasons,omitempty"`
-}
-
-// BaselineInfo is the model's baseline when the alert was evaluated.
-type BaselineInfo struct {
-	Source string             `json:"source"`
-	Weeks  int                `json:"history_weeks"`
-	Levels map[string]float64 `json:"median_seconds"`
-	Spread map[string]float64 `json:"spread_seconds"`
-	// UpAbove is the top of the band: the latency above which the
-	// shared notion of "up" (baseline.DefaultRise) calls a quantile up.
-	UpAbove map[string]float64 `json:"up_above_seconds"`
-	Widen   float64            `json:"band_widen"`
-}
-
-// Engine evaluates rules every interval, keeps each alert's lifecycle and
-// hands notifications to the dispatcher. Step and Run must not run
+// Engine evaluates rules every interval and runs each evaluation's
+// verdicts through its stages: evaluate, lifecycle and actions, mute
+// (inhibition, then silences), route and group, flush, persist (stage.go).
+// It keeps the loop, the lock and the API. Step and Run must not run
 // concurrently; the read methods (Alerts, Rules, Silences) and the
 // silence writes are safe for concurrent use.
 type Engine struct {
-	opts  Options
-	cfg   *Config
-	log   *slog.Logger
-	start time.Time
+	opts Options
+	cfg  *Config
+	log  *slog.Logger
 
 	mu       sync.Mutex
 	alerts   map[string]*instance
-	trends   map[trendKey]*trendRing
+	trends   *trendStore
 	silences *silenceStore
-	disp     *dispatcher
-	lastEval time.Time
-	evalTook time.Duration
-	dirty    bool
-	lastSave time.Time
+	groups   map[string]*group
+	// muted says why each alert was muted at the last step, for the API.
+	muted     map[string]string
+	lifecycle *lifecycleStage
+	persist   *persistStage
+	pipeline  stages
+	lastEval  time.Time
+	evalTook  time.Duration
 
 	receivers map[string]*notify.Receiver
 	metrics   *engineMetrics
@@ -180,9 +116,10 @@ func New(opts Options) (*Engine, error) {
 		opts.Baselines = baseline.New(baseline.Options{Now: opts.Now})
 	}
 	e := &Engine{
-		opts: opts, cfg: opts.Config, log: opts.Logger, start: opts.Now(),
-		alerts: map[string]*instance{}, trends: map[trendKey]*trendRing{},
-		silences: newSilenceStore(), metrics: newEngineMetrics(opts.Registerer),
+		opts: opts, cfg: opts.Config, log: opts.Logger,
+		alerts: map[string]*instance{}, trends: newTrendStore(opts.Now()),
+		silences: newSilenceStore(), groups: map[string]*group{}, muted: map[string]string{},
+		metrics: newEngineMetrics(opts.Registerer),
 	}
 	inhibit := e.cfg.Inhibit
 	if inhibit == nil {
@@ -196,6 +133,7 @@ func New(opts Options) (*Engine, error) {
 		for _, rc := range cfgs {
 			r, err := notify.Build(rc, notify.WithLogger(opts.Logger), notify.WithMetrics(nm))
 			if err != nil {
+				e.closeReceivers()
 				return nil, fmt.Errorf("alert: receiver %q: %w", rc.Name, err)
 			}
 			e.receivers[rc.Name] = r
@@ -206,9 +144,20 @@ func New(opts Options) (*Engine, error) {
 			}
 		}
 	}
-	e.disp = newDispatcher(e.cfg, inhibit, e.silences, send, e.log, e.metrics)
+	e.lifecycle = &lifecycleStage{cfg: e.cfg, alerts: e.alerts, silences: e.silences, actuator: opts.Actuator, log: e.log}
+	e.persist = &persistStage{file: e.cfg.StateFile, alerts: e.alerts, silences: e.silences, groups: e.groups, log: e.log}
+	e.pipeline = stages{
+		evaluateStage{cfg: e.cfg},
+		e.lifecycle,
+		muteStage{inhibitor(inhibit)},
+		muteStage{silencer{e.silences}},
+		groupStage{cfg: e.cfg, groups: e.groups},
+		flushStage{send: send, externalURL: e.cfg.ExternalURL, metrics: e.metrics, log: e.log},
+		e.persist,
+	}
 	if e.cfg.StateFile != "" {
-		if err := e.loadState(e.cfg.StateFile); err != nil {
+		if err := e.persist.load(e.cfg.rules, e.lifecycle, opts.Now()); err != nil {
+			e.closeReceivers()
 			return nil, err
 		}
 	}
@@ -239,8 +188,14 @@ func (e *Engine) Run(ctx context.Context) {
 // Close saves the state and drains the receivers.
 func (e *Engine) Close() {
 	e.mu.Lock()
-	e.saveStateLocked()
+	e.persist.save(e.opts.Now())
 	e.mu.Unlock()
+	e.closeReceivers()
+}
+
+// closeReceivers stops the receivers, giving queued notifications a few
+// seconds.
+func (e *Engine) closeReceivers() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	for _, r := range e.receivers {
@@ -260,13 +215,14 @@ func (e *Engine) safeStep() {
 	e.Step()
 }
 
-// Step evaluates every rule once at the engine's clock.
+// Step evaluates every rule once at the engine's clock: it reads the
+// data (outside the lock), then runs the stages at that instant.
 func (e *Engine) Step() {
 	now := e.opts.Now()
 	f := &frame{
 		now: now, src: e.opts.Latency, slice: e.opts.SliceLength, cfg: e.cfg,
 		recent: map[string]map[string]monitor.RecentStats{}, models: map[string]correlate.ModelState{},
-		baselines: e.opts.Baselines,
+		baselines: e.opts.Baselines, trends: e.trends,
 	}
 	if e.opts.Models != nil {
 		for _, ms := range e.opts.Models() {
@@ -278,285 +234,9 @@ func (e *Engine) Step() {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	for _, r := range e.cfg.rules {
-		if r.PerGPU {
-			for _, d := range f.gpus.Devices {
-				os := make([]outcome, len(r.conds))
-				for i, cd := range r.conds {
-					os[i] = gpuOutcome(d, cd)
-				}
-				e.advance(f, r, "gpu", d.UUID, os)
-			}
-			continue
-		}
-		for _, m := range f.subjects(r) {
-			os := make([]outcome, len(r.conds))
-			for i, cd := range r.conds {
-				os[i] = e.evalModel(f, r, i, cd, m)
-			}
-			e.advance(f, r, "model", m, os)
-		}
-	}
-	// Alerts nothing decided for a while (the model went quiet, or its
-	// calls became too few to judge) resolve: an incident nobody can see
-	// any more should not page forever.
-	for _, a := range e.alerts {
-		if a.state != StateResolved && now.Sub(a.lastDecided) > staleAfter(a.rule) {
-			e.resolve(a, now, "no verdict for "+staleAfter(a.rule).String())
-		}
-	}
-	e.forgetTrends(now)
-	e.silences.expire(now, e.isFiring)
-	e.disp.step(now, e.notifications(now))
-	for fp, a := range e.alerts {
-		if a.state == StateResolved {
-			delete(e.alerts, fp)
-		}
-	}
+	s := newStep(f)
+	e.pipeline.exec(withNow(context.Background(), now), s)
+	e.muted = s.muted
 	e.lastEval, e.evalTook = now, e.opts.Now().Sub(now)
 	e.metrics.observe(e.cfg.rules, e.alerts, e.evalTook)
-	if e.cfg.StateFile != "" && e.dirty && now.Sub(e.lastSave) >= 5*time.Second {
-		e.saveStateLocked()
-		e.lastSave = now
-	}
-}
-
-// staleAfter is how long an alert keeps its state without any verdict.
-func staleAfter(r *Rule) time.Duration { return max(5*time.Minute, r.For, r.KeepFiringFor) }
-
-// advance moves one alert through its lifecycle given its conditions'
-// outcomes.
-func (e *Engine) advance(f *frame, r *Rule, subjectLabel, subject string, os []outcome) {
-	holds := combine(r.compound, os)
-	fp := fingerprint(r, subjectLabel, subject)
-	a := e.alerts[fp]
-	now := f.now
-	if a == nil {
-		if holds != yes {
-			return
-		}
-		a = &instance{rule: r, fp: fp, subject: subject, state: StatePending, activeSince: now}
-		e.alerts[fp] = a
-		e.dirty = true
-	}
-	if a.labels == nil {
-		a.labels = e.labels(f, a, subjectLabel)
-	}
-	e.fillEvidence(f, a, subjectLabel, os)
-	if holds == unknown {
-		return
-	}
-	a.lastDecided = now
-	switch {
-	case holds == yes:
-		a.lastTrue = now
-		if a.state == StatePending && now.Sub(a.activeSince) >= r.For {
-			a.state, a.firedAt = StateFiring, now
-			e.dirty = true
-			e.log.Warn("alert firing", "alert", r.Name, subjectLabel, subject, "value", a.value, "threshold", a.threshold)
-			e.act(a, true)
-		}
-	case a.state == StatePending:
-		delete(e.alerts, fp)
-		e.dirty = true
-	case a.state == StateFiring && now.Sub(a.lastTrue) >= r.KeepFiringFor:
-		e.resolve(a, now, "condition cleared")
-	}
-	if a.state == StateFiring && r.Escalate != nil && !a.escalated && now.Sub(a.firedAt) >= r.Escalate.After {
-		a.escalated = true
-		e.dirty = true
-		e.log.Warn("alert escalated", "alert", r.Name, subjectLabel, subject, "severity", r.Escalate.Severity)
-	}
-	a.labels = e.labels(f, a, subjectLabel)
-	a.annotations = e.render(a)
-}
-
-func (e *Engine) resolve(a *instance, now time.Time, why string) {
-	if a.state == StatePending {
-		delete(e.alerts, a.fp)
-		return
-	}
-	a.state, a.resolvedAt = StateResolved, now
-	e.dirty = true
-	e.log.Info("alert resolved", "alert", a.rule.Name, "subject", a.subject, "why", why)
-	e.act(a, false)
-}
-
-func (e *Engine) isFiring(fp string) bool {
-	a := e.alerts[fp]
-	return a != nil && a.state == StateFiring
-}
-
-// act starts or stops the rule's action and records what happened.
-func (e *Engine) act(a *instance, on bool) {
-	r := a.rule
-	if r.Action == "" || a.acting == on {
-		return
-	}
-	a.acting = on
-	verb := map[bool]string{true: "start", false: "stop"}[on]
-	var did string
-	var err error
-	switch {
-	case e.opts.Actuator == nil:
-		did = fmt.Sprintf("%s %s: no actuator in this build", verb, r.Action)
-	case on:
-		did, err = e.opts.Actuator.Start(r.Action, a.labels)
-	default:
-		did, err = e.opts.Actuator.Stop(r.Action, a.labels)
-	}
-	if err != nil {
-		did = fmt.Sprintf("%s %s failed: %v", verb, r.Action, err)
-		e.log.Error("alert action failed", "alert", r.Name, "subject", a.subject, "action", r.Action, "err", err)
-	} else {
-		e.log.Warn("alert action", "alert", r.Name, "subject", a.subject, "action", r.Action, "did", did)
-	}
-	a.actions = append(a.actions, did)
-	if len(a.actions) > 10 {
-		a.actions = a.actions[len(a.actions)-10:]
-	}
-	// The evidence was filled before the state changed: show the action
-	// now, not one evaluation later.
-	a.evidence.Actions = a.actions
-}
-
-// fingerprint identifies an alert: rule, subject and the rule's own
-// labels (not severity, which escalation changes).
-func fingerprint(r *Rule, subjectLabel, subject string) string {
-	h := fnv.New64a()
-	fmt.Fprintf(h, "%s\x00%s=%s", r.Name, subjectLabel, subject)
-	for _, k := range slices.Sorted(maps.Keys(r.Labels)) {
-		fmt.Fprintf(h, "\x00%s=%s", k, r.Labels[k])
-	}
-	return fmt.Sprintf("%016x", h.Sum64())
-}
-
-// labels returns an alert's label set.
-func (e *Engine) labels(f *frame, a *instance, subjectLabel string) map[string]string {
-	l := map[string]string{"alertname": a.rule.Name, "severity": a.rule.Severity, subjectLabel: a.subject}
-	maps.Copy(l, a.rule.Labels)
-	if a.escalated {
-		l["severity"] = a.rule.Escalate.Severity
-		l["escalated"] = "true"
-	}
-	if subjectLabel == "model" {
-		if ms, ok := f.models[a.subject]; ok && ms.GPUUUID != "" {
-			l["gpu"] = ms.GPUUUID
-		} else if old := a.labels["gpu"]; old != "" {
-			l["gpu"] = old
-		}
-	}
-	return l
-}
-
-// fillEvidence records the outcomes and context of the last evaluation.
-func (e *Engine) fillEvidence(f *frame, a *instance, subjectLabel string, os []outcome) {
-	ev := Evidence{Actions: a.actions}
-	for i, o := range os {
-		ce := CondEvidence{Kind: a.rule.conds[i].kind, Holds: o.holds.String(), Calls: o.calls, Note: o.note}
-		if o.holds != unknown || o.value != 0 {
-			ce.Value, ce.Threshold = o.fmt(o.value), o.fmt(o.threshold)
-		}
-		ev.Conditions = append(ev.Conditions, ce)
-	}
-	if len(os) > 0 && os[0].holds != unknown {
-		a.value, a.threshold = os[0].fmt(os[0].value), os[0].fmt(os[0].threshold)
-	}
-	if subjectLabel == "model" {
-		if ms, ok := f.models[a.subject]; ok {
-			ev.CauseHint = ms.Hint
-			if ms.GPU != nil {
-				ev.GPU = gpuEvidence(*ms.GPU)
-			}
-		}
-		if b := f.baselines.Get(a.subject); b.Known() {
-			bi := &BaselineInfo{Source: b.Source, Weeks: b.Weeks, Widen: b.Widen,
-				Levels: map[string]float64{}, Spread: map[string]float64{}, UpAbove: map[string]float64{}}
-			for q, n := range baseline.QuantileNames {
-				bi.Levels[n], bi.Spread[n] = b.Q[q].Median, b.Q[q].Spread
-				th, _ := b.Threshold(q, baseline.DefaultRise)
-				bi.UpAbove[n] = th.Seconds()
-			}
-			ev.Baseline = bi
-		}
-	} else if d, ok := f.gpus.Device(a.subject); ok {
-		ev.GPU = gpuEvidence(d)
-	}
-	a.evidence = ev
-}
-
-func gpuEvidence(d gpu.Device) *GPUEvidence {
-	g := &GPUEvidence{UUID: d.UUID, Utilization: d.Utilization, Temperature: d.TemperatureCelsius, Throttled: d.ActiveReasons()}
-	g.MemoryRatio, _ = d.MemoryRatio()
-	return g
-}
-
-// templateData is what annotation templates see.
-type templateData struct {
-	Labels    map[string]string
-	Value     string
-	Threshold string
-	Evidence  string
-}
-
-func (e *Engine) render(a *instance) map[string]string {
-	out := map[string]string{}
-	data := templateData{Labels: a.labels, Value: a.value, Threshold: a.threshold, Evidence: a.evidence.String()}
-	for k, t := range a.rule.ann {
-		var b bytes.Buffer
-		if err := t.Execute(&b, data); err != nil {
-			out[k] = fmt.Sprintf("(template error: %v)", err)
-			continue
-		}
-		out[k] = b.String()
-	}
-	return out
-}
-
-// String is the evidence on one line.
-func (ev Evidence) String() string {
-	var parts []string
-	for _, c := range ev.Conditions {
-		s := c.Kind + " " + c.Holds
-		if c.Value != "" {
-			s += fmt.Sprintf(": %s vs %s", c.Value, c.Threshold)
-		}
-		if c.Calls > 0 {
-			s += fmt.Sprintf(" over %d calls", c.Calls)
-		}
-		if c.Note != "" {
-			s += " (" + c.Note + ")"
-		}
-		parts = append(parts, s)
-	}
-	if ev.GPU != nil {
-		parts = append(parts, fmt.Sprintf("GPU %s %.0f%% busy", ev.GPU.UUID, 100*ev.GPU.Utilization))
-	}
-	if ev.CauseHint != "" && ev.CauseHint != correlate.HintNone {
-		parts = append(parts, "cause hint "+ev.CauseHint)
-	}
-	return strings.Join(parts, "; ")
-}
-
-// notifications returns the alerts the dispatcher should consider: firing
-// and just-resolved ones.
-func (e *Engine) notifications(now time.Time) []notify.Alert {
-	var out []notify.Alert
-	for _, a := range e.alerts {
-		if a.state == StatePending {
-			continue
-		}
-		na := notify.Alert{
-			Name: a.rule.Name, Status: notify.StatusFiring, Severity: a.labels["severity"],
-			Labels: a.labels, Annotations: a.annotations, StartsAt: a.firedAt, Fingerprint: a.fp,
-			Evidence: a.evidence.String(), Actions: slices.Clone(a.actions),
-			GeneratorURL: strings.TrimSuffix(e.cfg.ExternalURL, "/") + "/api/v1/alerts",
-		}
-		if a.state == StateResolved {
-			na.Status, na.EndsAt = notify.StatusResolved, a.resolvedAt
-		}
-		out = append(out, na)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Fingerprint < out[j].Fingerprint })
-	return out
 }

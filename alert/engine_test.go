@@ -448,7 +448,7 @@ func actionRig(t *testing.T, act Actuator) (*rig, RuleConfig) {
 	rule.For, rule.KeepFiringFor, rule.Action = 0, 0, "fallback"
 	cfg := &Config{Rules: []RuleConfig{rule}, Route: &RouteConfig{Receiver: "log", GroupWait: time.Second, GroupInterval: time.Second}}
 	r := newRig(t, cfg)
-	r.e.opts.Actuator = act
+	r.e.lifecycle.actuator = act
 	r.src.set("m", calls(6000, ms(10), ms(900), nil))
 	return r, rule
 }

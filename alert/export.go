@@ -50,42 +50,12 @@ func ExportPrometheus(c *Config) ([]byte, error) {
 			skipped = append(skipped, r.Name+" (compound)")
 			continue
 		}
-		cd := r.conds[0]
-		sel := promSelector(r.sel)
-		window := promDuration(max(cd.window, minPromWindow))
-		var exprs []string
-		var extra []map[string]string
-		switch {
-		case cd.kind == KindThreshold && cd.metric == "" && cd.useSLO:
-			q := monitorQuantile(cd.q)
-			for _, s := range c.SLO {
-				limit := [...]time.Duration{s.P50, s.P90, s.P99}[cd.q]
-				if limit <= 0 {
-					continue
-				}
-				ssel := promSelector(selector{model: s.Model, version: r.sel.version, method: r.sel.method, upstream: r.sel.upstream})
-				exprs = append(exprs, quantileExpr(q, ssel, window, cd.op, limit.Seconds()))
-				extra = append(extra, map[string]string{"slo": s.Model})
-			}
-		case cd.kind == KindThreshold && cd.metric == "":
-			exprs = append(exprs, quantileExpr(monitorQuantile(cd.q), sel, window, cd.op, cd.value))
-		case cd.kind == KindThreshold && cd.metric == "rate":
-			exprs = append(exprs, fmt.Sprintf("sum by (model) (rate(infergate_requests_total{%s}[%s])) %s %s", sel, window, cd.op, num(cd.value)))
-		case cd.kind == KindErrors:
-			codes := fmt.Sprintf(`code=~"%s"`, strings.Join(cd.codes, "|"))
-			failed := fmt.Sprintf("sum by (model) (rate(infergate_requests_total{%s,%s}[%s]))", sel, codes, window)
-			if cd.rate > 0 {
-				exprs = append(exprs, fmt.Sprintf("%s > %s", failed, num(cd.rate)))
-				break
-			}
-			all := fmt.Sprintf("sum by (model) (rate(infergate_requests_total{%s}[%s]))", sel, window)
-			// As in infergate, too few calls decide nothing.
-			exprs = append(exprs, fmt.Sprintf("(%s / %s > %s) and (%s * %d >= %d)", failed, all, num(cd.ratio), all,
-				int(max(cd.window, minPromWindow).Seconds()), cd.minCalls))
-		default:
-			skipped = append(skipped, fmt.Sprintf("%s (%s: needs infergate's in-memory state)", r.Name, cd.kind))
+		cd, ok := r.conds[0].(promCondition)
+		if !ok {
+			skipped = append(skipped, fmt.Sprintf("%s (%s: needs infergate's in-memory state)", r.Name, r.conds[0].kind()))
 			continue
 		}
+		exprs, extra := cd.prom(r, c)
 		for i, expr := range exprs {
 			pr := promRule{Alert: r.Name, Expr: expr, Labels: map[string]string{"severity": r.Severity}, Annotations: map[string]string{}}
 			if r.For > 0 {

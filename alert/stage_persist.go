@@ -1,8 +1,10 @@
 package alert
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"time"
@@ -34,12 +36,37 @@ type savedAlert struct {
 
 const stateVersion = 1
 
-func (e *Engine) saveStateLocked() {
-	if e.cfg.StateFile == "" {
+// persistStage writes the state file (alerts, silences, groups) when
+// something it keeps changed, at most every five seconds: often enough
+// that a crash loses little, seldom enough not to write every tick.
+type persistStage struct {
+	file     string // "" means in memory only: the stage does nothing
+	alerts   map[string]*instance
+	silences *silenceStore
+	groups   map[string]*group
+	log      *slog.Logger
+	// dirty is set by the stages (s.changed) and the API's silence
+	// writes, and cleared by a successful save.
+	dirty    bool
+	lastSave time.Time
+}
+
+func (p *persistStage) exec(ctx context.Context, s *step) {
+	now := nowOf(ctx)
+	p.dirty = p.dirty || s.changed
+	if p.file != "" && p.dirty && now.Sub(p.lastSave) >= 5*time.Second {
+		p.save(now)
+		p.lastSave = now
+	}
+}
+
+// save writes the state file now (saved at now).
+func (p *persistStage) save(now time.Time) {
+	if p.file == "" {
 		return
 	}
-	sf := stateFile{Version: stateVersion, Saved: e.opts.Now(), Silences: e.silences.all(), Groups: e.disp.groups}
-	for _, a := range e.alerts {
+	sf := stateFile{Version: stateVersion, Saved: now, Silences: p.silences.all(), Groups: p.groups}
+	for _, a := range p.alerts {
 		if a.state == StateResolved {
 			continue
 		}
@@ -50,13 +77,13 @@ func (e *Engine) saveStateLocked() {
 	}
 	b, err := json.MarshalIndent(sf, "", " ")
 	if err == nil {
-		err = writeAtomic(e.cfg.StateFile, b)
+		err = writeAtomic(p.file, b)
 	}
 	if err != nil {
-		e.log.Error("alert: saving state", "file", e.cfg.StateFile, "err", err)
+		p.log.Error("alert: saving state", "file", p.file, "err", err)
 		return
 	}
-	e.dirty = false
+	p.dirty = false
 }
 
 func writeAtomic(path string, b []byte) error {
@@ -75,8 +102,10 @@ func writeAtomic(path string, b []byte) error {
 	return os.Rename(tmp.Name(), path)
 }
 
-// loadState restores a saved state; a missing file is a first start.
-func (e *Engine) loadState(path string) error {
+// load restores a saved state at now, restarting the actions of firing
+// alerts through lc; a missing file is a first start.
+func (p *persistStage) load(rules []*Rule, lc *lifecycleStage, now time.Time) error {
+	path := p.file
 	b, err := os.ReadFile(path)
 	if os.IsNotExist(err) {
 		return nil
@@ -91,31 +120,30 @@ func (e *Engine) loadState(path string) error {
 	if sf.Version != stateVersion {
 		return fmt.Errorf("alert: state file %s: version %d, want %d", path, sf.Version, stateVersion)
 	}
-	rules := map[string]*Rule{}
-	for _, r := range e.cfg.rules {
-		rules[r.Name] = r
+	byName := map[string]*Rule{}
+	for _, r := range rules {
+		byName[r.Name] = r
 	}
-	now := e.opts.Now()
 	for _, sa := range sf.Alerts {
-		r := rules[sa.Rule]
+		r := byName[sa.Rule]
 		if r == nil || (sa.State != StatePending && sa.State != StateFiring) {
 			continue // the rule is gone: so is its alert
 		}
 		a := &instance{rule: r, fp: sa.Fingerprint, subject: sa.Subject, labels: sa.Labels, state: sa.State,
 			activeSince: sa.ActiveSince, firedAt: sa.FiredAt, lastTrue: sa.LastTrue, lastDecided: now,
 			escalated: sa.Escalated, actions: sa.Actions}
-		e.alerts[a.fp] = a
+		p.alerts[a.fp] = a
 		if a.state == StateFiring {
-			e.act(a, true) // the proxy forgot it on restart
+			lc.act(a, true) // the proxy forgot it on restart
 		}
 	}
-	e.silences.replace(sf.Silences)
+	p.silences.replace(sf.Silences)
 	for k, g := range sf.Groups {
 		if g.Notified == nil {
 			g.Notified = map[string]bool{}
 		}
-		e.disp.groups[k] = g
+		p.groups[k] = g
 	}
-	e.log.Info("alert: state restored", "file", path, "alerts", len(e.alerts), "silences", len(sf.Silences), "groups", len(sf.Groups))
+	p.log.Info("alert: state restored", "file", path, "alerts", len(p.alerts), "silences", len(sf.Silences), "groups", len(sf.Groups))
 	return nil
 }

@@ -1,0 +1,158 @@
+package alert
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/infergate/infergate/monitor"
+)
+
+// KindThreshold compares a quantile (against a duration or the model's
+// SLO) or the call rate with a value; metric: error_ratio makes an errors
+// condition of it.
+const KindThreshold = "threshold"
+
+// Defaults of threshold conditions.
+const defaultLatencyWindow = 10 * time.Second
+
+// thresholdCond is a compiled threshold condition: a quantile of the
+// successful calls over window, through its lower confidence bound when
+// "above" (one slow call is no evidence), or their rate (metric rate).
+type thresholdCond struct {
+	op       string
+	window   time.Duration
+	metric   string // "" (a quantile) or "rate"
+	quantile string
+	q        int     // index in monitor.Quantiles
+	value    float64 // seconds, or calls per second
+	useSLO   bool    // value: slo
+}
+
+func parseThreshold(cc *Condition, cm condCommon, c *Config) (condition, error) {
+	w, err := recentWindow(cm.window, defaultLatencyWindow)
+	if err != nil {
+		return nil, err
+	}
+	cd := &thresholdCond{op: cm.op, window: w, quantile: cc.Quantile}
+	switch {
+	case cc.Metric == "" && cc.Quantile != "":
+		if cd.q, err = parseQuantile(cc.Quantile); err != nil {
+			return nil, err
+		}
+		if cc.Value == "slo" {
+			cd.useSLO = true
+			if len(c.SLO) == 0 {
+				return nil, fmt.Errorf("value: slo, but no slo: section sets one")
+			}
+			if cc.Quantile == "p999" {
+				return nil, fmt.Errorf("value: slo has no p999")
+			}
+			return cd, nil
+		}
+		d, err := time.ParseDuration(cc.Value)
+		if err != nil || d <= 0 {
+			return nil, fmt.Errorf("value: %q, want a duration like 500ms or slo", cc.Value)
+		}
+		cd.value = d.Seconds()
+	case cc.Metric == "rate" || cc.Metric == "error_ratio":
+		if cc.Quantile != "" {
+			return nil, fmt.Errorf("quantile and metric: set one")
+		}
+		v, err := parseRatio(cc.Value)
+		if err != nil || v < 0 {
+			return nil, fmt.Errorf("value: %v", err)
+		}
+		if cc.Metric == "error_ratio" {
+			return newErrorRatio(w, DefaultServerErrorCodes, v, cm.minCalls), nil
+		}
+		cd.metric, cd.value = cc.Metric, v
+	default:
+		return nil, fmt.Errorf("quantile: missing (or metric: rate | error_ratio)")
+	}
+	return cd, nil
+}
+
+func (cd *thresholdCond) kind() string { return KindThreshold }
+
+func (cd *thresholdCond) models(f *frame, sel selector, seen map[string]bool) {
+	for m := range f.window(sel, cd.window, true) {
+		seen[m] = true
+	}
+}
+
+func (cd *thresholdCond) eval(f *frame, r *Rule, _ int, model string) outcome {
+	rs, ok := f.window(r.sel, cd.window, true)[model]
+	if !ok {
+		return outcome{note: "no calls"}
+	}
+	if cd.metric == "rate" {
+		calls := rs.Stats[monitor.ComponentTotal].Count
+		v := float64(calls) / cd.window.Seconds()
+		return outcome{holds: triOf(compare(cd.op, v, cd.value)), value: v, threshold: cd.value, unit: "1/s", calls: calls}
+	}
+	return cd.quantileOutcome(rs, f.cfg, model)
+}
+
+// quantileOutcome compares a quantile with a threshold through its lower
+// confidence bound: "above" needs evidence, one slow call is none.
+func (cd *thresholdCond) quantileOutcome(rs monitor.RecentStats, cfg *Config, model string) outcome {
+	st := rs.Stats[monitor.ComponentTotal]
+	b := rs.Bounds[monitor.ComponentTotal]
+	o := outcome{unit: "s", calls: st.Count, threshold: cd.value}
+	if cd.useSLO {
+		slo, ok := cfg.sloFor(model)
+		limit := [...]time.Duration{slo.P50, slo.P90, slo.P99}[cd.q]
+		if !ok || limit <= 0 {
+			o.note = "no " + cd.quantile + " SLO for the model"
+			return o
+		}
+		o.threshold = limit.Seconds()
+	}
+	point := monitor.Stats.Quantile(st, monitor.Quantiles[cd.q]).Seconds()
+	if !b.OK[cd.q] {
+		o.value = point
+		need := uint64(0)
+		for n := st.Count; n < 1<<20; n = n*2 + 1 {
+			if _, ok := monitor.LowerBoundRank(n, monitor.Quantiles[cd.q]); ok {
+				need = n
+				break
+			}
+		}
+		o.note = fmt.Sprintf("too few calls: %d (a %s needs about %d)", st.Count, cd.quantile, need)
+		return o
+	}
+	switch cd.op {
+	case ">", ">=":
+		o.value = b.Lower[cd.q].Seconds()
+		o.note = fmt.Sprintf("%s lower bound (point %s)", cd.quantile, fmtSeconds(point))
+	default:
+		o.value = point
+	}
+	o.holds = triOf(compare(cd.op, o.value, o.threshold))
+	return o
+}
+
+// prom is histogram_quantile against the value (one rule per slo: entry
+// for value: slo), or the summed call rate.
+func (cd *thresholdCond) prom(r *Rule, c *Config) (exprs []string, extra []map[string]string) {
+	sel := promSelector(r.sel)
+	window := promDuration(max(cd.window, minPromWindow))
+	switch {
+	case cd.metric == "rate":
+		exprs = append(exprs, fmt.Sprintf("sum by (model) (rate(infergate_requests_total{%s}[%s])) %s %s", sel, window, cd.op, num(cd.value)))
+	case cd.useSLO:
+		q := monitorQuantile(cd.q)
+		for _, s := range c.SLO {
+			limit := [...]time.Duration{s.P50, s.P90, s.P99}[cd.q]
+			if limit <= 0 {
+				continue
+			}
+			ssel := promSelector(selector{model: s.Model, version: r.sel.version, method: r.sel.method, upstream: r.sel.upstream})
+			exprs = append(exprs, quantileExpr(q, ssel, window, cd.op, limit.Seconds()))
+			extra = append(extra, map[string]string{"slo": s.Model})
+		}
+	default:
+		exprs = append(exprs, quantileExpr(monitorQuantile(cd.q), sel, window, cd.op, cd.value))
+	}
+	return exprs, extra
+}

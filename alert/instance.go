@@ -1,0 +1,196 @@
+package alert
+
+import (
+	"bytes"
+	"fmt"
+	"hash/fnv"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/infergate/infergate/monitor/baseline"
+	"github.com/infergate/infergate/monitor/correlate"
+	"github.com/infergate/infergate/monitor/gpu"
+)
+
+// instance is one alert: one rule for one model (or GPU).
+type instance struct {
+	rule        *Rule
+	fp          string
+	subject     string // model or GPU UUID
+	labels      map[string]string
+	state       State
+	activeSince time.Time
+	firedAt     time.Time
+	lastTrue    time.Time
+	lastDecided time.Time
+	resolvedAt  time.Time
+	escalated   bool
+	value       string
+	threshold   string
+	annotations map[string]string
+	evidence    Evidence
+	actions     []string
+	// acting is true while the rule's action is started.
+	acting bool
+}
+
+// Evidence is why an alert is in its state.
+type Evidence struct {
+	Conditions []CondEvidence `json:"conditions"`
+	GPU        *GPUEvidence   `json:"gpu,omitempty"`
+	CauseHint  string         `json:"cause_hint,omitempty"`
+	Baseline   *BaselineInfo  `json:"baseline,omitempty"`
+	Actions    []string       `json:"actions,omitempty"`
+}
+
+// CondEvidence is one condition's last verdict.
+type CondEvidence struct {
+	Kind      string `json:"kind"`
+	Holds     string `json:"holds"` // true, false, unknown
+	Value     string `json:"value,omitempty"`
+	Threshold string `json:"threshold,omitempty"`
+	Calls     uint64 `json:"calls"`
+	Note      string `json:"note,omitempty"`
+}
+
+// GPUEvidence is the state of the GPU an alert's model runs on.
+type GPUEvidence struct {
+	UUID        string   `json:"uuid"`
+	Utilization float64  `json:"utilization"`
+	MemoryRatio float64  `json:"memory_ratio,omitempty"`
+	Temperature float64  `json:"temperature_celsius,omitempty"`
+	Throttled   []string `json:"throttle_reasons,omitempty"`
+}
+
+// BaselineInfo is the model's baseline when the alert was evaluated.
+type BaselineInfo struct {
+	Source string             `json:"source"`
+	Weeks  int                `json:"history_weeks"`
+	Levels map[string]float64 `json:"median_seconds"`
+	Spread map[string]float64 `json:"spread_seconds"`
+	// UpAbove is the top of the band: the latency above which the
+	// shared notion of "up" (baseline.DefaultRise) calls a quantile up.
+	UpAbove map[string]float64 `json:"up_above_seconds"`
+	Widen   float64            `json:"band_widen"`
+}
+
+// fingerprint identifies an alert: rule, subject and the rule's own
+// labels (not severity, which escalation changes).
+func fingerprint(r *Rule, subjectLabel, subject string) string {
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%s\x00%s=%s", r.Name, subjectLabel, subject)
+	for _, k := range slices.Sorted(maps.Keys(r.Labels)) {
+		fmt.Fprintf(h, "\x00%s=%s", k, r.Labels[k])
+	}
+	return fmt.Sprintf("%016x", h.Sum64())
+}
+
+// labelsIn returns the alert's label set in frame f.
+func (a *instance) labelsIn(f *frame, subjectLabel string) map[string]string {
+	l := map[string]string{"alertname": a.rule.Name, "severity": a.rule.Severity, subjectLabel: a.subject}
+	maps.Copy(l, a.rule.Labels)
+	if a.escalated {
+		l["severity"] = a.rule.Escalate.Severity
+		l["escalated"] = "true"
+	}
+	if subjectLabel == "model" {
+		if ms, ok := f.models[a.subject]; ok && ms.GPUUUID != "" {
+			l["gpu"] = ms.GPUUUID
+		} else if old := a.labels["gpu"]; old != "" {
+			l["gpu"] = old
+		}
+	}
+	return l
+}
+
+// fillEvidence records the outcomes and context of the last evaluation.
+func (a *instance) fillEvidence(f *frame, subjectLabel string, os []outcome) {
+	ev := Evidence{Actions: a.actions}
+	for i, o := range os {
+		ce := CondEvidence{Kind: a.rule.conds[i].kind(), Holds: o.holds.String(), Calls: o.calls, Note: o.note}
+		if o.holds != unknown || o.value != 0 {
+			ce.Value, ce.Threshold = o.fmt(o.value), o.fmt(o.threshold)
+		}
+		ev.Conditions = append(ev.Conditions, ce)
+	}
+	if len(os) > 0 && os[0].holds != unknown {
+		a.value, a.threshold = os[0].fmt(os[0].value), os[0].fmt(os[0].threshold)
+	}
+	if subjectLabel == "model" {
+		if ms, ok := f.models[a.subject]; ok {
+			ev.CauseHint = ms.Hint
+			if ms.GPU != nil {
+				ev.GPU = gpuEvidence(*ms.GPU)
+			}
+		}
+		if b := f.baselines.Get(a.subject); b.Known() {
+			bi := &BaselineInfo{Source: b.Source, Weeks: b.Weeks, Widen: b.Widen,
+				Levels: map[string]float64{}, Spread: map[string]float64{}, UpAbove: map[string]float64{}}
+			for q, n := range baseline.QuantileNames {
+				bi.Levels[n], bi.Spread[n] = b.Q[q].Median, b.Q[q].Spread
+				th, _ := b.Threshold(q, baseline.DefaultRise)
+				bi.UpAbove[n] = th.Seconds()
+			}
+			ev.Baseline = bi
+		}
+	} else if d, ok := f.gpus.Device(a.subject); ok {
+		ev.GPU = gpuEvidence(d)
+	}
+	a.evidence = ev
+}
+
+func gpuEvidence(d gpu.Device) *GPUEvidence {
+	g := &GPUEvidence{UUID: d.UUID, Utilization: d.Utilization, Temperature: d.TemperatureCelsius, Throttled: d.ActiveReasons()}
+	g.MemoryRatio, _ = d.MemoryRatio()
+	return g
+}
+
+// templateData is what annotation templates see.
+type templateData struct {
+	Labels    map[string]string
+	Value     string
+	Threshold string
+	Evidence  string
+}
+
+// render executes the rule's annotation templates.
+func (a *instance) render() map[string]string {
+	out := map[string]string{}
+	data := templateData{Labels: a.labels, Value: a.value, Threshold: a.threshold, Evidence: a.evidence.String()}
+	for k, t := range a.rule.ann {
+		var b bytes.Buffer
+		if err := t.Execute(&b, data); err != nil {
+			out[k] = fmt.Sprintf("(template error: %v)", err)
+			continue
+		}
+		out[k] = b.String()
+	}
+	return out
+}
+
+// String is the evidence on one line.
+func (ev Evidence) String() string {
+	var parts []string
+	for _, c := range ev.Conditions {
+		s := c.Kind + " " + c.Holds
+		if c.Value != "" {
+			s += fmt.Sprintf(": %s vs %s", c.Value, c.Threshold)
+		}
+		if c.Calls > 0 {
+			s += fmt.Sprintf(" over %d calls", c.Calls)
+		}
+		if c.Note != "" {
+			s += " (" + c.Note + ")"
+		}
+		parts = append(parts, s)
+	}
+	if ev.GPU != nil {
+		parts = append(parts, fmt.Sprintf("GPU %s %.0f%% busy", ev.GPU.UUID, 100*ev.GPU.Utilization))
+	}
+	if ev.CauseHint != "" && ev.CauseHint != correlate.HintNone {
+		parts = append(parts, "cause hint "+ev.CauseHint)
+	}
+	return strings.Join(parts, "; ")
+}
