@@ -181,8 +181,7 @@ func (b *Batcher) Handles(method, model string) bool {
 // (the Invoker's status). The batcher's own errors wrap a sentinel, which
 // the caller turns into a gRPC status: ErrQueueFull (a full queue),
 // ErrClosed (the Batcher closed while the call was queued), ErrPanic (a
-// recovered panic), merge.ErrSplit (a response that cannot be cut by
-// rows), or the context's error (context.Canceled,
+// recovered panic), or the context's error (context.Canceled,
 // context.DeadlineExceeded) when ctx ends first. The Result's timings are
 // valid with an error too.
 func (b *Batcher) Do(ctx context.Context, r Request) (Result, error) {

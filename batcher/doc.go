@@ -59,12 +59,16 @@
 // The merged call's deadline is the latest of its callers' deadlines (none
 // when any caller has none).
 //
-// A request the codec finds malformed gets INVALID_ARGUMENT alone, before it
-// is queued. An upstream error for a batch goes to each of its callers, or,
+// A request the codec finds malformed is not queued: Do returns
+// ErrNotBatched (counted in infergate_batch_rejected_total with reason
+// "invalid"), so the caller sends it to the upstream alone and unchanged,
+// and the model server answers it with its own status, message and
+// metadata. An upstream error for a batch goes to each of its callers, or,
 // with Policy.RetryUnbatched, each request is retried alone. An upstream
 // INVALID_ARGUMENT for a batch of several requests is always retried alone,
-// so that one bad request cannot fail the others. A response that cannot be
-// split gives each caller INTERNAL.
+// so that one bad request cannot fail the others. When the upstream's
+// response to a batch cannot be split by rows, each request is sent again
+// alone, so every caller gets the server's own answer.
 //
 // # Metadata
 //

@@ -5,11 +5,11 @@
 //
 // # Recording
 //
-// A Series is one (model, version, method, upstream, code class). The proxy
-// calls Registry.Record with the key and the components of each finished
-// call (total, upstream and queue time; overhead = total - upstream -
-// queue, clamped at 0, is derived here); the lookup of an existing series
-// takes no lock. Callers must not keep *Series handles: a series idle for
+// A Series is one (model, version, method, upstream, route, code class).
+// The proxy calls Registry.Record with the key and the components of each
+// finished call (total, upstream and queue time; overhead = total -
+// upstream - queue, clamped at 0, is derived here); the lookup of an
+// existing series takes no lock. Callers must not keep *Series handles: a series idle for
 // Options.IdleTimeout is dropped, and a dropped series refuses calls.
 // Record locks one of a few shards (sync.Pool tokens keep each processor
 // on its own shard) and appends the call's components, in microseconds, to

@@ -13,7 +13,8 @@ import (
 // Sentinel errors for errors.Is; every error a Codec returns from a request
 // or response problem wraps exactly one of them.
 var (
-	// ErrInvalid marks a malformed request: its caller gets INVALID_ARGUMENT.
+	// ErrInvalid marks a malformed request: the batcher does not batch it,
+	// and its caller sends it alone for the model server to judge.
 	ErrInvalid = errors.New("invalid request")
 	// ErrUnbatchable marks a valid request that must go upstream on its own.
 	ErrUnbatchable = errors.New("request cannot be batched")
