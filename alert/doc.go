@@ -28,16 +28,39 @@
 // last sent go to Config.StateFile, so a restart neither forgets nor
 // re-pages.
 //
-// # Notifications
+// # Stages
 //
-// The dispatcher follows Alertmanager: inhibit (a firing source alert
-// mutes matching targets with equal labels; by default a GPU alert mutes
-// the latency alerts of the models on that GPU), silence (and
-// acknowledgements), route (a tree of label matchers and weekly
-// schedules), group by labels, wait group_wait, send one message per group
-// when it changes (at most every group_interval) or every repeat_interval
-// while it fires. Receivers (package notify) send without blocking the
-// evaluation, retry with backoff and queue through outages.
+// Every tick, Engine.Step reads the data once and runs one evaluation
+// through its stages, in order, under the engine's lock, at one instant
+// (the step's now travels in the context, as Alertmanager's WithNow):
+//
+//   - evaluate (stage_evaluate.go): every rule, per model or per GPU,
+//     into verdicts.
+//   - lifecycle (stage_lifecycle.go): pending, firing, resolved,
+//     escalated; the rule's action starts and stops (Actuator).
+//   - mute (stage_mute.go): one muteStage per muter, the inhibitor (a
+//     firing source alert mutes matching targets with equal labels; by
+//     default a GPU alert mutes the latency alerts of the models on that
+//     GPU), then the silences (and acknowledgements).
+//   - group (stage_group.go): route (a tree of label matchers and weekly
+//     schedules) and group by labels, as Alertmanager's dispatcher.
+//   - flush (stage_flush.go): wait group_wait, send one message per group
+//     when it changes (at most every group_interval) or every
+//     repeat_interval while it fires.
+//   - persist (stage_persist.go): the state file.
+//
+// Receivers (package notify) send without blocking the evaluation, retry
+// with backoff and queue through outages.
+//
+// # Condition kinds
+//
+// Each kind is one type in one file, cond_<kind>.go, holding its parsing
+// and checks, its evaluation, its evidence and, if Prometheus can run it,
+// its export; cond_compound.go combines several. To add a condition kind,
+// write one file cond_<kind>.go with a type implementing condition (and
+// deviceCondition if it can judge a GPU alone, promCondition if it can be
+// exported) and a parse function, and add its line to conditionKinds in
+// conditions.go. A kind with new YAML fields adds them to Condition too.
 //
 // # Extension points
 //
