@@ -56,9 +56,7 @@ func parseBaseline(cc *Condition, cm condCommon, _ *Config) (condition, error) {
 func (cd *baselineCond) kind() string { return KindBaseline }
 
 func (cd *baselineCond) models(f *frame, sel selector, seen map[string]bool) {
-	for m := range f.window(sel, cd.window, true) {
-		seen[m] = true
-	}
+	f.addModels(sel, cd.window, true, seen)
 }
 
 func (cd *baselineCond) eval(f *frame, r *Rule, _ int, model string) outcome {

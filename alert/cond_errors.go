@@ -79,9 +79,7 @@ func (cd *errorsCond) kind() string { return KindErrors }
 // models adds the models with any call: errors count every call, not
 // only the successful ones.
 func (cd *errorsCond) models(f *frame, sel selector, seen map[string]bool) {
-	for m := range f.window(sel, cd.window, false) {
-		seen[m] = true
-	}
+	f.addModels(sel, cd.window, false, seen)
 }
 
 func (cd *errorsCond) eval(f *frame, r *Rule, _ int, model string) outcome {

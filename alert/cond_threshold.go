@@ -75,9 +75,7 @@ func parseThreshold(cc *Condition, cm condCommon, c *Config) (condition, error) 
 func (cd *thresholdCond) kind() string { return KindThreshold }
 
 func (cd *thresholdCond) models(f *frame, sel selector, seen map[string]bool) {
-	for m := range f.window(sel, cd.window, true) {
-		seen[m] = true
-	}
+	f.addModels(sel, cd.window, true, seen)
 }
 
 func (cd *thresholdCond) eval(f *frame, r *Rule, _ int, model string) outcome {

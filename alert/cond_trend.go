@@ -52,9 +52,7 @@ func parseTrend(cc *Condition, cm condCommon, _ *Config) (condition, error) {
 func (cd *trendCond) kind() string { return KindTrend }
 
 func (cd *trendCond) models(f *frame, sel selector, seen map[string]bool) {
-	for m := range f.window(sel, trendSampleWindow, true) {
-		seen[m] = true
-	}
+	f.addModels(sel, trendSampleWindow, true, seen)
 }
 
 // eval samples the quantile of the last trendSampleWindow and fits a

@@ -59,6 +59,14 @@ func (f *frame) window(sel selector, w time.Duration, latency bool) map[string]m
 	return r
 }
 
+// addModels adds to seen the models with data in the window w of sel
+// (see window).
+func (f *frame) addModels(sel selector, w time.Duration, latency bool, seen map[string]bool) {
+	for m := range f.window(sel, w, latency) {
+		seen[m] = true
+	}
+}
+
 // subjects returns the models a model rule evaluates this frame: those
 // with calls in any of its windows.
 func (f *frame) subjects(r *Rule) []string {
