@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -101,10 +102,93 @@ func (e *failoverEnv) load(workers int, period time.Duration) *countedLoad {
 	return l
 }
 
+// count returns how many calls have ended with k so far.
+func (l *countedLoad) count(k string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.got[k]
+}
+
 func (l *countedLoad) finish() (sent int, got map[string]int) {
 	l.stop()
 	l.wg.Wait()
 	return l.sent, l.got
+}
+
+// routeState is a model's entry of GET /api/v1/routes, as far as these
+// tests read it.
+type routeState struct {
+	Route   string `json:"route"` // primary, fallback
+	Why     string `json:"why"`
+	Breaker string `json:"primary_breaker"` // closed, half-open, open
+}
+
+// route returns resnet50's route as the admin API shows it now.
+func (e *failoverEnv) route(t *testing.T) routeState {
+	t.Helper()
+	code, body := httpGet(t, "http://"+e.gate.admin+"/api/v1/routes")
+	var v struct {
+		Routes []struct {
+			Model string `json:"model"`
+			routeState
+		} `json:"routes"`
+	}
+	if err := json.Unmarshal([]byte(body), &v); code != http.StatusOK || err != nil {
+		t.Fatalf("/api/v1/routes: %d %v\n%s", code, err, body)
+	}
+	for _, r := range v.Routes {
+		if r.Model == "resnet50" {
+			return r.routeState
+		}
+	}
+	t.Fatalf("/api/v1/routes has no resnet50:\n%s", body)
+	return routeState{}
+}
+
+// waitFor polls cond until it holds. The timeout only stops a test that
+// would otherwise hang, and is generous for a loaded machine: nothing is
+// asserted about how long the state took to reach.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not reached within %v", what, timeout)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// stateTimeout bounds each wait for a route or breaker state.
+const stateTimeout = 90 * time.Second
+
+// waitOnFallback waits until resnet50's primary breaker is open, so that
+// its calls go to the fallback.
+func (e *failoverEnv) waitOnFallback(t *testing.T, what string) {
+	t.Helper()
+	var last routeState
+	waitFor(t, stateTimeout, what+": resnet50 on its fallback, primary breaker open", func() bool {
+		last = e.route(t)
+		return last.Route == "fallback" && last.Breaker == "open"
+	})
+	t.Logf("%s: route %s (%s)", what, last.Route, last.Why)
+}
+
+// waitOnPrimary waits until resnet50 is back on its primary for all its
+// calls: breaker closed and slow start over.
+func (e *failoverEnv) waitOnPrimary(t *testing.T, what string) {
+	t.Helper()
+	waitFor(t, stateTimeout, what+": resnet50 back on its primary, breaker closed", func() bool {
+		r := e.route(t)
+		return r.Route == "primary" && r.Breaker == "closed"
+	})
+}
+
+// waitAnswered waits until the load has had n more calls answered with k
+// (such as "OK mobilenet_v3") than it had when from was taken.
+func (l *countedLoad) waitAnswered(t *testing.T, k string, from, n int) {
+	t.Helper()
+	waitFor(t, stateTimeout, fmt.Sprintf("%d more load calls ending %q", n, k), func() bool { return l.count(k) >= from+n })
 }
 
 // A hung primary, then a killed one: every call through infergate is
@@ -117,27 +201,30 @@ func TestFailoverEndToEnd(t *testing.T) {
 		t.Fatalf("healthy call: %+v", a)
 	}
 	l := e.load(4, 20*time.Millisecond)
-	time.Sleep(2 * time.Second)
+	// The primary's latency is known before anything breaks.
+	l.waitAnswered(t, "OK resnet50", 0, 20)
 	fault(t, e.pri.admin, `{"model":"resnet50","hang":true}`)
-	time.Sleep(3 * time.Second)
+	e.waitOnFallback(t, "hang")
 	if a := e.call(2 * time.Second); a.code != codes.OK || a.model != "mobilenet_v3" || a.route != "fallback" {
 		t.Errorf("call during the hang: %+v, want mobilenet_v3's answer marked fallback", a)
 	}
 	heal(t, e.pri.admin)
 	eventually(t, "back on the primary after the hang", func() bool { return e.call(2*time.Second).model == "resnet50" })
+	e.waitOnPrimary(t, "healed after the hang")
 
 	for _, f := range []string{`{"model":"resnet50","error_rate":1,"error_code":"INTERNAL"}`, `{"model":"resnet50","drop_connections":true}`} {
 		fault(t, e.pri.admin, f)
-		time.Sleep(2 * time.Second)
+		e.waitOnFallback(t, f)
 		if a := e.call(2 * time.Second); a.code != codes.OK || a.model != "mobilenet_v3" {
 			t.Errorf("call during %s: %+v", f, a)
 		}
 		heal(t, e.pri.admin)
 		eventually(t, "back on the primary after "+f, func() bool { return e.call(2*time.Second).model == "resnet50" })
+		e.waitOnPrimary(t, "healed after "+f)
 	}
 
 	e.pri.kill()
-	time.Sleep(2 * time.Second)
+	e.waitOnFallback(t, "primary killed")
 	if a := e.call(2 * time.Second); a.code != codes.OK || a.model != "mobilenet_v3" {
 		t.Errorf("call with the primary dead: %+v", a)
 	}
@@ -177,12 +264,15 @@ func TestFailoverWithBatching(t *testing.T) {
 	e := newFailoverEnv(t, "--batching", "adaptive", "--batch-models", "resnet50,mobilenet_v3", "--batch-slots", "2")
 	e.maxRows = 3
 	l := e.load(6, 10*time.Millisecond)
-	time.Sleep(2 * time.Second)
+	l.waitAnswered(t, "OK resnet50", 0, 20)
 	fault(t, e.pri.admin, `{"model":"resnet50","hang":true}`)
-	time.Sleep(3 * time.Second)
+	e.waitOnFallback(t, "hang")
+	// The load's calls are answered by the fallback, in batches.
+	l.waitAnswered(t, "OK mobilenet_v3", 0, 20)
 	heal(t, e.pri.admin)
 	eventually(t, "back on the primary after the hang", func() bool { return e.call(2*time.Second).model == "resnet50" })
-	time.Sleep(time.Second)
+	e.waitOnPrimary(t, "healed")
+	l.waitAnswered(t, "OK resnet50", l.count("OK resnet50"), 20)
 	sent, got := l.finish()
 	if got["OK resnet50"] == 0 || got["OK mobilenet_v3"] == 0 || got["OK resnet50"]+got["OK mobilenet_v3"] != sent {
 		t.Errorf("%d calls sent, outcomes %v: want every call answered, by both models", sent, got)
@@ -217,7 +307,7 @@ rules:
 	e := newFailoverEnv(t, "--rules", rules, "--admin-token-file", token)
 	l := e.load(4, 25*time.Millisecond)
 	defer l.finish()
-	time.Sleep(2 * time.Second)
+	l.waitAnswered(t, "OK resnet50", 0, 20)
 	fault(t, e.pri.admin, `{"model":"resnet50","delay_ms":80}`)
 	a, took := waitAlert(t, e.gate.admin, "ResnetSlow", "resnet50", "firing", 30*time.Second)
 	t.Logf("alert firing after %v; actions %v", took, a.Evidence.Actions)
@@ -278,7 +368,8 @@ func TestFailoverSIGTERMLosesNothing(t *testing.T) {
 	e := newFailoverEnv(t, "--drain-delay", "0s")
 	fault(t, e.pri.admin, `{"model":"resnet50","hang":true}`)
 	l := e.load(8, 10*time.Millisecond)
-	time.Sleep(2 * time.Second)
+	e.waitOnFallback(t, "hang")
+	l.waitAnswered(t, "OK mobilenet_v3", 0, 20)
 	if err := e.gate.sigterm(t); err != nil {
 		t.Errorf("exit after SIGTERM: %v\n%s", err, e.gate.log)
 	}
