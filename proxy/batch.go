@@ -5,9 +5,7 @@ import (
 	"errors"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/status"
 
 	"github.com/infergate/infergate/batcher"
 )
@@ -97,27 +95,4 @@ func (p *Proxy) newInvoker(up *Upstream) batcher.Invoker {
 		// returns, so the garbage collector reclaims them, not gRPC's pool.
 		return resp.Bytes(), header, trailer, nil
 	}
-}
-
-// batchStatus turns what the batcher returned into the caller's gRPC
-// status, once, here at the proxy's edge. A status error (the upstream's,
-// through the Invoker) passes unchanged, code, message and details; the
-// batcher's own sentinel errors get their codes; anything else
-// (batcher.ErrPanic, merge.ErrSplit) is INTERNAL.
-func batchStatus(err error) error {
-	if st, ok := status.FromError(err); ok {
-		return st.Err()
-	}
-	code := codes.Internal
-	switch {
-	case errors.Is(err, batcher.ErrQueueFull):
-		code = codes.ResourceExhausted
-	case errors.Is(err, batcher.ErrClosed):
-		code = codes.Unavailable
-	case errors.Is(err, context.DeadlineExceeded):
-		code = codes.DeadlineExceeded
-	case errors.Is(err, context.Canceled):
-		code = codes.Canceled
-	}
-	return status.Error(code, "infergate: "+err.Error())
 }

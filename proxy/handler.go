@@ -241,6 +241,11 @@ func (p *Proxy) stream(ctx context.Context, up *Upstream, method string, kind ta
 	o.upstream = since(p.now, t0)
 	o.bytesIn, o.bytesOut = st.bytesIn.Load(), st.bytesOut.Load()
 	o.model, o.version = st.target()
+	if sr.mr != nil && sr.route == monitor.RouteFallback && o.err == nil {
+		// A stream the fallback answered is a degraded response, as a
+		// unary call's answer from it is.
+		sr.mr.live.counters.degraded.Add(1)
+	}
 	return o
 }
 

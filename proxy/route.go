@@ -430,40 +430,18 @@ const (
 	RouteCascadeMode  = "cascade"
 )
 
-// mode returns where a model's calls go now and why.
-func (mr *modelRoute) mode() (mode, why string) {
-	switch {
-	case mr.forced == ForcePrimary:
-		return RoutePrimaryMode, "forced by the operator"
-	case mr.forced == ForceFallback && mr.cfg.Fallback != nil:
-		return RouteFallbackMode, "forced by the operator"
-	case mr.cfg.Fallback == nil:
-		if mr.primary != nil && mr.primary.State() == BreakerOpen {
-			return RoutePrimaryMode, "breaker of " + mr.primary.name + " open: calls fail at once (no fallback)"
-		}
-		return RoutePrimaryMode, ""
-	case mr.primary != nil && mr.primary.State() != BreakerClosed:
-		why = "breaker of " + mr.primary.name + " " + mr.primary.State().String()
-		if mr.fallback != nil && mr.fallback.refusing() {
-			why += "; breaker of the fallback's " + mr.fallback.name + " open too: calls fail at once"
-		}
-		return RouteFallbackMode, why
-	case mr.primary != nil && mr.primary.share() < 1:
-		// Returning: counted as back once all calls are.
-		return RouteFallbackMode, fmt.Sprintf("slow start: %.0f%% of calls back on %s", 100*mr.primary.share(), mr.primary.name)
-	case mr.alert != "":
-		return RouteFallbackMode, "alert " + mr.alert + " firing"
-	case mr.cfg.Cascade != nil:
-		return RouteCascadeMode, ""
-	}
-	return RoutePrimaryMode, ""
+// mode returns where a model's calls go now and why: decide's answer
+// (pick.go), the one the calls themselves follow.
+func (r *Router) mode(mr *modelRoute) decision {
+	return mr.decide(mr.primary)
 }
 
 // account counts and logs changes of each model's mode.
 func (r *Router) account() {
 	now := time.Now()
 	for name, mr := range r.table.Load().models {
-		mode, why := mr.mode()
+		d := r.mode(mr)
+		mode, why := d.route, d.why
 		mr.live.why.Store(why)
 		if old := mr.live.lastMode.Load().(string); old != mode {
 			mr.live.lastMode.Store(mode)
@@ -542,8 +520,8 @@ func (r *Router) Stop(action string, labels map[string]string) (string, error) {
 	if err := r.update(model, func(mr *modelRoute) error { mr.alert = ""; return nil }); err != nil {
 		return "", err
 	}
-	mode, why := r.table.Load().models[model].mode()
-	if mode == RouteFallbackMode {
+	d := r.mode(r.table.Load().models[model])
+	if mode, why := d.route, d.why; mode == RouteFallbackMode {
 		return fmt.Sprintf("model %s: alert released the fallback; stays on it (%s)", model, why), nil
 	}
 	return fmt.Sprintf("model %s back on its primary", model), nil

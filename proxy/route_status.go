@@ -30,7 +30,11 @@ type RouteStatus struct {
 	Route string `json:"route"`
 	// Why says what holds it there (breaker, alert, operator); empty on
 	// the configured route.
-	Why      string `json:"why,omitempty"`
+	Why string `json:"why,omitempty"`
+	// Reason is the x-infergate-route-reason of the calls the route
+	// sends to the fallback now (breaker_open, alert, forced, slow_start);
+	// empty on the configured route.
+	Reason   string `json:"reason,omitempty"`
 	Forced   string `json:"forced"`
 	Alert    string `json:"alert,omitempty"`
 	Primary  string `json:"primary_upstream"`
@@ -64,8 +68,8 @@ type RouteCalls struct {
 func (r *Router) Status() ([]RouteStatus, []BreakerStatus) {
 	var routes []RouteStatus
 	for name, mr := range r.table.Load().models {
-		mode, why := mr.mode()
-		rs := RouteStatus{Model: name, Route: mode, Why: why, Forced: mr.forced, Alert: mr.alert,
+		d := r.mode(mr)
+		rs := RouteStatus{Model: name, Route: d.route, Why: d.why, Reason: d.reason, Forced: mr.forced, Alert: mr.alert,
 			Changes: mr.live.changes.Load()}
 		if mr.cfg.Upstream != nil {
 			rs.Primary = mr.cfg.Upstream.name
@@ -204,7 +208,7 @@ func (c routerCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(retriesDesc, ctr.retriesWon.Load(), name, "won")
 		counter(retriesDesc, ctr.retries.Load()-min(ctr.retriesWon.Load(), ctr.retries.Load()), name, "lost")
 		counter(routeChangesDesc, mr.live.changes.Load(), name)
-		mode, _ := mr.mode()
+		mode := r.mode(mr).route
 		for _, m := range []string{RoutePrimaryMode, RouteFallbackMode, RouteCascadeMode} {
 			v := 0.0
 			if m == mode {

@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"reflect"
 	"slices"
@@ -385,6 +386,9 @@ func TestRouteStream(t *testing.T) {
 			models = append(models, resp.InferResponse.ModelName)
 		}
 		s.CloseSend()
+		if _, err := s.Recv(); err != io.EOF {
+			t.Fatalf("stream end: %v, want io.EOF", err)
+		}
 		hdr, _ := s.Header()
 		return strings.Join(servers, ","), strings.Join(models, ","), hdr
 	}
@@ -397,6 +401,11 @@ func TestRouteStream(t *testing.T) {
 	if servers, models, hdr := run(); servers != "edge,edge,edge" || models != "small,small,small" || hdr.Get(HeaderRoute)[0] != "fallback" {
 		t.Errorf("stream on the fallback: %s %s %v", servers, models, hdr)
 	}
+	// The fallback's answer is degraded, a stream's as a unary call's.
+	eventually(t, "the fallback stream counted as degraded", func() bool {
+		routes, _ := e.router.Status()
+		return routes[0].Calls.Degraded == 1
+	})
 }
 
 // A panic in a hedge's goroutine (which no interceptor watches) fails

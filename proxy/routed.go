@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"math"
 	"sync/atomic"
 	"time"
 
@@ -81,13 +80,6 @@ func (c *routeCounters) fellBack(reason string) {
 // testHookHedge, when set by a test, runs as a hedge starts.
 var testHookHedge func()
 
-// target is where one attempt goes.
-type target struct {
-	up             *Upstream
-	model, version string
-	rewrite        bool // the request's model name and version are replaced
-}
-
 // answer is one attempt's result.
 type answer struct {
 	header, trailer  metadata.MD
@@ -126,130 +118,58 @@ func (c *routedCall) free() {
 	}
 }
 
-// routeUnary forwards a unary call that names a model, through its route
-// (breakers, fallback, cascade, shedding, hedging, retries).
+// routeUnary forwards a unary call that names a model, where the
+// router's Pick sends it (breakers, fallback, cascade, shedding, hedging,
+// retries).
 func (p *Proxy) routeUnary(ctx context.Context, up *Upstream, method string, kind targetKind, req *Frame,
 	ss grpc.ServerStream, opts []grpc.CallOption, o outcome) outcome {
-	r := p.router
-	mr := r.table.Load().models[o.model]
-	if mr == nil {
-		b := r.breakers[up]
-		if b == nil {
-			return p.forward(ctx, up, method, kind, req, ss, opts, o)
-		}
-		// A model without a route on an upstream with a breaker: the
-		// breaker only fails calls fast while open.
-		probe, ok := b.admit()
-		if !ok {
-			o.err = status.Errorf(codes.Unavailable, "infergate: upstream %s: circuit breaker open; retry later", up.name)
-			return o
-		}
-		if probe != nil {
-			defer probe(verdictNone) // a no-op once reported
-		}
-		c := &routedCall{p: p, ctx: ctx, method: method, kind: kind, req: req, opts: opts, model: o.model, ver: o.version,
-			pb: b, pri: target{up: up}}
-		defer c.free()
-		a := c.attempt(ctx, c.pri)
-		c.report(probe, a)
-		return p.reply(ss, a, monitor.RoutePrimary, "", up, o, nil)
+	info := pickInfo{model: o.model}
+	info.deadline, _ = ctx.Deadline()
+	pk := p.router.Pick(up, info)
+	defer pk.release()
+	if pk.probe != nil {
+		defer pk.done(verdictNone) // a no-op once reported
 	}
-	c := &routedCall{p: p, ctx: ctx, method: method, kind: kind, req: req, opts: opts, model: o.model, ver: o.version, mr: mr}
-	defer c.free()
-	c.pri = target{up: up}
-	if mr.cfg.Upstream != nil {
-		c.pri.up = mr.cfg.Upstream
+	if pk.mr == nil && pk.pb == nil {
+		return p.forward(ctx, up, method, kind, req, ss, opts, o)
 	}
-	c.pb = mr.primary
-	if c.pb == nil {
-		c.pb = r.breakers[c.pri.up]
-	}
-	if fb := mr.cfg.Fallback; fb != nil {
-		t := target{up: fb.Upstream, model: fb.Model, version: fb.Version, rewrite: true}
-		if t.up == nil {
-			t.up = c.pri.up
+	if pk.err != nil {
+		var sh *shedError
+		if errors.As(pk.err, &sh) {
+			pk.mr.live.counters.shed[shedIndex(sh.reason)].Add(1)
 		}
-		if t.model == "" {
-			t.model = o.model
-		}
-		c.fb = &t
-	}
-	live := mr.live
-	if mr.cfg.MaxInFlight > 0 {
-		n := live.inFlight.Add(1)
-		defer live.inFlight.Add(-1)
-		if n > int64(mr.cfg.MaxInFlight) {
-			return c.shed(ss, o, 0, "infergate: model %s has %d calls in flight (its max_in_flight); try again later", o.model, mr.cfg.MaxInFlight)
-		}
-	}
-	if mr.cfg.ShedOnDeadline {
-		if dl, ok := ctx.Deadline(); ok {
-			if p50 := time.Duration(live.p50.Load()); p50 > 0 && time.Until(dl) < p50 {
-				return c.shed(ss, o, 1, "infergate: model %s: the call's deadline (%s left) is shorter than the model's median latency (%s)",
-					o.model, time.Until(dl).Round(time.Millisecond), p50.Round(time.Millisecond))
-			}
-		}
-	}
-
-	switch {
-	case mr.forced == ForcePrimary:
-		c.fb = nil // the operator wants the primary's answers only
-		return c.viaPrimary(ss, o, nil)
-	case mr.forced == ForceFallback && c.fb != nil:
-		return c.viaFallback(ss, o, reasonForced)
-	case mr.alert != "" && c.fb != nil:
-		if pe := r.opts.ProbeEvery; pe > 0 && live.calls.Add(1)%uint64(pe) == 0 {
-			break // a probe for the alert: the primary, with hedging
-		}
-		return c.viaFallback(ss, o, reasonAlert)
-	case mr.cfg.Cascade != nil && (c.pb == nil || c.pb.State() == BreakerClosed):
-		return c.cascade(ss, o)
-	}
-	ok := true
-	var report func(verdict)
-	if c.pb != nil {
-		report, ok = c.pb.admit()
-	}
-	if report != nil {
-		defer report(verdictNone) // a no-op once reported
-	}
-	if ok && report == nil && c.fb != nil && c.pb != nil {
-		// Slow start after the breaker closed: a growing share of calls
-		// returns to the primary, the rest stays on the fallback (unless
-		// the fallback's own breaker is open: the primary that just
-		// answered its probes beats a refusal).
-		if sh := c.pb.share(); sh < 1 && spread(live.ramp.Add(1)) >= sh && !c.fallbackOpen() {
-			return c.viaFallback(ss, o, reasonSlowStart)
-		}
-	}
-	if !ok {
-		if c.fb != nil {
-			return c.viaFallback(ss, o, reasonBreaker)
-		}
-		o.err = status.Errorf(codes.Unavailable, "infergate: upstream %s: circuit breaker open for model %s; retry later", c.pri.up.name, o.model)
+		o.err = statusOf(pk.err)
 		return o
 	}
-	return c.viaPrimary(ss, o, report)
-}
-
-// spread maps the n-th call to [0, 1) so that any run of consecutive
-// calls covers the interval evenly (the golden-ratio sequence): a share s
-// of calls is then s of every short stretch of them, not a block of
-// primary calls followed by a block of fallback ones.
-func spread(n uint64) float64 {
-	const phi = 0.6180339887498949
-	x := float64(n) * phi
-	return x - math.Floor(x)
-}
-
-// shed rejects a call at once, or sends it to the fallback if it has one.
-func (c *routedCall) shed(ss grpc.ServerStream, o outcome, which int, format string, args ...any) outcome {
-	if c.fb != nil {
-		return c.viaFallback(ss, o, shedReasons[which])
+	c := &routedCall{p: p, ctx: ctx, method: method, kind: kind, req: req, opts: opts, model: o.model, ver: o.version,
+		mr: pk.mr, pb: pk.pb, pri: pk.pri}
+	defer c.free()
+	if pk.mr == nil {
+		// A model without a route on an upstream with a breaker.
+		a := c.attempt(ctx, c.pri)
+		c.report(pk.probe, a)
+		return p.reply(ss, a, monitor.RoutePrimary, "", c.pri.up, o, nil)
 	}
-	c.mr.live.counters.shed[which].Add(1)
-	o.err = status.Errorf(codes.ResourceExhausted, format, args...)
-	return o
+	if pk.hasFallback {
+		c.fb = &pk.fb
+	}
+	switch pk.route {
+	case monitor.RouteFallback:
+		return c.viaFallback(ss, o, pk.reason)
+	case RouteCascadeMode:
+		return c.cascade(ss, o)
+	}
+	return c.viaPrimary(ss, o, pk.probe)
+}
+
+// shedIndex is the place of a shed reason in routeCounters.shed.
+func shedIndex(reason string) int {
+	for i, r := range shedReasons {
+		if r == reason {
+			return i
+		}
+	}
+	return 0
 }
 
 // viaFallback answers from the fallback.
@@ -731,49 +651,27 @@ func (p *Proxy) routeStream(ss grpc.ServerStream, up *Upstream, kind targetKind,
 	st.bytesIn.Add(int64(f.Len()))
 	st.setTarget(kind, f)
 	model, _ := st.target()
-	r := p.router
-	mr := r.table.Load().models[model]
-	if mr == nil {
-		if b := r.breakers[up]; b != nil && b.State() == BreakerOpen {
-			return sr, status.Errorf(codes.Unavailable, "infergate: upstream %s: circuit breaker open; retry later", up.name)
-		}
+	pk := p.router.Pick(up, pickInfo{model: model, stream: true})
+	if pk.err != nil {
+		return sr, statusOf(pk.err)
+	}
+	if pk.mr == nil {
 		return sr, nil
 	}
-	if mr.cfg.Upstream != nil {
-		sr.up = mr.cfg.Upstream
-	}
-	pb := mr.primary
-	if pb == nil {
-		pb = r.breakers[sr.up]
-	}
-	fb := mr.cfg.Fallback
-	reason := ""
-	switch {
-	case mr.forced == ForcePrimary:
-	case fb != nil && mr.forced == ForceFallback:
-		reason = reasonForced
-	case fb != nil && mr.alert != "":
-		reason = reasonAlert
-	case pb != nil && pb.State() != BreakerClosed:
-		if fb == nil {
-			return sr, status.Errorf(codes.Unavailable, "infergate: upstream %s: circuit breaker open for model %s; retry later", sr.up.name, model)
-		}
-		reason = reasonBreaker
-	}
-	sr.mr = mr
-	if reason == "" {
-		if fb != nil {
+	mr := pk.mr
+	sr.up, sr.mr = pk.pri.up, mr
+	if pk.route == monitor.RoutePrimary {
+		if pk.hasFallback {
 			sr.retry = func(openErr error) (streamRoute, bool) {
-				return p.retryStream(sr, mr, pb, model, kind, openErr)
+				return p.retryStream(sr, mr, pk.pb, model, kind, openErr)
 			}
 		}
 		return sr, nil
 	}
-	if mr.fallback != nil && mr.fallback.refusing() {
-		return sr, status.Errorf(codes.Unavailable, "infergate: model %s: fallback upstream %s: circuit breaker open; retry later",
-			model, mr.fallback.name)
+	if pk.fallbackOpen() {
+		return sr, statusOf(&breakerOpenError{upstream: mr.fallback.name, model: model, fallback: true})
 	}
-	return fallbackStream(sr, mr, model, kind, reason), nil
+	return fallbackStream(sr, mr, model, kind, pk.reason), nil
 }
 
 // retryStream is the fallback route of a stream whose primary stream could
