@@ -110,7 +110,7 @@ type UpstreamOptions struct {
 	// limit (WithMaxMsgSize) on every call, which takes precedence.
 	MaxMsgSize int
 	// Conns is the number of connections in the pool. Zero or negative
-	// means 2. More than one spreads load over several HTTP/2 connections
+	// means DefaultUpstreamConns. More than one spreads load over several HTTP/2 connections
 	// (and server threads) and keeps working while one reconnects.
 	Conns int
 	// Keepalive sets HTTP/2 pings. The zero value means
@@ -144,7 +144,7 @@ func (o UpstreamOptions) withDefaults(target string) UpstreamOptions {
 		o.MaxMsgSize = DefaultMaxMsgSize
 	}
 	if o.Conns <= 0 {
-		o.Conns = 2
+		o.Conns = DefaultUpstreamConns
 	}
 	if o.Keepalive.Time <= 0 {
 		o.Keepalive.Time = DefaultKeepaliveTime

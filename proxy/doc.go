@@ -16,7 +16,7 @@
 //   - Recorder receives one sample per call (nil: nothing measured).
 //   - WithBatcher hands unary ModelInfer and Predict calls of batchable
 //     models to a batcher.Batcher (nil: every call forwarded alone).
-//   - WithLogger, WithLogRequests, WithMaxMsgSize, WithClock.
+//   - WithLogger, WithLogRequests, WithMaxMsgSize.
 //
 // Known unary methods (KServe v2 except ModelStreamInfer, TF-Serving's
 // PredictionService, grpc.health.v1.Health/Check) take a fast path with one

@@ -116,12 +116,6 @@ func WithMaxMsgSize(n int) Option {
 	return optionFunc(func(o *options) { o.maxMsgSize = n })
 }
 
-// WithClock sets the clock the proxy reads to time calls. Nil, the default,
-// means time.Now. Tests use it to get exact durations.
-func WithClock(now func() time.Time) Option {
-	return optionFunc(func(o *options) { o.now = now })
-}
-
 // WithRouter routes the inference calls of the models r knows (and the
 // calls to upstreams with a breaker) through r: breakers, fallback,
 // cascade, shedding, retries and hedges. Nil, the default, sends every

@@ -126,8 +126,8 @@ func (c *Config) validateRouting() []error {
 		if _, _, err := net.SplitHostPort(u.Address); err != nil {
 			bad(f+".address", "%q is not host:port", u.Address)
 		}
-		if u.Conns < 0 || u.Conns > 64 {
-			bad(f+".conns", "must be between 1 and 64, got %d", u.Conns)
+		if u.Conns < 0 || u.Conns > proxy.MaxUpstreamConns {
+			bad(f+".conns", "must be between 1 and %d, got %d", proxy.MaxUpstreamConns, u.Conns)
 		}
 		if u.Breaker != nil {
 			if _, err := u.Breaker.config(); err != nil {
@@ -351,7 +351,7 @@ func startRouting(cfg Config, creds credentials.TransportCredentials, mon *monit
 	router, err := proxy.NewRouter(proxy.RouterOptions{
 		Routes: routes, Breakers: breakers,
 		Budget:  proxy.BudgetConfig{Ratio: cfg.RetryBudget.Ratio, MinPerSecond: cfg.RetryBudget.MinPerSecond},
-		Latency: primaryLatency(mon),
+		Latency: proxy.PrimaryLatency(mon),
 		Logger:  log,
 	})
 	if err != nil {
@@ -359,26 +359,6 @@ func startRouting(cfg Config, creds credentials.TransportCredentials, mon *monit
 	}
 	rt.router = router
 	return rt, nil
-}
-
-// primaryLatency returns the statistics of a model's successful calls on
-// the primary route over the router's latency window.
-func primaryLatency(mon *monitor.Registry) func(string) (monitor.Stats, bool) {
-	slices := int(proxy.LatencyWindow / time.Second)
-	return func(model string) (monitor.Stats, bool) {
-		stats, _ := mon.Recent(slices, func(k monitor.SeriesKey) string {
-			if k.Model != model || k.CodeClass != monitor.CodeClassOK || k.Route != monitor.RoutePrimary {
-				return ""
-			}
-			return model
-		})
-		rs, ok := stats[model]
-		st := rs.Stats[monitor.ComponentTotal]
-		if !ok || st.Count < 20 {
-			return monitor.Stats{}, false
-		}
-		return st, true
-	}
 }
 
 // describe is the start line's tail: the routed models and their
