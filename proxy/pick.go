@@ -260,7 +260,7 @@ func (r *Router) shed(pk *Pick, info pickInfo) bool {
 		}
 	}
 	if cfg.ShedOnDeadline && !info.deadline.IsZero() {
-		left := time.Until(info.deadline)
+		left := info.deadline.Sub(r.opts.Now())
 		if p50 := time.Duration(live.p50.Load()); p50 > 0 && left < p50 {
 			pk.shedTo(reasonShedDeadline, fmt.Sprintf("model %s: the call's deadline (%s left) is shorter than the model's median latency (%s)",
 				cfg.Model, left.Round(time.Millisecond), p50.Round(time.Millisecond)))

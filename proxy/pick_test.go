@@ -105,3 +105,56 @@ func TestRouteHeaderAgreesWithStatus(t *testing.T) {
 		agree(t, e, reasonSlowStart)
 	})
 }
+
+// Pick reads the router's clock: deadline shedding, the slow start and
+// the breaker's open time follow it exactly, without a network or a
+// sleep.
+func TestPickFollowsTheRouterClock(t *testing.T) {
+	now := time.Unix(1000, 0)
+	clock := func() time.Time { return now }
+	pri, edge := &Upstream{name: "pri"}, &Upstream{name: "edge"}
+	r, err := NewRouter(RouterOptions{
+		Routes: []RouteConfig{{Model: "big", Upstream: pri, ShedOnDeadline: true,
+			Fallback: &FallbackTarget{Upstream: edge, Model: "small"}}},
+		Breakers: map[*Upstream]BreakerConfig{pri: {OpenFor: time.Second, SlowStart: 10 * time.Second, ConsecutiveFailures: 1}},
+		Now:      clock,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	mr := r.table.Load().models["big"]
+	mr.live.p50.Store(int64(10 * time.Millisecond))
+	pick := func(deadline time.Duration) Pick {
+		pk := r.Pick(pri, pickInfo{model: "big", deadline: now.Add(deadline)})
+		pk.release()
+		return pk
+	}
+	if pk := pick(9 * time.Millisecond); pk.route != "fallback" || pk.reason != reasonShedDeadline {
+		t.Errorf("9ms left, p50 10ms: %s/%s, want fallback/%s", pk.route, pk.reason, reasonShedDeadline)
+	}
+	pk := pick(11 * time.Millisecond)
+	if pk.route != "primary" || pk.err != nil {
+		t.Fatalf("11ms left: %s/%s %v, want the primary", pk.route, pk.reason, pk.err)
+	}
+	pk.done(verdictFailed) // one failure opens it (ConsecutiveFailures 1)
+	if pk := pick(time.Second); pk.reason != reasonBreaker {
+		t.Errorf("breaker open: %s/%s", pk.route, pk.reason)
+	}
+	now = now.Add(999 * time.Millisecond)
+	if pk := pick(time.Second); pk.reason != reasonBreaker || pk.probe != nil {
+		t.Errorf("open time not over: %s/%s probe %v", pk.route, pk.reason, pk.probe != nil)
+	}
+	// Past the open time gobreaker, which reads the time package, lets
+	// the probes through (covered under real time by the route tests);
+	// here the probes' success closes it.
+	now = now.Add(time.Millisecond)
+	mr.primary.changed(BreakerHalfOpen, BreakerClosed)
+	if d := mr.decide(mr.primary); d.reason != reasonSlowStart {
+		t.Fatalf("closed again: %+v, want the slow start", d)
+	}
+	now = now.Add(10 * time.Second)
+	if d := mr.decide(mr.primary); d.route != RoutePrimaryMode || d.reason != "" {
+		t.Errorf("slow start over: %+v, want the primary", d)
+	}
+}

@@ -99,6 +99,11 @@ type RouterOptions struct {
 	Latency func(model string) (st monitor.Stats, ok bool)
 	// Logger gets route changes; nil discards them.
 	Logger *slog.Logger
+	// Now is the clock of the route decisions: breakers' windows and open
+	// times, the slow start, the retry budget, hedge delays and deadline
+	// shedding. Nil means time.Now. (Timers are the time package's, so
+	// tests that need them run under testing/synctest.)
+	Now func() time.Time
 }
 
 // Route modes an operator can force through SetForced.
@@ -179,11 +184,14 @@ func NewRouter(opts RouterOptions) (*Router, error) {
 	if opts.ProbeEvery == 0 {
 		opts.ProbeEvery = 20
 	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
 	r := &Router{
 		opts:        opts,
 		log:         opts.Logger,
 		breakers:    map[*Upstream]*breaker{},
-		budget:      newBudget(opts.Budget, time.Now),
+		budget:      newBudget(opts.Budget, opts.Now),
 		changed:     make(chan struct{}, 1),
 		transitions: make(chan transition, 64),
 		stop:        make(chan struct{}),
@@ -199,7 +207,7 @@ func NewRouter(opts RouterOptions) (*Router, error) {
 		if err := cfg.Validate(); err != nil {
 			return fmt.Errorf("upstream %q: breaker: %w", up.name, err)
 		}
-		r.breakers[up] = newBreaker(up.name, cfg, time.Now, r.breakerChanged)
+		r.breakers[up] = newBreaker(up.name, cfg, opts.Now, r.breakerChanged)
 		return nil
 	}
 	for _, up := range slices.SortedFunc(maps.Keys(opts.Breakers), func(a, b *Upstream) int { return cmpString(a.name, b.name) }) {
@@ -438,7 +446,7 @@ func (r *Router) mode(mr *modelRoute) decision {
 
 // account counts and logs changes of each model's mode.
 func (r *Router) account() {
-	now := time.Now()
+	now := r.opts.Now()
 	for name, mr := range r.table.Load().models {
 		d := r.mode(mr)
 		mode, why := d.route, d.why

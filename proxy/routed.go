@@ -267,7 +267,7 @@ func (c *routedCall) patience() (after time.Duration, slow bool) {
 		// of its healthy calls (its p99.9). An automatic delay never
 		// ends before that: it would replace healthy answers that were
 		// still on time.
-		if left := time.Until(dl) / 2; left > 0 && (after == 0 || left < after) {
+		if left := dl.Sub(c.p.router.opts.Now()) / 2; left > 0 && (after == 0 || left < after) {
 			tail := time.Duration(c.mr.live.tail.Load())
 			after = left
 			if auto {
@@ -429,14 +429,14 @@ func (c *routedCall) escalate(report func(verdict), held bool) (a answer, cut bo
 		c.report(report, a)
 		return a, false
 	}
-	cutAt := time.Now().Add(after)
+	cutAt := c.p.router.opts.Now().Add(after)
 	ctx, cancel := context.WithDeadline(c.ctx, cutAt)
 	defer cancel()
 	a = c.attempt(ctx, c.pri)
 	// The clock, not ctx.Err(), says whether the patience ran out: the
 	// primary got the deadline too and its DEADLINE_EXCEEDED can arrive
 	// before the context's timer fires.
-	if a.err == nil || c.ctx.Err() != nil || time.Now().Before(cutAt) {
+	if a.err == nil || c.ctx.Err() != nil || c.p.router.opts.Now().Before(cutAt) {
 		c.report(report, a)
 		return a, false
 	}
