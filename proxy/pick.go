@@ -66,7 +66,7 @@ func (mr *modelRoute) decide(pb *breaker) decision {
 			}
 			return decision{route: RoutePrimaryMode, reason: reasonBreaker, why: why}
 		}
-		if mr.fallback != nil && mr.fallback.refusing() {
+		if mr.fallbackOpen() {
 			why += "; breaker of the fallback's " + mr.fallback.name + " open too: calls fail at once"
 		}
 		return decision{route: RouteFallbackMode, reason: reasonBreaker, why: why}
@@ -190,7 +190,7 @@ func (r *Router) Pick(up *Upstream, info pickInfo) (pk Pick) {
 		// stays on the fallback (unless the fallback's own breaker is
 		// open: the primary that just answered its probes beats a
 		// refusal).
-		if sh := pk.pb.share(); sh < 1 && spread(live.ramp.Add(1)) >= sh && !pk.fallbackOpen() {
+		if sh := pk.pb.share(); sh < 1 && spread(live.ramp.Add(1)) >= sh && !pk.mr.fallbackOpen() {
 			pk.toFallback(reasonSlowStart)
 			return pk
 		}
@@ -300,9 +300,10 @@ func (pk *Pick) done(v verdict) {
 }
 
 // fallbackOpen says whether the fallback upstream's breaker keeps calls
-// from it now: no hedge or retry is worth a budget token then.
-func (pk *Pick) fallbackOpen() bool {
-	return pk.mr != nil && pk.mr.fallback != nil && pk.mr.fallback.refusing()
+// from it now (false without a route): no hedge or retry is worth a
+// budget token then, and a call sent there fails at once.
+func (mr *modelRoute) fallbackOpen() bool {
+	return mr != nil && mr.fallback != nil && mr.fallback.refusing()
 }
 
 // spread maps the n-th call to [0, 1) so that any run of consecutive

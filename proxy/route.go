@@ -439,7 +439,10 @@ const (
 )
 
 // mode returns where a model's calls go now and why: decide's answer
-// (pick.go), the one the calls themselves follow.
+// (pick.go), the one the calls themselves follow. It reads the breaker
+// of the route's own primary upstream; a route without one (its primary
+// is whatever the director picks) shows no breaker here, though its calls
+// use the director's upstream's.
 func (r *Router) mode(mr *modelRoute) decision {
 	return mr.decide(mr.primary)
 }

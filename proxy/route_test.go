@@ -341,6 +341,14 @@ func TestRouteShedInFlight(t *testing.T) {
 		if first := <-done; first.code != codes.DeadlineExceeded {
 			t.Errorf("the hung call ended %+v, want DEADLINE_EXCEEDED at its deadline", first)
 		}
+		// The call is counted where it went: shed, or the fallback by
+		// its reason.
+		routes, _ := e.router.Status()
+		calls := routes[0].Calls
+		if withFallback && (calls.FallbackBy[reasonShedInFlight] != 1 || calls.Shed[reasonShedInFlight] != 0) ||
+			!withFallback && calls.Shed[reasonShedInFlight] != 1 {
+			t.Errorf("with fallback %v: counted %+v", withFallback, calls)
+		}
 	}
 }
 

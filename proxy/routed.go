@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -69,11 +70,15 @@ type routeCounters struct {
 }
 
 func (c *routeCounters) fellBack(reason string) {
-	for i, r := range fallbackReasons {
-		if r == reason {
-			c.fallbackBy[i].Add(1)
-			return
-		}
+	if i := slices.Index(fallbackReasons[:], reason); i >= 0 {
+		c.fallbackBy[i].Add(1)
+	}
+}
+
+// wasShed counts a call rejected at once for reason.
+func (c *routeCounters) wasShed(reason string) {
+	if i := slices.Index(shedReasons[:], reason); i >= 0 {
+		c.shed[i].Add(1)
 	}
 }
 
@@ -136,7 +141,7 @@ func (p *Proxy) routeUnary(ctx context.Context, up *Upstream, method string, kin
 	if pk.err != nil {
 		var sh *shedError
 		if errors.As(pk.err, &sh) {
-			pk.mr.live.counters.shed[shedIndex(sh.reason)].Add(1)
+			pk.mr.live.counters.wasShed(sh.reason)
 		}
 		o.err = statusOf(pk.err)
 		return o
@@ -160,16 +165,6 @@ func (p *Proxy) routeUnary(ctx context.Context, up *Upstream, method string, kin
 		return c.cascade(ss, o)
 	}
 	return c.viaPrimary(ss, o, pk.probe)
-}
-
-// shedIndex is the place of a shed reason in routeCounters.shed.
-func shedIndex(reason string) int {
-	for i, r := range shedReasons {
-		if r == reason {
-			return i
-		}
-	}
-	return 0
 }
 
 // viaFallback answers from the fallback.
@@ -212,7 +207,7 @@ func (c *routedCall) viaPrimary(ss grpc.ServerStream, o outcome, report func(ver
 		reason := reasonRetry
 		if a.queueFull {
 			reason = reasonShedQueueFull
-		} else if c.fallbackOpen() || !c.p.router.budget.take() {
+		} else if c.mr.fallbackOpen() || !c.p.router.budget.take() {
 			live.counters.primary.Add(1)
 			return c.p.reply(ss, a, monitor.RoutePrimary, "", c.pri.up, o, &c.mr.live.counters)
 		}
@@ -325,7 +320,7 @@ func (c *routedCall) hedge(t target, report func(verdict), after time.Duration, 
 		}
 		// hctx ended: the primary answered as the timer fired; no hedge,
 		// no budget spent.
-		if c.ctx.Err() != nil || hctx.Err() != nil || c.fallbackOpen() {
+		if c.ctx.Err() != nil || hctx.Err() != nil || c.mr.fallbackOpen() {
 			hedged <- nil
 			return
 		}
@@ -486,12 +481,6 @@ func reportTo(b *breaker, ctx context.Context, probe func(verdict), a answer) {
 		return
 	}
 	b.record(failed)
-}
-
-// fallbackOpen says whether the fallback upstream's breaker keeps calls
-// from it now: no hedge or retry is worth a budget token then.
-func (c *routedCall) fallbackOpen() bool {
-	return c.mr.fallback != nil && c.mr.fallback.refusing()
 }
 
 // tryFallback sends the call to the fallback, through the fallback
@@ -668,7 +657,7 @@ func (p *Proxy) routeStream(ss grpc.ServerStream, up *Upstream, kind targetKind,
 		}
 		return sr, nil
 	}
-	if pk.fallbackOpen() {
+	if mr.fallbackOpen() {
 		return sr, statusOf(&breakerOpenError{upstream: mr.fallback.name, model: model, fallback: true})
 	}
 	return fallbackStream(sr, mr, model, kind, pk.reason), nil
@@ -686,7 +675,7 @@ func (p *Proxy) retryStream(sr streamRoute, mr *modelRoute, pb *breaker, model s
 	if pb != nil && pb.State() == BreakerClosed {
 		pb.record(true)
 	}
-	if mr.cfg.NonIdempotent || (mr.fallback != nil && mr.fallback.refusing()) || !p.router.budget.take() {
+	if mr.cfg.NonIdempotent || mr.fallbackOpen() || !p.router.budget.take() {
 		return sr, false
 	}
 	mr.live.counters.retries.Add(1)
