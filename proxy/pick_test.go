@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -110,8 +111,12 @@ func TestRouteHeaderAgreesWithStatus(t *testing.T) {
 // the breaker's open time follow it exactly, without a network or a
 // sleep.
 func TestPickFollowsTheRouterClock(t *testing.T) {
-	now := time.Unix(1000, 0)
-	clock := func() time.Time { return now }
+	// The router's loop goroutine reads the clock too (the route-change
+	// log), so the fake clock is atomic.
+	var nowNS atomic.Int64
+	nowNS.Store(time.Unix(1000, 0).UnixNano())
+	clock := func() time.Time { return time.Unix(0, nowNS.Load()) }
+	advance := func(d time.Duration) { nowNS.Add(int64(d)) }
 	pri, edge := &Upstream{name: "pri"}, &Upstream{name: "edge"}
 	r, err := NewRouter(RouterOptions{
 		Routes: []RouteConfig{{Model: "big", Upstream: pri, ShedOnDeadline: true,
@@ -126,7 +131,7 @@ func TestPickFollowsTheRouterClock(t *testing.T) {
 	mr := r.table.Load().models["big"]
 	mr.live.p50.Store(int64(10 * time.Millisecond))
 	pick := func(deadline time.Duration) Pick {
-		pk := r.Pick(pri, pickInfo{model: "big", deadline: now.Add(deadline)})
+		pk := r.Pick(pri, pickInfo{model: "big", deadline: clock().Add(deadline)})
 		pk.release()
 		return pk
 	}
@@ -141,19 +146,19 @@ func TestPickFollowsTheRouterClock(t *testing.T) {
 	if pk := pick(time.Second); pk.reason != reasonBreaker {
 		t.Errorf("breaker open: %s/%s", pk.route, pk.reason)
 	}
-	now = now.Add(999 * time.Millisecond)
+	advance(999 * time.Millisecond)
 	if pk := pick(time.Second); pk.reason != reasonBreaker || pk.probe != nil {
 		t.Errorf("open time not over: %s/%s probe %v", pk.route, pk.reason, pk.probe != nil)
 	}
 	// Past the open time gobreaker, which reads the time package, lets
 	// the probes through (covered under real time by the route tests);
 	// here the probes' success closes it.
-	now = now.Add(time.Millisecond)
+	advance(time.Millisecond)
 	mr.primary.changed(BreakerHalfOpen, BreakerClosed)
 	if d := mr.decide(mr.primary); d.reason != reasonSlowStart {
 		t.Fatalf("closed again: %+v, want the slow start", d)
 	}
-	now = now.Add(10 * time.Second)
+	advance(10 * time.Second)
 	if d := mr.decide(mr.primary); d.route != RoutePrimaryMode || d.reason != "" {
 		t.Errorf("slow start over: %+v, want the primary", d)
 	}
