@@ -2,9 +2,7 @@ package proxy
 
 import (
 	"context"
-	"errors"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
 	"github.com/infergate/infergate/batcher"
@@ -36,42 +34,6 @@ func WithBatcher(b Batcher) Option {
 	})
 }
 
-// batch hands a received unary request to the batcher. It reports false
-// when the batcher does not take it (batcher.ErrNotBatched); the caller then
-// forwards req itself. The request frame is not freed on this path: the
-// batcher may still read its bytes after a caller gave up, so the garbage
-// collector reclaims it instead of gRPC's pool.
-func (p *Proxy) batch(ctx context.Context, up *Upstream, method string, req *Frame,
-	ss grpc.ServerStream, o outcome) (outcome, bool) {
-	md, _ := metadata.FromOutgoingContext(ctx)
-	res, err := p.batcher.Do(ctx, batcher.Request{
-		Upstream: up.name,
-		Invoke:   p.invoker(up),
-		Method:   method,
-		Model:    o.model,
-		Version:  o.version,
-		Payload:  req.Bytes(),
-		MD:       md,
-	})
-	if errors.Is(err, batcher.ErrNotBatched) {
-		return o, false
-	}
-	o.queue, o.upstream = res.Queue, res.Upstream
-	if res.Header != nil {
-		_ = ss.SetHeader(res.Header)
-	}
-	if len(res.Trailer) > 0 {
-		ss.SetTrailer(res.Trailer)
-	}
-	if err != nil {
-		o.err = batchStatus(err)
-		return o, true
-	}
-	o.bytesOut = int64(len(res.Payload))
-	o.err = ss.SendMsg(NewFrame(res.Payload))
-	return o, true
-}
-
 // invoker returns the batcher.Invoker of up, built once.
 func (p *Proxy) invoker(up *Upstream) batcher.Invoker {
 	if inv, ok := p.invokers.Load(up); ok {
@@ -81,15 +43,17 @@ func (p *Proxy) invoker(up *Upstream) batcher.Invoker {
 	return inv.(batcher.Invoker)
 }
 
-// newInvoker returns the batcher.Invoker that calls up with raw frames. A
-// status the upstream sent passes unchanged; one the proxy's own client
-// made says which upstream failed.
+// newInvoker returns the batcher.Invoker that calls up with raw frames.
+// The batcher takes statuses (it retries a batch alone on
+// INVALID_ARGUMENT), so the error crosses the status edge here: a status
+// the upstream sent passes unchanged; one the proxy's own client made
+// says which upstream failed.
 func (p *Proxy) newInvoker(up *Upstream) batcher.Invoker {
 	return func(ctx context.Context, method string, req []byte, md metadata.MD) ([]byte, metadata.MD, metadata.MD, error) {
 		resp := new(Frame)
 		header, trailer, _, err := p.invoke(metadata.NewOutgoingContext(ctx, md), up, method, NewFrame(req), resp, p.callOpts)
 		if err != nil {
-			return nil, header, trailer, err
+			return nil, header, trailer, statusOf(err)
 		}
 		// Not freed: the split responses may alias these bytes after this
 		// returns, so the garbage collector reclaims them, not gRPC's pool.

@@ -14,11 +14,9 @@ import (
 
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	_ "google.golang.org/grpc/encoding/gzip" // accept gzip-compressed calls from clients
 	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/keepalive"
-	"google.golang.org/grpc/status"
 
 	"github.com/infergate/infergate/monitor"
 )
@@ -120,7 +118,7 @@ func (p *Proxy) ServerOptions() []grpc.ServerOption {
 		// (The stream pumps recover on their own: see handler.go.)
 		grpc.ChainStreamInterceptor(recovery.StreamServerInterceptor(
 			recovery.WithRecoveryHandlerContext(func(ctx context.Context, v any) error {
-				return p.panicked(ctx, v, "call handler")
+				return statusOf(p.panicked(ctx, v, "call handler"))
 			}))),
 		grpc.ForceServerCodecV2(rawCodec{}),
 		grpc.MaxRecvMsgSize(p.maxMsgSize),
@@ -163,13 +161,13 @@ func (p *Proxy) Stats() Stats {
 	return Stats{InFlight: p.calls.Load(), RejectedInFlight: p.rejected.Load(), Panics: p.panics.Load()}
 }
 
-// panicked counts and logs a recovered panic and returns the status of
-// the call it failed.
+// panicked counts and logs a recovered panic and returns the error of the
+// call it failed (INTERNAL, by statusOf).
 func (p *Proxy) panicked(ctx context.Context, v any, where string) error {
 	p.panics.Add(1)
 	p.log.LogAttrs(ctx, slog.LevelError, "panic recovered: the call fails with INTERNAL, the proxy keeps serving",
 		slog.String("where", where), slog.String("panic", fmt.Sprint(v)), slog.String("stack", string(debug.Stack())))
-	return status.Errorf(codes.Internal, "infergate: internal error in the %s", where)
+	return &internalError{msg: "internal error in the " + where}
 }
 
 // Close writes the failure counts not yet logged and closes the director

@@ -81,10 +81,9 @@ func (r *Router) Status() ([]RouteStatus, []BreakerStatus) {
 		}
 		if mr.cfg.Fallback != nil {
 			rs.Fallback = r.fallbackName(name)
-			c := &routedCall{mr: mr}
 			if !mr.cfg.NonIdempotent && mr.cfg.HedgeAfter >= 0 {
-				rs.HedgeAfter = c.hedgeAfter().String()
-				if mr.cfg.HedgeAfter == 0 && c.hedgeAfter() == 0 {
+				rs.HedgeAfter = mr.hedgeAfter().String()
+				if mr.cfg.HedgeAfter == 0 && mr.hedgeAfter() == 0 {
 					rs.HedgeAfter = "auto: half the deadline until the primary's p99.9 is known"
 				}
 			}

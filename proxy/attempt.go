@@ -1,0 +1,122 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/infergate/infergate/batcher"
+	"github.com/infergate/infergate/proto/wire"
+)
+
+// One attempt: a received unary request sent once to one target, through
+// the batcher when it batches the target's model. Every unary call is
+// made of attempts: a plain call of one; a routed call of one or more,
+// composed by routed.go (primary, fallback), hedge.go, retry.go and
+// cascade.go. The client's reply is written once, by reply (reply.go).
+
+// attemptResult is one attempt's result: every attempt, batched or not,
+// primary or fallback, returns one.
+type attemptResult struct {
+	// header and trailer are the upstream's (a batch's are shared by its
+	// callers: copy before changing them).
+	header, trailer metadata.MD
+	resp            *Frame // the response; nil when err is set
+	upstream, queue time.Duration
+	// err is the attempt's failure as inner code reports it (status.go's
+	// kinds, a batcher sentinel, a status the upstream sent); statusOf
+	// turns it into what the client sees.
+	err error
+	// queueFull: the batcher's queue was full, not the upstream's failure.
+	queueFull bool
+}
+
+// call is one received unary request: what each of its attempts sends.
+type call struct {
+	p              *Proxy
+	ctx            context.Context
+	method         string
+	kind           targetKind
+	req            *Frame
+	opts           []grpc.CallOption
+	model, version string
+	// keepReq is set when something may still read req after the call
+	// ends (a batch, a hedge still running): it is then left to the
+	// garbage collector instead of going back to gRPC's buffer pool.
+	keepReq atomic.Bool
+}
+
+// free returns the request's buffers to the pool unless something may
+// still read them.
+func (c *call) free() {
+	if !c.keepReq.Load() {
+		c.req.Free()
+	}
+}
+
+// attempt sends the call to t once and returns the result without
+// answering the client.
+func (c *call) attempt(ctx context.Context, t target) (a attemptResult) {
+	req, model, version := c.req, c.model, c.version
+	if t.rewrite {
+		b, err := rewriteTarget(c.kind, c.req.Bytes(), t.model, t.version)
+		if err != nil {
+			a.err = &rewriteError{model: t.model, err: err}
+			return a
+		}
+		req, model, version = NewFrame(b), t.model, t.version
+	}
+	p := c.p
+	if p.batcher != nil && p.batcher.Handles(c.method, model) {
+		// The batcher may read the bytes after a caller gave up.
+		c.keepReq.Store(true)
+		md, _ := metadata.FromOutgoingContext(ctx)
+		res, err := p.batcher.Do(ctx, batcher.Request{
+			Upstream: t.up.name, Invoke: p.invoker(t.up), Method: c.method,
+			Model: model, Version: version, Payload: req.Bytes(), MD: md,
+		})
+		if !errors.Is(err, batcher.ErrNotBatched) {
+			a.header, a.trailer, a.queue, a.upstream = res.Header, res.Trailer, res.Queue, res.Upstream
+			if err != nil {
+				a.queueFull = errors.Is(err, batcher.ErrQueueFull)
+				a.err = err
+				return a
+			}
+			a.resp = NewFrame(res.Payload)
+			return a
+		}
+	}
+	resp := new(Frame)
+	a.header, a.trailer, a.upstream, a.err = p.invoke(ctx, t.up, c.method, req, resp, c.opts)
+	if a.err == nil {
+		a.resp = resp
+	}
+	return a
+}
+
+// invoke makes one unary upstream call with raw frames: the one upstream
+// call of an attempt and of the batcher's Invoker. It returns the
+// upstream's header and trailer, the call's time, and an *upstreamError.
+func (p *Proxy) invoke(ctx context.Context, up *Upstream, method string, req, resp *Frame,
+	opts []grpc.CallOption) (header, trailer metadata.MD, took time.Duration, err error) {
+	opts = append(opts[:len(opts):len(opts)], grpc.Header(&header), grpc.Trailer(&trailer))
+	t0 := p.now()
+	err = up.Conn().Invoke(ctx, method, req, resp, opts...)
+	took = since(p.now, t0)
+	if err != nil {
+		err = p.upstreamFailed(ctx, up, method, err, header != nil || len(trailer) > 0)
+	}
+	return header, trailer, took, err
+}
+
+// rewriteTarget returns a copy of a request addressed to model and version.
+func rewriteTarget(kind targetKind, b []byte, model, version string) ([]byte, error) {
+	if kind == targetPredict {
+		return wire.RewritePredictTarget(b, model, version)
+	}
+	return wire.RewriteModelInferTarget(b, model, version)
+}

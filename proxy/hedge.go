@@ -1,0 +1,151 @@
+package proxy
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+)
+
+// Hedging: a primary still unanswered after the model's patience is asked
+// of the fallback too, and the first good answer wins.
+
+// testHookHedge, when set by a test, runs as a hedge starts.
+var testHookHedge func()
+
+// primary makes the call's attempt on the primary: hedged when the model
+// has a patience, a fallback and an idempotent call, plain otherwise. It
+// returns the primary's result, the hedge's (nil when none was sent), and
+// whether the call was hedged (then it is not retried: the hedge was its
+// second try).
+func (c *routedCall) primary(probe func(verdict)) (a attemptResult, h *attemptResult, hedged bool) {
+	after, slow := c.patience()
+	if after > 0 && c.fb != nil && !c.mr.cfg.NonIdempotent {
+		a, h = c.hedge(c.pri, probe, after, slow)
+		return a, h, h != nil
+	}
+	a = c.attempt(c.ctx, c.pri)
+	c.report(probe, a)
+	return a, nil, false
+}
+
+// patience is how long the primary gets before the fallback is asked (a
+// hedge) or a cascade answers with the edge's answer it holds: the hedge
+// delay, and no later than half of what the call's deadline leaves; 0 for
+// no limit. slow says whether the primary still unanswered then counts as
+// a slow call for its breaker.
+func (c *routedCall) patience() (after time.Duration, slow bool) {
+	after = c.mr.hedgeAfter() // 0: off, or automatic with the tail unknown
+	auto := c.mr.cfg.HedgeAfter == 0
+	slow = true
+	if dl, ok := c.ctx.Deadline(); ok && c.mr.cfg.HedgeAfter >= 0 {
+		// The fallback needs time to answer: no later than half of what
+		// the deadline leaves; with the tail unknown, that is the
+		// automatic delay (a primary hung from the start is then hedged,
+		// and tripped, before the callers' deadlines). Shorter than the
+		// model's delay, it shows the primary slow only past the slowest
+		// of its healthy calls (its p99.9). An automatic delay never
+		// ends before that: it would replace healthy answers that were
+		// still on time.
+		if left := dl.Sub(c.p.router.opts.Now()) / 2; left > 0 && (after == 0 || left < after) {
+			tail := time.Duration(c.mr.live.tail.Load())
+			after = left
+			if auto {
+				after = max(after, tail)
+			}
+			slow = (tail > 0 && after > tail) || (auto && tail == 0)
+		}
+	}
+	return after, slow
+}
+
+// minHedgeAfter is the least automatic hedge delay.
+const minHedgeAfter = 10 * time.Millisecond
+
+// hedgeAfter is the model's hedge delay: configured, or three times the
+// primary's recent p99.9 (see censoredTail), at least 10ms, or 0 while
+// that is unknown (then only a call's deadline sets one: see patience).
+// Not capped: a model whose healthy calls take minutes is hedged only
+// past its own tail, and a call's deadline bounds the delay.
+func (mr *modelRoute) hedgeAfter() time.Duration {
+	d := mr.cfg.HedgeAfter
+	if d != 0 {
+		return d
+	}
+	if tail := time.Duration(mr.live.tail.Load()); tail > 0 {
+		return max(3*tail, minHedgeAfter)
+	}
+	return 0
+}
+
+// hedge calls t and, if it has not answered after the delay, the fallback
+// too (from the budget). It returns the primary's answer and the hedge's
+// (nil when none was sent). With slow, a primary still unanswered at the
+// delay counts as a slow call for its breaker at that moment: a hung
+// upstream trips its breaker within the delay, not at the callers'
+// deadlines.
+func (c *routedCall) hedge(t target, report func(verdict), after time.Duration, slow bool) (attemptResult, *attemptResult) {
+	pctx, pcancel := context.WithCancel(c.ctx)
+	defer pcancel()
+	hctx, hcancel := context.WithCancel(c.ctx)
+	defer hcancel()
+	var reported atomic.Bool
+	hedged := make(chan *attemptResult, 1)
+	timer := time.AfterFunc(after, func() {
+		// This goroutine is not the handler's: the server's recovery
+		// interceptor does not see it. A panic fails the hedge only.
+		defer func() {
+			if v := recover(); v != nil {
+				err := c.p.panicked(c.ctx, v, "hedge")
+				hedged <- &attemptResult{err: err}
+			}
+		}()
+		if testHookHedge != nil {
+			testHookHedge()
+		}
+		// hctx ended: the primary answered as the timer fired; no hedge,
+		// no budget spent.
+		if c.ctx.Err() != nil || hctx.Err() != nil || c.mr.fallbackOpen() {
+			hedged <- nil
+			return
+		}
+		// Slow whether or not the budget affords a hedge: when hedges
+		// run out (a slowdown under load), the calls still waiting on
+		// the primary are the ones that must trip its breaker. Not when
+		// the fallback is down too: tripping would fail slow calls that
+		// are still being answered.
+		if slow && reported.CompareAndSwap(false, true) {
+			c.reportFailed(report)
+		}
+		if !c.p.router.budget.take() {
+			hedged <- nil
+			return
+		}
+		c.mr.live.counters.hedges.Add(1)
+		h := c.tryFallback(hctx)
+		if h.err == nil {
+			pcancel() // the hedge answered: stop waiting for the primary
+		}
+		hedged <- &h
+	})
+	a := c.attempt(pctx, t)
+	if timer.Stop() {
+		c.report(report, a)
+		return a, nil
+	}
+	if a.err == nil && pctx.Err() == nil {
+		// The hedge may still be reading the request as this returns.
+		c.keepReq.Store(true)
+		// The primary answered first; the hedge is cancelled.
+		if reported.CompareAndSwap(false, true) {
+			c.report(report, a)
+		}
+		return a, nil
+	}
+	h := <-hedged
+	if reported.CompareAndSwap(false, true) {
+		// A primary call cancelled because the hedge answered says
+		// nothing of the primary.
+		reportTo(c.pb, pctx, report, a)
+	}
+	return a, h
+}

@@ -1,0 +1,48 @@
+package proxy
+
+import (
+	"google.golang.org/grpc"
+
+	"github.com/infergate/infergate/monitor"
+)
+
+// reply answers the client of a unary call with the attempt result a that
+// route chose, marking an answer of another route than the primary in the
+// response header, and fills the outcome. It is the one place a unary
+// call's answer is written.
+func (p *Proxy) reply(ss grpc.ServerStream, a attemptResult, route, reason string, up *Upstream, o outcome, ctr *routeCounters) outcome {
+	o.upstream += a.upstream
+	o.queue += a.queue
+	o.route, o.upName = route, up.name
+	header := a.header
+	if route != monitor.RoutePrimary {
+		// A batched answer's header is the batch's, read by every caller
+		// of it at once (batcher.Result): mark a copy.
+		header = header.Copy()
+		header.Set(HeaderRoute, route)
+		if reason != "" {
+			header.Set(HeaderRouteReason, reason)
+		}
+	}
+	// SetHeader and SetTrailer fail only once headers went out, which
+	// cannot have happened yet.
+	if header != nil {
+		_ = ss.SetHeader(header)
+	}
+	if len(a.trailer) > 0 {
+		ss.SetTrailer(a.trailer)
+	}
+	if a.err != nil {
+		o.err = a.err
+		return o
+	}
+	o.bytesOut = int64(a.resp.Len())
+	if err := ss.SendMsg(a.resp); err != nil {
+		o.err = &clientError{err}
+	}
+	a.resp.Free()
+	if ctr != nil && route == monitor.RouteFallback && o.err == nil {
+		ctr.degraded.Add(1)
+	}
+	return o
+}

@@ -1,0 +1,304 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"io"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/infergate/infergate/monitor"
+)
+
+// bidiDesc describes every proxied stream: the proxy does not know a
+// method's real shape, so it lets both sides stream.
+var bidiDesc = grpc.StreamDesc{ServerStreams: true, ClientStreams: true}
+
+// stream forwards any call frame by frame with one pump per direction,
+// full duplex.
+func (p *Proxy) stream(ctx context.Context, up *Upstream, method string, kind targetKind,
+	ss grpc.ServerStream, opts []grpc.CallOption) (o outcome) {
+	// Cancelling upCtx aborts the upstream call when the client side fails.
+	upCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	st := new(callStats)
+	// With a router, a model's stream is routed like its unary calls: its
+	// first frame is read before the upstream stream opens.
+	var sr streamRoute
+	if p.router != nil && kind != targetNone && isInference(method) {
+		var err error
+		if sr, err = p.routeStream(ss, up, kind, st); err != nil {
+			o.err = err
+			o.model, o.version = st.target()
+			return o
+		}
+		up = sr.up
+		o.route, o.upName = sr.route, up.name
+	}
+	t0 := p.now()
+	cs, err := up.Conn().NewStream(upCtx, &bidiDesc, method, opts...)
+	if err != nil && sr.retry != nil {
+		if alt, ok := sr.retry(err); ok {
+			sr, up = alt, alt.up
+			o.route, o.upName = sr.route, up.name
+			if cs, err = up.Conn().NewStream(upCtx, &bidiDesc, method, opts...); err == nil {
+				sr.mr.live.counters.retriesWon.Add(1)
+			}
+		}
+	}
+	if sr.mr != nil && sr.route == monitor.RoutePrimary {
+		sr.mr.live.counters.primary.Add(1)
+	}
+	if err != nil {
+		o.upstream = since(p.now, t0)
+		o.err = p.upstreamFailed(ctx, up, method, err, false)
+		return o
+	}
+	s2c := p.forwardServerToClient(cs, ss, st, sr.header)
+	c2s := p.forwardClientToServer(ss, cs, kind, st, sr)
+	for {
+		select {
+		case err := <-c2s:
+			if err == nil {
+				// The client has sent everything, or the upstream stopped
+				// reading; the upstream's status comes from s2c.
+				c2s = nil
+				continue
+			}
+			// The client failed or went away: abort the upstream call,
+			// then wait for s2c so that nothing sends on ss after return.
+			cancel()
+			<-s2c
+			o.err = err
+		case err := <-s2c:
+			ss.SetTrailer(cs.Trailer())
+			o.err = p.streamError(ctx, up, method, err, st.gotHeader || len(cs.Trailer()) > 0)
+		}
+		break
+	}
+	o.upstream = since(p.now, t0)
+	o.bytesIn, o.bytesOut = st.bytesIn.Load(), st.bytesOut.Load()
+	o.model, o.version = st.target()
+	if sr.mr != nil && sr.route == monitor.RouteFallback && o.err == nil {
+		// A stream the fallback answered is a degraded response, as a
+		// unary call's answer from it is.
+		sr.mr.live.counters.degraded.Add(1)
+	}
+	return o
+}
+
+// recoverPump turns a panic in a stream pump into an *internalError for
+// its call, reported on ret (the pump had not reported yet: reporting is
+// its last step). The interceptor does not see the pumps' goroutines.
+func (p *Proxy) recoverPump(ctx context.Context, ret chan<- error, where string) {
+	if v := recover(); v != nil {
+		ret <- p.panicked(ctx, v, where)
+	}
+}
+
+// testHookFrame, when set by a test, runs for every frame the
+// client-to-upstream pump forwards.
+var testHookFrame func()
+
+// streamError is the error of what forwardServerToClient reported: nil
+// when the upstream finished with OK; the proxy's own errors (a pump's
+// panic, a failed send to the client) as they are; anything else is the
+// upstream's.
+func (p *Proxy) streamError(ctx context.Context, up *Upstream, method string, err error, fromUpstream bool) error {
+	if err == io.EOF {
+		return nil
+	}
+	var (
+		in *internalError
+		cl *clientError
+	)
+	if errors.As(err, &in) || errors.As(err, &cl) {
+		return err
+	}
+	return p.upstreamFailed(ctx, up, method, err, fromUpstream)
+}
+
+// forwardClientToServer pumps request frames from the client to the
+// upstream. It reports nil when the client half-closed (after passing the
+// half-close on) or the upstream stopped taking messages, and otherwise the
+// client-side error. The channel is buffered and never closed.
+func (p *Proxy) forwardClientToServer(src grpc.ServerStream, dst grpc.ClientStream, kind targetKind, st *callStats,
+	sr streamRoute) chan error {
+	ret := make(chan error, 1)
+	go func() {
+		defer p.recoverPump(src.Context(), ret, "client-to-upstream stream pump")
+		if sr.eof {
+			ret <- dst.CloseSend()
+			return
+		}
+		var err error
+		for first := true; ; first = false {
+			f := new(Frame)
+			if first && sr.first != nil {
+				f = sr.first // read by routeStream, counted there
+			} else if err = src.RecvMsg(f); err != nil {
+				if err == io.EOF {
+					ret <- dst.CloseSend() // always nil
+				} else {
+					ret <- &clientError{err}
+				}
+				return
+			}
+			if testHookFrame != nil {
+				testHookFrame()
+			}
+			if !(first && sr.first != nil) {
+				st.bytesIn.Add(int64(f.Len()))
+				if first {
+					st.setTarget(kind, f)
+				}
+			}
+			out := f
+			if sr.rewrite != nil {
+				if out, err = sr.rewrite(f); err != nil {
+					// A frame that does not parse cannot be readdressed:
+					// the upstream judges it, as it would the primary.
+					out = f
+				}
+			}
+			err = dst.SendMsg(out)
+			f.Free()
+			if err != nil {
+				// io.EOF: the upstream ended the call, and forwardServerToClient
+				// gets its status. Other errors abort the call there too.
+				ret <- nil
+				return
+			}
+		}
+	}()
+	return ret
+}
+
+// forwardServerToClient pumps the upstream's headers and response frames to
+// the client. It reports io.EOF when the upstream finished with OK, the
+// upstream's status error, or a failure to send to the client as a
+// *clientError. The channel is buffered and never closed.
+func (p *Proxy) forwardServerToClient(src grpc.ClientStream, dst grpc.ServerStream, st *callStats, extra metadata.MD) chan error {
+	ret := make(chan error, 1)
+	go func() {
+		defer p.recoverPump(dst.Context(), ret, "upstream-to-client stream pump")
+		// Relay the headers as soon as they arrive, before any message: a
+		// bidi client may wait for them before it sends. Header returns nil
+		// for a trailers-only response; RecvMsg then gives the status.
+		if md, _ := src.Header(); md != nil {
+			st.gotHeader = true
+			for k, v := range extra {
+				md[k] = v
+			}
+			if err := dst.SendHeader(md); err != nil {
+				ret <- &clientError{err}
+				return
+			}
+		}
+		for {
+			f := new(Frame)
+			if err := src.RecvMsg(f); err != nil {
+				ret <- err
+				return
+			}
+			st.bytesOut.Add(int64(f.Len()))
+			err := dst.SendMsg(f)
+			f.Free()
+			if err != nil {
+				ret <- &clientError{err}
+				return
+			}
+		}
+	}()
+	return ret
+}
+
+// streamRoute is where a routed stream goes.
+type streamRoute struct {
+	up     *Upstream
+	route  string
+	header metadata.MD // added to the upstream's response header
+	first  *Frame      // the first request frame, already read
+	eof    bool        // the client half-closed before sending a frame
+	// rewrite readdresses each request frame to the fallback model; nil
+	// when the stream goes to the model the client named.
+	rewrite func(*Frame) (*Frame, error)
+	// mr is the model's route, nil for a model without one: its
+	// counters take the stream once it is open (a retry may still turn
+	// a primary stream into a fallback one).
+	mr *modelRoute
+	// retry, on the primary route of a model with a fallback, is the
+	// route to take when the primary stream could not be opened (nothing
+	// reached the upstream): false when that is not safe or allowed.
+	retry func(openErr error) (streamRoute, bool)
+}
+
+// routeStream reads a model stream's first frame and picks its route: the
+// primary, or the fallback while a breaker, an alert or the operator holds
+// the model there. A stream is long-lived and may carry many requests, so
+// once open it is neither hedged nor retried and does not count for
+// breakers; only a primary stream that cannot be opened is retried on the
+// fallback (streamRoute.retry) and counted as a failure.
+func (p *Proxy) routeStream(ss grpc.ServerStream, up *Upstream, kind targetKind, st *callStats) (streamRoute, error) {
+	sr := streamRoute{up: up, route: monitor.RoutePrimary}
+	f := new(Frame)
+	if err := ss.RecvMsg(f); err != nil {
+		if err == io.EOF {
+			sr.eof = true
+			return sr, nil
+		}
+		return sr, &clientError{err}
+	}
+	sr.first = f
+	st.bytesIn.Add(int64(f.Len()))
+	st.setTarget(kind, f)
+	model, _ := st.target()
+	pk := p.router.Pick(up, pickInfo{model: model, stream: true})
+	if pk.err != nil {
+		return sr, pk.err
+	}
+	if pk.mr == nil {
+		return sr, nil
+	}
+	mr := pk.mr
+	sr.up, sr.mr = pk.pri.up, mr
+	if pk.route == monitor.RoutePrimary {
+		if pk.hasFallback {
+			sr.retry = func(openErr error) (streamRoute, bool) {
+				return p.retryStream(sr, mr, pk.pb, model, kind, openErr)
+			}
+		}
+		return sr, nil
+	}
+	if mr.fallbackOpen() {
+		return sr, &breakerOpenError{upstream: mr.fallback.name, model: model, fallback: true}
+	}
+	return fallbackStream(sr, mr, model, kind, pk.reason), nil
+}
+
+// fallbackStream readdresses a stream's route to the model's fallback.
+func fallbackStream(sr streamRoute, mr *modelRoute, model string, kind targetKind, reason string) streamRoute {
+	fb := mr.cfg.Fallback
+	sr.retry = nil
+	name := fb.Model
+	if name == "" {
+		name = model
+	}
+	if fb.Upstream != nil {
+		sr.up = fb.Upstream
+	}
+	sr.route = monitor.RouteFallback
+	sr.header = metadata.Pairs(HeaderRoute, monitor.RouteFallback, HeaderRouteReason, reason)
+	version := fb.Version
+	sr.rewrite = func(f *Frame) (*Frame, error) {
+		b, err := rewriteTarget(kind, f.Bytes(), name, version)
+		if err != nil {
+			return nil, err
+		}
+		return NewFrame(b), nil
+	}
+	mr.live.counters.fallback.Add(1)
+	mr.live.counters.fellBack(reason)
+	return sr
+}
