@@ -117,11 +117,16 @@ func (p *Proxy) unary(ctx context.Context, up *Upstream, method string, kind tar
 	}
 	o.bytesIn = int64(req.Len())
 	o.model, o.version = frameTarget(kind, req)
-	c := &call{p: p, ctx: ctx, method: method, kind: kind, req: req, opts: opts, model: o.model, version: o.version}
-	defer c.free()
 	if p.router != nil && o.model != "" && isInference(method) {
-		return p.routeUnary(c, up, ss, o)
+		// A routed call's attempts may outlive this frame (a hedge), so
+		// it lives on the heap; a plain call's stays on the stack.
+		rc := &routedCall{call: call{p: p, ctx: ctx, method: method, kind: kind, req: req, opts: opts,
+			model: o.model, version: o.version}}
+		defer rc.free()
+		return p.routeUnary(rc, up, ss, o)
 	}
+	c := call{p: p, ctx: ctx, method: method, kind: kind, req: req, opts: opts, model: o.model, version: o.version}
+	defer c.free()
 	return p.reply(ss, c.attempt(ctx, target{up: up}), monitor.RoutePrimary, "", up, o, nil)
 }
 

@@ -78,7 +78,7 @@ func (c *routeCounters) wasShed(reason string) {
 // routedCall is one unary call of a model the router knows, with the
 // targets and the breaker its Pick gave it.
 type routedCall struct {
-	*call
+	call
 	mr  *modelRoute
 	pb  *breaker // the primary's breaker, nil if none
 	pri target
@@ -88,16 +88,16 @@ type routedCall struct {
 // routeUnary answers a unary call that names a model where the router's
 // Pick sends it: the primary (hedged, retried: hedge.go, retry.go), the
 // fallback, or a cascade (cascade.go).
-func (p *Proxy) routeUnary(c *call, up *Upstream, ss grpc.ServerStream, o outcome) outcome {
-	info := pickInfo{model: c.model}
-	info.deadline, _ = c.ctx.Deadline()
+func (p *Proxy) routeUnary(rc *routedCall, up *Upstream, ss grpc.ServerStream, o outcome) outcome {
+	info := pickInfo{model: rc.model}
+	info.deadline, _ = rc.ctx.Deadline()
 	pk := p.router.Pick(up, info)
 	defer pk.release()
 	if pk.probe != nil {
 		defer pk.done(verdictNone) // a no-op once reported
 	}
 	if pk.mr == nil && pk.pb == nil {
-		return p.reply(ss, c.attempt(c.ctx, target{up: up}), monitor.RoutePrimary, "", up, o, nil)
+		return p.reply(ss, rc.attempt(rc.ctx, target{up: up}), monitor.RoutePrimary, "", up, o, nil)
 	}
 	if pk.err != nil {
 		var sh *shedError
@@ -107,10 +107,10 @@ func (p *Proxy) routeUnary(c *call, up *Upstream, ss grpc.ServerStream, o outcom
 		o.err = pk.err
 		return o
 	}
-	rc := &routedCall{call: c, mr: pk.mr, pb: pk.pb, pri: pk.pri}
+	rc.mr, rc.pb, rc.pri = pk.mr, pk.pb, pk.pri
 	if pk.mr == nil {
 		// A model without a route on an upstream with a breaker.
-		a := rc.attempt(c.ctx, rc.pri)
+		a := rc.attempt(rc.ctx, rc.pri)
 		rc.report(pk.probe, a)
 		return p.reply(ss, a, monitor.RoutePrimary, "", rc.pri.up, o, nil)
 	}
