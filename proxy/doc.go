@@ -21,4 +21,19 @@
 // Known unary methods (KServe v2 except ModelStreamInfer, TF-Serving's
 // PredictionService, grpc.health.v1.Health/Check) take a fast path with one
 // Invoke; everything else is pumped as a bidirectional stream.
+//
+// One call, in the order its code runs, one decision per file:
+//
+//	handler.go   handle: the in-flight cap, the Director, the proxy's
+//	             deadline; unary reads the request; finish records
+//	pick.go      Router.Pick: the route, its reason, the targets (decide
+//	             holds the one table of precedence)
+//	routed.go    routeUnary: primary or fallback, breaker reports
+//	hedge.go     a slow primary is asked of the fallback too
+//	retry.go     a failed primary is retried on the fallback
+//	cascade.go   edge first, the primary for unsure answers
+//	attempt.go   call.attempt: one attempt to one target, batched or not
+//	reply.go     reply: the one place a unary answer is written
+//	stream.go    streams: their route, then two pumps
+//	status.go    statusOf: the one place an error becomes a status
 package proxy
