@@ -79,8 +79,8 @@ func (c Config) Problems() []error {
 	if c.UpstreamKeepaliveTime < MinKeepaliveTime {
 		bad("upstream_keepalive_time", "must be at least %s, got %s", MinKeepaliveTime, c.UpstreamKeepaliveTime)
 	}
-	if c.MaxInFlight < 0 {
-		bad("max_in_flight", "must be 0 (no cap) or positive, got %d", c.MaxInFlight)
+	if err := inFlightCapProblem(c.MaxInFlight); err != nil {
+		errs = append(errs, err)
 	}
 	return errs
 }

@@ -178,9 +178,13 @@ type routeLive struct {
 }
 
 // NewRouter returns a Router and starts its loop (latency refresh, route
-// change accounting); Close stops it. It fails on routes that cannot
-// work, naming the model.
+// change accounting); Close stops it. It fails on routes that cannot work
+// and on bad breaker settings, with the checks RoutingConfig.Plan makes
+// of a file's routes (routeProblems, BreakerConfig.Validate).
 func NewRouter(opts RouterOptions) (*Router, error) {
+	if errs := routeProblems(opts.Routes); len(errs) > 0 {
+		return nil, fmt.Errorf("proxy: %w", errors.Join(errs...))
+	}
 	if opts.ProbeEvery == 0 {
 		opts.ProbeEvery = 20
 	}
@@ -218,18 +222,6 @@ func NewRouter(opts RouterOptions) (*Router, error) {
 	t := &routeTable{models: map[string]*modelRoute{}}
 	for i := range opts.Routes {
 		rc := opts.Routes[i]
-		switch {
-		case rc.Model == "":
-			return nil, errors.New("proxy: route: model: required")
-		case t.models[rc.Model] != nil:
-			return nil, fmt.Errorf("proxy: route %q: model named twice", rc.Model)
-		case rc.Cascade != nil && rc.Fallback == nil:
-			return nil, fmt.Errorf("proxy: route %q: cascade needs a fallback (the edge model)", rc.Model)
-		case rc.Cascade != nil && rc.Cascade.Output == "":
-			return nil, fmt.Errorf("proxy: route %q: cascade: output: required", rc.Model)
-		case rc.MaxInFlight < 0:
-			return nil, fmt.Errorf("proxy: route %q: max_in_flight: must be 0 (no cap) or positive", rc.Model)
-		}
 		if rc.Fallback != nil {
 			// Both ends of a fallback get a breaker with the defaults
 			// unless configured: the primary's trips the route, the

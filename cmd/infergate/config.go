@@ -28,18 +28,9 @@ import (
 type Config struct {
 	// Listen is the gRPC address clients use. Default ":9001".
 	Listen string `yaml:"listen"`
-	// Upstream is the model server's gRPC address (Triton :8001,
-	// TF-Serving :8500). Required unless Upstreams are given.
-	Upstream string `yaml:"upstream"`
-	// Upstreams are named model servers for routes (routing.go); the
-	// first is the default upstream when upstream is empty.
-	Upstreams []UpstreamConfig `yaml:"upstreams"`
-	// Breaker turns on the circuit breaker of upstream (the default one).
-	Breaker *BreakerYAML `yaml:"breaker"`
-	// Routes are per-model routes: fallback, cascade, shedding, hedging.
-	Routes []RouteYAML `yaml:"routes"`
-	// RetryBudget bounds retries and hedges.
-	RetryBudget RetryBudgetYAML `yaml:"retry_budget"`
+	// RoutingConfig is the routing part, at the top level of the file:
+	// upstream, upstreams, breaker, routes, retry_budget.
+	proxy.RoutingConfig `yaml:",inline"`
 	// Config is the proxy's own settings, at the top level of the file:
 	// max_message_bytes, upstream_conns, upstream_timeout,
 	// upstream_keepalive_time, max_in_flight.
@@ -91,6 +82,9 @@ type Config struct {
 
 	alerts     *alert.Config
 	adminToken string
+	// routes is RoutingConfig as validate checked and converted it, the
+	// plan startRouting dials.
+	routes *proxy.RoutePlan
 	// gpuSource and gpuURL hold --gpu-source and --gpu-metrics-url; when
 	// either is given they replace gpu.sources (gpuFlags).
 	gpuSource, gpuURL string
@@ -235,19 +229,17 @@ func (c *Config) validate() error {
 	}
 	checkAddr("listen", c.Listen)
 	checkAddr("admin", c.Admin)
-	if c.Upstream == "" && len(c.Upstreams) == 0 {
-		bad("upstream", "required (the model server's gRPC address, e.g. 127.0.0.1:8001), or upstreams")
-	} else if c.Upstream != "" {
-		checkAddr("upstream", c.Upstream)
-	}
 	if c.ShutdownTimeout <= 0 {
 		bad("shutdown_timeout", "must be positive, got %s", c.ShutdownTimeout)
 	}
 	if c.DrainDelay < 0 {
 		bad("drain_delay", "must be 0 or positive, got %s", c.DrainDelay)
 	}
+	plan, routeErrs := c.RoutingConfig.Plan()
+	c.routes = plan
 	errs = slices.Concat(errs,
 		section("", c.Config.Problems()),
+		section("", routeErrs),
 		section("monitor", c.Monitor.Problems()),
 		section("log", c.Log.Problems()),
 		section("readiness", c.Readiness.Problems()),
@@ -256,7 +248,6 @@ func (c *Config) validate() error {
 		section("batching", c.Batching.Problems()),
 		section("gpu", c.GPU.Problems()),
 		batchingProblems(c.Batching),
-		c.validateRouting(),
 		c.alertingConfig(),
 	)
 	sortErrs(errs)
@@ -436,7 +427,7 @@ var flags = []flagRow{
 	{"fallback", "routes", "MODEL=HOST:PORT[/FALLBACK_MODEL[:VERSION]]: serve MODEL from this fallback while its primary is in trouble (repeatable)",
 		func(fs *flag.FlagSet, name, usage string, c *Config, _ *[]error) {
 			fs.Func(name, usage, func(v string) error {
-				fr, err := parseFallbackFlag(v)
+				fr, err := proxy.ParseFallback(v)
 				if err != nil {
 					return err
 				}
@@ -556,7 +547,10 @@ func parseConfig(args []string) (Config, error) {
 		errs = append(errs, c.gpuFlags()...)
 	}
 	c.GPU = c.GPU.Resolved()
-	return c, errors.Join(append(errs, flagNames(c.validate(), fs, given)...)...)
+	// validate keeps what it converts (the routing plan, the alerting
+	// config) in c: it runs before c is returned.
+	err := c.validate()
+	return c, errors.Join(append(errs, flagNames(err, fs, given)...)...)
 }
 
 // flagNames names by its flag each problem of a field that a flag set to

@@ -134,7 +134,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	defer rt.Close() // after the proxy: calls in flight end first
-	up := rt.def
+	up := rt.Default
 	var act alert.Actuator // a nil *proxy.Router must not become a non-nil interface
 	if rt.router != nil {
 		act = rt.router
@@ -185,7 +185,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		lis.Close()
 		return fmt.Errorf("admin: %w", err)
 	}
-	ready := newReadiness(cfg.Readiness, rt.defAddr, up.Conn(), recentFailures(mon))
+	ready := newReadiness(cfg.Readiness, rt.DefaultAddress, up.Conn(), recentFailures(mon))
 	adm := &admin{gatherer: reg, ready: ready.current, pprof: cfg.Pprof, series: func() any { return seriesJSON(mon.Snapshot()) }}
 	adm.batching = func() any { return batchingJSON(bat) }
 	adm.models, adm.gpus = gt.modelsJSON, gt.gpusJSON

@@ -6,6 +6,11 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/infergate/infergate/proxy"
 )
 
 func TestRoutingConfigFromYAMLAndFlags(t *testing.T) {
@@ -22,9 +27,17 @@ func TestRoutingConfigFromYAMLAndFlags(t *testing.T) {
 	if fb := c.Routes[1].Fallback; fb.Address != "127.0.0.1:9999" || fb.Model != "tinybert" || fb.Version != "1" {
 		t.Errorf("--fallback did not replace the file's fallback of bert: %+v", fb)
 	}
-	bc, err := c.Upstreams[0].Breaker.config()
-	if err != nil || len(bc.FailureCodes) != 2 {
-		t.Errorf("breaker config %+v, %v", bc, err)
+	// The plan validation made is what startRouting opens.
+	rt, err := c.routes.Open(proxy.UpstreamOptions{Conns: c.UpstreamConns}, fakeDial)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	if bc := rt.Router.Breakers[rt.Default]; len(bc.FailureCodes) != 2 || bc.SlowCall != 250*time.Millisecond {
+		t.Errorf("breaker config %+v", bc)
+	}
+	if len(rt.Router.Routes) != 2 || rt.Router.Routes[1].Fallback.Upstream.Name() != "127.0.0.1:9999" {
+		t.Errorf("routes %+v", rt.Router.Routes)
 	}
 
 	c, err = parseConfig([]string{"--upstream", "127.0.0.1:8001", "--fallback", "resnet50=127.0.0.1:8501/mobilenet_v3",
@@ -50,6 +63,7 @@ func TestRoutingConfigErrorsNameTheField(t *testing.T) {
 		{"upstreams: [{name: p, address: 127.0.0.1:1, breaker: {window: 10ms}}]", "config: upstreams[0].breaker: window: must be at least 1s, got 10ms"},
 		{"upstream: 127.0.0.1:1\nbreaker: {failure_ratio: 1.5}", "config: breaker: failure_ratio: must be at most 1, got 1.5"},
 		{"upstream: 127.0.0.1:1\nretry_budget: {ratio: 3}", "config: retry_budget.ratio: must be at most 1, got 3"},
+		{"upstreams: [{name: p, address: 127.0.0.1:1, conns: 0}]", "config: upstreams[0].conns: must be between 1 and 64, got 0"},
 	} {
 		path := filepath.Join(t.TempDir(), "c.yaml")
 		if err := os.WriteFile(path, []byte(tc.yaml), 0o644); err != nil {
@@ -65,4 +79,36 @@ func TestRoutingConfigErrorsNameTheField(t *testing.T) {
 			t.Errorf("--fallback %q: error %v", v, err)
 		}
 	}
+}
+
+// TestUpstreamConnsFromFile: a named upstream without conns gets
+// upstream_conns (the flag's, which wins over the file's); its own conns
+// wins over both.
+func TestUpstreamConnsFromFile(t *testing.T) {
+	file := writeYAML(t, "upstream_conns: 3", "upstreams:", "  - {name: p, address: 127.0.0.1:1}", "  - {name: q, address: 127.0.0.1:2, conns: 5}")
+	c, err := parseConfig([]string{"--config", file, "--upstream-conns", "4"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conns := map[string]int{}
+	rt, err := c.routes.Open(proxy.UpstreamOptions{Conns: c.UpstreamConns}, func(target string, o proxy.UpstreamOptions) (*proxy.Upstream, error) {
+		conns[o.Name] = o.Conns
+		return fakeDial(target, o)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	if conns["p"] != 4 || conns["q"] != 5 {
+		t.Errorf("conns %v, want p 4 (--upstream-conns) and q 5 (its own)", conns)
+	}
+}
+
+// fakeDial opens an upstream without I/O: its connection never connects.
+func fakeDial(target string, o proxy.UpstreamOptions) (*proxy.Upstream, error) {
+	cc, err := grpc.NewClient("passthrough:///"+target, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, err
+	}
+	return proxy.NewUpstream(o.Name, cc)
 }

@@ -1,0 +1,497 @@
+package proxy
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc/codes"
+)
+
+// RoutingConfig is the routing part of a YAML file, at its top level (a
+// front end embeds it inline): the default upstream and its breaker, the
+// named upstreams, per-model routes and the retry budget. Plan checks it
+// and converts it to the router's settings in one pass, without I/O;
+// RoutePlan.Open then dials the upstreams.
+//
+// Its zero value is the defaults, so there is nothing to set before
+// decoding: where 0 is a valid setting it means what leaving the key out
+// means (max_in_flight: no cap; a breaker's or the budget's fields:
+// their defaults), and the one field whose 0 is refused while its
+// absence is not, upstreams[].conns, is a pointer.
+type RoutingConfig struct {
+	// Upstream is the default model server's gRPC address (Triton :8001,
+	// TF-Serving :8500). Required unless Upstreams are given.
+	Upstream string `yaml:"upstream"`
+	// Upstreams are named model servers for routes; the first is the
+	// default upstream when Upstream is empty.
+	Upstreams []UpstreamSpec `yaml:"upstreams"`
+	// Breaker turns on the circuit breaker of Upstream (named upstreams
+	// carry their own); it is checked but unused without Upstream.
+	Breaker *BreakerSpec `yaml:"breaker"`
+	// Routes are per-model routes: fallback, cascade, shedding, hedging.
+	Routes []RouteSpec `yaml:"routes"`
+	// RetryBudget bounds retries and hedges.
+	RetryBudget RetryBudgetSpec `yaml:"retry_budget"`
+}
+
+// UpstreamSpec is one named model server (upstreams:).
+type UpstreamSpec struct {
+	// Name is the upstream's name in routes and its metric label.
+	// Required, and unique.
+	Name string `yaml:"name"`
+	// Address is its gRPC host:port.
+	Address string `yaml:"address"`
+	// Conns is the number of pooled connections, 1 to MaxUpstreamConns.
+	// Nil (the key left out) means the front end's default, upstream_conns.
+	// It is a pointer because that default is known only once the flags
+	// are applied, after decoding, so it cannot be set beforehand as other
+	// defaults are; nil is how an explicit 0 (refused) differs from none.
+	Conns *int `yaml:"conns"`
+	// Breaker turns on its circuit breaker with these settings. A route's
+	// primary and its fallback get one with the defaults anyway.
+	Breaker *BreakerSpec `yaml:"breaker"`
+}
+
+// BreakerSpec is BreakerConfig as a YAML file spells it: durations such as
+// "2s", failure codes by name. A zero field means BreakerConfig's default.
+type BreakerSpec struct {
+	ConsecutiveFailures int           `yaml:"consecutive_failures"`
+	FailureRatio        float64       `yaml:"failure_ratio"`
+	MinCalls            int           `yaml:"min_calls"`
+	Window              time.Duration `yaml:"window"`
+	SlowCall            time.Duration `yaml:"slow_call"`
+	OpenFor             time.Duration `yaml:"open_for"`
+	Probes              int           `yaml:"probes"`
+	// SlowStart ramps calls back after closing; default open_for/2,
+	// negative off.
+	SlowStart time.Duration `yaml:"slow_start"`
+	// FailureCodes are gRPC code names in any case, with or without
+	// underscores (UNAVAILABLE, Internal, deadline_exceeded).
+	FailureCodes []string `yaml:"failure_codes"`
+}
+
+// RouteSpec is one model's route (routes:), RouteConfig as a YAML file
+// spells it: upstreams by name or address.
+type RouteSpec struct {
+	// Model is the model name clients send. Required, one route each.
+	Model string `yaml:"model"`
+	// Upstream names the primary among upstreams; empty means the
+	// default upstream.
+	Upstream string `yaml:"upstream"`
+	// Fallback is the lighter model used while the primary is in trouble.
+	Fallback *FallbackSpec `yaml:"fallback"`
+	// Mode is "fallback" (the default) or "cascade" (edge first).
+	Mode string `yaml:"mode"`
+	// Cascade configures cascade mode; it is ignored in fallback mode.
+	Cascade *CascadeSpec `yaml:"cascade"`
+	// HedgeAfter is a positive duration, "auto" (the default: see
+	// RouteConfig.HedgeAfter) or "off".
+	HedgeAfter string `yaml:"hedge_after"`
+	// Idempotent (default true): false means never sent twice.
+	Idempotent *bool `yaml:"idempotent"`
+	// MaxInFlight caps the model's calls in progress; 0 (the default)
+	// means no cap, as the proxy-wide max_in_flight's 0 does.
+	MaxInFlight int `yaml:"max_in_flight"`
+	// ShedOnDeadline rejects calls whose deadline is shorter than the
+	// primary's median latency (or sends them to the fallback).
+	ShedOnDeadline bool `yaml:"shed_on_deadline"`
+}
+
+// FallbackSpec names a route's fallback: an upstream by name or an
+// address (exclusive; neither means the primary's), and a model name
+// (default: the same) and version (default: none).
+type FallbackSpec struct {
+	Upstream string `yaml:"upstream"`
+	Address  string `yaml:"address"`
+	Model    string `yaml:"model"`
+	Version  string `yaml:"version"`
+}
+
+// CascadeSpec is CascadeConfig as a YAML file spells it.
+type CascadeSpec struct {
+	Output    string  `yaml:"output"`
+	Threshold float64 `yaml:"threshold"`
+}
+
+// RetryBudgetSpec is BudgetConfig as a YAML file spells it; zero fields
+// mean BudgetConfig's defaults.
+type RetryBudgetSpec struct {
+	Ratio        float64 `yaml:"ratio"`
+	MinPerSecond int     `yaml:"min_per_second"`
+}
+
+// RoutePlan is a RoutingConfig checked and converted: the router's
+// settings over upstreams that are still addresses. Open dials them.
+type RoutePlan struct {
+	upstreams []plannedUpstream // the default upstream first
+	routes    []plannedRoute
+	budget    BudgetConfig
+}
+
+// plannedUpstream is one upstream to dial, once.
+type plannedUpstream struct {
+	name, address string
+	conns         int            // 0: Open's UpstreamOptions.Conns
+	breaker       *BreakerConfig // nil: none configured
+}
+
+// plannedRoute is a route whose upstreams are indices in the plan's
+// upstreams: primary 0 is the default upstream, fallback -1 the primary's.
+type plannedRoute struct {
+	cfg               RouteConfig
+	primary, fallback int
+}
+
+// Plan checks c and converts it to the router's settings in one pass. The
+// problems name each bad field as the file spells it
+// ("routes[resnet50].hedge_after: ..."); the plan is nil when there are
+// any. It does no I/O.
+func (c RoutingConfig) Plan() (*RoutePlan, []error) {
+	p := &RoutePlan{}
+	var errs []error
+	bad := func(at, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", at, fmt.Sprintf(format, args...)))
+	}
+	byAddr := map[string]int{}
+	add := func(u plannedUpstream) int {
+		p.upstreams = append(p.upstreams, u)
+		byAddr[u.address] = len(p.upstreams) - 1
+		return len(p.upstreams) - 1
+	}
+	var defBreaker *BreakerConfig
+	if c.Breaker != nil {
+		bc, berrs := c.Breaker.config("breaker")
+		defBreaker, errs = &bc, append(errs, berrs...)
+	}
+	switch {
+	case c.Upstream != "":
+		if err := hostPort(c.Upstream); err != nil {
+			bad("upstream", "%v", err)
+		}
+		add(plannedUpstream{name: c.Upstream, address: c.Upstream, breaker: defBreaker})
+	case len(c.Upstreams) == 0:
+		bad("upstream", "required (the model server's gRPC address, e.g. 127.0.0.1:8001), or upstreams")
+	}
+	byName := map[string]int{}
+	for i, u := range c.Upstreams {
+		f := fmt.Sprintf("upstreams[%d]", i)
+		pu, uerrs := u.plan(f)
+		errs = append(errs, uerrs...)
+		if _, twice := byName[u.Name]; twice && u.Name != "" {
+			bad(f+".name", "%q named twice", u.Name)
+		}
+		byName[u.Name] = add(pu)
+	}
+	routes := make([]RouteConfig, 0, len(c.Routes))
+	for i, r := range c.Routes {
+		f := routeField(i, r.Model)
+		pr, rerrs := r.plan(f, byName)
+		errs = append(errs, rerrs...)
+		if fb := r.Fallback; fb != nil && fb.Upstream == "" && fb.Address != "" {
+			// A fallback address shares the connections of an upstream
+			// already at that address; else it is dialled on its own.
+			i, ok := byAddr[fb.Address]
+			if !ok {
+				i = add(plannedUpstream{name: fb.Address, address: fb.Address})
+			}
+			pr.fallback = i
+		}
+		p.routes = append(p.routes, pr)
+		routes = append(routes, pr.cfg)
+	}
+	errs = append(errs, routeProblems(routes)...)
+	var berrs []error
+	p.budget, berrs = c.RetryBudget.config("retry_budget")
+	if errs = append(errs, berrs...); len(errs) > 0 {
+		return nil, errs
+	}
+	return p, nil
+}
+
+// plan converts u; its problems name field ("upstreams[0]").
+func (u UpstreamSpec) plan(field string) (plannedUpstream, []error) {
+	var errs []error
+	if u.Name == "" {
+		errs = append(errs, fmt.Errorf("%s.name: required", field))
+	}
+	if err := hostPort(u.Address); err != nil {
+		errs = append(errs, fmt.Errorf("%s.address: %w", field, err))
+	}
+	pu := plannedUpstream{name: u.Name, address: u.Address}
+	if u.Conns != nil {
+		if pu.conns = *u.Conns; pu.conns < 1 || pu.conns > MaxUpstreamConns {
+			errs = append(errs, fmt.Errorf("%s.conns: must be between 1 and %d, got %d", field, MaxUpstreamConns, pu.conns))
+		}
+	}
+	if u.Breaker != nil {
+		bc, berrs := u.Breaker.config(field + ".breaker")
+		pu.breaker, errs = &bc, append(errs, berrs...)
+	}
+	return pu, errs
+}
+
+// config converts b; its problems name field ("upstreams[0].breaker")
+// and then BreakerConfig's field, as Validate does
+// ("upstreams[0].breaker: window: must be at least 1s, got 10ms").
+func (b BreakerSpec) config(field string) (BreakerConfig, []error) {
+	bc := BreakerConfig{
+		ConsecutiveFailures: b.ConsecutiveFailures, FailureRatio: b.FailureRatio, MinCalls: b.MinCalls,
+		Window: b.Window, SlowCall: b.SlowCall, OpenFor: b.OpenFor, Probes: b.Probes, SlowStart: b.SlowStart,
+	}
+	for _, name := range b.FailureCodes {
+		code, ok := codeByName(name)
+		if !ok {
+			return bc, []error{fmt.Errorf("%s: failure_codes: unknown gRPC code %q", field, name)}
+		}
+		bc.FailureCodes = append(bc.FailureCodes, code)
+	}
+	if err := bc.Validate(); err != nil {
+		return bc, []error{fmt.Errorf("%s: %w", field, err)}
+	}
+	return bc, nil
+}
+
+// plan converts r but its fallback address (Plan resolves that); its
+// problems name field ("routes[resnet50]"). What RouteConfig itself can
+// say (model, cascade, max_in_flight) routeProblems checks.
+func (r RouteSpec) plan(field string, byName map[string]int) (plannedRoute, []error) {
+	var errs []error
+	bad := func(at, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", at, fmt.Sprintf(format, args...)))
+	}
+	pr := plannedRoute{primary: 0, fallback: -1, cfg: RouteConfig{
+		Model: r.Model, MaxInFlight: r.MaxInFlight, ShedOnDeadline: r.ShedOnDeadline,
+		NonIdempotent: r.Idempotent != nil && !*r.Idempotent,
+	}}
+	if r.Upstream != "" {
+		i, ok := byName[r.Upstream]
+		if !ok {
+			bad(field+".upstream", "no upstream named %q in upstreams", r.Upstream)
+		}
+		pr.primary = i
+	}
+	if fb := r.Fallback; fb != nil {
+		pr.cfg.Fallback = &FallbackTarget{Model: fb.Model, Version: fb.Version}
+		switch {
+		case fb.Upstream != "" && fb.Address != "":
+			bad(field+".fallback", "upstream and address are exclusive")
+		case fb.Upstream != "":
+			i, ok := byName[fb.Upstream]
+			if !ok {
+				bad(field+".fallback.upstream", "no upstream named %q in upstreams", fb.Upstream)
+			}
+			pr.fallback = i
+		case fb.Address != "":
+			if err := hostPort(fb.Address); err != nil {
+				bad(field+".fallback.address", "%v", err)
+			}
+		case fb.Model == "":
+			bad(field+".fallback", "needs an upstream, an address or another model name")
+		}
+	}
+	switch r.Mode {
+	case "", "fallback":
+	case "cascade":
+		pr.cfg.Cascade = &CascadeConfig{}
+		if r.Cascade != nil {
+			pr.cfg.Cascade = &CascadeConfig{Output: r.Cascade.Output, Threshold: r.Cascade.Threshold}
+		}
+	default:
+		bad(field+".mode", "must be fallback or cascade, got %q", r.Mode)
+	}
+	var err error
+	if pr.cfg.HedgeAfter, err = parseHedgeAfter(r.HedgeAfter); err != nil {
+		bad(field+".hedge_after", "%v", err)
+	}
+	return pr, errs
+}
+
+// config converts b; its problems name field ("retry_budget").
+func (b RetryBudgetSpec) config(field string) (BudgetConfig, []error) {
+	var errs []error
+	if b.Ratio > 1 {
+		errs = append(errs, fmt.Errorf("%s.ratio: must be at most 1, got %v", field, b.Ratio))
+	}
+	if b.MinPerSecond < 0 {
+		errs = append(errs, fmt.Errorf("%s.min_per_second: must be positive, got %d", field, b.MinPerSecond))
+	}
+	return BudgetConfig{Ratio: b.Ratio, MinPerSecond: b.MinPerSecond}, errs
+}
+
+// routeProblems is the one check of what RouteConfigs say themselves:
+// each model routed once, a cascade's fallback, output and threshold, the
+// in-flight cap. Plan reports its problems with the spec's, and NewRouter
+// refuses routes that have any, so that a route built in Go is held to
+// the rules a file's is. Fields are named as the YAML file spells them.
+func routeProblems(routes []RouteConfig) []error {
+	var errs []error
+	bad := func(at, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", at, fmt.Sprintf(format, args...)))
+	}
+	models := map[string]bool{}
+	for i, rc := range routes {
+		f := routeField(i, rc.Model)
+		switch {
+		case rc.Model == "":
+			bad(f+".model", "required")
+		case models[rc.Model]:
+			bad(f+".model", "%q has two routes", rc.Model)
+		}
+		models[rc.Model] = true
+		if cc := rc.Cascade; cc != nil {
+			switch {
+			case rc.Fallback == nil:
+				bad(f+".mode", "cascade needs a fallback (the edge model)")
+			case cc.Output == "":
+				bad(f+".cascade.output", "required in cascade mode (the edge model's probabilities tensor)")
+			case cc.Threshold <= 0 || cc.Threshold > 1:
+				bad(f+".cascade.threshold", "must be in (0, 1], got %v", cc.Threshold)
+			}
+		}
+		if err := inFlightCapProblem(rc.MaxInFlight); err != nil {
+			errs = append(errs, fmt.Errorf("%s.%w", f, err))
+		}
+	}
+	return errs
+}
+
+// inFlightCapProblem checks a max_in_flight, the proxy's or a route's:
+// 0 means no cap, as documented for both.
+func inFlightCapProblem(n int) error {
+	if n < 0 {
+		return fmt.Errorf("max_in_flight: must be 0 (no cap) or positive, got %d", n)
+	}
+	return nil
+}
+
+// routeField names route i in problems: by its model when it has one, as
+// a reader finds it in the file, else by its index.
+func routeField(i int, model string) string {
+	if model != "" {
+		return fmt.Sprintf("routes[%s]", model)
+	}
+	return fmt.Sprintf("routes[%d]", i)
+}
+
+// parseHedgeAfter reads hedge_after: "" or "auto" is 0 (automatic), "off"
+// is negative, else a positive duration.
+func parseHedgeAfter(v string) (time.Duration, error) {
+	switch v {
+	case "", "auto":
+		return 0, nil
+	case "off":
+		return -1, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("must be a positive duration (e.g. 100ms), auto or off, got %q", v)
+	}
+	return d, nil
+}
+
+// codeByName reads a gRPC code name in any case, with or without
+// underscores ("DEADLINE_EXCEEDED", "DeadlineExceeded").
+func codeByName(name string) (codes.Code, bool) {
+	want := strings.ReplaceAll(strings.ToLower(name), "_", "")
+	for c := codes.OK; c <= codes.Unauthenticated; c++ {
+		if strings.ToLower(c.String()) == want {
+			return c, true
+		}
+	}
+	return 0, false
+}
+
+// hostPort checks an upstream address; it only parses, it resolves nothing.
+func hostPort(addr string) error {
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return fmt.Errorf("%q is not host:port", addr)
+	}
+	return nil
+}
+
+// ParseFallback reads the one-line spelling of a route with a fallback
+// that infergate's --fallback flag takes,
+// MODEL=HOST:PORT[/FALLBACK_MODEL[:VERSION]]: a fallback address and,
+// optionally, another model name and a version.
+func ParseFallback(v string) (RouteSpec, error) {
+	model, rest, ok := strings.Cut(v, "=")
+	if !ok || model == "" || rest == "" {
+		return RouteSpec{}, fmt.Errorf("%q is not MODEL=HOST:PORT[/FALLBACK_MODEL[:VERSION]]", v)
+	}
+	addr, fbModel, _ := strings.Cut(rest, "/")
+	if err := hostPort(addr); err != nil {
+		return RouteSpec{}, fmt.Errorf("%q: %w", v, err)
+	}
+	fb := &FallbackSpec{Address: addr}
+	if fbModel != "" {
+		fb.Model, fb.Version, _ = strings.Cut(fbModel, ":")
+	}
+	return RouteSpec{Model: model, Fallback: fb}, nil
+}
+
+// Routing is what RoutePlan.Open opened: the upstreams, and the router's
+// settings over them.
+type Routing struct {
+	// Default is the Director's upstream: upstream, else the first of
+	// upstreams.
+	Default *Upstream
+	// DefaultAddress is Default's address.
+	DefaultAddress string
+	// Upstreams are every upstream opened, once each; Close closes them.
+	Upstreams []*Upstream
+	// Router holds the Routes, Breakers and Budget; the front end adds
+	// Latency, Logger and the rest. With no Routes and no Breakers there
+	// is nothing to route.
+	Router RouterOptions
+}
+
+// Open dials every upstream of p with dial (DialUpstream, or a test's),
+// each with opts but its own Name and, where upstreams[].conns gives it,
+// Conns (opts.Conns otherwise), and returns them with the router's
+// settings. On an error it closes those it opened.
+func (p *RoutePlan) Open(opts UpstreamOptions, dial func(target string, opts UpstreamOptions) (*Upstream, error)) (*Routing, error) {
+	rt := &Routing{Router: RouterOptions{Breakers: map[*Upstream]BreakerConfig{}, Budget: p.budget}}
+	for _, pu := range p.upstreams {
+		o := opts
+		o.Name = pu.name
+		if pu.conns > 0 {
+			o.Conns = pu.conns
+		}
+		up, err := dial(pu.address, o)
+		if err != nil {
+			return nil, errors.Join(err, rt.Close())
+		}
+		rt.Upstreams = append(rt.Upstreams, up)
+		if pu.breaker != nil {
+			rt.Router.Breakers[up] = *pu.breaker
+		}
+	}
+	if len(rt.Upstreams) > 0 {
+		rt.Default, rt.DefaultAddress = rt.Upstreams[0], p.upstreams[0].address
+	}
+	for _, pr := range p.routes {
+		rc := pr.cfg
+		rc.Upstream = rt.Upstreams[pr.primary]
+		if rc.Fallback != nil {
+			fb := *rc.Fallback
+			if pr.fallback >= 0 {
+				fb.Upstream = rt.Upstreams[pr.fallback]
+			}
+			rc.Fallback = &fb
+		}
+		rt.Router.Routes = append(rt.Router.Routes, rc)
+	}
+	return rt, nil
+}
+
+// Close closes every upstream opened.
+func (rt *Routing) Close() error {
+	var errs []error
+	for _, u := range rt.Upstreams {
+		errs = append(errs, u.Close())
+	}
+	return errors.Join(errs...)
+}
