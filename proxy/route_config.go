@@ -56,18 +56,23 @@ type UpstreamSpec struct {
 }
 
 // BreakerSpec is BreakerConfig as a YAML file spells it: durations such as
-// "2s", failure codes by name. A zero field means BreakerConfig's default.
+// "2s", failure codes by name. A key left out means BreakerConfig's
+// default; the pointers tell an explicit 0, refused where 0 would only
+// mean the default, from a key left out.
 type BreakerSpec struct {
-	ConsecutiveFailures int           `yaml:"consecutive_failures"`
-	FailureRatio        float64       `yaml:"failure_ratio"`
-	MinCalls            int           `yaml:"min_calls"`
-	Window              time.Duration `yaml:"window"`
-	SlowCall            time.Duration `yaml:"slow_call"`
-	OpenFor             time.Duration `yaml:"open_for"`
-	Probes              int           `yaml:"probes"`
+	// ConsecutiveFailures opens it after so many failures in a row;
+	// negative off.
+	ConsecutiveFailures *int           `yaml:"consecutive_failures"`
+	FailureRatio        *float64       `yaml:"failure_ratio"`
+	MinCalls            *int           `yaml:"min_calls"`
+	Window              *time.Duration `yaml:"window"`
+	// SlowCall: a slower answer is a failure; 0 (the default) none.
+	SlowCall time.Duration  `yaml:"slow_call"`
+	OpenFor  *time.Duration `yaml:"open_for"`
+	Probes   *int           `yaml:"probes"`
 	// SlowStart ramps calls back after closing; default open_for/2,
 	// negative off.
-	SlowStart time.Duration `yaml:"slow_start"`
+	SlowStart *time.Duration `yaml:"slow_start"`
 	// FailureCodes are gRPC code names in any case, with or without
 	// underscores (UNAVAILABLE, Internal, deadline_exceeded).
 	FailureCodes []string `yaml:"failure_codes"`
@@ -116,11 +121,27 @@ type CascadeSpec struct {
 	Threshold float64 `yaml:"threshold"`
 }
 
-// RetryBudgetSpec is BudgetConfig as a YAML file spells it; zero fields
-// mean BudgetConfig's defaults.
+// RetryBudgetSpec is BudgetConfig as a YAML file spells it; a key left out
+// means BudgetConfig's default, an explicit 0 is refused.
 type RetryBudgetSpec struct {
-	Ratio        float64 `yaml:"ratio"`
-	MinPerSecond int     `yaml:"min_per_second"`
+	// Ratio is the share of first tries that may be tried again; negative:
+	// none beyond MinPerSecond.
+	Ratio        *float64 `yaml:"ratio"`
+	MinPerSecond *int     `yaml:"min_per_second"`
+}
+
+// explicit reads a setting a file may leave out (nil: 0, which the
+// config's withDefaults turns into the default) but not set to 0, which
+// would silently mean that default too; the README's rule. hint says what
+// the user may have meant.
+func explicit[T int | float64 | time.Duration](v *T, field, hint string, errs *[]error) T {
+	if v == nil {
+		return 0
+	}
+	if *v == 0 {
+		*errs = append(*errs, fmt.Errorf("%s: must not be 0 (%s; leave it out for the default)", field, hint))
+	}
+	return *v
 }
 
 // RoutePlan is a RoutingConfig checked and converted: the router's
@@ -237,9 +258,19 @@ func (u UpstreamSpec) plan(field string) (plannedUpstream, []error) {
 // and then BreakerConfig's field, as Validate does
 // ("upstreams[0].breaker: window: must be at least 1s, got 10ms").
 func (b BreakerSpec) config(field string) (BreakerConfig, []error) {
+	var errs []error
 	bc := BreakerConfig{
-		ConsecutiveFailures: b.ConsecutiveFailures, FailureRatio: b.FailureRatio, MinCalls: b.MinCalls,
-		Window: b.Window, SlowCall: b.SlowCall, OpenFor: b.OpenFor, Probes: b.Probes, SlowStart: b.SlowStart,
+		ConsecutiveFailures: explicit(b.ConsecutiveFailures, field+".consecutive_failures", "negative turns it off", &errs),
+		FailureRatio:        explicit(b.FailureRatio, field+".failure_ratio", "a share above 0, at most 1", &errs),
+		MinCalls:            explicit(b.MinCalls, field+".min_calls", "a count above 0", &errs),
+		Window:              explicit(b.Window, field+".window", "at least 1s", &errs),
+		SlowCall:            b.SlowCall,
+		OpenFor:             explicit(b.OpenFor, field+".open_for", "a duration above 0", &errs),
+		Probes:              explicit(b.Probes, field+".probes", "between 1 and 1000", &errs),
+		SlowStart:           explicit(b.SlowStart, field+".slow_start", "negative turns it off", &errs),
+	}
+	if len(errs) > 0 {
+		return bc, errs
 	}
 	for _, name := range b.FailureCodes {
 		code, ok := codeByName(name)
@@ -312,13 +343,17 @@ func (r RouteSpec) plan(field string, byName map[string]int) (plannedRoute, []er
 // config converts b; its problems name field ("retry_budget").
 func (b RetryBudgetSpec) config(field string) (BudgetConfig, []error) {
 	var errs []error
-	if b.Ratio > 1 {
-		errs = append(errs, fmt.Errorf("%s.ratio: must be at most 1, got %v", field, b.Ratio))
+	bc := BudgetConfig{
+		Ratio:        explicit(b.Ratio, field+".ratio", "negative: no share, only min_per_second", &errs),
+		MinPerSecond: explicit(b.MinPerSecond, field+".min_per_second", "a count above 0", &errs),
 	}
-	if b.MinPerSecond < 0 {
-		errs = append(errs, fmt.Errorf("%s.min_per_second: must be positive, got %d", field, b.MinPerSecond))
+	if bc.Ratio > 1 {
+		errs = append(errs, fmt.Errorf("%s.ratio: must be at most 1, got %v", field, bc.Ratio))
 	}
-	return BudgetConfig{Ratio: b.Ratio, MinPerSecond: b.MinPerSecond}, errs
+	if bc.MinPerSecond < 0 {
+		errs = append(errs, fmt.Errorf("%s.min_per_second: must be positive, got %d", field, bc.MinPerSecond))
+	}
+	return bc, errs
 }
 
 // routeProblems is the one check of what RouteConfigs say themselves:

@@ -63,6 +63,16 @@ func TestRoutingConfigProblems(t *testing.T) {
 		{"max in flight", "upstream: a:1\nroutes: [{model: m, max_in_flight: -1}]", "routes[m].max_in_flight: must be 0 (no cap) or positive, got -1"},
 		{"budget ratio", "upstream: a:1\nretry_budget: {ratio: 3}", "retry_budget.ratio: must be at most 1, got 3"},
 		{"budget floor", "upstream: a:1\nretry_budget: {min_per_second: -1}", "retry_budget.min_per_second: must be positive, got -1"},
+		// An explicit 0 would silently mean the default: refused, key by key.
+		{"breaker 0 in a row", "upstream: a:1\nbreaker: {consecutive_failures: 0}", "breaker.consecutive_failures: must not be 0 (negative turns it off; leave it out for the default)"},
+		{"breaker 0 ratio", "upstreams: [{name: p, address: a:1, breaker: {failure_ratio: 0}}]", "upstreams[0].breaker.failure_ratio: must not be 0 (a share above 0, at most 1; leave it out for the default)"},
+		{"breaker 0 calls", "upstream: a:1\nbreaker: {min_calls: 0}", "breaker.min_calls: must not be 0 (a count above 0; leave it out for the default)"},
+		{"breaker 0 window", "upstream: a:1\nbreaker: {window: 0s}", "breaker.window: must not be 0 (at least 1s; leave it out for the default)"},
+		{"breaker 0 open", "upstream: a:1\nbreaker: {open_for: 0s}", "breaker.open_for: must not be 0 (a duration above 0; leave it out for the default)"},
+		{"breaker 0 probes", "upstream: a:1\nbreaker: {probes: 0}", "breaker.probes: must not be 0 (between 1 and 1000; leave it out for the default)"},
+		{"breaker 0 slow start", "upstream: a:1\nbreaker: {slow_start: 0s}", "breaker.slow_start: must not be 0 (negative turns it off; leave it out for the default)"},
+		{"budget 0 ratio", "upstream: a:1\nretry_budget: {ratio: 0}", "retry_budget.ratio: must not be 0 (negative: no share, only min_per_second; leave it out for the default)"},
+		{"budget 0 floor", "upstream: a:1\nretry_budget: {min_per_second: 0}", "retry_budget.min_per_second: must not be 0 (a count above 0; leave it out for the default)"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
