@@ -3,6 +3,7 @@ package proxy
 import (
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -62,48 +63,62 @@ func TestRouteHeaderAgreesWithStatus(t *testing.T) {
 	alert := map[string]string{"alertname": "Slow", "model": "big"}
 	agree := func(t *testing.T, e *routeEnv, want string) {
 		t.Helper()
-		var got, status string
-		eventually(t, "header and status to say "+want, func() bool {
-			got = e.infer(t, time.Second).reason
-			routes, _ := e.router.Status()
-			status = routes[0].Reason
-			return got == want && status == want
-		})
+		got := e.call(t, time.Second).reason
+		if routes, _ := e.router.Status(); got != want || routes[0].Reason != want {
+			t.Errorf("the header says %q, the status %q; want both %q", got, routes[0].Reason, want)
+		}
 	}
 	t.Run("forced", func(t *testing.T) {
-		e := newRouteEnv(t, nil)
-		if err := e.router.SetForced("big", ForceFallback); err != nil {
-			t.Fatal(err)
-		}
-		agree(t, e, reasonForced)
+		synctest.Test(t, func(t *testing.T) {
+			e := newRouteEnv(t, nil)
+			if err := e.router.SetForced("big", ForceFallback); err != nil {
+				t.Fatal(err)
+			}
+			agree(t, e, reasonForced)
+		})
 	})
 	t.Run("breaker open", func(t *testing.T) {
-		e := newRouteEnv(t, nil)
-		e.pri.set(behaveError)
-		agree(t, e, reasonBreaker)
+		synctest.Test(t, func(t *testing.T) {
+			e := newRouteEnv(t, nil)
+			e.pri.set(behaveError)
+			e.tripPrimary(t)
+			agree(t, e, reasonBreaker)
+		})
 	})
 	t.Run("alert firing", func(t *testing.T) {
-		e := newRouteEnv(t, func(_ *RouteConfig, ro *RouterOptions, _ *BreakerConfig) { ro.ProbeEvery = -1 })
-		if _, err := e.router.Start("fallback", alert); err != nil {
-			t.Fatal(err)
-		}
-		agree(t, e, reasonAlert)
+		synctest.Test(t, func(t *testing.T) {
+			e := newRouteEnv(t, func(_ *RouteConfig, ro *RouterOptions, _ *BreakerConfig) { ro.ProbeEvery = -1 })
+			if _, err := e.router.Start("fallback", alert); err != nil {
+				t.Fatal(err)
+			}
+			agree(t, e, reasonAlert)
+		})
 	})
 	t.Run("alert firing and breaker open", func(t *testing.T) {
-		e := newRouteEnv(t, func(_ *RouteConfig, ro *RouterOptions, _ *BreakerConfig) { ro.ProbeEvery = -1 })
-		e.pri.set(behaveError)
-		agree(t, e, reasonBreaker)
-		if _, err := e.router.Start("fallback", alert); err != nil {
-			t.Fatal(err)
-		}
-		agree(t, e, reasonBreaker)
+		synctest.Test(t, func(t *testing.T) {
+			e := newRouteEnv(t, func(_ *RouteConfig, ro *RouterOptions, _ *BreakerConfig) { ro.ProbeEvery = -1 })
+			e.pri.set(behaveError)
+			e.tripPrimary(t)
+			agree(t, e, reasonBreaker)
+			if _, err := e.router.Start("fallback", alert); err != nil {
+				t.Fatal(err)
+			}
+			agree(t, e, reasonBreaker)
+		})
 	})
 	t.Run("slow start", func(t *testing.T) {
-		e := newRouteEnv(t, func(_ *RouteConfig, _ *RouterOptions, bc *BreakerConfig) { bc.SlowStart = time.Minute })
-		e.pri.set(behaveError)
-		agree(t, e, reasonBreaker)
-		e.pri.set(behaveOK)
-		agree(t, e, reasonSlowStart)
+		synctest.Test(t, func(t *testing.T) {
+			e := newRouteEnv(t, func(_ *RouteConfig, _ *RouterOptions, bc *BreakerConfig) { bc.SlowStart = time.Minute })
+			e.pri.set(behaveError)
+			e.tripPrimary(t)
+			agree(t, e, reasonBreaker)
+			e.pri.set(behaveOK)
+			e.outwaitOpenTime()
+			e.callUntil(t, "the healed primary's probes to close its breaker", 5, func(result) bool {
+				return e.breakerStatus(t, "primary").State == BreakerClosed.String()
+			})
+			agree(t, e, reasonSlowStart)
+		})
 	})
 }
 

@@ -2,15 +2,20 @@ package proxy
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
@@ -25,15 +30,87 @@ const (
 	behaveSlow        // answer after the server's delay
 )
 
+// memNet is an in-memory network of named listeners over net.Pipe for
+// the routing tests. Inside a synctest bubble every wait on it is durable,
+// so the bubble's fake clock runs hedge delays, deadlines, breakers' open
+// times and reconnection backoffs in no real time, and the same steps
+// give the same outcome however busy the machine is. Dialing a name with
+// no listener, or a closed one, is refused, as a dead server's port is.
+type memNet struct {
+	mu  sync.Mutex
+	lis map[string]*pipeListener
+}
+
+func newMemNet() *memNet { return &memNet{lis: map[string]*pipeListener{}} }
+
+// listen returns a new listener for name, in place of any earlier one.
+func (n *memNet) listen(name string) net.Listener {
+	l := newPipeListener()
+	n.mu.Lock()
+	n.lis[name] = l
+	n.mu.Unlock()
+	return l
+}
+
+// dial connects to the listener named addr (a grpc.WithContextDialer).
+func (n *memNet) dial(ctx context.Context, addr string) (net.Conn, error) {
+	n.mu.Lock()
+	l := n.lis[addr]
+	n.mu.Unlock()
+	if l != nil {
+		c, err := l.dial(ctx, addr)
+		if !errors.Is(err, net.ErrClosed) {
+			return c, err
+		}
+	}
+	return nil, &net.OpError{Op: "dial", Net: "pipe", Addr: pipeAddr{}, Err: syscall.ECONNREFUSED}
+}
+
+// target is the gRPC target of the listener named name.
+func (n *memNet) target(name string) string { return "passthrough:///" + name }
+
+// serve serves srv on name until the test ends.
+func (n *memNet) serve(t *testing.T, name string, srv *grpc.Server) {
+	t.Helper()
+	lis := n.listen(name)
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+}
+
+// client returns a client connection to name, closed when the test ends.
+func (n *memNet) client(t *testing.T, name string) *grpc.ClientConn {
+	t.Helper()
+	cc, err := grpc.NewClient(n.target(name),
+		grpc.WithContextDialer(n.dial),
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(DefaultMaxMsgSize), grpc.MaxCallSendMsgSize(DefaultMaxMsgSize)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cc.Close() })
+	return cc
+}
+
+// upstream dials name as the proxy's upstream of that name.
+func (n *memNet) upstream(t *testing.T, name string) *Upstream {
+	t.Helper()
+	up, err := DialUpstream(n.target(name), UpstreamOptions{Name: name, Conns: 1,
+		DialOptions: []grpc.DialOption{grpc.WithContextDialer(n.dial)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return up
+}
+
 // modelServer is a KServe v2 model server for routing tests: it answers
 // every model, says which server answered (response id) and which model it
-// was asked for (model_name), and misbehaves on demand.
+// was asked for (model_name), and misbehaves on demand. It listens on the
+// test's memNet under its name.
 type modelServer struct {
 	kservepb.UnimplementedGRPCInferenceServiceServer
 	name     string
-	addr     string
+	mn       *memNet
 	srv      *grpc.Server
-	lis      net.Listener
 	behave   atomic.Int32
 	code     atomic.Int32
 	delay    atomic.Int64
@@ -45,41 +122,29 @@ type modelServer struct {
 	versions []string
 }
 
-func startModelServer(t *testing.T, name string) *modelServer {
+func startModelServer(t *testing.T, mn *memNet, name string) *modelServer {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := &modelServer{name: name, addr: lis.Addr().String(), lis: lis}
+	m := &modelServer{name: name, mn: mn}
 	m.conf.Store(float32(0.9))
 	m.only.Store("")
 	m.code.Store(int32(codes.Unavailable))
-	m.start()
-	t.Cleanup(func() { m.srv.Stop() })
+	m.start(t)
 	return m
 }
 
-func (m *modelServer) start() {
+func (m *modelServer) start(t *testing.T) {
 	m.srv = grpc.NewServer()
 	kservepb.RegisterGRPCInferenceServiceServer(m.srv, m)
-	lis := m.lis
-	go func() { _ = m.srv.Serve(lis) }()
+	m.mn.serve(t, m.name, m.srv)
 }
 
 // kill stops the server and its listener: connections are refused.
 func (m *modelServer) kill() { m.srv.Stop() }
 
-// restart serves again on the same address.
+// restart serves again under the same name.
 func (m *modelServer) restart(t *testing.T) {
 	t.Helper()
-	lis, err := net.Listen("tcp", m.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m.lis = lis
-	m.start()
-	t.Cleanup(func() { m.srv.Stop() })
+	m.start(t)
 }
 
 func (m *modelServer) set(b int32) { m.behave.Store(b) }
@@ -139,7 +204,9 @@ func (m *modelServer) ModelStreamInfer(s kservepb.GRPCInferenceService_ModelStre
 }
 
 // routeEnv is a proxy with a router in front of a primary and an edge
-// model server.
+// model server, all on one memNet. It must be made inside a synctest
+// bubble (synctest.Test): its servers, connections and the router's loop
+// belong to the bubble, and time is the bubble's fake clock.
 type routeEnv struct {
 	pri, edge *modelServer
 	router    *Router
@@ -147,6 +214,8 @@ type routeEnv struct {
 	rec       *fakeRecorder
 	client    kservepb.GRPCInferenceServiceClient
 	priUp     *Upstream
+	// openFor is the primary breaker's configured open time.
+	openFor time.Duration
 }
 
 // newRouteEnv routes model "big" to the primary with "small" on the edge
@@ -159,15 +228,10 @@ func newRouteEnv(t *testing.T, change func(rc *RouteConfig, ro *RouterOptions, b
 // newRouteEnvWith is newRouteEnv with more options for the proxy.
 func newRouteEnvWith(t *testing.T, change func(rc *RouteConfig, ro *RouterOptions, bc *BreakerConfig), opts ...Option) *routeEnv {
 	t.Helper()
-	e := &routeEnv{pri: startModelServer(t, "primary"), edge: startModelServer(t, "edge"), rec: newFakeRecorder()}
-	pri, err := DialUpstream(e.pri.addr, UpstreamOptions{Name: "primary", Conns: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	edge, err := DialUpstream(e.edge.addr, UpstreamOptions{Name: "edge", Conns: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	mn := newMemNet()
+	e := &routeEnv{pri: startModelServer(t, mn, "primary"), edge: startModelServer(t, mn, "edge"), rec: newFakeRecorder()}
+	pri := mn.upstream(t, "primary")
+	edge := mn.upstream(t, "edge")
 	e.priUp = pri
 	rc := RouteConfig{Model: "big", Upstream: pri, Fallback: &FallbackTarget{Upstream: edge, Model: "small"}, HedgeAfter: -1}
 	bc := BreakerConfig{OpenFor: 100 * time.Millisecond, Probes: 2}
@@ -177,6 +241,7 @@ func newRouteEnvWith(t *testing.T, change func(rc *RouteConfig, ro *RouterOption
 	}
 	ro.Routes = append(ro.Routes, rc)
 	ro.Breakers[pri] = bc
+	e.openFor = bc.withDefaults().OpenFor
 	r, err := NewRouter(ro)
 	if err != nil {
 		t.Fatal(err)
@@ -188,14 +253,14 @@ func newRouteEnvWith(t *testing.T, change func(rc *RouteConfig, ro *RouterOption
 	}
 	e.proxy = p
 	srv := p.NewServer()
-	addr := serve(t, srv)
+	mn.serve(t, "proxy", srv)
 	t.Cleanup(func() {
 		srv.Stop()
 		r.Close()
 		p.Close()
 		edge.Close()
 	})
-	e.client = kservepb.NewGRPCInferenceServiceClient(dial(t, addr))
+	e.client = kservepb.NewGRPCInferenceServiceClient(mn.client(t, "proxy"))
 	return e
 }
 
@@ -254,14 +319,66 @@ func tally(rs []result) map[string]int {
 	return m
 }
 
-// eventually polls cond until it holds or the test's patience ends.
-func eventually(t *testing.T, what string, cond func() bool) {
+// call is infer for a test that makes one call at a time: it returns once
+// the call's work in the proxy (verdicts, counters, the router's
+// accounting) is done too, so what the next call or Router.Status sees
+// follows from the calls made, not from how fast they were made.
+func (e *routeEnv) call(t *testing.T, timeout time.Duration) result {
 	t.Helper()
-	deadline := time.Now().Add(testTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("never: %s", what)
+	r := e.infer(t, timeout)
+	synctest.Wait()
+	return r
+}
+
+// breakerStatus returns the breaker of upstream as Router.Status shows it.
+func (e *routeEnv) breakerStatus(t *testing.T, upstream string) BreakerStatus {
+	t.Helper()
+	_, bs := e.router.Status()
+	for _, b := range bs {
+		if b.Upstream == upstream {
+			return b
 		}
-		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("no breaker of %s in %+v", upstream, bs)
+	return BreakerStatus{}
+}
+
+// callUntil makes calls one at a time until done holds of one, and fails
+// the test after n calls.
+func (e *routeEnv) callUntil(t *testing.T, what string, n int, done func(result) bool) {
+	t.Helper()
+	for range n {
+		if done(e.call(t, time.Second)) {
+			return
+		}
+	}
+	t.Fatalf("not after %d calls: %s", n, what)
+}
+
+// tripPrimary makes calls to the failing primary, one at a time, until
+// its breaker opens.
+func (e *routeEnv) tripPrimary(t *testing.T) {
+	t.Helper()
+	e.callUntil(t, "the primary's breaker to open", 50, func(result) bool {
+		return e.breakerStatus(t, "primary").State == BreakerOpen.String()
+	})
+}
+
+// outwaitOpenTime lets (fake) time pass beyond the longest open time of
+// the primary's breaker (twice OpenFor): its next call is a half-open
+// probe.
+func (e *routeEnv) outwaitOpenTime() { time.Sleep(2*e.openFor + time.Millisecond) }
+
+// waitReady waits until cc is connected, reconnecting as it must; the
+// wait is the bubble's fake time (reconnection backoff included).
+func waitReady(t *testing.T, cc *grpc.ClientConn) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+	defer cancel()
+	for s := cc.GetState(); s != connectivity.Ready; s = cc.GetState() {
+		cc.Connect()
+		if !cc.WaitForStateChange(ctx, s) {
+			t.Fatalf("connection still %s after %s", s, testTimeout)
+		}
 	}
 }
