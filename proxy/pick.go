@@ -81,6 +81,22 @@ func (mr *modelRoute) decide(pb *breaker) decision {
 	return decision{route: RoutePrimaryMode}
 }
 
+// fallbackTarget is where a model's fallback attempts go: the fallback's
+// upstream (default: the primary's, pri) and model (default: the one the
+// client named), the request readdressed. The one place a fallback is
+// resolved, for calls, streams and the admin API.
+func (mr *modelRoute) fallbackTarget(model string, pri *Upstream) target {
+	fb := mr.cfg.Fallback
+	t := target{up: fb.Upstream, model: fb.Model, version: fb.Version, rewrite: true}
+	if t.up == nil {
+		t.up = pri
+	}
+	if t.model == "" {
+		t.model = model
+	}
+	return t
+}
+
 // primaryBreaker is the breaker of a route's primary when the director
 // chose up: the route's own upstream's, or up's.
 func (r *Router) primaryBreaker(mr *modelRoute, up *Upstream) *breaker {
@@ -151,15 +167,9 @@ func (r *Router) Pick(up *Upstream, info pickInfo) (pk Pick) {
 		pk.pri.up = mr.cfg.Upstream
 	}
 	pk.pb = r.primaryBreaker(mr, up)
-	if fb := mr.cfg.Fallback; fb != nil {
+	if mr.cfg.Fallback != nil {
 		pk.hasFallback = true
-		pk.fb = target{up: fb.Upstream, model: fb.Model, version: fb.Version, rewrite: true}
-		if pk.fb.up == nil {
-			pk.fb.up = pk.pri.up
-		}
-		if pk.fb.model == "" {
-			pk.fb.model = info.model
-		}
+		pk.fb = mr.fallbackTarget(info.model, pk.pri.up)
 	}
 	if !info.stream && r.shed(&pk, info) {
 		return pk

@@ -55,7 +55,7 @@ func (c *routedCall) retryable(a attemptResult) bool {
 // first frame never left): the failure counts for the primary's breaker,
 // and the stream goes to the fallback from the retry budget, as a unary
 // call that failed before reaching the upstream would.
-func (p *Proxy) retryStream(sr streamRoute, mr *modelRoute, pb *breaker, model string, kind targetKind, openErr error) (streamRoute, bool) {
+func (p *Proxy) retryStream(sr streamRoute, mr *modelRoute, pb *breaker, fb target, kind targetKind, openErr error) (streamRoute, bool) {
 	if codeOf(openErr) != codes.Unavailable {
 		return sr, false
 	}
@@ -66,5 +66,5 @@ func (p *Proxy) retryStream(sr streamRoute, mr *modelRoute, pb *breaker, model s
 		return sr, false
 	}
 	mr.live.counters.retries.Add(1)
-	return fallbackStream(sr, mr, model, kind, reasonRetry), true
+	return fallbackStream(sr, mr, fb, kind, reasonRetry), true
 }

@@ -546,15 +546,11 @@ func (r *Router) fallbackName(model string) string {
 	if mr == nil || mr.cfg.Fallback == nil {
 		return ""
 	}
-	fb := mr.cfg.Fallback
-	name := fb.Model
-	if name == "" {
-		name = model
+	t := mr.fallbackTarget(model, nil)
+	if t.up != nil {
+		return t.model + " on " + t.up.name
 	}
-	if fb.Upstream != nil {
-		name += " on " + fb.Upstream.name
-	}
-	return name
+	return t.model
 }
 
 func (r *Router) hasFallback(model string) bool {

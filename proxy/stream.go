@@ -266,7 +266,7 @@ func (p *Proxy) routeStream(ss grpc.ServerStream, up *Upstream, kind targetKind,
 	if pk.route == monitor.RoutePrimary {
 		if pk.hasFallback {
 			sr.retry = func(openErr error) (streamRoute, bool) {
-				return p.retryStream(sr, mr, pk.pb, model, kind, openErr)
+				return p.retryStream(sr, mr, pk.pb, pk.fb, kind, openErr)
 			}
 		}
 		return sr, nil
@@ -274,25 +274,18 @@ func (p *Proxy) routeStream(ss grpc.ServerStream, up *Upstream, kind targetKind,
 	if mr.fallbackOpen() {
 		return sr, &breakerOpenError{upstream: mr.fallback.name, model: model, fallback: true}
 	}
-	return fallbackStream(sr, mr, model, kind, pk.reason), nil
+	return fallbackStream(sr, mr, pk.fb, kind, pk.reason), nil
 }
 
-// fallbackStream readdresses a stream's route to the model's fallback.
-func fallbackStream(sr streamRoute, mr *modelRoute, model string, kind targetKind, reason string) streamRoute {
-	fb := mr.cfg.Fallback
+// fallbackStream readdresses a stream's route to the model's fallback
+// target fb (Pick's).
+func fallbackStream(sr streamRoute, mr *modelRoute, fb target, kind targetKind, reason string) streamRoute {
 	sr.retry = nil
-	name := fb.Model
-	if name == "" {
-		name = model
-	}
-	if fb.Upstream != nil {
-		sr.up = fb.Upstream
-	}
+	sr.up = fb.up
 	sr.route = monitor.RouteFallback
 	sr.header = metadata.Pairs(HeaderRoute, monitor.RouteFallback, HeaderRouteReason, reason)
-	version := fb.Version
 	sr.rewrite = func(f *Frame) (*Frame, error) {
-		b, err := rewriteTarget(kind, f.Bytes(), name, version)
+		b, err := rewriteTarget(kind, f.Bytes(), fb.model, fb.version)
 		if err != nil {
 			return nil, err
 		}
