@@ -213,7 +213,7 @@ func (b *Batcher) Do(ctx context.Context, r Request) (Result, error) {
 		md:      r.MD,
 		key:     item.Key,
 		arrived: time.Now(),
-		done:    make(chan result, 1),
+		done:    make(chan delivery, 1),
 	}
 	if auth := r.MD["authorization"]; len(auth) > 0 {
 		c.key += "\x00" + strings.Join(auth, "\x00")

@@ -71,7 +71,8 @@ func (q *queue) send(bt *batch) {
 		c := bt.calls[0]
 		slotFreed = true
 		resp, header, trailer, took, err := q.call(bt.ctx, bt.rows, c.payload, c.md)
-		c.done <- result{payload: resp, header: header, trailer: trailer, err: err, dispatched: bt.dispatched, upstream: took, size: bt.rows}
+		c.done <- delivery{Result: Result{Payload: resp, Header: header, Trailer: trailer, Upstream: took, BatchSize: bt.rows},
+			err: err, dispatched: bt.dispatched}
 		return
 	}
 	items := make([]*merge.Item, len(bt.calls))
@@ -95,7 +96,8 @@ func (q *queue) send(bt *batch) {
 			return
 		}
 		for _, c := range bt.calls {
-			c.done <- result{header: header, trailer: trailer, err: err, dispatched: bt.dispatched, upstream: took, size: bt.rows}
+			c.done <- delivery{Result: Result{Header: header, Trailer: trailer, Upstream: took, BatchSize: bt.rows},
+				err: err, dispatched: bt.dispatched}
 		}
 		return
 	}
@@ -111,7 +113,8 @@ func (q *queue) send(bt *batch) {
 		return
 	}
 	for i, c := range bt.calls {
-		c.done <- result{payload: parts[i], header: header, trailer: trailer, dispatched: bt.dispatched, upstream: took, size: bt.rows}
+		c.done <- delivery{Result: Result{Payload: parts[i], Header: header, Trailer: trailer, Upstream: took, BatchSize: bt.rows},
+			dispatched: bt.dispatched}
 	}
 }
 
@@ -121,19 +124,19 @@ func (q *queue) sendEach(bt *batch) {
 	var wg sync.WaitGroup
 	for _, c := range bt.calls {
 		if c.ctx.Err() != nil {
-			c.done <- result{err: contextError(c.ctx.Err(), q.key.model, true), dispatched: bt.dispatched}
+			c.done <- delivery{err: contextError(c.ctx.Err(), q.key.model, true), dispatched: bt.dispatched}
 			continue
 		}
 		wg.Go(func() {
 			defer func() {
 				if v := recover(); v != nil {
-					answer(c, result{err: q.panicked(v, "sending a request alone"), dispatched: bt.dispatched})
+					answer(c, delivery{err: q.panicked(v, "sending a request alone"), dispatched: bt.dispatched})
 				}
 			}()
 			t0 := time.Now()
 			resp, header, trailer, err := q.invoke(c.ctx, q.key.method, c.payload, c.md)
-			c.done <- result{payload: resp, header: header, trailer: trailer, err: err,
-				dispatched: bt.dispatched, upstream: max(time.Since(t0), 0), size: c.item.Rows}
+			c.done <- delivery{Result: Result{Payload: resp, Header: header, Trailer: trailer,
+				Upstream: max(time.Since(t0), 0), BatchSize: c.item.Rows}, err: err, dispatched: bt.dispatched}
 		})
 	}
 	wg.Wait()

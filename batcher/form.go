@@ -151,7 +151,7 @@ func (q *queue) take(s *sub, size int, ord order, now time.Time) *batch {
 			if !c.deadline.IsZero() && c.deadline.Before(hopeless) {
 				c.state = stateDropped
 				q.m.rejected[reasonDeadline].Add(1)
-				answer(c, result{err: fmt.Errorf("batcher: model %s: %w: %s left, a batch takes %s",
+				answer(c, delivery{err: fmt.Errorf("batcher: model %s: %w: %s left, a batch takes %s",
 					q.key.model, context.DeadlineExceeded, c.deadline.Sub(now).Round(time.Microsecond),
 					hopeless.Sub(now).Round(time.Microsecond))})
 				continue

@@ -32,21 +32,20 @@ type call struct {
 	key      string // sub-queue: compatibility key plus credentials
 	arrived  time.Time
 	deadline time.Time // zero: none
-	done     chan result
+	done     chan delivery
 
 	// Guarded by the queue's lock.
 	state callState
 	batch *batch
 }
 
-// result is what a batch delivers to one call.
-type result struct {
-	payload         []byte
-	header, trailer metadata.MD
-	err             error
-	dispatched      time.Time // zero: never sent
-	upstream        time.Duration
-	size            int
+// delivery is what a batch hands one call: the caller's Result, but for
+// its queue time, which the caller works out from dispatched, and the
+// error.
+type delivery struct {
+	Result
+	err        error
+	dispatched time.Time // zero: never sent
 }
 
 // sub is the FIFO of one compatibility key.
@@ -237,7 +236,7 @@ func (q *queue) failQueuedLocked(err error) {
 	for _, s := range q.subs {
 		for _, c := range s.calls {
 			c.state = stateDropped
-			answer(c, result{err: err})
+			answer(c, delivery{err: err})
 		}
 	}
 	q.subs = map[string]*sub{}

@@ -26,7 +26,7 @@ func (q *queue) panicked(v any, where string) error {
 
 // answer delivers r to c unless c was answered already (a panic half way
 // through a batch must not block on a caller that got its result).
-func answer(c *call, r result) {
+func answer(c *call, r delivery) {
 	select {
 	case c.done <- r:
 	default:
@@ -46,7 +46,7 @@ func (q *queue) recoverBatch(bt *batch, slotFreed *bool) {
 	}
 	err := q.panicked(v, "batch dispatch")
 	for _, c := range bt.calls {
-		answer(c, result{err: err, dispatched: bt.dispatched})
+		answer(c, delivery{err: err, dispatched: bt.dispatched})
 	}
 }
 

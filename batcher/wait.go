@@ -38,12 +38,11 @@ func (q *queue) wait(c *call) (Result, error) {
 	return res, contextError(c.ctx.Err(), q.key.model, st == stateDispatched)
 }
 
-// resultOf turns what a batch delivered into the caller's Result.
-func (c *call) resultOf(r result) Result {
-	res := Result{
-		Payload: r.payload, Header: r.header, Trailer: r.trailer,
-		Upstream: r.upstream, BatchSize: r.size,
-	}
+// resultOf is the caller's Result of what its batch delivered: the
+// delivery's, with the queue time to the dispatch (or to the answer, for
+// a call never sent).
+func (c *call) resultOf(r delivery) Result {
+	res := r.Result
 	if r.dispatched.IsZero() {
 		res.Queue = max(time.Since(c.arrived), 0)
 	} else {
