@@ -92,6 +92,9 @@ type Result struct {
 	// BatchSize is the number of rows of the batch the call went in; 0
 	// when it was never sent.
 	BatchSize int
+	// Batch is the merged call the request rode in (a batch of one
+	// included); nil when it was sent alone or never sent.
+	Batch *Batch
 }
 
 // Option configures a Batcher. Options are sealed: build them with the With

@@ -23,6 +23,7 @@ type batch struct {
 	ctx        context.Context
 	cancel     context.CancelFunc
 	live       atomic.Int32 // callers still waiting
+	info       *Batch       // what the Invoker and the callers see of it
 }
 
 // newBatch builds the batch of calls. Its context is detached from every
@@ -46,6 +47,7 @@ func newBatch(q *queue, calls []*call, rows int, now time.Time) *batch {
 		bt.ctx, bt.cancel = context.WithDeadline(context.Background(), latest)
 	}
 	bt.live.Store(int32(len(calls)))
+	bt.describe()
 	return bt
 }
 
@@ -71,8 +73,8 @@ func (q *queue) send(bt *batch) {
 		c := bt.calls[0]
 		slotFreed = true
 		resp, header, trailer, took, err := q.call(bt.ctx, bt.rows, c.payload, c.md)
-		c.done <- delivery{Result: Result{Payload: resp, Header: header, Trailer: trailer, Upstream: took, BatchSize: bt.rows},
-			err: err, dispatched: bt.dispatched}
+		c.done <- delivery{Result: Result{Payload: resp, Header: header, Trailer: trailer, Upstream: took, BatchSize: bt.rows,
+			Batch: bt.info}, err: err, dispatched: bt.dispatched}
 		return
 	}
 	items := make([]*merge.Item, len(bt.calls))
@@ -96,8 +98,8 @@ func (q *queue) send(bt *batch) {
 			return
 		}
 		for _, c := range bt.calls {
-			c.done <- delivery{Result: Result{Header: header, Trailer: trailer, Upstream: took, BatchSize: bt.rows},
-				err: err, dispatched: bt.dispatched}
+			c.done <- delivery{Result: Result{Header: header, Trailer: trailer, Upstream: took, BatchSize: bt.rows,
+				Batch: bt.info}, err: err, dispatched: bt.dispatched}
 		}
 		return
 	}
@@ -113,8 +115,8 @@ func (q *queue) send(bt *batch) {
 		return
 	}
 	for i, c := range bt.calls {
-		c.done <- delivery{Result: Result{Payload: parts[i], Header: header, Trailer: trailer, Upstream: took, BatchSize: bt.rows},
-			dispatched: bt.dispatched}
+		c.done <- delivery{Result: Result{Payload: parts[i], Header: header, Trailer: trailer, Upstream: took, BatchSize: bt.rows,
+			Batch: bt.info}, dispatched: bt.dispatched}
 	}
 }
 
