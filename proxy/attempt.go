@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
@@ -33,7 +34,17 @@ type attemptResult struct {
 	err error
 	// queueFull: the batcher's queue was full, not the upstream's failure.
 	queueFull bool
+	// batch is the merged call the attempt rode in; nil if none.
+	batch *batcher.Batch
 }
+
+// Why an attempt is made, for its trace span: attemptPrimary, or the
+// reason a fallback attempt was made (reasonHedge, reasonRetry, ...).
+const (
+	attemptPrimary    = "primary"
+	reasonCascadeEdge = "cascade_edge"
+	reasonEscalation  = "cascade_escalation"
+)
 
 // call is one received unary request: what each of its attempts sends.
 type call struct {
@@ -59,9 +70,17 @@ func (c *call) free() {
 }
 
 // attempt sends the call to t once and returns the result without
-// answering the client.
-func (c *call) attempt(ctx context.Context, t target) (a attemptResult) {
+// answering the client; why says what the attempt is for (its trace span).
+func (c *call) attempt(ctx context.Context, t target, why string) (a attemptResult) {
 	req, model, version := c.req, c.model, c.version
+	if tr := c.p.tracing; tr != nil {
+		if t.rewrite {
+			model = t.model
+		}
+		var span trace.Span
+		ctx, span = tr.startClient(ctx, c.method, t.up, why, attrModel.String(model))
+		defer func() { tr.endClient(span, a.err, a.queue, a.batch) }()
+	}
 	if t.rewrite {
 		b, err := rewriteTarget(c.kind, c.req.Bytes(), t.model, t.version)
 		if err != nil {
@@ -80,7 +99,7 @@ func (c *call) attempt(ctx context.Context, t target) (a attemptResult) {
 			Model: model, Version: version, Payload: req.Bytes(), MD: md,
 		})
 		if !errors.Is(err, batcher.ErrNotBatched) {
-			a.header, a.trailer, a.queue, a.upstream = res.Header, res.Trailer, res.Queue, res.Upstream
+			a.header, a.trailer, a.queue, a.upstream, a.batch = res.Header, res.Trailer, res.Queue, res.Upstream, res.Batch
 			if err != nil {
 				a.queueFull = errors.Is(err, batcher.ErrQueueFull)
 				a.err = err

@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc/metadata"
 
 	"github.com/infergate/infergate/batcher"
@@ -49,9 +50,14 @@ func (p *Proxy) invoker(up *Upstream) batcher.Invoker {
 // the upstream sent passes unchanged; one the proxy's own client made
 // says which upstream failed.
 func (p *Proxy) newInvoker(up *Upstream) batcher.Invoker {
-	return func(ctx context.Context, method string, req []byte, md metadata.MD) ([]byte, metadata.MD, metadata.MD, error) {
+	return func(ctx context.Context, method string, req []byte, md metadata.MD) (_ []byte, header, trailer metadata.MD, err error) {
+		if b := batcher.BatchOf(ctx); b != nil && p.tracing != nil {
+			var span trace.Span
+			ctx, md, span = p.tracing.startBatch(ctx, method, up, b, md)
+			defer func() { p.tracing.endClient(span, err, 0, nil) }()
+		}
 		resp := new(Frame)
-		header, trailer, _, err := p.invoke(metadata.NewOutgoingContext(ctx, md), up, method, NewFrame(req), resp, p.callOpts)
+		header, trailer, _, err = p.invoke(metadata.NewOutgoingContext(ctx, md), up, method, NewFrame(req), resp, p.callOpts)
 		if err != nil {
 			return nil, header, trailer, statusOf(err)
 		}

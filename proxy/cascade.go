@@ -18,7 +18,7 @@ import (
 func (c *routedCall) cascade(ss grpc.ServerStream, o outcome) outcome {
 	live := c.mr.live
 	cc := c.mr.cfg.Cascade
-	e := c.tryFallback(c.ctx)
+	e := c.tryFallback(c.ctx, reasonCascadeEdge)
 	reason := reasonEdgeFailed
 	if e.err == nil {
 		conf, err := confidence(c.kind, e.resp, cc.Output)
@@ -67,14 +67,14 @@ func (c *routedCall) escalate(report func(verdict), held bool) (a attemptResult,
 		after, slow = c.patience()
 	}
 	if after <= 0 {
-		a = c.attempt(c.ctx, c.pri)
+		a = c.attempt(c.ctx, c.pri, reasonEscalation)
 		c.report(report, a)
 		return a, false
 	}
 	cutAt := c.p.router.opts.Now().Add(after)
 	ctx, cancel := context.WithDeadline(c.ctx, cutAt)
 	defer cancel()
-	a = c.attempt(ctx, c.pri)
+	a = c.attempt(ctx, c.pri, reasonEscalation)
 	// The clock, not ctx.Err(), says whether the patience ran out: the
 	// primary got the deadline too and its DEADLINE_EXCEEDED can arrive
 	// before the context's timer fires.

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -21,10 +22,10 @@ type outcome struct {
 	queue             time.Duration // in a batch queue
 	bytesIn, bytesOut int64
 	model, version    string
-	// route is the monitor.Route* that answered ("" means primary); upName
-	// the upstream that answered when a route chose another than the
-	// director's.
-	route, upName string
+	// route is the monitor.Route* that answered ("" means primary), reason
+	// why (HeaderRouteReason); upName the upstream that answered when a
+	// route chose another than the director's.
+	route, reason, upName string
 }
 
 // handle is the grpc.StreamHandler for every method. A call goes one way
@@ -40,10 +41,14 @@ func (p *Proxy) handle(_ any, ss grpc.ServerStream) error {
 	if !ok {
 		return statusOf(&internalError{msg: "no method name on the server stream"})
 	}
+	var span trace.Span
+	if p.tracing != nil {
+		ctx, span = p.tracing.startServer(ctx, method)
+	}
 	if n := p.calls.Add(1); p.maxInFlight > 0 && n > p.maxInFlight {
 		p.calls.Add(-1)
 		p.rejected.Add(1)
-		return p.finish(ctx, start, method, "", outcome{err: &inFlightError{max: p.maxInFlight}})
+		return p.finish(ctx, span, start, method, "", outcome{err: &inFlightError{max: p.maxInFlight}})
 	}
 	defer p.calls.Add(-1)
 	up, err := p.director.Direct(ctx, method)
@@ -53,7 +58,7 @@ func (p *Proxy) handle(_ any, ss grpc.ServerStream) error {
 		err = p.noRoute(ctx, method, err)
 	}
 	if err != nil {
-		return p.finish(ctx, start, method, "", outcome{err: err})
+		return p.finish(ctx, span, start, method, "", outcome{err: err})
 	}
 	var inFlight *monitor.Gauge
 	if p.rec != nil {
@@ -94,7 +99,8 @@ func (p *Proxy) handle(_ any, ss grpc.ServerStream) error {
 	if o.upName != "" {
 		upName = o.upName
 	}
-	err = p.finish(ctx, start, method, upName, o)
+	o.upName = upName
+	err = p.finish(ctx, span, start, method, upName, o)
 	if inFlight != nil {
 		inFlight.Dec()
 	}
@@ -127,7 +133,7 @@ func (p *Proxy) unary(ctx context.Context, up *Upstream, method string, kind tar
 	}
 	c := call{p: p, ctx: ctx, method: method, kind: kind, req: req, opts: opts, model: o.model, version: o.version}
 	defer c.free()
-	return p.reply(ss, c.attempt(ctx, target{up: up}), monitor.RoutePrimary, "", up, o, nil)
+	return p.reply(ss, c.attempt(ctx, target{up: up}, attemptPrimary), monitor.RoutePrimary, "", up, o, nil)
 }
 
 // upstreamFailed is the error of a failed upstream call: an
@@ -155,15 +161,18 @@ func (p *Proxy) noRoute(ctx context.Context, method string, err error) error {
 // finish turns the call's error into its status (statusOf, the one status
 // edge), records and logs the call with that status, and returns it for
 // the handler to give gRPC.
-func (p *Proxy) finish(ctx context.Context, start time.Time, method, upstream string, o outcome) error {
+func (p *Proxy) finish(ctx context.Context, span trace.Span, start time.Time, method, upstream string, o outcome) error {
 	st := statusOf(o.err)
-	if p.rec == nil && p.reqLog == nil {
+	if p.rec == nil && p.reqLog == nil && span == nil {
 		return st
 	}
 	code := status.Code(st)
 	if code == codes.Unknown {
 		// gRPC's server turns context errors into their codes.
 		code = status.FromContextError(o.err).Code()
+	}
+	if span != nil {
+		p.tracing.endServer(span, code, o)
 	}
 	total := since(p.now, start)
 	if p.reqLog != nil {

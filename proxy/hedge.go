@@ -23,7 +23,7 @@ func (c *routedCall) primary(probe func(verdict)) (a attemptResult, h *attemptRe
 		a, h = c.hedge(c.pri, probe, after, slow)
 		return a, h, h != nil
 	}
-	a = c.attempt(c.ctx, c.pri)
+	a = c.attempt(c.ctx, c.pri, attemptPrimary)
 	c.report(probe, a)
 	return a, nil, false
 }
@@ -121,13 +121,13 @@ func (c *routedCall) hedge(t target, report func(verdict), after time.Duration, 
 			return
 		}
 		c.mr.live.counters.hedges.Add(1)
-		h := c.tryFallback(hctx)
+		h := c.tryFallback(hctx, reasonHedge)
 		if h.err == nil {
 			pcancel() // the hedge answered: stop waiting for the primary
 		}
 		hedged <- &h
 	})
-	a := c.attempt(pctx, t)
+	a := c.attempt(pctx, t, attemptPrimary)
 	if timer.Stop() {
 		c.report(report, a)
 		return a, nil

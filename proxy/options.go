@@ -46,6 +46,7 @@ type options struct {
 	router          *Router
 	upstreamTimeout time.Duration
 	maxInFlight     int
+	tracing         *tracing
 }
 
 // DefaultUpstreamTimeout is a suggested WithUpstreamTimeout: long enough

@@ -40,6 +40,8 @@ type Proxy struct {
 	// router routes calls that name a model (route.go); nil: every call
 	// goes to the director's upstream.
 	router *Router
+	// tracing makes spans (trace.go); nil: none.
+	tracing *tracing
 
 	upstreamTimeout time.Duration
 	maxInFlight     int64
@@ -91,6 +93,7 @@ func New(director Director, opts ...Option) (*Proxy, error) {
 		now:             o.now,
 		batcher:         o.batcher,
 		router:          o.router,
+		tracing:         o.tracing,
 		upstreamTimeout: max(o.upstreamTimeout, 0),
 		maxInFlight:     int64(max(o.maxInFlight, 0)),
 		callOpts: []grpc.CallOption{

@@ -2,6 +2,8 @@ package proxy
 
 import (
 	"context"
+	"go.opentelemetry.io/otel/propagation"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"net"
 	"testing"
 	"time"
@@ -28,7 +30,7 @@ func benchEnv(b *testing.B) (direct, viaProxy *grpc.ClientConn) {
 }
 
 // benchEnvRouted is benchEnv with a router built by route (nil: none).
-func benchEnvRouted(b *testing.B, route func(up *Upstream) *Router) (direct, viaProxy *grpc.ClientConn) {
+func benchEnvRouted(b *testing.B, route func(up *Upstream) *Router, extra ...Option) (direct, viaProxy *grpc.ClientConn) {
 	b.Helper()
 	echo := grpc.NewServer(grpc.ForceServerCodecV2(rawCodec{}),
 		grpc.MaxRecvMsgSize(DefaultMaxMsgSize), grpc.MaxSendMsgSize(DefaultMaxMsgSize),
@@ -45,7 +47,7 @@ func benchEnvRouted(b *testing.B, route func(up *Upstream) *Router) (direct, via
 	if err != nil {
 		b.Fatal(err)
 	}
-	opts := []Option{WithRecorder(&discardRecorder{})}
+	opts := append([]Option{WithRecorder(&discardRecorder{})}, extra...)
 	if route != nil {
 		r := route(up)
 		b.Cleanup(func() { r.Close() })
@@ -117,6 +119,16 @@ func BenchmarkDirectUnary(b *testing.B) {
 // loaded proxy sees them.
 func BenchmarkProxyUnaryParallel(b *testing.B) {
 	_, via := benchEnv(b)
+	benchParallel(b, via)
+}
+
+// BenchmarkProxyUnaryParallelTraced is BenchmarkProxyUnaryParallel with
+// every call traced (sampled, the spans made and ended, not exported):
+// the cost of tracing on the call path is the difference.
+func BenchmarkProxyUnaryParallelTraced(b *testing.B) {
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()))
+	b.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	_, via := benchEnvRouted(b, nil, WithTracing(tp, propagation.TraceContext{}, SemconvOld))
 	benchParallel(b, via)
 }
 

@@ -13,7 +13,7 @@ import (
 func (p *Proxy) reply(ss grpc.ServerStream, a attemptResult, route, reason string, up *Upstream, o outcome, ctr *routeCounters) outcome {
 	o.upstream += a.upstream
 	o.queue += a.queue
-	o.route, o.upName = route, up.name
+	o.route, o.reason, o.upName = route, reason, up.name
 	header := a.header
 	if route != monitor.RoutePrimary {
 		// A batched answer's header is the batch's, read by every caller

@@ -29,7 +29,7 @@ func (c *routedCall) retry(a attemptResult, hedged bool) (f attemptResult, reaso
 		reason = reasonRetry
 		c.mr.live.counters.retries.Add(1)
 	}
-	f = c.tryFallback(c.ctx)
+	f = c.tryFallback(c.ctx, reason)
 	if f.err != nil {
 		return f, "", false
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -120,6 +121,8 @@ type modelServer struct {
 	mu       sync.Mutex
 	asked    []string // model names asked, in order
 	versions []string
+	// traceparents are the W3C trace contexts the calls carried, in order.
+	traceparents []string
 }
 
 func startModelServer(t *testing.T, mn *memNet, name string) *modelServer {
@@ -154,6 +157,8 @@ func (m *modelServer) ModelInfer(ctx context.Context, req *kservepb.ModelInferRe
 	m.mu.Lock()
 	m.asked = append(m.asked, req.ModelName)
 	m.versions = append(m.versions, req.ModelVersion)
+	md, _ := metadata.FromIncomingContext(ctx)
+	m.traceparents = append(m.traceparents, strings.Join(md.Get("traceparent"), ","))
 	m.mu.Unlock()
 	behave := m.behave.Load()
 	if only := m.only.Load().(string); only != "" && only != req.ModelName {

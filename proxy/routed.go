@@ -97,7 +97,7 @@ func (p *Proxy) routeUnary(rc *routedCall, up *Upstream, ss grpc.ServerStream, o
 		defer pk.done(verdictNone) // a no-op once reported
 	}
 	if pk.mr == nil && pk.pb == nil {
-		return p.reply(ss, rc.attempt(rc.ctx, target{up: up}), monitor.RoutePrimary, "", up, o, nil)
+		return p.reply(ss, rc.attempt(rc.ctx, target{up: up}, attemptPrimary), monitor.RoutePrimary, "", up, o, nil)
 	}
 	if pk.err != nil {
 		var sh *shedError
@@ -110,7 +110,7 @@ func (p *Proxy) routeUnary(rc *routedCall, up *Upstream, ss grpc.ServerStream, o
 	rc.mr, rc.pb, rc.pri = pk.mr, pk.pb, pk.pri
 	if pk.mr == nil {
 		// A model without a route on an upstream with a breaker.
-		a := rc.attempt(rc.ctx, rc.pri)
+		a := rc.attempt(rc.ctx, rc.pri, attemptPrimary)
 		rc.report(pk.probe, a)
 		return p.reply(ss, a, monitor.RoutePrimary, "", rc.pri.up, o, nil)
 	}
@@ -128,7 +128,7 @@ func (p *Proxy) routeUnary(rc *routedCall, up *Upstream, ss grpc.ServerStream, o
 
 // viaFallback answers from the fallback.
 func (c *routedCall) viaFallback(ss grpc.ServerStream, o outcome, reason string) outcome {
-	a := c.tryFallback(c.ctx)
+	a := c.tryFallback(c.ctx, reason)
 	return c.fromFallback(ss, a, reason, o)
 }
 
@@ -159,14 +159,15 @@ func (c *routedCall) viaPrimary(ss grpc.ServerStream, o outcome, probe func(verd
 	return c.p.reply(ss, a, monitor.RoutePrimary, "", c.pri.up, o, &c.mr.live.counters)
 }
 
-// tryFallback sends the call to the fallback, through the fallback
+// tryFallback sends the call to the fallback (why: the reason, for its
+// trace span), through the fallback
 // upstream's own breaker when it has one: while that is open the attempt
 // fails at once, so a model whose primary and fallback are both down gets
 // an explicit answer without waiting on either.
-func (c *routedCall) tryFallback(ctx context.Context) attemptResult {
+func (c *routedCall) tryFallback(ctx context.Context, why string) attemptResult {
 	b := c.mr.fallback
 	if b == nil {
-		return c.attempt(ctx, *c.fb)
+		return c.attempt(ctx, *c.fb, why)
 	}
 	probe, ok := b.admit()
 	if !ok {
@@ -175,7 +176,7 @@ func (c *routedCall) tryFallback(ctx context.Context) attemptResult {
 	if probe != nil {
 		defer probe(verdictNone) // a no-op once reported
 	}
-	a := c.attempt(ctx, *c.fb)
+	a := c.attempt(ctx, *c.fb, why)
 	reportTo(b, ctx, probe, a)
 	return a
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
@@ -34,14 +35,23 @@ func (p *Proxy) stream(ctx context.Context, up *Upstream, method string, kind ta
 			return o
 		}
 		up = sr.up
-		o.route, o.upName = sr.route, up.name
+		o.route, o.reason, o.upName = sr.route, sr.reason, up.name
+	}
+	if p.tracing != nil {
+		why := attemptPrimary
+		if sr.reason != "" {
+			why = sr.reason
+		}
+		var span trace.Span
+		upCtx, span = p.tracing.startClient(upCtx, method, up, why)
+		defer func() { p.tracing.endClient(span, o.err, 0, nil) }()
 	}
 	t0 := p.now()
 	cs, err := up.Conn().NewStream(upCtx, &bidiDesc, method, opts...)
 	if err != nil && sr.retry != nil {
 		if alt, ok := sr.retry(err); ok {
 			sr, up = alt, alt.up
-			o.route, o.upName = sr.route, up.name
+			o.route, o.reason, o.upName = sr.route, sr.reason, up.name
 			if cs, err = up.Conn().NewStream(upCtx, &bidiDesc, method, opts...); err == nil {
 				sr.mr.live.counters.retriesWon.Add(1)
 			}
@@ -218,6 +228,7 @@ func (p *Proxy) forwardServerToClient(src grpc.ClientStream, dst grpc.ServerStre
 type streamRoute struct {
 	up     *Upstream
 	route  string
+	reason string      // HeaderRouteReason of a fallback stream
 	header metadata.MD // added to the upstream's response header
 	first  *Frame      // the first request frame, already read
 	eof    bool        // the client half-closed before sending a frame
@@ -282,7 +293,7 @@ func (p *Proxy) routeStream(ss grpc.ServerStream, up *Upstream, kind targetKind,
 func fallbackStream(sr streamRoute, mr *modelRoute, fb target, kind targetKind, reason string) streamRoute {
 	sr.retry = nil
 	sr.up = fb.up
-	sr.route = monitor.RouteFallback
+	sr.route, sr.reason = monitor.RouteFallback, reason
 	sr.header = metadata.Pairs(HeaderRoute, monitor.RouteFallback, HeaderRouteReason, reason)
 	sr.rewrite = func(f *Frame) (*Frame, error) {
 		b, err := rewriteTarget(kind, f.Bytes(), fb.model, fb.version)

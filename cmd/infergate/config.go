@@ -9,6 +9,7 @@ import (
 	"os"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/infergate/infergate/monitor"
 	"github.com/infergate/infergate/monitor/gpu"
 	"github.com/infergate/infergate/proxy"
+	"github.com/infergate/infergate/tracing"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -62,6 +64,9 @@ type Config struct {
 	// GPU configures GPU telemetry and its correlation with latency
 	// (gpu.go). Default off.
 	GPU gpu.Config `yaml:"gpu"`
+	// Tracing configures OpenTelemetry tracing over the OTEL_*
+	// environment. Default off.
+	Tracing tracing.Config `yaml:"tracing"`
 	// Rules are the alert rules (alert.RuleConfig); absent means the
 	// built-in defaults.
 	Rules []alert.RuleConfig `yaml:"rules"`
@@ -143,6 +148,7 @@ func defaultConfig() Config {
 		Log:             LogConfig{Level: "warn", Format: "text", Interval: proxy.DefaultLogInterval},
 		Batching:        batcher.DefaultSettings(),
 		GPU:             gpu.DefaultConfig(),
+		Tracing:         tracing.DefaultConfig(os.Getenv),
 	}
 }
 
@@ -247,6 +253,7 @@ func (c *Config) validate() error {
 		section("upstream_tls", c.UpstreamTLS.Problems()),
 		section("batching", c.Batching.Problems()),
 		section("gpu", c.GPU.Problems()),
+		section("tracing", c.Tracing.Problems()),
 		batchingProblems(c.Batching),
 		c.alertingConfig(),
 	)
@@ -494,6 +501,20 @@ var flags = []flagRow{
 		with(func(*Config) string { return "off" }, func(c *Config, v string) error { c.gpuSource = v; return nil })},
 	{"gpu-metrics-url", "gpu.sources", "Triton (:8002/metrics), DCGM exporter (:9400/metrics) or simserver metrics `URL`",
 		with(none, func(c *Config, v string) error { c.gpuURL = v; return nil })},
+	{"tracing", "tracing.enabled", "make OpenTelemetry spans and send them by OTLP (OTEL_* variables configure the rest)",
+		to(func(c *Config) *bool { return &c.Tracing.Enabled })},
+	{"trace-endpoint", "tracing.endpoint", "OTLP collector `URL` (default: OTEL_EXPORTER_OTLP_ENDPOINT, else localhost)",
+		to(func(c *Config) *string { return &c.Tracing.Endpoint })},
+	{"trace-protocol", "tracing.protocol", "OTLP `protocol`: grpc or http/protobuf", to(func(c *Config) *string { return &c.Tracing.Protocol })},
+	{"trace-sample-ratio", "tracing.sample_ratio", "share of new traces recorded, 0 to 1 (a client's sampled trace is always followed)",
+		with(func(c *Config) string { return strconv.FormatFloat(c.Tracing.SampleRatio, 'g', -1, 64) }, func(c *Config, v string) error {
+			r, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				return fmt.Errorf("%q is not a number", v)
+			}
+			c.Tracing.SampleRatio = r
+			return nil
+		})},
 	{"gpu-interval", "gpu.interval", "GPU sampling and latency-correlation period", to(func(c *Config) *time.Duration { return &c.GPU.Interval })},
 	{"version", "", "print the version and exit", to(func(c *Config) *bool { return &c.PrintVersion })},
 	{"check-config", "", "validate flags and the YAML file, print the result and exit (0 valid, 2 not)", to(func(c *Config) *bool { return &c.CheckOnly })},

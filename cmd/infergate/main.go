@@ -148,6 +148,11 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	traceOpt, stopTracing, err := startTracing(cfg.Tracing, log)
+	if err != nil {
+		return err
+	}
+	defer stopTracing() // after the server: the calls' spans are ended
 	defer bat.Close() // after the server and the proxy: batches in flight end first
 	p, err := proxy.New(proxy.DirectorFunc(func(context.Context, string) (*proxy.Upstream, error) { return up, nil }),
 		append(cfg.Config.Options(),
@@ -157,6 +162,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 			proxy.WithLogger(log),
 			proxy.WithLogInterval(cfg.Log.Interval),
 			proxy.WithRequestLogger(requestLogger(cfg.Log)),
+			traceOpt,
 		)...,
 	)
 	if err != nil {

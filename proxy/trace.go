@@ -1,0 +1,292 @@
+package proxy
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	otelcodes "go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/infergate/infergate/batcher"
+)
+
+// Tracing. With WithTracing, every call gets a server span whose parent is
+// the W3C context the client sent, every upstream attempt a client span
+// under it (its reason: primary, fallback, hedge, retry, cascade), and the
+// upstream receives a traceparent that names the attempt's span. A batch
+// is one client span of its own, linked to the attempt span of each caller
+// that rode in it, and each of those linked back to it: a trace shows
+// which batch a call went in and what it waited for. Without WithTracing
+// (the default) the call path only tests a nil pointer.
+
+// Semconv says which OpenTelemetry RPC semantic conventions the spans
+// follow.
+type Semconv uint8
+
+const (
+	// SemconvOld: the conventions of semconv v1.26 that most gRPC
+	// instrumentations emit today: rpc.system, rpc.service, rpc.method
+	// (the bare method), rpc.grpc.status_code (an int).
+	SemconvOld Semconv = iota
+	// SemconvNew: the release candidate of semconv v1.40: rpc.system.name,
+	// rpc.method ("package.Service/Method", or _OTHER with
+	// rpc.method_original for a method the proxy does not know),
+	// rpc.response.status_code (the code's name).
+	SemconvNew
+	// SemconvDup emits both; where a key is in both (rpc.method) the new
+	// value is kept.
+	SemconvDup
+)
+
+// SemconvFromEnv reads OTEL_SEMCONV_STABILITY_OPT_IN's value, as
+// OpenTelemetry instrumentations do: "rpc" selects the new conventions,
+// "rpc/dup" both; anything else the old ones.
+func SemconvFromEnv(v string) Semconv {
+	mode := SemconvOld
+	for _, s := range strings.Split(v, ",") {
+		switch strings.TrimSpace(s) {
+		case "rpc":
+			if mode != SemconvDup {
+				mode = SemconvNew
+			}
+		case "rpc/dup":
+			mode = SemconvDup
+		}
+	}
+	return mode
+}
+
+// Span attributes of infergate's own (no convention covers them).
+const (
+	attrModel       = attribute.Key("infergate.model")
+	attrVersion     = attribute.Key("infergate.model_version")
+	attrRoute       = attribute.Key("infergate.route")
+	attrReason      = attribute.Key("infergate.route_reason")
+	attrQueue       = attribute.Key("infergate.queue_seconds")
+	attrAttempt     = attribute.Key("infergate.attempt")
+	attrUpstream    = attribute.Key("infergate.upstream")
+	attrBatchID     = attribute.Key("infergate.batch.id")
+	attrBatchRows   = attribute.Key("infergate.batch.rows")
+	attrBatchCalls  = attribute.Key("infergate.batch.size")
+	attrServerAddr  = attribute.Key("server.address")
+	attrRPCSystem   = attribute.Key("rpc.system")
+	attrRPCService  = attribute.Key("rpc.service")
+	attrRPCMethod   = attribute.Key("rpc.method")
+	attrRPCGRPCCode = attribute.Key("rpc.grpc.status_code")
+	attrRPCSysName  = attribute.Key("rpc.system.name")
+	attrRPCOriginal = attribute.Key("rpc.method_original")
+	attrRPCRespCode = attribute.Key("rpc.response.status_code")
+)
+
+// tracing is the proxy's instrumentation; nil when off.
+type tracing struct {
+	tracer trace.Tracer
+	prop   propagation.TextMapPropagator
+	conv   Semconv
+}
+
+// WithTracing makes spans with tp's tracer and reads and writes the trace
+// context with prop (propagation.TraceContext{} for W3C traceparent). A
+// nil tp, the default, makes none and costs nothing.
+func WithTracing(tp trace.TracerProvider, prop propagation.TextMapPropagator, conv Semconv) Option {
+	return optionFunc(func(o *options) {
+		if tp == nil {
+			o.tracing = nil
+			return
+		}
+		if prop == nil {
+			prop = propagation.TraceContext{}
+		}
+		o.tracing = &tracing{tracer: tp.Tracer("github.com/infergate/infergate/proxy"), prop: prop, conv: conv}
+	})
+}
+
+// address is up's target, for the server.address attribute.
+func (u *Upstream) address() string { return u.conns[0].Target() }
+
+// mdCarrier is gRPC metadata as a propagation.TextMapCarrier.
+type mdCarrier metadata.MD
+
+func (c mdCarrier) Get(key string) string {
+	if v := metadata.MD(c).Get(key); len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
+func (c mdCarrier) Set(key, value string) { metadata.MD(c).Set(key, value) }
+
+func (c mdCarrier) Keys() []string {
+	keys := make([]string, 0, len(c))
+	for k := range c {
+		keys = append(keys, k)
+	}
+	return keys
+}
+
+// spanName is the conventional span name of a full method
+// ("/pkg.Service/Method"): "pkg.Service/Method".
+func spanName(method string) string { return strings.TrimPrefix(method, "/") }
+
+// rpcAttrs are the convention's attributes of method.
+func (tr *tracing) rpcAttrs(method string) []attribute.KeyValue {
+	name := spanName(method)
+	service, bare, _ := strings.Cut(name, "/")
+	var kv []attribute.KeyValue
+	if tr.conv != SemconvNew {
+		kv = append(kv, attrRPCSystem.String("grpc"), attrRPCService.String(service), attrRPCMethod.String(bare))
+	}
+	if tr.conv != SemconvOld {
+		kv = append(kv, attrRPCSysName.String("grpc"))
+		if _, known := methods[method]; known {
+			kv = append(kv, attrRPCMethod.String(name))
+		} else {
+			// The convention's rule for a method the instrumentation does
+			// not recognise: the proxy forwards any method, so a client's
+			// made-up names must not become unbounded span attributes.
+			kv = append(kv, attrRPCMethod.String("_OTHER"), attrRPCOriginal.String(name))
+		}
+	}
+	return kv
+}
+
+// codeAttrs are the convention's attributes of a status code.
+func (tr *tracing) codeAttrs(code codes.Code) []attribute.KeyValue {
+	switch tr.conv {
+	case SemconvOld:
+		return []attribute.KeyValue{attrRPCGRPCCode.Int(int(code))}
+	case SemconvNew:
+		return []attribute.KeyValue{attrRPCRespCode.String(codeName(code))}
+	}
+	return []attribute.KeyValue{attrRPCGRPCCode.Int(int(code)), attrRPCRespCode.String(codeName(code))}
+}
+
+// codeNames are the codes as the gRPC specification spells them, which
+// rpc.response.status_code takes (CANCELLED, not Go's Canceled).
+var codeNames = [...]string{"OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND",
+	"ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE",
+	"UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED"}
+
+// codeName is c as the specification spells it; its number when unknown.
+func codeName(c codes.Code) string {
+	if int(c) < len(codeNames) {
+		return codeNames[c]
+	}
+	return strconv.Itoa(int(c))
+}
+
+// serverError says whether a server span with code is an error: the RPC
+// convention counts only the codes that say the server failed.
+func serverError(c codes.Code) bool {
+	switch c {
+	case codes.Unknown, codes.DeadlineExceeded, codes.Unimplemented, codes.Internal,
+		codes.Unavailable, codes.DataLoss:
+		return true
+	}
+	return false
+}
+
+// startServer starts a call's server span, a child of the trace context
+// the client sent.
+func (tr *tracing) startServer(ctx context.Context, method string) (context.Context, trace.Span) {
+	if md, ok := metadata.FromIncomingContext(ctx); ok {
+		ctx = tr.prop.Extract(ctx, mdCarrier(md))
+	}
+	return tr.tracer.Start(ctx, spanName(method), trace.WithSpanKind(trace.SpanKindServer),
+		trace.WithAttributes(tr.rpcAttrs(method)...))
+}
+
+// endServer ends a call's server span with what finish recorded.
+func (tr *tracing) endServer(span trace.Span, code codes.Code, o outcome) {
+	kv := append(tr.codeAttrs(code), attrUpstream.String(o.upName))
+	if o.model != "" {
+		kv = append(kv, attrModel.String(o.model), attrVersion.String(o.version))
+	}
+	if o.route != "" {
+		kv = append(kv, attrRoute.String(o.route))
+	}
+	if o.reason != "" {
+		kv = append(kv, attrReason.String(o.reason))
+	}
+	if o.queue > 0 {
+		kv = append(kv, attrQueue.Float64(o.queue.Seconds()))
+	}
+	span.SetAttributes(kv...)
+	if serverError(code) {
+		span.SetStatus(otelcodes.Error, code.String())
+	}
+	span.End()
+}
+
+// startClient starts the client span of one upstream attempt or stream to
+// up and puts its trace context in the outgoing metadata (replacing the
+// client's), so that the upstream's spans are its children.
+func (tr *tracing) startClient(ctx context.Context, method string, up *Upstream, why string,
+	extra ...attribute.KeyValue) (context.Context, trace.Span) {
+	kv := append(tr.rpcAttrs(method), attrUpstream.String(up.name), attrServerAddr.String(up.address()), attrAttempt.String(why))
+	ctx, span := tr.tracer.Start(ctx, spanName(method), trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(append(kv, extra...)...))
+	return tr.inject(ctx), span
+}
+
+// inject writes ctx's span context into a copy of its outgoing metadata.
+func (tr *tracing) inject(ctx context.Context) context.Context {
+	md, _ := metadata.FromOutgoingContext(ctx)
+	md = md.Copy()
+	if md == nil {
+		md = metadata.MD{}
+	}
+	tr.prop.Inject(ctx, mdCarrier(md))
+	return metadata.NewOutgoingContext(ctx, md)
+}
+
+// endClient ends a client span with the attempt's code and, for a batched
+// attempt, the link to its batch.
+func (tr *tracing) endClient(span trace.Span, err error, queue time.Duration, b *batcher.Batch) {
+	code := codeOf(err)
+	span.SetAttributes(tr.codeAttrs(code)...)
+	if queue > 0 {
+		span.SetAttributes(attrQueue.Float64(queue.Seconds()))
+	}
+	if b != nil {
+		if sc, ok := b.Link.(trace.SpanContext); ok {
+			span.AddLink(trace.Link{SpanContext: sc})
+		}
+		span.SetAttributes(attrBatchID.Int64(int64(b.ID)), attrBatchRows.Int(b.Rows), attrBatchCalls.Int(len(b.Calls)))
+	}
+	if code != codes.OK {
+		span.SetStatus(otelcodes.Error, code.String())
+	}
+	span.End()
+}
+
+// startBatch starts the span of a merged upstream call: a root of its own
+// (it serves many traces), linked to the span of every caller in it, and
+// leaves its span context in b for the callers to link back to.
+func (tr *tracing) startBatch(ctx context.Context, method string, up *Upstream, b *batcher.Batch,
+	md metadata.MD) (context.Context, metadata.MD, trace.Span) {
+	links := make([]trace.Link, 0, len(b.Calls))
+	for _, c := range b.Calls {
+		if sc := trace.SpanContextFromContext(c); sc.IsValid() {
+			links = append(links, trace.Link{SpanContext: sc})
+		}
+	}
+	kv := append(tr.rpcAttrs(method), attrUpstream.String(up.name), attrServerAddr.String(up.address()),
+		attrAttempt.String("batch"), attrBatchID.Int64(int64(b.ID)), attrBatchRows.Int(b.Rows),
+		attrBatchCalls.Int(len(b.Calls)))
+	ctx, span := tr.tracer.Start(ctx, spanName(method), trace.WithNewRoot(), trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithLinks(links...), trace.WithAttributes(kv...))
+	b.Link = span.SpanContext()
+	md = md.Copy()
+	if md == nil {
+		md = metadata.MD{}
+	}
+	tr.prop.Inject(ctx, mdCarrier(md))
+	return ctx, md, span
+}

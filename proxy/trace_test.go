@@ -1,0 +1,132 @@
+package proxy
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"go.opentelemetry.io/otel/propagation"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/infergate/infergate/proto/kservepb"
+)
+
+// spanAttr returns a span attribute's value as text.
+func spanAttr(s sdktrace.ReadOnlySpan, key string) string {
+	for _, kv := range s.Attributes() {
+		if string(kv.Key) == key {
+			return kv.Value.Emit()
+		}
+	}
+	return ""
+}
+
+// A routed call's spans: the server span is the child of the client's
+// trace context, each attempt a client span under it that names its
+// reason and target, and the upstream gets a traceparent naming the
+// attempt's span, not the client's.
+func TestTracingRoutedCall(t *testing.T) {
+	for _, conv := range []Semconv{SemconvOld, SemconvNew, SemconvDup} {
+		t.Run(fmt.Sprint("semconv=", conv), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				rec := tracetest.NewSpanRecorder()
+				tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+				e := newRouteEnvWith(t, nil, WithTracing(tp, propagation.TraceContext{}, conv))
+				e.pri.set(behaveError) // UNAVAILABLE: retried on the fallback
+				parent := trace.NewSpanContext(trace.SpanContextConfig{
+					TraceID: trace.TraceID{0xa1}, SpanID: trace.SpanID{0xb2}, TraceFlags: trace.FlagsSampled, Remote: true})
+				ctx := metadata.AppendToOutgoingContext(t.Context(), "traceparent",
+					fmt.Sprintf("00-%s-%s-01", parent.TraceID(), parent.SpanID()))
+				ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+				defer cancel()
+				if _, err := e.client.ModelInfer(ctx, &kservepb.ModelInferRequest{ModelName: "big"}); err != nil {
+					t.Fatal(err)
+				}
+				synctest.Wait()
+				spans := rec.Ended()
+				var server sdktrace.ReadOnlySpan
+				var attempts []sdktrace.ReadOnlySpan
+				for _, s := range spans {
+					switch s.SpanKind() {
+					case trace.SpanKindServer:
+						server = s
+					case trace.SpanKindClient:
+						attempts = append(attempts, s)
+					}
+				}
+				if server == nil || server.Parent().SpanID() != parent.SpanID() || server.SpanContext().TraceID() != parent.TraceID() {
+					t.Fatalf("server span %v, want the child of the client's span", server)
+				}
+				if spanAttr(server, "infergate.route") != "fallback" || spanAttr(server, "infergate.route_reason") != "retry" ||
+					spanAttr(server, "infergate.model") != "big" {
+					t.Errorf("server span attributes %v", server.Attributes())
+				}
+				if len(attempts) != 2 {
+					t.Fatalf("%d attempt spans, want the primary's and the retry's", len(attempts))
+				}
+				pri, retry := attempts[0], attempts[1]
+				if spanAttr(pri, "infergate.attempt") != "primary" || spanAttr(retry, "infergate.attempt") != "retry" ||
+					spanAttr(retry, "infergate.model") != "small" || pri.Status().Code.String() != "Error" {
+					t.Errorf("attempts: %v / %v, status %v", pri.Attributes(), retry.Attributes(), pri.Status())
+				}
+				for _, a := range attempts {
+					if a.Parent().SpanID() != server.SpanContext().SpanID() {
+						t.Errorf("attempt %v's parent is not the server span", a.Attributes())
+					}
+				}
+				// Each server got the traceparent of the attempt sent to it.
+				for _, c := range []struct {
+					m    *modelServer
+					span sdktrace.ReadOnlySpan
+				}{{e.pri, pri}, {e.edge, retry}} {
+					want := fmt.Sprintf("00-%s-%s-01", c.span.SpanContext().TraceID(), c.span.SpanContext().SpanID())
+					c.m.mu.Lock()
+					got := c.m.traceparents
+					c.m.mu.Unlock()
+					if len(got) != 1 || got[0] != want {
+						t.Errorf("%s got traceparent %q, want %q", c.m.name, got, want)
+					}
+				}
+				// The conventions asked for.
+				method, code := spanAttr(server, "rpc.method"), spanAttr(server, "rpc.grpc.status_code")
+				newCode := spanAttr(server, "rpc.response.status_code")
+				switch conv {
+				case SemconvOld:
+					if method != "ModelInfer" || code != "0" || newCode != "" || spanAttr(server, "rpc.system") != "grpc" {
+						t.Errorf("old conventions: %v", server.Attributes())
+					}
+				case SemconvNew:
+					if method != "inference.GRPCInferenceService/ModelInfer" || code != "" || newCode != "OK" ||
+						spanAttr(server, "rpc.system.name") != "grpc" {
+						t.Errorf("new conventions: %v", server.Attributes())
+					}
+				case SemconvDup:
+					if method != "inference.GRPCInferenceService/ModelInfer" || code != "0" || newCode != "OK" {
+						t.Errorf("both conventions: %v", server.Attributes())
+					}
+				}
+			})
+		})
+	}
+}
+
+func TestSemconvFromEnv(t *testing.T) {
+	for v, want := range map[string]Semconv{"": SemconvOld, "http": SemconvOld, "rpc": SemconvNew,
+		"http,rpc/dup": SemconvDup, "rpc/dup,rpc": SemconvDup} {
+		if got := SemconvFromEnv(v); got != want {
+			t.Errorf("SemconvFromEnv(%q) = %v, want %v", v, got, want)
+		}
+	}
+	for c, want := range map[codes.Code]string{codes.OK: "OK", codes.Canceled: "CANCELLED",
+		codes.PermissionDenied: "PERMISSION_DENIED", codes.Unauthenticated: "UNAUTHENTICATED", 99: "99"} {
+		if got := codeName(c); got != want {
+			t.Errorf("codeName(%d) = %q, want %q", c, got, want)
+		}
+	}
+}

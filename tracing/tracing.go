@@ -1,0 +1,177 @@
+// Package tracing sets up OpenTelemetry tracing for infergate: the OTLP
+// exporter (gRPC or HTTP), parent-based ratio sampling and the resource,
+// configured by the standard OTEL_* environment variables under the
+// tracing section of the config file and the flags. It owns the SDK; the
+// proxy only sees the trace API (proxy.WithTracing).
+package tracing
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Protocols of the OTLP exporter, as OTEL_EXPORTER_OTLP_PROTOCOL spells
+// them.
+const (
+	ProtocolGRPC = "grpc"
+	ProtocolHTTP = "http/protobuf"
+)
+
+// Config is the tracing section. DefaultConfig fills it from the OTEL_*
+// environment, so the file and the flags, applied over it, win over the
+// environment, as they win over every other default.
+type Config struct {
+	// Enabled turns tracing on. Default false, unless the environment
+	// says OTEL_TRACES_EXPORTER=otlp; OTEL_SDK_DISABLED=true keeps it off
+	// whatever the file says.
+	Enabled bool `yaml:"enabled"`
+	// Protocol is grpc or http/protobuf. Default OTEL_EXPORTER_OTLP_TRACES_PROTOCOL,
+	// then OTEL_EXPORTER_OTLP_PROTOCOL, then http/protobuf (the
+	// specification's default).
+	Protocol string `yaml:"protocol"`
+	// Endpoint is the collector's URL (http://host:4318 for HTTP,
+	// http://host:4317 for gRPC; https for TLS). Empty: the exporter reads
+	// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT,
+	// else localhost.
+	Endpoint string `yaml:"endpoint"`
+	// SampleRatio is the share of new traces (calls without a sampled
+	// parent) recorded, 0 to 1; a call whose client sampled its trace is
+	// always recorded, one whose client did not never is (parent-based).
+	// Default OTEL_TRACES_SAMPLER_ARG for a ratio sampler, else 1.
+	SampleRatio float64 `yaml:"sample_ratio"`
+	// ServiceName is the resource's service.name. Default OTEL_SERVICE_NAME,
+	// else "infergate".
+	ServiceName string `yaml:"service_name"`
+
+	disabled bool // OTEL_SDK_DISABLED=true
+}
+
+// DefaultConfig returns the defaults, read from the environment by getenv
+// (os.Getenv).
+func DefaultConfig(getenv func(string) string) Config {
+	c := Config{Protocol: ProtocolHTTP, SampleRatio: 1, ServiceName: "infergate"}
+	c.Enabled = strings.EqualFold(strings.TrimSpace(getenv("OTEL_TRACES_EXPORTER")), "otlp")
+	c.disabled = strings.EqualFold(strings.TrimSpace(getenv("OTEL_SDK_DISABLED")), "true")
+	for _, k := range []string{"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"} {
+		if v := strings.TrimSpace(getenv(k)); v != "" {
+			c.Protocol = v
+			break
+		}
+	}
+	switch getenv("OTEL_TRACES_SAMPLER") {
+	case "traceidratio", "parentbased_traceidratio":
+		if r, err := strconv.ParseFloat(getenv("OTEL_TRACES_SAMPLER_ARG"), 64); err == nil {
+			c.SampleRatio = r
+		}
+	case "always_off", "parentbased_always_off":
+		c.SampleRatio = 0
+	}
+	if v := getenv("OTEL_SERVICE_NAME"); v != "" {
+		c.ServiceName = v
+	}
+	return c
+}
+
+// On reports whether tracing is to run.
+func (c Config) On() bool { return c.Enabled && !c.disabled }
+
+// Problems returns one error per bad field, named as the file spells it.
+func (c Config) Problems() []error {
+	var errs []error
+	if c.Protocol != ProtocolGRPC && c.Protocol != ProtocolHTTP {
+		errs = append(errs, fmt.Errorf("protocol: must be %s or %s, got %q", ProtocolGRPC, ProtocolHTTP, c.Protocol))
+	}
+	if c.Endpoint != "" {
+		u, err := url.Parse(c.Endpoint)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			errs = append(errs, fmt.Errorf("endpoint: must be an http:// or https:// URL, got %q", c.Endpoint))
+		}
+	}
+	if c.SampleRatio < 0 || c.SampleRatio > 1 {
+		errs = append(errs, fmt.Errorf("sample_ratio: must be between 0 and 1, got %v", c.SampleRatio))
+	}
+	if c.ServiceName == "" {
+		errs = append(errs, errors.New("service_name: must not be empty"))
+	}
+	return errs
+}
+
+// Tracing is a running tracer provider.
+type Tracing struct {
+	// Provider makes the spans; Propagator reads and writes W3C trace
+	// context and baggage.
+	Provider   trace.TracerProvider
+	Propagator propagation.TextMapPropagator
+	sdk        *sdktrace.TracerProvider
+}
+
+// Start builds the exporter, the sampler and the provider of c. The
+// exporter connects lazily: an unreachable collector loses spans (the
+// batch processor drops them) but never slows or fails a call.
+func Start(ctx context.Context, c Config, version string) (*Tracing, error) {
+	var (
+		exp sdktrace.SpanExporter
+		err error
+	)
+	switch c.Protocol {
+	case ProtocolGRPC:
+		var opts []otlptracegrpc.Option
+		if c.Endpoint != "" {
+			opts = append(opts, otlptracegrpc.WithEndpointURL(c.Endpoint))
+		}
+		exp, err = otlptracegrpc.New(ctx, opts...)
+	default:
+		var opts []otlptracehttp.Option
+		if c.Endpoint != "" {
+			opts = append(opts, otlptracehttp.WithEndpointURL(endpointWithPath(c.Endpoint)))
+		}
+		exp, err = otlptracehttp.New(ctx, opts...)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("tracing: %s exporter: %w", c.Protocol, err)
+	}
+	res, err := resource.New(ctx, resource.WithFromEnv(), resource.WithTelemetrySDK(),
+		resource.WithAttributes(attribute.String("service.name", c.ServiceName), attribute.String("service.version", version)))
+	if err != nil && res == nil {
+		return nil, fmt.Errorf("tracing: resource: %w", err)
+	}
+	tp := sdktrace.NewTracerProvider(
+		sdktrace.WithBatcher(exp),
+		sdktrace.WithResource(res),
+		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(c.SampleRatio))),
+	)
+	return &Tracing{
+		Provider:   tp,
+		Propagator: propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}),
+		sdk:        tp,
+	}, nil
+}
+
+// endpointWithPath gives an HTTP collector URL without a path the
+// signal's path, /v1/traces, as OTEL_EXPORTER_OTLP_ENDPOINT is read: a
+// user writes the collector's address, not the route of one signal.
+func endpointWithPath(endpoint string) string {
+	u, err := url.Parse(endpoint)
+	if err != nil || (u.Path != "" && u.Path != "/") {
+		return endpoint
+	}
+	u.Path = "/v1/traces"
+	return u.String()
+}
+
+// Shutdown sends the spans still buffered and stops the exporter.
+func (t *Tracing) Shutdown(ctx context.Context) error {
+	return t.sdk.Shutdown(ctx)
+}
