@@ -153,7 +153,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	defer stopTracing() // after the server: the calls' spans are ended
-	defer bat.Close() // after the server and the proxy: batches in flight end first
+	defer bat.Close()   // after the server and the proxy: batches in flight end first
 	p, err := proxy.New(proxy.DirectorFunc(func(context.Context, string) (*proxy.Upstream, error) { return up, nil }),
 		append(cfg.Config.Options(),
 			proxy.WithRouter(rt.router),
