@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -312,5 +313,33 @@ func TestGPUSourceDown(t *testing.T) {
 	}
 	if _, err := kc.ModelInfer(testCtx(t), simpleRequest("y")); err != nil {
 		t.Errorf("call after the source went down: %v", err)
+	}
+}
+
+// TestGPUCheckScript runs scripts/gpu-check.sh, the NVML check for a real
+// GPU, so that it cannot rot: on a machine without an NVIDIA driver (CI)
+// it must end with its clear "no NVIDIA driver" verdict and status 2,
+// after checking that infergate runs without NVML; with a driver, pass.
+func TestGPUCheckScript(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "../scripts/gpu-check.sh")
+	cmd.Env = append(os.Environ(), "INFERGATE="+filepath.Join(binDir, "infergate"), "GPU_CHECK_LOAD_SECONDS=5")
+	out, err := cmd.CombinedOutput()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("gpu-check.sh: %v\n%s", err, out)
+	}
+	text := string(out)
+	switch {
+	case code == 2 && strings.Contains(text, "RESULT: no NVIDIA driver") &&
+		strings.Contains(text, "PASS  without a driver the nvml source reports down"):
+		t.Logf("no driver here, as the script says:\n%s", text)
+	case code == 0 && strings.Contains(text, "RESULT: PASS"):
+		t.Logf("a GPU here:\n%s", text)
+	default:
+		t.Fatalf("gpu-check.sh exited %d:\n%s", code, text)
 	}
 }
