@@ -93,8 +93,11 @@ function cls(word) {
   return known.has(w) ? w : "";
 }
 
+// badge shows a state word; it does not wrap, so it is clipped shorter.
 function badge(word) {
-  return el("span", { className: "badge " + cls(word) }, String(word || "?"));
+  const w = String(word || "?");
+  return el("span", { className: "badge " + cls(word), title: w.length > 20 ? w.slice(0, 2000) : null },
+    w.length > 20 ? w.slice(0, 20) + "…" : w);
 }
 
 function td(...kids) {
@@ -199,8 +202,9 @@ function renderAlerts() {
       td(txt(a.name), summary ? el("div", { className: "muted" }, txt(summary)) : null),
       td(txt(subject)),
       num(ago(since)),
-      num(txt(a.value || "—")),
-      num(txt(a.threshold || "—")),
+      // Rule texts, not only numbers: these may wrap.
+      td(txt(a.value || "—")),
+      td(txt(a.threshold || "—")),
     ));
     rows.push(el("tr", { className: "evidence" }, el("td", { colSpan: 7 }, evidence(a))));
   }
@@ -236,7 +240,7 @@ function evidence(a) {
     if (g.throttle_reasons && g.throttle_reasons.length) s += ", throttled (" + g.throttle_reasons.join(", ") + ")";
     ul.append(el("li", null, txt(s)));
   }
-  if (ev.cause_hint) ul.append(el("li", null, txt("cause hint: " + ev.cause_hint)));
+  if (ev.cause_hint && ev.cause_hint !== "none") ul.append(el("li", null, txt("cause hint: " + ev.cause_hint)));
   for (const act of ev.actions || []) ul.append(el("li", null, txt("action: " + act)));
   if (a.muted) ul.append(el("li", { className: "muted" }, txt("muted: " + a.muted)));
   if (!ul.childElementCount) ul.append(el("li", { className: "muted" }, "no evidence recorded"));
@@ -325,16 +329,14 @@ function renderRoutes() {
   }
   const routes = (st.data && st.data.routes) || [];
   const breakers = (st.data && st.data.breakers) || [];
-  const breakerState = new Map(breakers.map((b) => [b.upstream, b.state]));
   const rrows = routes.map((rt) => {
     const c = rt.calls || {};
-    const br = rt.primary_breaker;
     return el("tr", { dataset: { model: String(rt.model) } },
       td(txt(rt.model)),
       td(badge(rt.route)),
       td(txt([rt.why, rt.reason && "reason " + rt.reason, rt.forced && rt.forced !== "auto" ? "forced " + rt.forced : ""].filter(Boolean).join("; ") || "—")),
       td(txt(rt.primary_upstream || "—")),
-      td(br ? el("span", null, txt(br), " ", badge(breakerState.get(br) || "?")) : "—"),
+      td(rt.primary_breaker ? badge(rt.primary_breaker) : "—"),
       td(txt(rt.fallback || "—")),
       num(rt.since ? ago(rt.since) + " ago" : "—"),
       num((c.primary || 0) + " / " + (c.fallback || 0)),
@@ -404,12 +406,15 @@ function renderBanner() {
     updated.textContent = "updated " + clock(Date.now());
     return;
   }
+  // Grouped by error: a listener that is down fails every read alike.
+  const byError = new Map();
+  for (const n of failed) byError.set(state[n].error, [...(byError.get(state[n].error) || []), n]);
   const oldest = Math.min(...failed.map((n) => state[n].at || Infinity));
-  let s = "Stale: could not refresh " + failed.map((n) => n + " (" + state[n].error + ")").join(", ") + ". ";
+  let s = "Stale: could not refresh " + [...byError].map(([err, ns]) => ns.join(", ") + " (" + err + ")").join("; ") + ". ";
   s += isFinite(oldest) ? "Showing data read at " + clock(oldest) + ", " + Math.round((Date.now() - oldest) / 1000) + " s ago. " : "";
   s += "Retrying every " + REFRESH_MS / 1000 + " s.";
-  banner.replaceChildren(txt(s));
-  banner.title = s;
+  // Built from the page's own words and fetch's error texts: shown whole.
+  banner.textContent = s;
   banner.hidden = false;
   updated.textContent = "last tried " + clock(Date.now());
 }
