@@ -9,11 +9,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/infergate/infergate/proto/kservepb"
 	"github.com/infergate/infergate/statuspage"
 )
 
@@ -110,8 +108,9 @@ func TestStatusPageInBrowser(t *testing.T) {
 	// The fault goes to mobilenet_v3, which has no fallback: resnet50's
 	// fallback would answer its failed calls, and no error would reach
 	// a client or an alert.
-	stop := modelLoad(t, gate.grpc, "mobilenet_v3", 20*time.Millisecond)
-	defer stop()
+	// Its errors are the point: m.failed() is not checked.
+	m := startModelLoad(t, gate.grpc, "mobilenet_v3", 1, 1, 20*time.Millisecond)
+	defer m.stop()
 
 	// "/" redirects to the page: the address an operator types.
 	s := openStatusPage(t, "http://"+gate.admin+"/")
@@ -145,31 +144,6 @@ func TestStatusPageInBrowser(t *testing.T) {
 	s.wait("the stale banner", `!document.getElementById("stale").hidden &&
 		document.getElementById("stale").textContent.includes("could not refresh")`, 60*time.Second)
 	s.shot("statuspage-stale.png")
-}
-
-// modelLoad calls model through addr once a period until stop; errors are
-// expected (the test injects them) and ignored.
-func modelLoad(t *testing.T, addr, model string, period time.Duration) (stop func()) {
-	kc := kservepb.NewGRPCInferenceServiceClient(dial(t, addr))
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		tk := time.NewTicker(period)
-		defer tk.Stop()
-		req := resnetRequest(model, 1)
-		for ctx.Err() == nil {
-			cctx, ccancel := context.WithTimeout(ctx, 10*time.Second)
-			kc.ModelInfer(cctx, req)
-			ccancel()
-			select {
-			case <-tk.C:
-			case <-ctx.Done():
-			}
-		}
-	})
-	stop = func() { cancel(); wg.Wait() }
-	t.Cleanup(stop)
-	return stop
 }
 
 // TestStatusPageShowsHostileNamesAsText: model names come from clients.
