@@ -13,7 +13,9 @@ const REFRESH_MS = 2000;
 // shows as a stale page, not as a page that silently stops moving.
 const TIMEOUT_MS = 5000;
 // Longer strings are clipped on screen; the cell's title holds more.
+// Evidence lines are sentences, so they get more room.
 const CLIP = 120;
+const CLIP_EVIDENCE = 600;
 
 // Relative to the page (served at status/), so a path prefix added by a
 // reverse proxy in front of the admin listener is kept.
@@ -77,11 +79,12 @@ function el(tag, props, ...kids) {
   return n;
 }
 
-// txt is a span with s clipped to CLIP characters; the title keeps more.
-function txt(s, className) {
+// txt is a span with s clipped to clip (CLIP) characters; the title
+// keeps more.
+function txt(s, className, clip = CLIP) {
   const full = String(s == null ? "" : s);
-  if (full.length <= CLIP) return el("span", { className }, full);
-  return el("span", { className, title: full.slice(0, 2000) }, full.slice(0, CLIP) + "…");
+  if (full.length <= clip) return el("span", { className }, full);
+  return el("span", { className, title: full.slice(0, 2000) }, full.slice(0, clip) + "…");
 }
 
 // cls turns an API word into a class name from a fixed set, so a value
@@ -218,32 +221,33 @@ function renderAlerts() {
 function evidence(a) {
   const ev = a.evidence || {};
   const ul = el("ul");
+  const li = (s, className) => el("li", { className }, txt(s, null, CLIP_EVIDENCE));
   for (const c of ev.conditions || []) {
     const parts = [c.kind + ": holds " + c.holds];
     if (c.value) parts.push("value " + c.value);
     if (c.threshold) parts.push("threshold " + c.threshold);
     if (isNum(c.calls)) parts.push(c.calls + " calls");
     if (c.note) parts.push(c.note);
-    ul.append(el("li", null, txt(parts.join(", "))));
+    ul.append(li(parts.join(", ")));
   }
   if (ev.baseline) {
     const b = ev.baseline;
     const up = b.up_above_seconds || {};
     const med = b.median_seconds || {};
     const qs = Object.keys(up).sort().map((q) => q + " " + dur(med[q]) + " (up above " + dur(up[q]) + ")");
-    ul.append(el("li", null, txt("baseline (" + b.source + "): " + (qs.join(", ") || "no levels yet"))));
+    ul.append(li("baseline (" + b.source + "): " + (qs.join(", ") || "no levels yet")));
   }
   if (ev.gpu) {
     const g = ev.gpu;
     let s = "GPU " + shortGPU(g.uuid) + ": util " + pct(g.utilization);
     if (isNum(g.temperature_celsius)) s += ", " + g.temperature_celsius.toFixed(0) + " °C";
     if (g.throttle_reasons && g.throttle_reasons.length) s += ", throttled (" + g.throttle_reasons.join(", ") + ")";
-    ul.append(el("li", null, txt(s)));
+    ul.append(li(s));
   }
-  if (ev.cause_hint && ev.cause_hint !== "none") ul.append(el("li", null, txt("cause hint: " + ev.cause_hint)));
-  for (const act of ev.actions || []) ul.append(el("li", null, txt("action: " + act)));
-  if (a.muted) ul.append(el("li", { className: "muted" }, txt("muted: " + a.muted)));
-  if (!ul.childElementCount) ul.append(el("li", { className: "muted" }, "no evidence recorded"));
+  if (ev.cause_hint && ev.cause_hint !== "none") ul.append(li("cause hint: " + ev.cause_hint));
+  for (const act of ev.actions || []) ul.append(li("action: " + act));
+  if (a.muted) ul.append(li("muted: " + a.muted, "muted"));
+  if (!ul.childElementCount) ul.append(li("no evidence recorded", "muted"));
   return ul;
 }
 
