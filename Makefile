@@ -22,10 +22,12 @@ fmt:
 	@test -z "$$(gofmt -l . | grep -v '^proto/.*\.pb\.go$$')" || (gofmt -l . ; exit 1)
 
 # test: unit and integration tests (integration tests start real processes on
-# loopback: simserver, infergate, promtool, nginx). It builds bin/ first so
-# that the bench smoke tests run the real binaries instead of skipping.
+# loopback: simserver, infergate, promtool, nginx, chromium). It builds bin/
+# first so that the bench smoke tests run the real binaries instead of
+# skipping. -artifacts keeps what tests write to t.ArtifactDir() (the status
+# page's screenshots) under _artifacts/; each test logs its folder.
 test: fmt vet build
-	$(GO) test -race -count=1 -timeout 20m ./...
+	$(GO) test -race -count=1 -timeout 20m -artifacts ./...
 
 test-short:
 	$(GO) test -count=1 -short ./...

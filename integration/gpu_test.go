@@ -101,10 +101,17 @@ type load struct {
 
 func startLoad(t *testing.T, addr string, workers, items int, period time.Duration) *load {
 	t.Helper()
+	return startModelLoad(t, addr, "resnet50", workers, items, period)
+}
+
+// startModelLoad is startLoad for another model that takes resnet50's
+// input (mobilenet_v3).
+func startModelLoad(t *testing.T, addr, model string, workers, items int, period time.Duration) *load {
+	t.Helper()
 	kc := kservepb.NewGRPCInferenceServiceClient(dial(t, addr))
 	ctx, cancel := context.WithCancel(context.Background())
 	l := &load{cancel: cancel}
-	req := resnetRequest("resnet50", items)
+	req := resnetRequest(model, items)
 	for range workers {
 		l.wg.Go(func() {
 			var tick <-chan time.Time

@@ -170,6 +170,7 @@ func writeColumns(w io.Writer, rows [][]string, leftCols int) {
 func guideText(gateGRPC, gateAdmin, simGRPC, simAdmin string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "infergate  grpc=%s  admin=%s   (upstream: simserver grpc=%s)\n", gateGRPC, gateAdmin, simGRPC)
+	fmt.Fprintf(&b, "  status:    http://%s/status/  (live page: models, routes, alerts, GPUs)\n", gateAdmin)
 	fmt.Fprintf(&b, "  metrics:   http://%s/metrics\n", gateAdmin)
 	fmt.Fprintf(&b, "  series:    http://%s/api/v1/series\n", gateAdmin)
 	fmt.Fprintf(&b, "  gpu:       http://%s/api/v1/gpus\n", gateAdmin)

@@ -11,10 +11,12 @@ import (
 
 	"github.com/infergate/infergate/alert"
 	"github.com/infergate/infergate/proxy"
+	"github.com/infergate/infergate/statuspage"
 )
 
-// admin serves the HTTP admin listener: /metrics, /healthz, /readyz and the
-// read-only JSON API. It never sits on the request path.
+// admin serves the HTTP admin listener: /metrics, /healthz, /readyz, the
+// read-only JSON API and the status page over it. It never sits on the
+// request path.
 type admin struct {
 	gatherer prometheus.Gatherer
 	// ready returns the upstream's cached readiness (ready.go).
@@ -60,9 +62,10 @@ func (a *admin) handler() http.Handler {
 	if a.alerts != nil {
 		a.alerts.Register(mux)
 	}
-	if a.router != nil {
-		a.routesAPI(mux)
-	}
+	a.routesAPI(mux)
+	// The page only reads the endpoints above, so it is as open as they
+	// are.
+	statuspage.Register(mux)
 	if a.pprof {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)

@@ -11,9 +11,18 @@ import (
 // routesAPI serves GET /api/v1/routes (each routed model's route, breaker
 // and why; every breaker) and POST /api/v1/routes/{model} with
 // {"route": "primary"|"fallback"|"auto"}, which forces a route or gives it
-// back to breakers and alerts; the write needs the admin token.
+// back to breakers and alerts; the write needs the admin token. With
+// nothing routed the read answers empty lists rather than 404, so a
+// client (the status page) can tell "no routes" from "no such endpoint";
+// the write is not mounted then.
 func (a *admin) routesAPI(mux *http.ServeMux) {
 	r := a.router
+	if r == nil {
+		mux.HandleFunc("GET /api/v1/routes", func(w http.ResponseWriter, _ *http.Request) {
+			writeJSON(w, http.StatusOK, map[string]any{"routes": []proxy.RouteStatus{}, "breakers": []proxy.BreakerStatus{}})
+		})
+		return
+	}
 	mux.HandleFunc("GET /api/v1/routes", func(w http.ResponseWriter, _ *http.Request) {
 		routes, breakers := r.Status()
 		writeJSON(w, http.StatusOK, map[string]any{"routes": routes, "breakers": breakers})
