@@ -35,6 +35,9 @@ func run(args []string) int {
 	if len(args) > 0 && args[0] == "rules" {
 		return rulesCommand(args[1:], os.Stdout, os.Stderr)
 	}
+	if len(args) > 0 && args[0] == "healthcheck" {
+		return healthcheckCommand(args[1:], os.Stdout, os.Stderr)
+	}
 	cfg, err := parseConfig(args)
 	if err == nil && !cfg.PrintVersion {
 		// The I/O step after validation, for --check-config too: the TLS

@@ -1,0 +1,8 @@
+// Package deploy holds no code: beside this file are the container build
+// (Dockerfile), Kubernetes manifests for infergate as Triton's sidecar, a
+// Prometheus scrape configuration and a systemd unit. deploy_test.go runs
+// `infergate --check-config` with exactly the arguments and configuration
+// files they give, and checks the ports, probes, scrape settings, exported
+// rules and shutdown timings they share, so that they cannot drift from the
+// binary.
+package deploy
