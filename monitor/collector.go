@@ -48,8 +48,10 @@ var (
 
 // durationBuckets resolve 100 µs to 60 s, finer between 50 ms and 1 s
 // where inference p99s live: histogram_quantile interpolates linearly in
-// a bucket, and the exported fleet rules (infergate rules export) read a
-// 150 ms p99 as about 245 ms with only 100 ms and 250 ms bounds.
+// a bucket, and where a Prometheus stores only the classic buckets the
+// exported fleet rules (infergate rules export) fall back to them and
+// would read a 150 ms p99 as about 245 ms with only 100 ms and 250 ms
+// bounds.
 var durationBuckets = []float64{
 	0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
 	0.075, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.75, 1, 2.5, 5, 10, 30, 60,
