@@ -21,9 +21,9 @@ import (
 )
 
 const (
-	dashboardFile   = "../examples/grafana/dashboards/infergate.json"
-	datasourceFile  = "../examples/grafana/provisioning/datasources/infergate.yaml"
-	dashProviderDir = "../examples/grafana/provisioning/dashboards/infergate.yaml"
+	dashboardFile  = "../examples/grafana/dashboards/infergate.json"
+	datasourceFile = "../examples/grafana/provisioning/datasources/infergate.yaml"
+	providerFile   = "../examples/grafana/provisioning/dashboards/infergate.yaml"
 )
 
 // grafanaPanel is what the tests read of a dashboard panel; rows nest
@@ -105,10 +105,8 @@ func dashboardQueries(t *testing.T, d grafanaDashboard) []dashQuery {
 	return out
 }
 
-// grafanaVars stands in for Grafana: a variable set to All becomes its
-// allValue regexp, and the built-in intervals become what Grafana would
-// compute for a 1s scrape interval ($__rate_interval is at least four
-// scrapes).
+// substitute stands in for Grafana: it replaces $name and ${name} by
+// vars[name] and refuses an expression with any other variable left.
 func substitute(expr string, vars map[string]string) (string, error) {
 	keys := make([]string, 0, len(vars))
 	for k := range vars {
@@ -140,7 +138,7 @@ func hasData(v []promSample) bool {
 	return false
 }
 
-// metricNames are the infergate metric names an expression reads.
+// metricName matches the infergate metric names an expression reads.
 var metricName = regexp.MustCompile(`\binfergate_[a-z0-9_]+`)
 
 // family maps a classic histogram's or summary's series to its family.
@@ -206,7 +204,7 @@ func TestGrafanaDashboardModel(t *testing.T) {
 	for _, f := range []struct {
 		path string
 		v    any
-	}{{datasourceFile, &ds}, {dashProviderDir, &prov}} {
+	}{{datasourceFile, &ds}, {providerFile, &prov}} {
 		b, err := os.ReadFile(f.path)
 		if err == nil {
 			err = yaml.Unmarshal(b, f.v)
@@ -220,7 +218,7 @@ func TestGrafanaDashboardModel(t *testing.T) {
 		t.Errorf("%s: want apiVersion 1 and one prometheus datasource with a url and jsonData.timeInterval: %+v", datasourceFile, ds)
 	}
 	if prov.APIVersion != 1 || len(prov.Providers) != 1 || prov.Providers[0].Type != "file" || prov.Providers[0].Options["path"] == "" {
-		t.Errorf("%s: want apiVersion 1 and one file provider with options.path: %+v", dashProviderDir, prov)
+		t.Errorf("%s: want apiVersion 1 and one file provider with options.path: %+v", providerFile, prov)
 	}
 }
 
@@ -306,9 +304,19 @@ func TestGrafanaDashboardQueriesHaveData(t *testing.T) {
 		}
 	}
 
-	// Every expression, with the variables at All, and the repeated panel's
-	// also for one model (Grafana repeats it per model).
-	vars := map[string]string{"job": ".+", "model": ".+", "__rate_interval": "10s", "__interval": "2s", "__range": "1m"}
+	// Every expression with the variables at All (their allValue), and the
+	// repeated panel's also for one model (Grafana repeats it per model).
+	// The built-in intervals are what Grafana computes for a 1s scrape
+	// interval ($__rate_interval is at least four scrapes).
+	vars := map[string]string{"__rate_interval": "10s", "__interval": "2s", "__range": "1m"}
+	for _, v := range d.Templating.List {
+		if v.Type == "query" {
+			if v.AllValue == "" {
+				t.Fatalf("variable %s has no allValue", v.Name)
+			}
+			vars[v.Name] = v.AllValue
+		}
+	}
 	type check struct{ where, expr string }
 	var checks []check
 	for _, q := range queries {
