@@ -68,6 +68,14 @@ func loadDashboard(t *testing.T) (grafanaDashboard, string) {
 	return d, string(b)
 }
 
+// eachPanel calls f for every panel, and for the panels rows nest.
+func eachPanel(ps []grafanaPanel, f func(grafanaPanel)) {
+	for _, p := range ps {
+		f(p)
+		eachPanel(p.Panels, f)
+	}
+}
+
 // dashQuery is one PromQL expression of the dashboard and where it is.
 type dashQuery struct {
 	where, expr string
@@ -80,16 +88,11 @@ type dashQuery struct {
 func dashboardQueries(t *testing.T, d grafanaDashboard) []dashQuery {
 	t.Helper()
 	var out []dashQuery
-	var walk func(ps []grafanaPanel)
-	walk = func(ps []grafanaPanel) {
-		for _, p := range ps {
-			for _, tg := range p.Targets {
-				out = append(out, dashQuery{where: fmt.Sprintf("panel %q target %s", p.Title, tg.RefID), expr: tg.Expr, repeat: p.Repeat})
-			}
-			walk(p.Panels)
+	eachPanel(d.Panels, func(p grafanaPanel) {
+		for _, tg := range p.Targets {
+			out = append(out, dashQuery{where: fmt.Sprintf("panel %q target %s", p.Title, tg.RefID), expr: tg.Expr, repeat: p.Repeat})
 		}
-	}
-	walk(d.Panels)
+	})
 	labelValues := regexp.MustCompile(`^label_values\((.+),\s*(\w+)\)$`)
 	for _, v := range d.Templating.List {
 		if v.Type != "query" {
@@ -169,21 +172,16 @@ func TestGrafanaDashboardModel(t *testing.T) {
 	if !dsVar {
 		t.Error("no datasource variable of type datasource with query prometheus")
 	}
-	var walk func(ps []grafanaPanel)
-	walk = func(ps []grafanaPanel) {
-		for _, p := range ps {
-			if p.Type != "row" && p.Datasource["uid"] != "${datasource}" {
-				t.Errorf("panel %q reads datasource %v, want ${datasource}", p.Title, p.Datasource)
-			}
-			for _, tg := range p.Targets {
-				if tg.Datasource["uid"] != "${datasource}" {
-					t.Errorf("panel %q target %s reads datasource %v", p.Title, tg.RefID, tg.Datasource)
-				}
-			}
-			walk(p.Panels)
+	eachPanel(d.Panels, func(p grafanaPanel) {
+		if p.Type != "row" && p.Datasource["uid"] != "${datasource}" {
+			t.Errorf("panel %q reads datasource %v, want ${datasource}", p.Title, p.Datasource)
 		}
-	}
-	walk(d.Panels)
+		for _, tg := range p.Targets {
+			if tg.Datasource["uid"] != "${datasource}" {
+				t.Errorf("panel %q target %s reads datasource %v", p.Title, tg.RefID, tg.Datasource)
+			}
+		}
+	})
 
 	var ds struct {
 		APIVersion  int `yaml:"apiVersion"`
