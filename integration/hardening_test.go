@@ -371,8 +371,11 @@ func rssBytes(t *testing.T, p *proc) int64 {
 }
 
 // TestThousandSeriesMemory: 1,000 busy series at one call a second each
-// keep infergate under 100 MiB RSS; a burst of 10,000 junk names keeps it
-// under 150 MiB.
+// keep infergate under 120 MiB RSS; a burst of 10,000 junk names keeps it
+// under 150 MiB. The native request histogram at schema 5 (2.2% fleet
+// quantiles) costs about 240 B per populated bucket: these series fill
+// about 50 each, some 12 MiB more than at schema 3 (measured 88 MiB
+// before, 99 to 100 MiB after, on 2 loaded cores).
 func TestThousandSeriesMemory(t *testing.T) {
 	if testing.Short() {
 		t.Skip("60 s of load")
@@ -413,8 +416,8 @@ func TestThousandSeriesMemory(t *testing.T) {
 	t0 := time.Now()
 	text := metricsText(t, gate.admin)
 	t.Logf("1,000 busy series: peak RSS %.1f MiB; /metrics %d KiB in %s", float64(peak)/(1<<20), len(text)>>10, time.Since(t0).Round(time.Millisecond))
-	if peak > 100<<20 {
-		t.Errorf("1,000 busy series: RSS %.1f MiB, want <= 100 MiB", float64(peak)/(1<<20))
+	if peak > 120<<20 {
+		t.Errorf("1,000 busy series: RSS %.1f MiB, want <= 120 MiB", float64(peak)/(1<<20))
 	}
 
 	// A burst of 10,000 distinct names.

@@ -3,6 +3,7 @@ package monitor
 import (
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -47,20 +48,49 @@ var (
 
 // durationBuckets resolve 100 µs to 60 s, finer between 50 ms and 1 s
 // where inference p99s live: histogram_quantile interpolates linearly in
-// a bucket, and the exported fleet rules (infergate rules export) read a
-// 150 ms p99 as about 245 ms with only 100 ms and 250 ms bounds.
+// a bucket, and where a Prometheus stores only the classic buckets the
+// exported fleet rules (infergate rules export) fall back to them and
+// would read a 150 ms p99 as about 245 ms with only 100 ms and 250 ms
+// bounds.
 var durationBuckets = []float64{
 	0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
 	0.075, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.75, 1, 2.5, 5, 10, 30, 60,
 }
+
+// The native half of infergate_request_duration_seconds is what fleet
+// quantiles read (histogram_quantile over sum(rate(...)) of all replicas).
+// Its buckets at schema 5 are (2^((i-1)/32), 2^(i/32)] seconds: each is
+// nativeBucketGrowth wide, so a quantile Prometheus reads from it lies in
+// the same bucket as the exact value and is within a factor
+// nativeBucketGrowth of it (relative error at most 2.2%), however
+// Prometheus interpolates inside the bucket. client_golang picks the
+// finest schema whose growth does not exceed the factor given: 1.022 is
+// just above 2^(1/32) = 1.02190 (1.02 would give schema 6).
+const (
+	nativeBucketFactor = 1.022
+	// nativeSchema is the schema the factor gives.
+	nativeSchema = 5
+	// nativeMaxBuckets is the number of schema-5 buckets from 100 µs to
+	// 60 s (bucket indexes ceil(32·log2 v): -425 to 190), the range of
+	// the classic buckets: a series whose calls fill all of it keeps its
+	// resolution. Past that many populated buckets client_golang halves
+	// the resolution (schema 4, 4.4%) and restores it with a reset
+	// NativeHistogramMinResetDuration after the last one.
+	nativeMaxBuckets = 616
+)
+
+// nativeBucketGrowth is the ratio of a native bucket's upper to its lower
+// bound at nativeSchema, 2^(2^-5): the bound on a native quantile's
+// relative error that the README states.
+var nativeBucketGrowth = math.Exp2(math.Exp2(-nativeSchema))
 
 func newDurationVec() *prometheus.HistogramVec {
 	return prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:                            "infergate_request_duration_seconds",
 		Help:                            "Time from arrival at the proxy to the last byte sent to the client.",
 		Buckets:                         durationBuckets,
-		NativeHistogramBucketFactor:     1.1,
-		NativeHistogramMaxBucketNumber:  160,
+		NativeHistogramBucketFactor:     nativeBucketFactor,
+		NativeHistogramMaxBucketNumber:  nativeMaxBuckets,
 		NativeHistogramMinResetDuration: time.Hour,
 	}, seriesLabels)
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
@@ -79,5 +80,67 @@ func TestPromtoolCheckMetrics(t *testing.T) {
 	out, err := cmd.CombinedOutput()
 	if err != nil || len(out) > 0 {
 		t.Fatalf("promtool check metrics: %v\n%s\nexposition:\n%s", err, out, text)
+	}
+}
+
+// nativeHistogram gathers reg and returns the native histogram of
+// testKey's infergate_request_duration_seconds.
+func nativeHistogram(t *testing.T, reg prometheus.Gatherer) *dto.Histogram {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "infergate_request_duration_seconds" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "model" && l.GetValue() == testKey.Model {
+					return m.GetHistogram()
+				}
+			}
+		}
+	}
+	t.Fatal("no infergate_request_duration_seconds series of testKey")
+	return nil
+}
+
+// TestNativeHistogramResolution: the native buckets are 2^(1/32) wide
+// (the README's 2.2% bound) and a series keeps that resolution over the
+// whole classic range, 100 µs to 60 s, however it fills it; one value
+// beyond a full range halves the resolution, as the README says.
+func TestNativeHistogramResolution(t *testing.T) {
+	if g := nativeBucketGrowth; g < 1.0218 || g > 1.0220 {
+		t.Fatalf("bucket growth %v, want 2^(1/32)", g)
+	}
+	r, _ := newTestRegistry(t, Options{})
+	reg := prometheus.NewPedanticRegistry()
+	if err := r.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	// The schema the factor gives, before any limit could lower it.
+	r.Record(testKey, Sample{Total: 50 * time.Millisecond, Code: "OK"})
+	if s := nativeHistogram(t, reg).GetSchema(); s != nativeSchema {
+		t.Fatalf("schema %d, want %d", s, nativeSchema)
+	}
+	// Geometric steps of 0.1% (finer than a bucket) put calls in every
+	// bucket from 100 µs to 60 s.
+	for v := 100e-6; v <= 60; v *= 1.001 {
+		r.Record(testKey, Sample{Total: time.Duration(v * 1e9), Code: "OK"})
+	}
+	r.Record(testKey, Sample{Total: 60 * time.Second, Code: "OK"})
+	h := nativeHistogram(t, reg)
+	var populated int
+	for _, s := range h.GetPositiveSpan() {
+		populated += int(s.GetLength())
+	}
+	if h.GetSchema() != nativeSchema || populated != nativeMaxBuckets {
+		t.Fatalf("schema %d with %d buckets, want %d with %d", h.GetSchema(), populated, nativeSchema, nativeMaxBuckets)
+	}
+	r.Record(testKey, Sample{Total: 100 * time.Second, Code: "OK"})
+	if s := nativeHistogram(t, reg).GetSchema(); s != nativeSchema-1 {
+		t.Errorf("schema %d after a value past a full range, want %d", s, nativeSchema-1)
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -71,5 +72,69 @@ func TestRulesExportPromtool(t *testing.T) {
 		if !strings.Contains(out.String(), "histogram_quantile") && len(args) > 1 {
 			t.Errorf("example export has no quantile rule:\n%s", out.String())
 		}
+	}
+}
+
+// TestRulesExportClassicFallback: an exported latency rule reads the
+// native histograms, and on a Prometheus that stores only the classic
+// buckets (native histograms not enabled) it still fires on a slow model
+// and stays quiet on a fast one: promtool's rule unit tests over classic
+// series (Debian's promtool 2.42 cannot write native input series; the
+// native half runs in a real Prometheus in integration's dashboard test).
+func TestRulesExportClassicFallback(t *testing.T) {
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		t.Fatal("promtool not installed (apt-get install prometheus): the export must be checked by the real tool")
+	}
+	dir := t.TempDir()
+	rules := filepath.Join(dir, "rules.yaml")
+	os.WriteFile(rules, []byte(`rules:
+  - name: ModelP99Over100ms
+    kind: threshold
+    quantile: p99
+    window: 1m
+    value: 100ms
+    severity: critical
+`), 0o644)
+	var out, errOut bytes.Buffer
+	if code := rulesCommand([]string{"export", "--rules", rules}, &out, &errOut); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	if !strings.Contains(out.String(), "rate(infergate_request_duration_seconds{") {
+		t.Fatalf("the export does not read the native histogram:\n%s", out.String())
+	}
+	os.WriteFile(filepath.Join(dir, "exported.yml"), out.Bytes(), 0o644)
+	// 10 calls a second each: "slow" has 9 of them between 100 and 250 ms,
+	// "fast" all under 100 ms.
+	var series strings.Builder
+	for _, m := range []struct {
+		model      string
+		under100ms int
+	}{{"slow", 1}, {"fast", 10}} {
+		for _, b := range []struct {
+			le     string
+			perSec int
+		}{{"0.1", m.under100ms}, {"0.25", 10}, {"+Inf", 10}} {
+			fmt.Fprintf(&series, "      - series: 'infergate_request_duration_seconds_bucket{model=%q,method=\"/inference.GRPCInferenceService/ModelInfer\",le=%q}'\n        values: '0+%dx40'\n",
+				m.model, b.le, 15*b.perSec)
+		}
+		fmt.Fprintf(&series, "      - series: 'infergate_request_duration_seconds_count{model=%q,method=\"/inference.GRPCInferenceService/ModelInfer\"}'\n        values: '0+150x40'\n", m.model)
+	}
+	test := filepath.Join(dir, "test.yml")
+	os.WriteFile(test, []byte(`rule_files: [exported.yml]
+evaluation_interval: 15s
+tests:
+  - interval: 15s
+    input_series:
+`+series.String()+`    alert_rule_test:
+      - eval_time: 5m
+        alertname: ModelP99Over100ms
+        exp_alerts:
+          - exp_labels: {model: slow, severity: critical}
+`), 0o644)
+	cmd := exec.Command(promtool, "test", "rules", test)
+	cmd.Dir = dir
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("promtool test rules: %v\n%s\n%s", err, b, out.String())
 	}
 }

@@ -16,6 +16,14 @@ import (
 // warmStep is the resolution of the history a warm start reads.
 const warmStep = 5 * time.Minute
 
+// warmQuery reads a quantile (the %g) from the native histograms, and from
+// the classic buckets for models that have no native series: a Prometheus
+// before 2.45 stores one form only (the native one when native histograms
+// are enabled, as examples/prometheus configures), and either may hold
+// the history.
+const warmQuery = `histogram_quantile(%[1]g, sum by (model) (rate(infergate_request_duration_seconds[5m])))` +
+	` or histogram_quantile(%[1]g, sum by (le, model) (rate(infergate_request_duration_seconds_bucket[5m])))`
+
 // WarmFromPrometheus learns the seasonal history of every model from a
 // Prometheus that scrapes infergate: for each tracked quantile it asks
 // /api/v1/query_range for histogram_quantile over
@@ -33,7 +41,7 @@ func (s *Store) WarmFromPrometheus(ctx context.Context, base string, client *htt
 	// series[model][q] = points
 	series := map[string]*[NumQuantiles][]point{}
 	for q := range NumQuantiles {
-		query := fmt.Sprintf(`histogram_quantile(%g, sum by (le, model) (rate(infergate_request_duration_seconds_bucket[5m])))`, Quantiles[q])
+		query := fmt.Sprintf(warmQuery, Quantiles[q])
 		res, err := queryRange(ctx, client, base, query, start, end)
 		if err != nil {
 			return 0, fmt.Errorf("baseline: warm from %s: %w", base, err)

@@ -16,7 +16,11 @@ import (
 func TestWarmFromPrometheus(t *testing.T) {
 	c := &fakeClock{monday.AddDate(0, 0, 14).Add(9*time.Hour + 30*time.Minute)} // third Monday 09:30
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/api/v1/query_range" || !strings.Contains(r.FormValue("query"), "infergate_request_duration_seconds_bucket") {
+		// The native histograms, else the classic buckets (a Prometheus
+		// stores one or the other).
+		query := r.FormValue("query")
+		if r.URL.Path != "/api/v1/query_range" || !strings.Contains(query, "(rate(infergate_request_duration_seconds[5m]))") ||
+			!strings.Contains(query, " or ") || !strings.Contains(query, "infergate_request_duration_seconds_bucket") {
 			http.Error(w, "bad query", 400)
 			return
 		}
