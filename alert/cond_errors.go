@@ -132,16 +132,16 @@ func wilsonLower(k, n uint64) float64 {
 
 // prom is the failed rate, or the failed ratio guarded, as in infergate,
 // by a minimum number of calls.
-func (cd *errorsCond) prom(r *Rule, _ *Config) (exprs []string, extra []map[string]string) {
+func (cd *errorsCond) prom(r *Rule, _ *Config) []promExpr {
 	sel := promSelector(r.sel)
 	window := promDuration(max(cd.window, minPromWindow))
 	codes := fmt.Sprintf(`code=~"%s"`, strings.Join(cd.codes, "|"))
 	failed := fmt.Sprintf("sum by (model) (rate(infergate_requests_total{%s,%s}[%s]))", sel, codes, window)
 	if cd.rate > 0 {
-		return []string{fmt.Sprintf("%s > %s", failed, num(cd.rate))}, nil
+		return []promExpr{{expr: fmt.Sprintf("%s > %s", failed, num(cd.rate)), threshold: num(cd.rate) + "/s"}}
 	}
 	all := fmt.Sprintf("sum by (model) (rate(infergate_requests_total{%s}[%s]))", sel, window)
 	// As in infergate, too few calls decide nothing.
-	return []string{fmt.Sprintf("(%s / %s > %s) and (%s * %d >= %d)", failed, all, num(cd.ratio), all,
-		int(max(cd.window, minPromWindow).Seconds()), cd.minCalls)}, nil
+	return []promExpr{{expr: fmt.Sprintf("(%s / %s > %s) and (%s * %d >= %d)", failed, all, num(cd.ratio), all,
+		int(max(cd.window, minPromWindow).Seconds()), cd.minCalls), threshold: num(100*cd.ratio) + "%"}}
 }

@@ -132,13 +132,15 @@ func (cd *thresholdCond) quantileOutcome(rs monitor.RecentStats, cfg *Config, mo
 
 // prom is histogram_quantile against the value (one rule per slo: entry
 // for value: slo), or the summed call rate.
-func (cd *thresholdCond) prom(r *Rule, c *Config) (exprs []string, extra []map[string]string) {
+func (cd *thresholdCond) prom(r *Rule, c *Config) []promExpr {
 	sel := promSelector(r.sel)
 	window := promDuration(max(cd.window, minPromWindow))
 	switch {
 	case cd.metric == "rate":
-		exprs = append(exprs, fmt.Sprintf("sum by (model) (rate(infergate_requests_total{%s}[%s])) %s %s", sel, window, cd.op, num(cd.value)))
+		return []promExpr{{expr: fmt.Sprintf("sum by (model) (rate(infergate_requests_total{%s}[%s])) %s %s", sel, window, cd.op, num(cd.value)),
+			threshold: num(cd.value) + "/s"}}
 	case cd.useSLO:
+		var out []promExpr
 		q := monitorQuantile(cd.q)
 		for _, s := range c.SLO {
 			limit := [...]time.Duration{s.P50, s.P90, s.P99}[cd.q]
@@ -146,11 +148,11 @@ func (cd *thresholdCond) prom(r *Rule, c *Config) (exprs []string, extra []map[s
 				continue
 			}
 			ssel := promSelector(selector{model: s.Model, version: r.sel.version, method: r.sel.method, upstream: r.sel.upstream})
-			exprs = append(exprs, quantileExpr(q, ssel, window, cd.op, limit.Seconds()))
-			extra = append(extra, map[string]string{"slo": s.Model})
+			out = append(out, promExpr{expr: quantileExpr(q, ssel, window, cd.op, limit.Seconds()),
+				labels: map[string]string{"slo": s.Model}, threshold: limit.String()})
 		}
-	default:
-		exprs = append(exprs, quantileExpr(monitorQuantile(cd.q), sel, window, cd.op, cd.value))
+		return out
 	}
-	return exprs, extra
+	return []promExpr{{expr: quantileExpr(monitorQuantile(cd.q), sel, window, cd.op, cd.value),
+		threshold: time.Duration(cd.value * float64(time.Second)).String()}}
 }

@@ -34,11 +34,20 @@ type deviceCondition interface {
 }
 
 // promCondition is a condition a fleet's Prometheus can evaluate too
-// (ExportPrometheus): exprs are the alerting expressions, and extra the
-// labels each adds (nil for none).
+// (ExportPrometheus): one promExpr per alerting expression.
 type promCondition interface {
 	condition
-	prom(r *Rule, c *Config) (exprs []string, extra []map[string]string)
+	prom(r *Rule, c *Config) []promExpr
+}
+
+// promExpr is one exported alerting expression: the labels it adds (nil
+// for none) and its threshold as a person reads it ("250ms", "1%"), which
+// the annotations' .Threshold becomes (Prometheus's $value is the
+// measured value, not the threshold).
+type promExpr struct {
+	expr      string
+	labels    map[string]string
+	threshold string
 }
 
 // parseFunc compiles one kind's fields of cc; common holds what every

@@ -55,9 +55,8 @@ func ExportPrometheus(c *Config) ([]byte, error) {
 			skipped = append(skipped, fmt.Sprintf("%s (%s: needs infergate's in-memory state)", r.Name, r.conds[0].kind()))
 			continue
 		}
-		exprs, extra := cd.prom(r, c)
-		for i, expr := range exprs {
-			pr := promRule{Alert: r.Name, Expr: expr, Labels: map[string]string{"severity": r.Severity}, Annotations: map[string]string{}}
+		for _, pe := range cd.prom(r, c) {
+			pr := promRule{Alert: r.Name, Expr: pe.expr, Labels: map[string]string{"severity": r.Severity}, Annotations: map[string]string{}}
 			if r.For > 0 {
 				pr.For = promDuration(r.For)
 			}
@@ -67,13 +66,11 @@ func ExportPrometheus(c *Config) ([]byte, error) {
 			for k, v := range r.Labels {
 				pr.Labels[k] = v
 			}
-			if extra != nil {
-				for k, v := range extra[i] {
-					pr.Labels[k] = v
-				}
+			for k, v := range pe.labels {
+				pr.Labels[k] = v
 			}
 			for k, v := range r.Config.Annotations {
-				pr.Annotations[k] = promTemplate(v)
+				pr.Annotations[k] = promTemplate(v, pe.threshold)
 			}
 			if len(pr.Annotations) == 0 {
 				pr.Annotations = nil
@@ -157,10 +154,11 @@ func globRegexp(g string) string {
 }
 
 // promTemplate rewrites infergate's annotation templates for Prometheus:
-// .Labels.x is $labels.x, .Value and .Threshold are $value.
-func promTemplate(s string) string {
+// .Labels.x is $labels.x, .Value is $value, and .Threshold, which
+// Prometheus does not know, the rule's threshold as a string literal.
+func promTemplate(s, threshold string) string {
 	s = strings.ReplaceAll(s, ".Labels.", "$labels.")
-	s = strings.ReplaceAll(s, ".Threshold", "$value")
+	s = strings.ReplaceAll(s, ".Threshold", strconv.Quote(threshold))
 	s = strings.ReplaceAll(s, ".Value", "$value")
 	s = strings.ReplaceAll(s, ".Evidence", `"(see infergate)"`)
 	return s
