@@ -122,7 +122,13 @@ const (
 // Batcher merges unary inference calls into batches. Create it with New; it
 // is safe for concurrent use. Close it after the server has stopped.
 type Batcher struct {
-	models map[string]*model // read-only after New
+	// models is an immutable table, replaced whole (SetLimits) when the
+	// upstream's models change: calls read it without a lock.
+	models atomic.Pointer[map[string]*model]
+	// auto is the policy of the models the upstream says batch
+	// (Config.Auto); nil: only the configured models are batched.
+	auto   *Policy
+	limMu  sync.Mutex // serialises SetLimits
 	codecs map[string]merge.Codec
 
 	mu      sync.Mutex // guards queue creation and retirement
@@ -137,11 +143,31 @@ type Batcher struct {
 	wg        sync.WaitGroup // dispatchers and batches in flight
 }
 
-// model is a configured model: its policy and counters.
+// model is a configured or discovered model: its policy and counters.
 type model struct {
-	name     string
-	pol      Policy
+	name string
+	pol  Policy
+	// auto: batched because the upstream says the model batches
+	// (Config.Auto), not because it was configured.
+	auto bool
+	// limit is the upstream's max_batch_size for the model (SetLimits):
+	// 0 unknown, -1 the model takes no batch dimension.
+	limit    atomic.Int64
 	rejected [numReasons]atomic.Uint64
+}
+
+// maxRows is the largest batch of the model: its policy's MaxSize, capped
+// by the upstream's max_batch_size when known (a larger merged batch
+// would only be refused by the server, and each request sent again
+// alone); 1, no merging, for a model that takes no batch.
+func (m *model) maxRows() int {
+	switch l := m.limit.Load(); {
+	case l < 0:
+		return 1
+	case l > 0 && int(l) < m.pol.MaxSize:
+		return int(l)
+	}
+	return m.pol.MaxSize
 }
 
 // New returns a Batcher for the models in cfg, which it validates (filling
@@ -151,15 +177,20 @@ func New(cfg Config, opts ...Option) (*Batcher, error) {
 		return nil, err
 	}
 	b := &Batcher{
-		models:  make(map[string]*model, len(cfg.Models)),
 		codecs:  map[string]merge.Codec{MethodModelInfer: merge.KServe, MethodPredict: merge.TF},
 		done:    make(chan struct{}),
 		retired: map[[2]string]*queueStats{},
 	}
+	models := make(map[string]*model, len(cfg.Models))
 	for name, p := range cfg.Models {
 		if p.Mode != Off {
-			b.models[name] = &model{name: name, pol: p}
+			models[name] = &model{name: name, pol: p}
 		}
+	}
+	b.models.Store(&models)
+	if cfg.Auto != nil && cfg.Auto.Mode != Off {
+		p := cfg.Auto.withDefaults()
+		b.auto = &p
 	}
 	for _, o := range opts {
 		o.apply(b)
@@ -170,7 +201,7 @@ func New(cfg Config, opts ...Option) (*Batcher, error) {
 // Handles reports whether calls of method to model may be batched. It is
 // cheap, so a caller can skip preparing a Request for the rest.
 func (b *Batcher) Handles(method, model string) bool {
-	if _, ok := b.models[model]; !ok {
+	if _, ok := (*b.models.Load())[model]; !ok {
 		return false
 	}
 	_, ok := b.codecs[method]
@@ -188,7 +219,7 @@ func (b *Batcher) Handles(method, model string) bool {
 // context.DeadlineExceeded) when ctx ends first. The Result's timings are
 // valid with an error too.
 func (b *Batcher) Do(ctx context.Context, r Request) (Result, error) {
-	m := b.models[r.Model]
+	m := (*b.models.Load())[r.Model]
 	codec := b.codecs[r.Method]
 	if m == nil || codec == nil {
 		return Result{}, ErrNotBatched
@@ -202,7 +233,7 @@ func (b *Batcher) Do(ctx context.Context, r Request) (Result, error) {
 		return Result{}, ErrNotBatched
 	case err != nil:
 		return Result{}, ErrNotBatched // unbatchable: the upstream judges it
-	case item.Rows < 1 || item.Rows >= m.pol.MaxSize:
+	case item.Rows < 1 || item.Rows >= m.maxRows():
 		return Result{}, ErrNotBatched // a full batch already, or no batch dimension
 	}
 	q := b.queue(queueKey{upstream: r.Upstream, method: r.Method, model: r.Model, version: r.Version}, m, codec, r.Invoke)
@@ -334,11 +365,16 @@ func queueFullError(model string, n int) error {
 	return fmt.Errorf("%w: batch queue of model %s holds %d requests", ErrQueueFull, model, n)
 }
 
-// Policies returns the policy of every batched model, defaults filled.
+// Policies returns the policy of every batched model, defaults filled,
+// its MaxSize capped by the upstream's max_batch_size where known.
 func (b *Batcher) Policies() map[string]Policy {
-	out := make(map[string]Policy, len(b.models))
-	for name, m := range b.models {
-		out[name] = m.pol
+	models := *b.models.Load()
+	out := make(map[string]Policy, len(models))
+	for name, m := range models {
+		p := m.pol
+		p.MaxSize = m.maxRows()
+		p.PreferredSizes = capSizes(p.PreferredSizes, p.MaxSize)
+		out[name] = p
 	}
 	return out
 }

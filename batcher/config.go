@@ -158,6 +158,9 @@ const MaxSlots = 1024
 type Config struct {
 	// Models maps a model name to its policy.
 	Models map[string]Policy
+	// Auto, when set and not Off, is the policy of every model the
+	// upstream says batches (SetLimits), besides Models.
+	Auto *Policy
 }
 
 // Validate fills defaults in c and returns every problem, each naming the
@@ -169,6 +172,13 @@ func (c *Config) Validate() error {
 		c.Models[name] = p
 		for _, pr := range p.Problems() {
 			errs = append(errs, fmt.Errorf("batcher: model %q: %s: %s", name, pr.Field, pr.Reason))
+		}
+	}
+	if c.Auto != nil {
+		p := c.Auto.withDefaults()
+		c.Auto = &p
+		for _, pr := range p.Problems() {
+			errs = append(errs, fmt.Errorf("batcher: auto models: %s: %s", pr.Field, pr.Reason))
 		}
 	}
 	sortErrors(errs)
@@ -217,6 +227,10 @@ type Settings struct {
 	// Models lists the batchable models with their own settings; a model
 	// with no settings of its own uses the global values.
 	Models map[string]ModelSettings `yaml:"models"`
+	// Auto batches, with the global values, every model the upstream says
+	// batches (Triton's model config: max_batch_size above 0), besides
+	// Models. Default false.
+	Auto bool `yaml:"auto"`
 	// AllOff leaves every model unbatched, whatever its own mode: a front
 	// end's explicit "off" for all (infergate's --batching off). It has no
 	// YAML key.
@@ -324,6 +338,9 @@ func (s Settings) Config() Config {
 		if p := s.policy(m); p.Mode != Off {
 			cfg.Models[name] = p
 		}
+	}
+	if p := s.policy(ModelSettings{}); s.Auto && p.Mode != Off {
+		cfg.Auto = &p
 	}
 	return cfg
 }

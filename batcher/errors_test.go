@@ -110,7 +110,7 @@ func TestMalformedRequestDoesNotPoisonItsBatch(t *testing.T) {
 				t.Errorf("call %d: %q size %d %v", i, o.res.Payload, o.res.BatchSize, o.err)
 			}
 		}
-		if n := h.b.models["m"].rejected[reasonInvalid].Load(); n != 1 {
+		if n := (*h.b.models.Load())["m"].rejected[reasonInvalid].Load(); n != 1 {
 			t.Errorf("invalid rejections = %d, want 1", n)
 		}
 	})
@@ -253,7 +253,7 @@ func TestPanicFailsOnlyItsBatch(t *testing.T) {
 				t.Errorf("call %d of the panicking batch: %v, want ErrPanic", i, o.err)
 			}
 		}
-		if n := h.b.models["m"].rejected[reasonPanic].Load(); n != 1 {
+		if n := (*h.b.models.Load())["m"].rejected[reasonPanic].Load(); n != 1 {
 			t.Errorf("panics counted: %d, want 1", n)
 		}
 		pc.armed.Store(false)

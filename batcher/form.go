@@ -13,6 +13,7 @@ import (
 // next returns the batch to send now, or nil and when to look again (zero:
 // on the next arrival or finished batch). Called with the lock held.
 func (q *queue) next(now time.Time) (*batch, time.Time) {
+	q.refreshLimit()
 	if q.n == 0 || q.inFlight >= q.pol.Slots {
 		return nil, time.Time{}
 	}

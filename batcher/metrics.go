@@ -97,7 +97,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	hists := map[[2]string]*hist{}
 	models := map[string]*perModel{}
-	for name, m := range c.b.models {
+	for name, m := range *c.b.models.Load() {
 		models[name] = &perModel{target: m.pol.MaxSize}
 		if m.pol.Mode == Static {
 			models[name].delay = m.pol.MaxDelay
@@ -145,7 +145,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(batchesDesc, prometheus.CounterValue, float64(h.count), k[0], k[1])
 		ch <- prometheus.MustNewConstMetric(lateDesc, prometheus.CounterValue, float64(h.late), k[0], k[1])
 	}
-	for name, m := range c.b.models {
+	for name, m := range *c.b.models.Load() {
 		for r := range numReasons {
 			ch <- prometheus.MustNewConstMetric(rejectedDesc, prometheus.CounterValue, float64(m.rejected[r].Load()), name, reasonNames[r])
 		}

@@ -105,6 +105,8 @@ func newQueue(b *Batcher, k queueKey, m *model, codec merge.Codec, inv Invoker) 
 		wake: make(chan struct{}, 1),
 		subs: make(map[string]*sub),
 	}
+	q.pol.MaxSize = m.maxRows()
+	q.pol.PreferredSizes = capSizes(m.pol.PreferredSizes, q.pol.MaxSize)
 	q.target = q.pol.MaxSize
 	q.lastActive = time.Now()
 	if q.pol.Mode == Static {

@@ -96,7 +96,7 @@ func TestQueueFull(t *testing.T) {
 		if want := "batcher: queue full: batch queue of model m holds 2 requests"; err.Error() != want {
 			t.Errorf("message %q, want %q", err.Error(), want)
 		}
-		if n := h.b.models["m"].rejected[reasonQueueFull].Load(); n != 1 {
+		if n := (*h.b.models.Load())["m"].rejected[reasonQueueFull].Load(); n != 1 {
 			t.Errorf("queue_full rejections = %d, want 1", n)
 		}
 		close(h.up.gate)
@@ -163,7 +163,7 @@ func TestExpiredNotSent(t *testing.T) {
 				t.Errorf("expired request was sent: %q", c.req)
 			}
 		}
-		if n := h.b.models["m"].rejected[reasonDeadline].Load(); n != 1 {
+		if n := (*h.b.models.Load())["m"].rejected[reasonDeadline].Load(); n != 1 {
 			t.Errorf("deadline rejections = %d, want 1", n)
 		}
 		if st := h.stats(); st.QueueLength != 0 {
@@ -203,7 +203,7 @@ func TestCancelLeavesQueue(t *testing.T) {
 		if len(got) != 2 || got[1].req != "a 1 stay" {
 			t.Errorf("upstream got %+v, want the busy call then \"a 1 stay\" as sent", got)
 		}
-		if n := h.b.models["m"].rejected[reasonCancelled].Load(); n != 1 {
+		if n := (*h.b.models.Load())["m"].rejected[reasonCancelled].Load(); n != 1 {
 			t.Errorf("cancelled rejections = %d, want 1", n)
 		}
 	})

@@ -17,8 +17,8 @@ import (
 // batchingProblems is the rule of the batching section that speaks of
 // the command line: turning batching on names the models to batch.
 func batchingProblems(s batcher.Settings) []error {
-	if s.Mode != batcher.Off.String() && !s.AllOff && len(s.Models) == 0 {
-		return []error{errors.New("config: batching.models: required when batching is on: name the batchable models with --batch-models or batching.models")}
+	if s.Mode != batcher.Off.String() && !s.AllOff && len(s.Models) == 0 && !s.Auto {
+		return []error{errors.New("config: batching.models: required when batching is on: name the batchable models with --batch-models or batching.models, or say auto (--batch-models auto, batching.auto: true)")}
 	}
 	return nil
 }
@@ -36,6 +36,11 @@ func setBatchingMode(c *Config, v string) error {
 func addBatchModels(c *Config, v string) error {
 	for _, m := range strings.Split(v, ",") {
 		if m = strings.TrimSpace(m); m == "" {
+			continue
+		}
+		if m == "auto" {
+			// The models the upstream's own config says batch.
+			c.Batching.Auto = true
 			continue
 		}
 		if c.Batching.Models == nil {
@@ -69,7 +74,7 @@ func setPreferredSizes(c *Config, v string) error {
 // newBatcher returns the batcher for c, or nil when no model is batched.
 func newBatcher(s batcher.Settings, opts ...batcher.Option) (*batcher.Batcher, error) {
 	cfg := s.Config()
-	if len(cfg.Models) == 0 {
+	if len(cfg.Models) == 0 && cfg.Auto == nil {
 		return nil, nil
 	}
 	return batcher.New(cfg, opts...)
@@ -78,16 +83,17 @@ func newBatcher(s batcher.Settings, opts ...batcher.Option) (*batcher.Batcher, e
 // batchingJSON is the body of GET /api/v1/batching.
 func batchingJSON(b *batcher.Batcher) any {
 	type modelJSON struct {
-		Model           string               `json:"model"`
-		Mode            string               `json:"mode"`
-		MaxSize         int                  `json:"max_size"`
-		PreferredSizes  []int                `json:"preferred_sizes,omitempty"`
-		MaxDelaySeconds float64              `json:"max_delay_seconds"`
-		QueueSize       int                  `json:"queue_size"`
-		SLOSeconds      float64              `json:"slo_seconds"`
-		Slots           int                  `json:"slots"`
-		RetryUnbatched  bool                 `json:"retry_unbatched"`
-		Queues          []batcher.QueueStats `json:"queues"`
+		Model           string  `json:"model"`
+		Mode            string  `json:"mode"`
+		MaxSize         int     `json:"max_size"`
+		PreferredSizes  []int   `json:"preferred_sizes,omitempty"`
+		MaxDelaySeconds float64 `json:"max_delay_seconds"`
+		QueueSize       int     `json:"queue_size"`
+		SLOSeconds      float64 `json:"slo_seconds"`
+		Slots           int     `json:"slots"`
+		RetryUnbatched  bool    `json:"retry_unbatched"`
+		batcher.ModelSource
+		Queues []batcher.QueueStats `json:"queues"`
 	}
 	out := struct {
 		Models []modelJSON `json:"models"`
@@ -97,12 +103,13 @@ func batchingJSON(b *batcher.Batcher) any {
 	}
 	queues := b.Stats()
 	pols := b.Policies()
+	sources := b.Sources()
 	for _, name := range sortedKeys(pols) {
 		p := pols[name]
 		m := modelJSON{
 			Model: name, Mode: p.Mode.String(), MaxSize: p.MaxSize, PreferredSizes: p.PreferredSizes,
 			MaxDelaySeconds: p.MaxDelay.Seconds(), QueueSize: p.QueueSize, SLOSeconds: p.SLO.Seconds(),
-			Slots: p.Slots, RetryUnbatched: p.RetryUnbatched, Queues: []batcher.QueueStats{},
+			Slots: p.Slots, RetryUnbatched: p.RetryUnbatched, ModelSource: sources[name], Queues: []batcher.QueueStats{},
 		}
 		for _, q := range queues {
 			if q.Model == name {

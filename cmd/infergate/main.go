@@ -206,6 +206,9 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	defer cancelRun()
 	go mon.Run(runCtx)
 	go gt.run(runCtx)
+	if bat != nil {
+		go discoverBatching(runCtx, bat, up.Conn(), log)
+	}
 	alertsDone := make(chan struct{})
 	go func() { al.run(runCtx); close(alertsDone) }()
 	// stopAlerting ends the alert engine before a failed serve returns:
