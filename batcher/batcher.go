@@ -127,9 +127,11 @@ type Batcher struct {
 	models atomic.Pointer[map[string]*model]
 	// auto is the policy of the models the upstream says batch
 	// (Config.Auto); nil: only the configured models are batched.
-	auto   *Policy
-	limMu  sync.Mutex // serialises SetLimits
-	codecs map[string]merge.Codec
+	auto *Policy
+	// keyHeaders split sub-queues by their values (Config.KeyHeaders).
+	keyHeaders []string
+	limMu      sync.Mutex // serialises SetLimits
+	codecs     map[string]merge.Codec
 
 	mu      sync.Mutex // guards queue creation and retirement
 	queues  sync.Map   // queueKey → *queue
@@ -188,6 +190,9 @@ func New(cfg Config, opts ...Option) (*Batcher, error) {
 		}
 	}
 	b.models.Store(&models)
+	for _, k := range cfg.KeyHeaders {
+		b.keyHeaders = append(b.keyHeaders, strings.ToLower(k))
+	}
 	if cfg.Auto != nil && cfg.Auto.Mode != Off {
 		p := cfg.Auto.withDefaults()
 		b.auto = &p
@@ -251,6 +256,11 @@ func (b *Batcher) Do(ctx context.Context, r Request) (Result, error) {
 	}
 	if auth := r.MD["authorization"]; len(auth) > 0 {
 		c.key += "\x00" + strings.Join(auth, "\x00")
+	}
+	for _, k := range b.keyHeaders {
+		if v := r.MD[k]; len(v) > 0 {
+			c.key += "\x00" + k + "=" + strings.Join(v, "\x00")
+		}
 	}
 	if dl, ok := ctx.Deadline(); ok {
 		c.deadline = dl

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -161,6 +162,11 @@ type Config struct {
 	// Auto, when set and not Off, is the policy of every model the
 	// upstream says batches (SetLimits), besides Models.
 	Auto *Policy
+	// KeyHeaders are request metadata keys (lower case) whose values
+	// split the queue: calls that differ in one (a tenant, a priority)
+	// are never merged, and the merged call carries the value they share.
+	// authorization always splits.
+	KeyHeaders []string
 }
 
 // Validate fills defaults in c and returns every problem, each naming the
@@ -231,6 +237,10 @@ type Settings struct {
 	// batches (Triton's model config: max_batch_size above 0), besides
 	// Models. Default false.
 	Auto bool `yaml:"auto"`
+	// KeyHeaders are request headers whose values split batches (tenant,
+	// priority): calls that differ in one are never merged. authorization
+	// always splits. Default none.
+	KeyHeaders []string `yaml:"key_headers"`
 	// AllOff leaves every model unbatched, whatever its own mode: a front
 	// end's explicit "off" for all (infergate's --batching off). It has no
 	// YAML key.
@@ -276,6 +286,11 @@ func (s Settings) Problems() []error {
 		}
 	}
 	checkMode("mode", s.Mode)
+	for i, k := range s.KeyHeaders {
+		if k == "" || strings.ContainsAny(k, " \t:") {
+			errs = append(errs, fmt.Errorf("key_headers[%d]: %q is not a header name", i, k))
+		}
+	}
 	report("", s.policy(ModelSettings{}).Problems(), func(string) bool { return true })
 	for _, name := range slices.Sorted(maps.Keys(s.Models)) {
 		m := s.Models[name]
@@ -330,7 +345,7 @@ func set[T any](dst *T, v *T) {
 // global values where the model sets none. Call it on Settings without
 // Problems.
 func (s Settings) Config() Config {
-	cfg := Config{Models: map[string]Policy{}}
+	cfg := Config{Models: map[string]Policy{}, KeyHeaders: s.KeyHeaders}
 	if s.AllOff {
 		return cfg
 	}

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"strconv"
 
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc/metadata"
@@ -35,6 +36,10 @@ func WithBatcher(b Batcher) Option {
 	})
 }
 
+// HeaderBatchID is the request header of a batched upstream call that
+// names its batch: the batch_id of each caller's request log line.
+const HeaderBatchID = "x-infergate-batch-id"
+
 // invoker returns the batcher.Invoker of up, built once.
 func (p *Proxy) invoker(up *Upstream) batcher.Invoker {
 	if inv, ok := p.invokers.Load(up); ok {
@@ -51,10 +56,21 @@ func (p *Proxy) invoker(up *Upstream) batcher.Invoker {
 // says which upstream failed.
 func (p *Proxy) newInvoker(up *Upstream) batcher.Invoker {
 	return func(ctx context.Context, method string, req []byte, md metadata.MD) (_ []byte, header, trailer metadata.MD, err error) {
-		if b := batcher.BatchOf(ctx); b != nil && p.tracing != nil {
-			var span trace.Span
-			ctx, md, span = p.tracing.startBatch(ctx, method, up, b, md)
-			defer func() { p.tracing.endClient(span, err, 0, nil) }()
+		if b := batcher.BatchOf(ctx); b != nil {
+			// The merged call carries the headers its callers share; what
+			// differs (a request id, a trace context) stays with each
+			// caller (its span, its request log line), and this names the
+			// batch those point to.
+			md = md.Copy()
+			if md == nil {
+				md = metadata.MD{}
+			}
+			md.Set(HeaderBatchID, strconv.FormatUint(b.ID, 10))
+			if p.tracing != nil {
+				var span trace.Span
+				ctx, md, span = p.tracing.startBatch(ctx, method, up, b, md)
+				defer func() { p.tracing.endClient(span, err, 0, nil) }()
+			}
 		}
 		resp := new(Frame)
 		header, trailer, _, err = p.invoke(metadata.NewOutgoingContext(ctx, md), up, method, NewFrame(req), resp, p.callOpts)

@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/infergate/infergate/monitor"
@@ -26,6 +27,9 @@ type outcome struct {
 	// why (HeaderRouteReason); upName the upstream that answered when a
 	// route chose another than the director's.
 	route, reason, upName string
+	// batchID is the batch the answer came from (batcher.Batch.ID); 0
+	// for none.
+	batchID uint64
 }
 
 // handle is the grpc.StreamHandler for every method. A call goes one way
@@ -176,12 +180,24 @@ func (p *Proxy) finish(ctx context.Context, span trace.Span, start time.Time, me
 	}
 	total := since(p.now, start)
 	if p.reqLog != nil {
-		p.reqLog.LogAttrs(ctx, slog.LevelInfo, "call",
+		attrs := []slog.Attr{
 			slog.String("method", method), slog.String("upstream", upstream),
 			slog.String("model", o.model), slog.String("version", o.version),
 			slog.String("code", code.String()), slog.Duration("total", total),
 			slog.Duration("upstream_time", o.upstream),
-			slog.Int64("bytes_in", o.bytesIn), slog.Int64("bytes_out", o.bytesOut))
+			slog.Int64("bytes_in", o.bytesIn), slog.Int64("bytes_out", o.bytesOut),
+		}
+		// What a merged call cannot carry per caller is kept here: the
+		// caller's request id, and the batch its answer came from.
+		if md, ok := metadata.FromIncomingContext(ctx); ok {
+			if id := md.Get("x-request-id"); len(id) > 0 {
+				attrs = append(attrs, slog.String("request_id", id[0]))
+			}
+		}
+		if o.batchID != 0 {
+			attrs = append(attrs, slog.Uint64("batch_id", o.batchID))
+		}
+		p.reqLog.LogAttrs(ctx, slog.LevelInfo, "call", attrs...)
 	}
 	if p.rec != nil {
 		route := o.route

@@ -14,6 +14,9 @@ func (p *Proxy) reply(ss grpc.ServerStream, a attemptResult, route, reason strin
 	o.upstream += a.upstream
 	o.queue += a.queue
 	o.route, o.reason, o.upName = route, reason, up.name
+	if a.batch != nil {
+		o.batchID = a.batch.ID
+	}
 	header := a.header
 	if route != monitor.RoutePrimary {
 		// A batched answer's header is the batch's, read by every caller

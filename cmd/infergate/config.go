@@ -490,6 +490,16 @@ var flags = []flagRow{
 	{"alert-state-file", "alert_state_file", "file that keeps alert state, silences and sent notifications across restarts",
 		to(func(c *Config) *string { return &c.AlertStateFile })},
 	{"batching", "batching.mode", "batch ModelInfer/Predict calls in this `mode`: off, static or adaptive", with(func(c *Config) string { return c.Batching.Mode }, setBatchingMode)},
+	{"batch-key-headers", "batching.key_headers", "comma-separated request `headers` whose values split batches (tenant, priority)",
+		with(none, func(c *Config, v string) error {
+			c.Batching.KeyHeaders = nil
+			for _, k := range strings.Split(v, ",") {
+				if k = strings.TrimSpace(k); k != "" {
+					c.Batching.KeyHeaders = append(c.Batching.KeyHeaders, strings.ToLower(k))
+				}
+			}
+			return nil
+		})},
 	{"batch-models", "batching.models", "comma-separated batchable `models` (batch dimension 0)", with(none, addBatchModels)},
 	{"batch-max-size", "batching.max_size", "largest batch, in rows", to(func(c *Config) *int { return &c.Batching.MaxSize })},
 	{"batch-preferred-sizes", "batching.preferred_sizes", "static: comma-separated batch `sizes` sent as soon as they can be formed", with(none, setPreferredSizes)},

@@ -21,6 +21,7 @@ const maxFaultBody = 1 << 16
 //	POST   /api/v1/faults            set (replace) a model's fault; 200 with the fault as stored
 //	GET    /api/v1/faults            200 with the active faults (JSON array)
 //	DELETE /api/v1/faults[?model=m]  heal model m, or all; 200 with the faults still active
+//	GET    /api/v1/requests[?model=m] the last 256 ModelInfer calls' model, id and headers
 //
 // Errors are JSON {"error": "...", "field": "..."} with 400 (bad body, the
 // field named where one is at fault) or 405.
@@ -32,6 +33,7 @@ func (s *Server) AdminHandler() http.Handler {
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("POST /api/v1/faults", s.postFault)
+	mux.HandleFunc("GET /api/v1/requests", s.getRequests)
 	mux.HandleFunc("GET /api/v1/faults", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, s.Faults())
 	})

@@ -160,6 +160,7 @@ func (s *Server) kserveModel(name, version string) (*model, error) {
 // modelInfer serves one KServe inference request.
 func (s *Server) modelInfer(ctx context.Context, req *kservepb.ModelInferRequest) (*kservepb.ModelInferResponse, error) {
 	start := s.now()
+	s.requests.note(ctx, req.ModelName, req.Id)
 	m, err := s.kserveModel(req.ModelName, req.ModelVersion)
 	if err != nil {
 		return nil, err

@@ -37,6 +37,8 @@ type Server struct {
 	models map[string]*model
 	order  []*model // config order, for listings
 
+	requests requestLog // the last ModelInfer calls' headers (requests.go)
+
 	faultMu sync.Mutex // serialises fault writers
 	faults  atomic.Pointer[faultSet]
 
