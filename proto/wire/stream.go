@@ -46,14 +46,19 @@ type InferRequestInfo struct {
 // a field wins, as in proto3. Malformed bytes give an error wrapping
 // ErrMalformed.
 func ScanInferRequest(b []byte) (InferRequestInfo, error) {
-	return ScanInferRequestChunks([][]byte{b})
+	return scanInferRequest(chunkReader{cur: b})
 }
 
 // ScanInferRequestChunks is ScanInferRequest for a message held in several
 // chunks in order (as gRPC holds a large received message).
 func ScanInferRequestChunks(chunks [][]byte) (InferRequestInfo, error) {
+	return scanInferRequest(chunkReader{rest: chunks})
+}
+
+// scanInferRequest is both forms over r, taken by value so that a flat
+// scan allocates nothing.
+func scanInferRequest(r chunkReader) (InferRequestInfo, error) {
 	var info InferRequestInfo
-	r := chunkReader{rest: chunks}
 	for !r.done() {
 		num, typ, err := r.tag()
 		if err != nil {
@@ -107,18 +112,20 @@ type StreamResponseInfo struct {
 // holds its last member. Malformed bytes give an error wrapping
 // ErrMalformed.
 func ScanStreamResponse(b []byte) (StreamResponseInfo, error) {
-	return ScanStreamResponseChunks([][]byte{b})
+	return scanStreamResponse(chunkReader{cur: b})
 }
 
 // ScanStreamResponseChunks is ScanStreamResponse for a message held in
 // several chunks in order. The infer_response, which holds the tensors,
 // is scanned in place, never joined.
 func ScanStreamResponseChunks(chunks [][]byte) (StreamResponseInfo, error) {
+	return scanStreamResponse(chunkReader{rest: chunks})
+}
+
+// scanStreamResponse is both forms over r, taken by value so that a flat
+// scan allocates nothing.
+func scanStreamResponse(r chunkReader) (StreamResponseInfo, error) {
 	info := StreamResponseInfo{Empty: true}
-	r := chunkReader{rest: chunks}
-	// sub holds the chunk list of one infer_response; a small message
-	// needs one entry, a large one one per chunk it spans.
-	var sub [8][]byte
 	for !r.done() {
 		num, typ, err := r.tag()
 		if err != nil {
@@ -137,11 +144,14 @@ func ScanStreamResponseChunks(chunks [][]byte) (StreamResponseInfo, error) {
 			if err != nil {
 				return StreamResponseInfo{}, malformedErr("ModelStreamInferResponse infer_response", err)
 			}
-			span, err := r.span(n, sub[:0])
-			if err != nil {
+			var sub chunkReader
+			if n <= uint64(len(r.cur)) {
+				// Within one chunk: every small response.
+				sub.cur, r.cur = r.cur[:n], r.cur[n:]
+			} else if sub.rest, err = r.span(n); err != nil {
 				return StreamResponseInfo{}, malformedErr("ModelStreamInferResponse infer_response", err)
 			}
-			if err := info.scanInferResponse(span); err != nil {
+			if info, err = info.scanInferResponse(sub); err != nil {
 				return StreamResponseInfo{}, err
 			}
 			continue
@@ -153,30 +163,28 @@ func ScanStreamResponseChunks(chunks [][]byte) (StreamResponseInfo, error) {
 	return info, nil
 }
 
-// scanInferResponse merges one serialized ModelInferResponse into info.
-func (info *StreamResponseInfo) scanInferResponse(chunks [][]byte) error {
-	r := chunkReader{rest: chunks}
+// scanInferResponse returns info with one serialized ModelInferResponse,
+// read by r, merged in.
+func (info StreamResponseInfo) scanInferResponse(r chunkReader) (StreamResponseInfo, error) {
 	for !r.done() {
 		num, typ, err := r.tag()
 		if err != nil {
-			return malformedErr("ModelInferResponse tag", err)
+			return info, malformedErr("ModelInferResponse tag", err)
 		}
 		if typ == protowire.BytesType {
 			switch num {
 			case inferID:
-				v, err := r.bytes()
-				if err != nil {
-					return malformedErr("ModelInferResponse id", err)
+				if info.ID, err = r.bytes(); err != nil {
+					return info, malformedErr("ModelInferResponse id", err)
 				}
-				info.ID = v
 				continue
 			case inferParameters:
 				e, err := r.bytes()
 				if err != nil {
-					return malformedErr("ModelInferResponse parameters", err)
+					return info, malformedErr("ModelInferResponse parameters", err)
 				}
 				if err := info.scanParameter(e); err != nil {
-					return err
+					return info, err
 				}
 				continue
 			case inferRespOutputs, inferRespRaw:
@@ -184,10 +192,10 @@ func (info *StreamResponseInfo) scanInferResponse(chunks [][]byte) error {
 			}
 		}
 		if err := r.skipValue(num, typ, protowire.DefaultRecursionLimit); err != nil {
-			return malformedErr("ModelInferResponse field", err)
+			return info, malformedErr("ModelInferResponse field", err)
 		}
 	}
-	return nil
+	return info, nil
 }
 
 // scanParameter reads one entry of the parameters map: only the final
@@ -255,12 +263,13 @@ func scanBoolParam(p []byte, last protowire.Number, b bool) (protowire.Number, b
 	return last, b, nil
 }
 
-// span returns the next n bytes as slices of the chunks, appended to dst,
-// without copying, and moves past them.
-func (r *chunkReader) span(n uint64, dst [][]byte) ([][]byte, error) {
+// span returns the next n bytes as slices of the chunks, without copying
+// the bytes, and moves past them.
+func (r *chunkReader) span(n uint64) ([][]byte, error) {
 	if n > uint64(r.remaining()) {
 		return nil, io.ErrUnexpectedEOF
 	}
+	var dst [][]byte
 	for n > 0 {
 		r.done()
 		k := min(uint64(len(r.cur)), n)
