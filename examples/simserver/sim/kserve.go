@@ -107,15 +107,14 @@ func (k *kserveService) ModelInfer(ctx context.Context, req *kservepb.ModelInfer
 }
 
 // ModelStreamInfer answers each request on the stream with one response,
-// as Triton does for a non-decoupled model: requests run concurrently, so
+// as Triton does for a non-decoupled model, or with many for a
+// token_stream model (streamTokens): requests run concurrently, so
 // responses come in completion order (match them by id), and a failed
 // request is reported in error_message while the stream stays open.
 func (k *kserveService) ModelStreamInfer(stream grpc.BidiStreamingServer[kservepb.ModelInferRequest, kservepb.ModelStreamInferResponse]) error {
 	ctx := stream.Context()
-	var (
-		wg     sync.WaitGroup
-		sendMu sync.Mutex
-	)
+	var wg sync.WaitGroup
+	snd := &streamSender{stream: stream, now: k.s.now}
 	defer wg.Wait()
 	for {
 		req, err := stream.Recv()
@@ -128,6 +127,11 @@ func (k *kserveService) ModelStreamInfer(stream grpc.BidiStreamingServer[kservep
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			if m := k.s.lookup(req.ModelName, ProtocolKServe); m != nil && m.cfg.Kind == KindTokenStream &&
+				(req.ModelVersion == "" || req.ModelVersion == "1") {
+				k.s.streamTokens(ctx, m, req, snd)
+				return
+			}
 			out := &kservepb.ModelStreamInferResponse{}
 			resp, err := k.s.modelInfer(ctx, req)
 			if err != nil {
@@ -135,11 +139,9 @@ func (k *kserveService) ModelStreamInfer(stream grpc.BidiStreamingServer[kservep
 				resp = &kservepb.ModelInferResponse{ModelName: req.ModelName, ModelVersion: req.ModelVersion, Id: req.Id}
 			}
 			out.InferResponse = resp
-			sendMu.Lock()
-			defer sendMu.Unlock()
 			// A failed Send means the stream is gone; Recv will
 			// report it to the loop.
-			_ = stream.Send(out)
+			_ = snd.send(out, false)
 		}()
 	}
 }
@@ -163,6 +165,9 @@ func (s *Server) modelInfer(ctx context.Context, req *kservepb.ModelInferRequest
 	m, err := s.kserveModel(req.ModelName, req.ModelVersion)
 	if err != nil {
 		return nil, err
+	}
+	if m.cfg.Kind == KindTokenStream {
+		return nil, errDecoupledUnary
 	}
 	in, batch, err := m.decodeKServe(req)
 	var outIdx []int
