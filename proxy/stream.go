@@ -206,8 +206,9 @@ func (p *Proxy) forwardClientToServer(src grpc.ServerStream, dst grpc.ClientStre
 // the client. It reports io.EOF when the upstream finished with OK, the
 // upstream's status error, or a failure to send to the client as a
 // *clientError. The channel is buffered and never closed. A non-nil meter
-// learns each response once it is sent, stamped then: the client's wait
-// ends when it can read it, and the scan does not delay the send.
+// learns each response once it is sent, so that the scan does not delay
+// it, stamped just before the send: the stamp lies between the upstream's
+// send and the client's receipt, whatever the scheduler does after.
 func (p *Proxy) forwardServerToClient(src grpc.ClientStream, dst grpc.ServerStream, st *callStats, extra metadata.MD,
 	meter *streamMeter) chan error {
 	ret := make(chan error, 1)
@@ -233,9 +234,12 @@ func (p *Proxy) forwardServerToClient(src grpc.ClientStream, dst grpc.ServerStre
 				return
 			}
 			st.bytesOut.Add(int64(f.Len()))
+			var at time.Time
+			if meter != nil {
+				at = p.now()
+			}
 			err := dst.SendMsg(f)
 			if err == nil && meter != nil {
-				at := p.now()
 				info, serr := scanResponse(f)
 				meter.response(info, serr, at)
 			}

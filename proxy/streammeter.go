@@ -215,8 +215,8 @@ func (m *streamMeter) remove(p *pending) {
 	m.free = p
 }
 
-// response matches a response the proxy sent to the client at at (info
-// from scanResponse, or err when it did not parse) and records what it
+// response matches a response the proxy sent to the client, at at (info
+// from scanResponse, or err when it did not parse), and records what it
 // says.
 func (m *streamMeter) response(info wire.StreamResponseInfo, err error, at time.Time) {
 	if err != nil {
