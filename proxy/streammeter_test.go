@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/infergate/infergate/monitor"
 	"github.com/infergate/infergate/proto/kservepb"
 	"github.com/infergate/infergate/proto/wire"
@@ -305,5 +307,33 @@ func TestStreamThroughProxy(t *testing.T) {
 	}
 	if ss.Key.Model != "simple" || ss.Key.Upstream != e.upstream || monitor.StreamResponses.Value(st[monitor.StreamResponses].Max) != 1 {
 		t.Errorf("series %+v", ss.Key)
+	}
+}
+
+// BenchmarkStreamMeter is the meter's cost per request and response of
+// one token, with an id: both scans, the match and a registry's record.
+func BenchmarkStreamMeter(b *testing.B) {
+	reg := monitor.NewRegistry(monitor.Options{NoRequestHistogram: true})
+	m := newStreamMeter(reg, streamInferFM, "up", "")
+	marshal := func(m proto.Message) []byte {
+		out, err := proto.Marshal(m)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return out
+	}
+	req := NewFrame(marshal(&kservepb.ModelInferRequest{ModelName: "llm", Id: "req-0123456789",
+		Inputs: []*kservepb.ModelInferRequest_InferInputTensor{{Name: "max_tokens", Datatype: "INT32", Shape: []int64{1}}}, RawInputContents: [][]byte{{4, 0, 0, 0}}}))
+	resp := NewFrame(marshal(&kservepb.ModelStreamInferResponse{InferResponse: &kservepb.ModelInferResponse{
+		ModelName: "llm", Id: "req-0123456789", Parameters: map[string]*kservepb.InferParameter{"triton_final_response": {
+			ParameterChoice: &kservepb.InferParameter_BoolParam{BoolParam: true}}},
+		Outputs:           []*kservepb.ModelInferResponse_InferOutputTensor{{Name: "token", Datatype: "INT32", Shape: []int64{1}}},
+		RawOutputContents: [][]byte{{1, 0, 0, 0}}}}))
+	at := time.Now()
+	b.ReportAllocs()
+	for b.Loop() {
+		m.request(req, at)
+		info, err := scanResponse(resp)
+		m.response(info, err, at)
 	}
 }
