@@ -42,6 +42,8 @@ func TestStreamConditionsParse(t *testing.T) {
 			`value: "slo", want a duration like 500ms (metric: response_gap has no slo)`},
 		{"count as duration", Condition{Kind: KindThreshold, Metric: "responses_per_request", Quantile: "p50", Value: "2s"},
 			`value: "2s", want a number of responses like 20`},
+		{"baseline", Condition{Kind: KindBaseline, Metric: "ttfr", Quantile: "p99"},
+			`metric: "ttfr", baseline conditions read the calls' latency (use threshold for stream metrics)`},
 		{"unknown metric", Condition{Kind: KindThreshold, Metric: "ttft", Value: "1s"},
 			`quantile: missing (or metric: rate | error_ratio | response_gap | responses_per_request | ttfr)`},
 	}
