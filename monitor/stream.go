@@ -223,7 +223,9 @@ func (s *Series) recordStream(sm StreamSample) bool {
 	return true
 }
 
-// lock is Series.lock over the stream shards.
+// lock is Series.lock over the stream shards. It is written again rather
+// than shared through a generic over both shard types because Series.lock
+// is on every call's path, where a generic's indirect call would cost.
 func (sp *streamPart) lock(hint uint32) *streamShard {
 	i := hint & sp.mask
 	for range len(sp.shards) {

@@ -101,7 +101,7 @@ func TestStreamQuantilesMatchHDR(t *testing.T) {
 // answer, and go with it when it idles.
 func TestStreamSeriesAreBounded(t *testing.T) {
 	r, clk := newTestRegistry(t, Options{MaxSeries: 2, MaxLabelBytes: 64, IdleTimeout: 10 * time.Second})
-	key := func(m string) SeriesKey { k := streamKey; k.Model = m; return k }
+	key := func(m string) SeriesKey { return withModel(streamKey, m) }
 	r.Record(key("a"), Sample{Total: time.Millisecond, Code: "OK"})
 	recordRequest(r, key("b"), time.Millisecond, time.Millisecond, 3) // a stream still open: no call yet
 	recordRequest(r, key("c"), time.Millisecond, time.Millisecond, 2) // over the cap
@@ -109,13 +109,7 @@ func TestStreamSeriesAreBounded(t *testing.T) {
 	if r.Len() != 2 {
 		t.Fatalf("%d series, want the cap of 2", r.Len())
 	}
-	tick := func(n int) {
-		for range n {
-			clk.t = clk.t.Add(time.Second)
-			r.Rotate()
-		}
-	}
-	tick(1)
+	tick(r, clk, 1)
 	snaps := r.Snapshot()
 	last := snaps[len(snaps)-1]
 	if last.Key != OverflowKey || last.Stream == nil || last.Stream[Window1m][StreamResponses].Count != 2 {
@@ -127,13 +121,13 @@ func TestStreamSeriesAreBounded(t *testing.T) {
 	// b's streams keep answering; a has nothing more.
 	for range 12 {
 		recordRequest(r, key("b"), time.Millisecond, time.Millisecond, 1)
-		tick(1)
+		tick(r, clk, 1)
 	}
 	if r.Len() != 1 || r.Series(key("b")) == r.overflow {
 		t.Fatalf("after a idled: %d series, want b, kept alive by its stream samples", r.Len())
 	}
 	sp := r.Series(key("b")).stream.Load()
-	tick(11)
+	tick(r, clk, 11)
 	if r.Len() != 0 {
 		t.Fatalf("%d series after b idled too, want 0", r.Len())
 	}
@@ -144,7 +138,7 @@ func TestStreamSeriesAreBounded(t *testing.T) {
 	}
 	// A key that comes back starts afresh.
 	recordRequest(r, key("b"), time.Millisecond, time.Millisecond, 1)
-	tick(1)
+	tick(r, clk, 1)
 	if ss := snapshotOf(t, r, key("b")); ss.Stream[Window15m][StreamResponses].Count != 1 {
 		t.Errorf("a new series for b counts %d requests, want 1", ss.Stream[Window15m][StreamResponses].Count)
 	}

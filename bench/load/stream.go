@@ -34,15 +34,9 @@ type StreamResult struct {
 	hists [numStreamHists]*hdrhistogram.Histogram
 }
 
-// Counts holds quantiles of a count (responses per request).
-type Counts struct {
-	P50  float64 `json:"p50"`
-	P90  float64 `json:"p90"`
-	P99  float64 `json:"p99"`
-	P999 float64 `json:"p999"`
-	Max  float64 `json:"max"`
-	Mean float64 `json:"mean"`
-}
+// Counts holds quantiles of a count (responses per request): Latency's
+// fields, in the count's unit instead of milliseconds.
+type Counts Latency
 
 // The stream histograms a recorder shard keeps: TTFR and gaps in
 // microseconds, responses as counts.

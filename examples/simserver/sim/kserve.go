@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"sync"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -159,6 +160,20 @@ func (s *Server) kserveModel(name, version string) (*model, error) {
 	return m, nil
 }
 
+// decodeInfer validates a request's inputs (decodeKServe) and requested
+// outputs (kserveOutputs), counting a failure as Triton does; start is
+// when the request arrived.
+func (s *Server) decodeInfer(m *model, req *kservepb.ModelInferRequest, start time.Time) (in []tensor, batch int, outIdx []int, err error) {
+	in, batch, err = m.decodeKServe(req)
+	if err == nil {
+		outIdx, err = m.kserveOutputs(req.Outputs)
+	}
+	if err != nil {
+		m.stats.recordFailure(ReasonOther, s.now().Sub(start))
+	}
+	return in, batch, outIdx, err
+}
+
 // modelInfer serves one KServe inference request.
 func (s *Server) modelInfer(ctx context.Context, req *kservepb.ModelInferRequest) (*kservepb.ModelInferResponse, error) {
 	start := s.now()
@@ -169,13 +184,8 @@ func (s *Server) modelInfer(ctx context.Context, req *kservepb.ModelInferRequest
 	if m.cfg.Kind == KindTokenStream {
 		return nil, errDecoupledUnary
 	}
-	in, batch, err := m.decodeKServe(req)
-	var outIdx []int
-	if err == nil {
-		outIdx, err = m.kserveOutputs(req.Outputs)
-	}
+	in, batch, outIdx, err := s.decodeInfer(m, req, start)
 	if err != nil {
-		m.stats.recordFailure(ReasonOther, s.now().Sub(start))
 		return nil, err
 	}
 	if err := s.execute(ctx, m, batch, start); err != nil {

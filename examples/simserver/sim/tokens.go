@@ -72,14 +72,8 @@ func boolParam(v bool) *kservepb.InferParameter {
 // final. It returns when the request is answered or the stream is gone.
 func (s *Server) streamTokens(ctx context.Context, m *model, req *kservepb.ModelInferRequest, snd *streamSender) {
 	start := s.now()
-	in, _, err := m.decodeKServe(req)
-	var outIdx []int
+	in, _, outIdx, err := s.decodeInfer(m, req, start)
 	if err == nil {
-		outIdx, err = m.kserveOutputs(req.Outputs)
-	}
-	if err != nil {
-		m.stats.recordFailure(ReasonOther, s.now().Sub(start))
-	} else {
 		err = s.execute(ctx, m, 1, start)
 	}
 	if err != nil {
