@@ -205,6 +205,14 @@ func (r *runner) callStream(cc *grpc.ClientConn, from time.Time, measured bool, 
 		if err == nil {
 			err = st.CloseSend()
 		}
+		// Read to the end, so that the stream finishes with the server's
+		// status rather than cancelled.
+		for err == nil {
+			if err = st.RecvMsg(new([]byte)); err == io.EOF {
+				err = nil
+				break
+			}
+		}
 	}
 	r.finish(from, measured, shard, c, err)
 }
