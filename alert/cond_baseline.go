@@ -25,6 +25,11 @@ type baselineCond struct {
 }
 
 func parseBaseline(cc *Condition, cm condCommon, _ *Config) (condition, error) {
+	if cc.Metric != "" {
+		// The seasonal baselines learn the calls' latency only; a
+		// metric here would silently judge that instead.
+		return nil, fmt.Errorf("metric: %q, baseline conditions read the calls' latency (use threshold for stream metrics)", cc.Metric)
+	}
 	// No quantile: any of p50, p90 and p99, the notion of "latency up"
 	// the cause hints use.
 	cd := &baselineCond{bq: -1}

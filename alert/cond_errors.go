@@ -84,7 +84,8 @@ func (cd *errorsCond) models(f *frame, sel selector, seen map[string]bool) {
 
 func (cd *errorsCond) eval(f *frame, r *Rule, _ int, model string) outcome {
 	rs, ok := f.window(r.sel, cd.window, false)[model]
-	if !ok {
+	if !ok || rs.Stats[monitor.ComponentTotal].Count == 0 {
+		// None, or only samples of streams still open.
 		return outcome{note: "no calls"}
 	}
 	return cd.outcome(rs)

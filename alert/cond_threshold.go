@@ -66,8 +66,10 @@ func parseThreshold(cc *Condition, cm condCommon, c *Config) (condition, error) 
 			return newErrorRatio(w, DefaultServerErrorCodes, v, cm.minCalls), nil
 		}
 		cd.metric, cd.value = cc.Metric, v
+	case streamMetrics[cc.Metric] != nil:
+		return parseStreamQuantile(cc, cm, w)
 	default:
-		return nil, fmt.Errorf("quantile: missing (or metric: rate | error_ratio)")
+		return nil, fmt.Errorf("quantile: missing (or metric: rate | error_ratio | %s)", streamMetricList())
 	}
 	return cd, nil
 }
@@ -95,38 +97,56 @@ func (cd *thresholdCond) eval(f *frame, r *Rule, _ int, model string) outcome {
 // confidence bound: "above" needs evidence, one slow call is none.
 func (cd *thresholdCond) quantileOutcome(rs monitor.RecentStats, cfg *Config, model string) outcome {
 	st := rs.Stats[monitor.ComponentTotal]
-	b := rs.Bounds[monitor.ComponentTotal]
-	o := outcome{unit: "s", calls: st.Count, threshold: cd.value}
+	threshold := cd.value
 	if cd.useSLO {
 		slo, ok := cfg.sloFor(model)
 		limit := [...]time.Duration{slo.P50, slo.P90, slo.P99}[cd.q]
 		if !ok || limit <= 0 {
-			o.note = "no " + cd.quantile + " SLO for the model"
-			return o
+			return outcome{unit: "s", calls: st.Count, note: "no " + cd.quantile + " SLO for the model"}
 		}
-		o.threshold = limit.Seconds()
+		threshold = limit.Seconds()
 	}
-	point := monitor.Stats.Quantile(st, monitor.Quantiles[cd.q]).Seconds()
-	if !b.OK[cd.q] {
+	qc := quantileCheck{op: cd.op, quantile: cd.quantile, q: cd.q, threshold: threshold,
+		value: time.Duration.Seconds, unit: "s", noun: "calls"}
+	return qc.outcome(st, rs.Bounds[monitor.ComponentTotal])
+}
+
+// quantileCheck compares one quantile of a distribution with a threshold.
+type quantileCheck struct {
+	op, quantile string
+	q            int     // index in monitor.Quantiles
+	threshold    float64 // in value's unit
+	// value converts a Stats value into the threshold's unit, named unit
+	// in the evidence; noun names what the Stats count.
+	value      func(time.Duration) float64
+	unit, noun string
+}
+
+// outcome judges st through its lower confidence bounds b: "above" needs
+// evidence, one slow value is none.
+func (qc quantileCheck) outcome(st monitor.Stats, b monitor.Bounds) outcome {
+	o := outcome{unit: qc.unit, calls: st.Count, threshold: qc.threshold}
+	point := qc.value(st.Quantile(monitor.Quantiles[qc.q]))
+	if !b.OK[qc.q] {
 		o.value = point
 		need := uint64(0)
 		for n := st.Count; n < 1<<20; n = n*2 + 1 {
-			if _, ok := monitor.LowerBoundRank(n, monitor.Quantiles[cd.q]); ok {
+			if _, ok := monitor.LowerBoundRank(n, monitor.Quantiles[qc.q]); ok {
 				need = n
 				break
 			}
 		}
-		o.note = fmt.Sprintf("too few calls: %d (a %s needs about %d)", st.Count, cd.quantile, need)
+		o.note = fmt.Sprintf("too few %s: %d (a %s needs about %d)", qc.noun, st.Count, qc.quantile, need)
 		return o
 	}
-	switch cd.op {
+	switch qc.op {
 	case ">", ">=":
-		o.value = b.Lower[cd.q].Seconds()
-		o.note = fmt.Sprintf("%s lower bound (point %s)", cd.quantile, fmtSeconds(point))
+		o.value = qc.value(b.Lower[qc.q])
+		o.note = fmt.Sprintf("%s lower bound (point %s)", qc.quantile, o.fmt(point))
 	default:
 		o.value = point
 	}
-	o.holds = triOf(compare(cd.op, o.value, o.threshold))
+	o.holds = triOf(compare(qc.op, o.value, o.threshold))
 	return o
 }
 

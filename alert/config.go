@@ -171,7 +171,9 @@ type Condition struct {
 	// p99 (baseline; none means any of the three).
 	Quantile string `yaml:"quantile" json:"quantile,omitempty"`
 	// Metric is what a threshold compares instead of a quantile: rate
-	// (calls per second) or error_ratio.
+	// (calls per second) or error_ratio; or whose quantile it compares:
+	// a stream quantity of ModelStreamInfer requests, ttfr (time to the
+	// first response), response_gap or responses_per_request.
 	Metric string `yaml:"metric" json:"metric,omitempty"`
 	// Window is how much recent data the condition reads (at most 1m;
 	// trend: the regression window, at most 1h).
@@ -180,7 +182,7 @@ type Condition struct {
 	Op string `yaml:"op" json:"op,omitempty"`
 	// Value is the threshold: a duration for quantiles ("500ms", or
 	// "slo" for the model's SLO), a number for rate and ratio ("0.05" or
-	// "5%"), a number for GPU fields.
+	// "5%"), for responses_per_request and for GPU fields.
 	Value string `yaml:"value" json:"value,omitempty"`
 	// AbovePercent (baseline) is how far above the baseline, in percent
 	// of it: 200 means three times the baseline. 0 means the default

@@ -95,22 +95,16 @@ func TestIdleSeriesAreDroppedAndFreeTheCap(t *testing.T) {
 		t.Fatal(err)
 	}
 	ok := Sample{Total: time.Millisecond, Code: "OK"}
-	key := func(m string) SeriesKey { k := testKey; k.Model = m; return k }
+	key := func(m string) SeriesKey { return withModel(testKey, m) }
 	r.Record(key("a"), ok)
 	r.Record(key("b"), ok)
 	r.Record(key("c"), ok) // over the cap
 	if r.Len() != 2 {
 		t.Fatalf("%d series, want the cap of 2", r.Len())
 	}
-	tick := func(n int) {
-		for range n {
-			clk.t = clk.t.Add(time.Second)
-			r.Rotate()
-		}
-	}
-	tick(5)
+	tick(r, clk, 5)
 	r.Record(key("b"), ok) // b stays busy
-	tick(6)
+	tick(r, clk, 6)
 	if r.Len() != 1 || r.Series(key("b")) == r.overflow {
 		t.Fatalf("after a idled for 11s: %d series, want b only", r.Len())
 	}
@@ -121,7 +115,7 @@ func TestIdleSeriesAreDroppedAndFreeTheCap(t *testing.T) {
 	if got := r.Series(key("c")); got == r.overflow {
 		t.Fatal("c still goes to overflow after a freed its place")
 	}
-	tick(11)
+	tick(r, clk, 11)
 	if r.Len() != 0 {
 		t.Fatalf("%d series after everything idled, want 0", r.Len())
 	}

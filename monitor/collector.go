@@ -44,6 +44,22 @@ var (
 		[]string{"reason"}, nil)
 	seriesDesc = prometheus.NewDesc("infergate_series",
 		"Live series, not counting the overflow series.", nil, nil)
+
+	// streamDescs are the stream quantities' summaries, by StreamQuantity.
+	streamDescs = [NumStreamQuantities]*prometheus.Desc{
+		StreamFirstResponse: prometheus.NewDesc("infergate_stream_first_response_seconds",
+			"Exact quantiles (HDR) of the time from a request on a stream (ModelStreamInfer) to its first response, over a rolling window.",
+			summaryLabels, nil),
+		StreamResponseGap: prometheus.NewDesc("infergate_stream_response_gap_seconds",
+			"Exact quantiles (HDR) of the time between consecutive responses to one request on a stream, over a rolling window.",
+			summaryLabels, nil),
+		StreamResponses: prometheus.NewDesc("infergate_stream_responses_per_request",
+			"Exact quantiles (HDR) of the number of responses per completed request on a stream, over a rolling window.",
+			summaryLabels, nil),
+	}
+	streamDroppedDesc = prometheus.NewDesc("infergate_stream_dropped_total",
+		"Stream requests and responses left out of the stream metrics, by reason: max_outstanding (a stream held too many requests awaiting their final response: the oldest was forgotten), unmatched (a response for no remembered request, or one that does not parse).",
+		[]string{"reason"}, nil)
 )
 
 // durationBuckets resolve 100 µs to 60 s, finer between 50 ms and 1 s
@@ -120,8 +136,11 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range componentDescs {
 		ch <- d
 	}
+	for _, d := range streamDescs {
+		ch <- d
+	}
 	for _, d := range []*prometheus.Desc{maxDesc, requestsDesc, requestBytesDesc,
-		responseBytesDesc, inFlightDesc, overflowDesc, seriesDesc} {
+		responseBytesDesc, inFlightDesc, overflowDesc, seriesDesc, streamDroppedDesc} {
 		ch <- d
 	}
 }
@@ -183,6 +202,9 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	for i, reason := range overflowReasons {
 		ch <- prometheus.MustNewConstMetric(overflowDesc, prometheus.CounterValue, float64(r.overflowBy[i].Load()), reason)
 	}
+	for i, reason := range streamDropNames {
+		ch <- prometheus.MustNewConstMetric(streamDroppedDesc, prometheus.CounterValue, float64(r.streamDrops[i].Load()), reason)
+	}
 
 	r.inflightMu.Lock()
 	for up, g := range r.inflight {
@@ -203,16 +225,26 @@ func collectSummaries(ch chan<- prometheus.Metric, ss SeriesSnapshot) {
 			if comp == ComponentQueue && !ss.QueueSeen {
 				continue
 			}
-			st := ss.Stats[w][comp]
-			q := map[float64]float64{
-				Quantiles[0]: nanOr(st.Count, seconds(st.P50)),
-				Quantiles[1]: nanOr(st.Count, seconds(st.P90)),
-				Quantiles[2]: nanOr(st.Count, seconds(st.P99)),
-				Quantiles[3]: nanOr(st.Count, seconds(st.P999)),
-			}
-			ch <- prometheus.MustNewConstSummary(componentDescs[comp], st.Count, seconds(st.Sum), q, lv...)
+			ch <- summaryOf(componentDescs[comp], ss.Stats[w][comp], seconds, lv)
 		}
 		st := ss.Stats[w][ComponentTotal]
 		ch <- prometheus.MustNewConstMetric(maxDesc, prometheus.GaugeValue, nanOr(st.Count, seconds(st.Max)), lv...)
+		if ss.Stream == nil {
+			continue
+		}
+		for q := range StreamQuantity(NumStreamQuantities) {
+			ch <- summaryOf(streamDescs[q], ss.Stream[w][q], q.Value, lv)
+		}
 	}
+}
+
+// summaryOf is one const summary of st, its values converted by unit.
+func summaryOf(d *prometheus.Desc, st Stats, unit func(time.Duration) float64, lv []string) prometheus.Metric {
+	q := map[float64]float64{
+		Quantiles[0]: nanOr(st.Count, unit(st.P50)),
+		Quantiles[1]: nanOr(st.Count, unit(st.P90)),
+		Quantiles[2]: nanOr(st.Count, unit(st.P99)),
+		Quantiles[3]: nanOr(st.Count, unit(st.P999)),
+	}
+	return prometheus.MustNewConstSummary(d, st.Count, unit(st.Sum), q, lv...)
 }

@@ -70,6 +70,23 @@
 // call a second (BenchmarkScrape1000: snapshot, collection, text encoding
 // of 11 MB) about 250 ms on 2 cores.
 //
+// # Streams
+//
+// A stream (Triton's ModelStreamInfer) carries many requests, and a
+// decoupled model answers each with many responses, so its call's length
+// says little. Registry.RecordStream takes, per response, the wait for it
+// (from the request for the first response, TTFR; from the previous
+// response otherwise, the inter-response gap) and, per completed request,
+// its number of responses, into the stream part of the stream's series:
+// the same key, cap, overflow series, label checks and idle expiry as
+// calls (a series whose streams answer is not idle), the same HDR
+// geometry, buffers, slices and merger, rotated with the series' window.
+// A count n is held as the duration n µs (StreamQuantity.Value reads it
+// back). A series gets its stream part on its first stream sample, so
+// unary series pay one pointer. SeriesSnapshot.Stream and
+// RecentStats.Stream carry the quantities; StreamDropped counts what a
+// stream meter left out.
+//
 // # Prometheus
 //
 // Register adds infergate_request_duration_seconds (a classic plus native
@@ -80,7 +97,11 @@
 // infergate_request_latency_max_seconds gauge, and the counters and gauges
 // infergate_requests_total, infergate_request_bytes_total,
 // infergate_response_bytes_total, infergate_requests_in_flight,
-// infergate_series_overflow_total{reason} and infergate_series. Empty
-// windows export NaN quantiles; the queue summary appears only for series
-// that ever queued.
+// infergate_series_overflow_total{reason} and infergate_series; for
+// series with stream samples the summaries
+// infergate_stream_first_response_seconds,
+// infergate_stream_response_gap_seconds and
+// infergate_stream_responses_per_request, and for all
+// infergate_stream_dropped_total{reason}. Empty windows export NaN
+// quantiles; the queue summary appears only for series that ever queued.
 package monitor

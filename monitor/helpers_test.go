@@ -26,6 +26,17 @@ func newTestRegistry(t testing.TB, opts Options) (*Registry, *fixedClock) {
 	return NewRegistry(opts), clk
 }
 
+// tick moves clk on by n seconds, rotating r once per second.
+func tick(r *Registry, clk *fixedClock, n int) {
+	for range n {
+		clk.t = clk.t.Add(time.Second)
+		r.Rotate()
+	}
+}
+
+// withModel returns key with its model set to m.
+func withModel(key SeriesKey, m string) SeriesKey { key.Model = m; return key }
+
 // snapshotOf returns the snapshot of key, failing the test if it is absent.
 func snapshotOf(t *testing.T, r *Registry, key SeriesKey) SeriesSnapshot {
 	t.Helper()

@@ -16,6 +16,11 @@ type RecentStats struct {
 	Failed map[string]uint64
 	// QueueSeen reports whether any series of the group ever queued.
 	QueueSeen bool
+	// Stream and StreamBounds are the group's stream quantities (indexed
+	// by StreamQuantity) and their lower confidence bounds; zero when its
+	// series had no stream samples in those slices.
+	Stream       [NumStreamQuantities]Stats
+	StreamBounds [NumStreamQuantities]Bounds
 }
 
 // FailedOf returns how many of the calls failed with one of codes (gRPC
@@ -41,8 +46,8 @@ func (rs RecentStats) FailedOf(codes []string) uint64 {
 // whose group(key) is not "" (the overflow series is left out): a window
 // finer than 1m, for readers that need a fresh signal (the GPU correlation
 // wants seconds-old p99 per model, not per series). n is clamped to 1 and
-// to the slices of one minute. Groups without calls in those slices are
-// absent. It reads like Snapshot and changes nothing.
+// to the slices of one minute. Groups without calls or stream samples in
+// those slices are absent. It reads like Snapshot and changes nothing.
 func (r *Registry) Recent(n int, group func(SeriesKey) string) (map[string]RecentStats, time.Time) {
 	at := r.cfg.now()
 	n = min(max(n, 1), r.cfg.slicesPerMinute)
@@ -91,7 +96,21 @@ func (r *Registry) Recent(n int, group func(SeriesKey) string) (map[string]Recen
 			rs.Stats[c] = m.stats()
 			rs.Bounds[c] = m.bounds()
 		}
-		if rs.Stats[ComponentTotal].Count > 0 {
+		streamed := false
+		for q := range StreamQuantity(NumStreamQuantities) {
+			m.reset(false)
+			for _, s := range byGroup[g] {
+				if sp := s.stream.Load(); sp != nil {
+					sp.recent(m, q, n)
+				}
+			}
+			rs.Stream[q] = m.stats()
+			rs.StreamBounds[q] = m.bounds()
+			streamed = streamed || rs.Stream[q].Count > 0
+		}
+		// A group whose streams are all still open has stream samples
+		// and no finished call yet.
+		if rs.Stats[ComponentTotal].Count > 0 || streamed {
 			out[g] = rs
 		}
 	}

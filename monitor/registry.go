@@ -26,6 +26,8 @@ type Registry struct {
 	droppedCalls atomic.Int64
 	// overflowBy counts the calls sent to the overflow series, by reason.
 	overflowBy [numOverflowReasons]atomic.Int64
+	// streamDrops counts what stream meters left out, by reason.
+	streamDrops [numStreamDrops]atomic.Int64
 
 	// winMu guards every Series.win, free and ticks: Rotate writes, Snapshot
 	// reads. The hot path never takes it.
@@ -319,16 +321,29 @@ func (r *Registry) drop(idle []*Series) {
 	for _, s := range idle {
 		// Mark it dead under every shard lock, so that no Record can be
 		// half way into it: a Record after this goes back to the registry.
+		// Holding the series' shards also keeps its stream part from
+		// being created meanwhile (Series.streamPart).
 		for i := range s.shards {
 			s.shards[i].mu.Lock()
 		}
-		busy := false
+		sp := s.stream.Load()
+		if sp != nil {
+			for i := range sp.shards {
+				sp.shards[i].mu.Lock()
+			}
+		}
+		busy := sp != nil && sp.busy()
 		for i := range s.shards {
 			busy = busy || s.shards[i].count > 0
 		}
 		if !busy {
 			s.dead.Store(true)
 			gone[s] = true
+		}
+		if sp != nil {
+			for i := range sp.shards {
+				sp.shards[i].mu.Unlock()
+			}
 		}
 		for i := range s.shards {
 			s.shards[i].mu.Unlock()
@@ -374,6 +389,9 @@ func (r *Registry) drop(idle []*Series) {
 	for s := range gone {
 		r.droppedCalls.Add(s.win.calls)
 		s.win.release(&r.free)
+		if sp := s.stream.Load(); sp != nil {
+			sp.release(&r.free)
+		}
 		if l := labelsOf(s.key); r.durations != nil && !live[l] {
 			r.durations.DeleteLabelValues(l[:]...)
 		}
@@ -393,7 +411,7 @@ func (r *Registry) Snapshot() []SeriesSnapshot {
 	for _, s := range list {
 		out = append(out, s.snapshot(m, at))
 	}
-	if r.overflow.win.calls > 0 {
+	if r.overflow.win.calls > 0 || r.overflow.streamSamples() > 0 {
 		out = append(out, r.overflow.snapshot(m, at))
 	}
 	return out

@@ -31,6 +31,9 @@ type Series struct {
 	unknown   map[string]int64 // calls per code name outside codeNames
 
 	win window // guarded by Registry.winMu
+	// stream holds the stream quantities (stream.go); nil until the
+	// series' first stream sample, so a unary series pays one pointer.
+	stream atomic.Pointer[streamPart]
 }
 
 // shard is one hot recorder. The fields above codes are reset each slice;

@@ -126,6 +126,9 @@ type SeriesSnapshot struct {
 	// QueueSeen reports whether any call of the series ever waited in a
 	// queue (Queue > 0).
 	QueueSeen bool
+	// Stream holds the stream quantities (RecordStream); nil for a series
+	// that never had a stream sample.
+	Stream *StreamStats
 }
 
 // Get returns the stats of one window ("1m", "5m", "15m") and component

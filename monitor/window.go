@@ -121,7 +121,21 @@ func (s *Series) rotate(f *packedFree, minuteDone bool) bool {
 		}
 		w.rebuildDone(f)
 	}
-	return sl != nil
+	// A series whose streams answer is busy even before one of them ends.
+	streamed := false
+	if sp := s.stream.Load(); sp != nil {
+		streamed = sp.rotate(f, minuteDone)
+	}
+	return sl != nil || streamed
+}
+
+// streamSamples returns the stream samples moved into the windows so far
+// (called with Registry.winMu held).
+func (s *Series) streamSamples() int64 {
+	if sp := s.stream.Load(); sp != nil {
+		return sp.samples
+	}
+	return 0
 }
 
 // release frees everything the window holds (the series is dropped).
@@ -311,7 +325,16 @@ func (m *merger) add(sl *slice, c Component) {
 	if sl == nil || sl.count == 0 {
 		return
 	}
-	v := &sl.v[c]
+	var zeros int64
+	if c == ComponentQueue {
+		zeros = sl.zeros
+	}
+	m.addSet(&sl.v[c], zeros, sl.count, sl.sum[c], sl.max[c])
+}
+
+// addSet adds count values: those of v plus zeros zero values, whose
+// exact sum and maximum are sum and mx.
+func (m *merger) addSet(v *valueSet, zeros, count, sum, mx int64) {
 	if h := v.h; h != nil {
 		m.toHist()
 		if m.dense {
@@ -319,10 +342,6 @@ func (m *merger) add(sl *slice, c Component) {
 		} else {
 			m.p.Merge(h)
 		}
-	}
-	var zeros int64
-	if c == ComponentQueue {
-		zeros = sl.zeros
 	}
 	if m.hist {
 		for _, i := range v.raw {
@@ -335,9 +354,9 @@ func (m *merger) add(sl *slice, c Component) {
 		m.raw = append(m.raw, v.raw...)
 		m.zeros += zeros
 	}
-	m.sum += sl.sum[c]
-	m.max = max(m.max, sl.max[c])
-	m.count += sl.count
+	m.sum += sum
+	m.max = max(m.max, mx)
+	m.count += count
 }
 
 // record adds n values us to the histogram.
@@ -422,6 +441,9 @@ func (s *Series) snapshot(m *merger, at time.Time) SeriesSnapshot {
 			m.add(cur, c)
 			ss.Stats[win][c] = m.stats()
 		}
+	}
+	if sp := s.stream.Load(); sp != nil {
+		ss.Stream = sp.snapshot(m)
 	}
 	return ss
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"time"
 
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
@@ -65,8 +66,13 @@ func (p *Proxy) stream(ctx context.Context, up *Upstream, method string, kind ta
 		o.err = p.upstreamFailed(ctx, up, method, err, false)
 		return o
 	}
-	s2c := p.forwardServerToClient(cs, ss, st, sr.header)
-	c2s := p.forwardClientToServer(ss, cs, kind, st, sr)
+	// A ModelStreamInfer stream is measured per request too (issue 19).
+	var meter *streamMeter
+	if method == streamInferFM && p.rec != nil {
+		meter = newStreamMeter(p.rec, method, up.name, sr.route)
+	}
+	s2c := p.forwardServerToClient(cs, ss, st, sr.header, meter)
+	c2s := p.forwardClientToServer(ss, cs, kind, st, sr, meter)
 	for {
 		select {
 		case err := <-c2s:
@@ -88,6 +94,9 @@ func (p *Proxy) stream(ctx context.Context, up *Upstream, method string, kind ta
 		break
 	}
 	o.upstream = since(p.now, t0)
+	if meter != nil {
+		meter.end(o.err == nil)
+	}
 	o.bytesIn, o.bytesOut = st.bytesIn.Load(), st.bytesOut.Load()
 	o.model, o.version = st.target()
 	if sr.mr != nil && sr.route == monitor.RouteFallback && o.err == nil {
@@ -132,9 +141,11 @@ func (p *Proxy) streamError(ctx context.Context, up *Upstream, method string, er
 // forwardClientToServer pumps request frames from the client to the
 // upstream. It reports nil when the client half-closed (after passing the
 // half-close on) or the upstream stopped taking messages, and otherwise the
-// client-side error. The channel is buffered and never closed.
+// client-side error. The channel is buffered and never closed. A non-nil
+// meter learns each request, stamped when it was received, before it is
+// sent on, so that no response can come before its request is known.
 func (p *Proxy) forwardClientToServer(src grpc.ServerStream, dst grpc.ClientStream, kind targetKind, st *callStats,
-	sr streamRoute) chan error {
+	sr streamRoute, meter *streamMeter) chan error {
 	ret := make(chan error, 1)
 	go func() {
 		defer p.recoverPump(src.Context(), ret, "client-to-upstream stream pump")
@@ -145,8 +156,9 @@ func (p *Proxy) forwardClientToServer(src grpc.ServerStream, dst grpc.ClientStre
 		var err error
 		for first := true; ; first = false {
 			f := new(Frame)
+			var at time.Time
 			if first && sr.first != nil {
-				f = sr.first // read by routeStream, counted there
+				f, at = sr.first, sr.firstAt // read by routeStream, counted there
 			} else if err = src.RecvMsg(f); err != nil {
 				if err == io.EOF {
 					ret <- dst.CloseSend() // always nil
@@ -154,6 +166,11 @@ func (p *Proxy) forwardClientToServer(src grpc.ServerStream, dst grpc.ClientStre
 					ret <- &clientError{err}
 				}
 				return
+			} else if meter != nil {
+				at = p.now()
+			}
+			if meter != nil {
+				meter.request(f, at)
 			}
 			if testHookFrame != nil {
 				testHookFrame()
@@ -188,8 +205,12 @@ func (p *Proxy) forwardClientToServer(src grpc.ServerStream, dst grpc.ClientStre
 // forwardServerToClient pumps the upstream's headers and response frames to
 // the client. It reports io.EOF when the upstream finished with OK, the
 // upstream's status error, or a failure to send to the client as a
-// *clientError. The channel is buffered and never closed.
-func (p *Proxy) forwardServerToClient(src grpc.ClientStream, dst grpc.ServerStream, st *callStats, extra metadata.MD) chan error {
+// *clientError. The channel is buffered and never closed. A non-nil meter
+// learns each response once it is sent, so that the scan does not delay
+// it, stamped just before the send: the stamp lies between the upstream's
+// send and the client's receipt, whatever the scheduler does after.
+func (p *Proxy) forwardServerToClient(src grpc.ClientStream, dst grpc.ServerStream, st *callStats, extra metadata.MD,
+	meter *streamMeter) chan error {
 	ret := make(chan error, 1)
 	go func() {
 		defer p.recoverPump(dst.Context(), ret, "upstream-to-client stream pump")
@@ -213,7 +234,15 @@ func (p *Proxy) forwardServerToClient(src grpc.ClientStream, dst grpc.ServerStre
 				return
 			}
 			st.bytesOut.Add(int64(f.Len()))
+			var at time.Time
+			if meter != nil {
+				at = p.now()
+			}
 			err := dst.SendMsg(f)
+			if err == nil && meter != nil {
+				info, serr := scanResponse(f)
+				meter.response(info, serr, at)
+			}
 			f.Free()
 			if err != nil {
 				ret <- &clientError{err}
@@ -231,7 +260,10 @@ type streamRoute struct {
 	reason string      // HeaderRouteReason of a fallback stream
 	header metadata.MD // added to the upstream's response header
 	first  *Frame      // the first request frame, already read
-	eof    bool        // the client half-closed before sending a frame
+	// firstAt is when first was received: a metered stream's first
+	// request waits from then.
+	firstAt time.Time
+	eof     bool // the client half-closed before sending a frame
 	// rewrite readdresses each request frame to the fallback model; nil
 	// when the stream goes to the model the client named.
 	rewrite func(*Frame) (*Frame, error)
@@ -261,7 +293,7 @@ func (p *Proxy) routeStream(ss grpc.ServerStream, up *Upstream, kind targetKind,
 		}
 		return sr, &clientError{err}
 	}
-	sr.first = f
+	sr.first, sr.firstAt = f, p.now()
 	st.bytesIn.Add(int64(f.Len()))
 	st.setTarget(kind, f)
 	model, _ := st.target()

@@ -7,6 +7,8 @@ import (
 	"net"
 	"strings"
 	"time"
+
+	"github.com/infergate/infergate/proto/kservepb"
 )
 
 // Defaults applied by Config.Validate to zero fields.
@@ -65,6 +67,14 @@ type Config struct {
 	Target string
 	// Payload is the request sent on every call; required.
 	Payload *Payload
+	// Stream sends the Payload, a KServe ModelInferRequest, on
+	// ModelStreamInfer streams instead of ModelInfer, for decoupled
+	// models that answer one request with many responses: a closed-loop
+	// caller holds one stream and sends a request (with an id) when the
+	// previous one has its final response; an open-loop request gets a
+	// stream of its own. Result.Stream then holds each request's TTFR,
+	// the gaps between its responses and their number.
+	Stream bool
 
 	// Concurrency is the number of closed-loop callers; used when Rate is 0.
 	// Zero with Rate 0 means 1.
@@ -136,6 +146,8 @@ func (c *Config) Validate() error {
 	}
 	if c.Payload == nil || c.Payload.Method == "" {
 		errs = append(errs, errors.New("load: payload: required"))
+	} else if c.Stream && c.Payload.Method != kservepb.GRPCInferenceService_ModelInfer_FullMethodName {
+		errs = append(errs, errors.New("load: stream: needs a KServe payload (ModelInferRequest)"))
 	}
 	if c.Concurrency < 0 {
 		errs = append(errs, fmt.Errorf("load: concurrency %d: must not be negative", c.Concurrency))

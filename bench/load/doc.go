@@ -12,6 +12,11 @@
 //     send time (coordinated-omission correction, as in wrk2), so a stalled
 //     server cannot hide its tail behind a stalled generator.
 //
+// With Config.Stream the requests go on KServe ModelStreamInfer streams to
+// a decoupled model, and each request's responses are timed as infergate
+// times them: the first response, the gaps between responses, their
+// number (Result.Stream).
+//
 // Latencies go into HDR histograms (hdrhistogram-go); Run returns a Result
 // with quantiles, throughput and errors counted by gRPC code name.
 package load

@@ -118,7 +118,7 @@ func newRunner(cfg *Config, conns []*grpc.ClientConn, now func() time.Time) *run
 	if cfg.Mode() == Closed && cfg.Concurrency < shards {
 		shards = cfg.Concurrency
 	}
-	return &runner{cfg: cfg, conns: conns, now: now, rec: newRecorder(shards), stop: make(chan struct{})}
+	return &runner{cfg: cfg, conns: conns, now: now, rec: newRecorder(shards, cfg.Stream), stop: make(chan struct{})}
 }
 
 // halt ends the schedule once and remembers when.
@@ -211,6 +211,11 @@ func (r *runner) run(ctx context.Context) *Result {
 	}
 	h, errs := r.rec.merge()
 	res.fill(h, errs, max(measured.Sub(r.measureStart), 0))
+	if r.cfg.Stream {
+		res.Method = StreamMethod
+		res.Stream = &StreamResult{hists: r.rec.mergeStream()}
+		res.Stream.fill()
+	}
 	return res
 }
 
@@ -219,6 +224,11 @@ func (r *runner) run(ctx context.Context) *Result {
 // intended send in the open loop.
 func (r *runner) call(cc *grpc.ClientConn, from time.Time, measured bool, shard int) {
 	r.inflight.Add(1)
+	if r.cfg.Stream {
+		r.callStream(cc, from, measured, shard)
+		r.inflight.Add(-1)
+		return
+	}
 	ctx, cancel := context.WithTimeout(r.callCtx, r.cfg.Timeout)
 	var out sink
 	err := cc.Invoke(ctx, r.cfg.Payload.Method, r.cfg.Payload.Body, &out)
@@ -263,6 +273,10 @@ func (r *runner) closedLoop() {
 
 // caller is one closed-loop client: send, wait, repeat.
 func (r *runner) caller(i int) {
+	if r.cfg.Stream {
+		r.streamCaller(i)
+		return
+	}
 	cc := r.conns[i%len(r.conns)]
 	for !r.stopped() {
 		t0 := r.now()

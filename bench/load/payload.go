@@ -102,6 +102,10 @@ func ModelDefaults(model string) (inputs []Tensor, ok bool) {
 		return []Tensor{{Name: "input", Datatype: "FP32", Shape: []int64{1, 64}}}, true
 	case "identity_fp32":
 		return []Tensor{{Name: "INPUT0", Datatype: "FP32", Shape: []int64{1, 1024}}}, true
+	case "llm_stream":
+		// A zero max_tokens (what fill writes) asks for the model's
+		// default number of responses.
+		return []Tensor{{Name: "max_tokens", Datatype: "INT32", Shape: []int64{1}}}, true
 	}
 	return nil, false
 }

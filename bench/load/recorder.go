@@ -27,7 +27,12 @@ type shard struct {
 	mu   sync.Mutex
 	hist *hdrhistogram.Histogram
 	errs map[codes.Code]int64
-	_    [40]byte // keep neighbouring shards' locks off one cache line
+	// stream holds a Stream run's TTFR, gaps and responses per request
+	// (stream.go); msgFailed counts requests answered with an
+	// error_message.
+	stream    [numStreamHists]*hdrhistogram.Histogram
+	msgFailed int64
+	_         [40]byte // keep neighbouring shards' locks off one cache line
 }
 
 // recorder collects measured latencies and error codes.
@@ -35,7 +40,7 @@ type recorder struct {
 	shards []shard
 }
 
-func newRecorder(n int) *recorder {
+func newRecorder(n int, stream bool) *recorder {
 	if n < 1 {
 		n = 1
 	}
@@ -43,8 +48,49 @@ func newRecorder(n int) *recorder {
 	for i := range r.shards {
 		r.shards[i].hist = newHistogram()
 		r.shards[i].errs = make(map[codes.Code]int64)
+		if stream {
+			for k := range r.shards[i].stream {
+				r.shards[i].stream[k] = newHistogram()
+			}
+		}
 	}
 	return r
+}
+
+// recordStream stores one value (microseconds, or a count) of stream
+// histogram k in shard i, clamped into the histogram's range.
+func (r *recorder) recordStream(i, k int, v int64) {
+	s := &r.shards[i%len(r.shards)]
+	s.mu.Lock()
+	_ = s.stream[k].RecordValue(min(max(v, 0), histHighest))
+	s.mu.Unlock()
+}
+
+// recordFailed counts a request answered with an error_message.
+func (r *recorder) recordFailed(i int) {
+	s := &r.shards[i%len(r.shards)]
+	s.mu.Lock()
+	s.msgFailed++
+	s.mu.Unlock()
+}
+
+// mergeStream returns the merged stream histograms.
+func (r *recorder) mergeStream() [numStreamHists]*hdrhistogram.Histogram {
+	var out [numStreamHists]*hdrhistogram.Histogram
+	for k := range out {
+		out[k] = newHistogram()
+	}
+	for i := range r.shards {
+		s := &r.shards[i]
+		s.mu.Lock()
+		for k, h := range s.stream {
+			if h != nil {
+				out[k].Merge(h)
+			}
+		}
+		s.mu.Unlock()
+	}
+	return out
 }
 
 // record stores one outcome in shard i (taken modulo the shard count).
@@ -78,6 +124,9 @@ func (r *recorder) merge() (*hdrhistogram.Histogram, map[string]int64) {
 		h.Merge(s.hist)
 		for c, n := range s.errs {
 			errs[c.String()] += n
+		}
+		if s.msgFailed > 0 {
+			errs[ErrorMessage] += s.msgFailed
 		}
 		s.mu.Unlock()
 	}

@@ -9,7 +9,7 @@ import (
 
 // BenchmarkRecord is the generator's per-request bookkeeping cost.
 func BenchmarkRecord(b *testing.B) {
-	r := newRecorder(16)
+	r := newRecorder(16, false)
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		i := 0

@@ -47,8 +47,13 @@ type Result struct {
 	// Throughput is Completed per second of measured time (Seconds).
 	Throughput float64 `json:"throughput_rps"`
 	// ResponseBytes is the total size of measured responses.
-	ResponseBytes int64   `json:"response_bytes"`
-	Latency       Latency `json:"latency_ms"`
+	ResponseBytes int64 `json:"response_bytes"`
+	// Latency is, for a Stream run, the time to each request's final
+	// response.
+	Latency Latency `json:"latency_ms"`
+	// Stream holds a Stream run's TTFR, gaps and responses per request;
+	// nil for other runs.
+	Stream *StreamResult `json:"stream,omitempty"`
 
 	hist *hdrhistogram.Histogram
 }
@@ -89,11 +94,17 @@ func (r *Result) fill(h *hdrhistogram.Histogram, errs map[string]int64, measured
 	if r.Seconds > 0 {
 		r.Throughput = float64(r.Completed) / r.Seconds
 	}
-	if r.Completed == 0 {
-		return
+	r.Latency = latencyOf(h)
+}
+
+// latencyOf reads the quantiles of a histogram of microseconds in
+// milliseconds; zero when it is empty.
+func latencyOf(h *hdrhistogram.Histogram) Latency {
+	if h.TotalCount() == 0 {
+		return Latency{}
 	}
 	ms := func(us int64) float64 { return float64(us) / 1000 }
-	r.Latency = Latency{
+	return Latency{
 		P50:  ms(h.ValueAtQuantile(50)),
 		P90:  ms(h.ValueAtQuantile(90)),
 		P99:  ms(h.ValueAtQuantile(99)),

@@ -43,3 +43,49 @@ func LoadSpec(r *load.Result) string {
 	}
 	return fmt.Sprintf("c=%d", r.Concurrency)
 }
+
+// StreamTable is the per-request view of Stream runs (load.Config.Stream):
+// for each run, the quantiles of the time to the first response (TTFR),
+// of the gaps between responses, and of the responses per request. Runs
+// without streams are left out; nil when none is left.
+func StreamTable(title string, results []*load.Result) *Table {
+	t := Table{
+		Title:    title,
+		Header:   []string{"run", "per request", "n", "p50", "p90", "p99", "p99.9", "max", "mean"},
+		LeftCols: 2,
+	}
+	for _, r := range results {
+		st := r.Stream
+		if st == nil {
+			continue
+		}
+		label := r.Label
+		if label == "" {
+			label = r.Model + "@" + r.Target
+		}
+		n := func(name string) string {
+			if h := st.Histogram(name); h != nil {
+				return fmt.Sprint(h.TotalCount())
+			}
+			return "-" // a result read back from JSON
+		}
+		for _, row := range []struct {
+			name, what string
+			l          load.Latency
+		}{
+			{"first_response", "first response ms", st.FirstResponse},
+			{"response_gap", "gap ms", st.ResponseGap},
+		} {
+			t.Rows = append(t.Rows, []string{label, row.what, n(row.name),
+				Ms(row.l.P50), Ms(row.l.P90), Ms(row.l.P99), Ms(row.l.P999), Ms(row.l.Max), Ms(row.l.Mean)})
+		}
+		c := st.Responses
+		t.Rows = append(t.Rows, []string{label, "responses", n("responses"),
+			fmt.Sprint(c.P50), fmt.Sprint(c.P90), fmt.Sprint(c.P99), fmt.Sprint(c.P999), fmt.Sprint(c.Max), fmt.Sprintf("%.1f", c.Mean)})
+	}
+	if len(t.Rows) == 0 {
+		return nil
+	}
+	t.Notes = append(t.Notes, "Measured as infergate measures streams: from each request to its first response, between its responses, and their number.")
+	return &t
+}

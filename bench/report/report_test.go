@@ -118,3 +118,23 @@ func TestFormat(t *testing.T) {
 		}
 	}
 }
+
+// TestStreamTable: a stream run gets three rows (a result read back from
+// JSON has no histograms: its counts show "-"); others none.
+func TestStreamTable(t *testing.T) {
+	if report.StreamTable("x", []*load.Result{{Label: "unary"}}) != nil {
+		t.Error("a table for runs without streams")
+	}
+	var r load.Result
+	if err := json.Unmarshal([]byte(`{"label":"llm","stream":{"first_response_ms":{"p50":21.5,"max":30},
+		"response_gap_ms":{"p50":5.5},"responses_per_request":{"p50":16,"max":16,"mean":16}}}`), &r); err != nil {
+		t.Fatal(err)
+	}
+	tab := report.StreamTable("per request", []*load.Result{&r})
+	if tab == nil || len(tab.Rows) != 3 {
+		t.Fatalf("table %+v", tab)
+	}
+	if got := tab.Rows[2]; got[1] != "responses" || got[2] != "-" || got[3] != "16" || got[8] != "16.0" {
+		t.Errorf("responses row %q", got)
+	}
+}

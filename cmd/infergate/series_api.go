@@ -2,6 +2,7 @@ package main
 
 import (
 	"sort"
+	"time"
 
 	"github.com/infergate/infergate/monitor"
 )
@@ -32,6 +33,38 @@ type seriesDoc struct {
 	// Windows maps "1m", "5m", "15m" to components "total", "upstream",
 	// "overhead" (and "queue" once a series has queued).
 	Windows map[string]map[string]seriesStats `json:"windows"`
+	// Stream maps the same windows to the requests measured inside the
+	// series' streams (ModelStreamInfer); absent for other series.
+	Stream map[string]streamDoc `json:"stream,omitempty"`
+}
+
+// streamDoc is one window of a series' stream quantities.
+type streamDoc struct {
+	FirstResponse seriesStats `json:"first_response"`
+	ResponseGap   seriesStats `json:"response_gap"`
+	Responses     countStats  `json:"responses_per_request"`
+}
+
+// countStats is seriesStats for a count (responses per request): the
+// same fields without the unit in their names.
+type countStats struct {
+	Count   uint64  `json:"count"`
+	P50     float64 `json:"p50"`
+	P90     float64 `json:"p90"`
+	P99     float64 `json:"p99"`
+	P999    float64 `json:"p999"`
+	Max     float64 `json:"max"`
+	MeanSec float64 `json:"mean"`
+}
+
+// statsOf converts st, whose values unit turns into seconds or a count.
+func statsOf(st monitor.Stats, unit func(time.Duration) float64) seriesStats {
+	var mean float64
+	if st.Count > 0 {
+		mean = unit(st.Sum) / float64(st.Count)
+	}
+	return seriesStats{Count: st.Count, P50: unit(st.P50), P90: unit(st.P90), P99: unit(st.P99),
+		P999: unit(st.P999), Max: unit(st.Max), MeanSec: mean}
 }
 
 func seriesJSON(snaps []monitor.SeriesSnapshot) []seriesDoc {
@@ -48,17 +81,21 @@ func seriesJSON(snaps []monitor.SeriesSnapshot) []seriesDoc {
 				if c == monitor.ComponentQueue && !s.QueueSeen {
 					continue
 				}
-				st := s.Stats[w][c]
-				var mean float64
-				if st.Count > 0 {
-					mean = st.Sum.Seconds() / float64(st.Count)
-				}
-				comps[c.String()] = seriesStats{
-					Count: st.Count, P50: st.P50.Seconds(), P90: st.P90.Seconds(), P99: st.P99.Seconds(),
-					P999: st.P999.Seconds(), Max: st.Max.Seconds(), MeanSec: mean,
-				}
+				comps[c.String()] = statsOf(s.Stats[w][c], time.Duration.Seconds)
 			}
 			d.Windows[w.String()] = comps
+			if s.Stream == nil {
+				continue
+			}
+			if d.Stream == nil {
+				d.Stream = map[string]streamDoc{}
+			}
+			st := s.Stream[w]
+			d.Stream[w.String()] = streamDoc{
+				FirstResponse: statsOf(st[monitor.StreamFirstResponse], monitor.StreamFirstResponse.Value),
+				ResponseGap:   statsOf(st[monitor.StreamResponseGap], monitor.StreamResponseGap.Value),
+				Responses:     countStats(statsOf(st[monitor.StreamResponses], monitor.StreamResponses.Value)),
+			}
 		}
 		out = append(out, d)
 	}

@@ -247,7 +247,10 @@ func (c *Correlator) Step() {
 			delete(c.tracks, name)
 			continue
 		}
-		states = append(states, c.stepModel(name, t, rs, ok, gs, now))
+		// A model whose only samples are from open streams has no
+		// latency to correlate yet.
+		hasCalls := ok && rs.Stats[monitor.ComponentTotal].Count > 0
+		states = append(states, c.stepModel(name, t, rs, hasCalls, gs, now))
 	}
 	slices.SortFunc(states, func(a, b ModelState) int { return strings.Compare(a.Model, b.Model) })
 	c.states.Store(&states)

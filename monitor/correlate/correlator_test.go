@@ -242,3 +242,30 @@ func TestCorrelatorSLOAnchor(t *testing.T) {
 		t.Fatalf("over SLO after 10 minutes: %+v", s)
 	}
 }
+
+// streamOnly serves a model whose streams are all still open: stream
+// samples, no finished call.
+type streamOnly struct{}
+
+func (streamOnly) Recent(int, func(monitor.SeriesKey) string) (map[string]monitor.RecentStats, time.Time) {
+	var rs monitor.RecentStats
+	rs.Stream[monitor.StreamFirstResponse] = monitor.Stats{Count: 50, P50: time.Second, P99: time.Second, Max: time.Second}
+	return map[string]monitor.RecentStats{"llm": rs}, time.Time{}
+}
+
+// TestStreamOnlyModelHasNoLatency: stream samples are not calls, so the
+// correlator neither learns a baseline from them nor reads a zero latency.
+func TestStreamOnlyModelHasNoLatency(t *testing.T) {
+	bs := baseline.New(baseline.Options{})
+	c := New(Options{Latency: streamOnly{}, Baselines: bs})
+	for range 120 {
+		c.Step()
+	}
+	s, ok := c.Model("llm")
+	if !ok || s.Calls != 0 || s.LatencyUp || s.TooFewCalls || s.P99 != 0 {
+		t.Errorf("state %+v, %v", s, ok)
+	}
+	if bs.Get("llm").Known() {
+		t.Error("a baseline learned from a model without calls")
+	}
+}

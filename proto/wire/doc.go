@@ -27,4 +27,10 @@
 //     for cascade routing: how confident the small model that answered is
 //     in one output tensor, read from its values without decoding the rest,
 //     so the proxy can send a doubtful request on to a bigger model.
+//   - ScanInferRequest, ScanStreamResponse (and their Chunks forms): the
+//     two directions of a ModelStreamInfer stream, for its meter: a
+//     request's model, version and id; a response's id, error, final flag
+//     (triton_final_response) and whether it carries outputs, so that
+//     the proxy can time each request's responses (issue 19) without
+//     decoding the tensors.
 package wire

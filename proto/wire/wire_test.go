@@ -218,6 +218,9 @@ func TestRandomBytesDoNotPanic(t *testing.T) {
 		_, _ = RewritePredictTarget(b, "x", "label")
 		_, _ = ModelInferConfidence(b, "")
 		_, _ = PredictConfidence(b, "")
+		_, _ = ScanInferRequest(b)
+		_, _ = ScanInferRequestChunks(split(b, byte(r.Uint32())))
+		checkAgainstProto(t, b) // and never panics
 	}
 }
 

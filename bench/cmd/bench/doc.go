@@ -4,6 +4,7 @@
 //
 //	bench load -target 127.0.0.1:8001 -proto kserve -model simple -c 8 -d 10s
 //	bench load -target 127.0.0.1:8500 -proto tf -model half_plus_two -rate 2000 -arrival poisson
+//	bench load -target 127.0.0.1:8001 -model llm_stream -stream -c 4 -d 10s
 //	bench overhead [-quick] [-repeat N] [-open-base direct|slowest] [-out DIR]
 //	bench batching [-quick] [-static 64:2ms,32:5ms] [-out DIR]
 //	bench soak [-rate 150] [-d 10m] [-sample 30s] [-infergate-args "..."] [-out DIR]
@@ -12,7 +13,10 @@
 //
 // load runs one closed-loop (-c) or open-loop (-rate) measurement against a
 // loopback model server or proxy and prints a Markdown table (and writes
-// JSON with -out, Markdown with -md). overhead starts simserver, infergate
+// JSON with -out, Markdown with -md); with -stream it sends on
+// ModelStreamInfer to a decoupled model and adds each request's time to
+// its first response, the gaps between its responses and their number,
+// as infergate measures them. overhead starts simserver, infergate
 // and nginx itself and compares the three paths for a small and a 1 MiB
 // payload. batching compares batching off, static and adaptive against
 // offered load and draws a plot. soak starts simserver and infergate and

@@ -36,6 +36,7 @@ func runLoad(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		jsonOut  = fs.String("out", "", "write the result as JSON to this file")
 		mdOut    = fs.String("md", "", "write the Markdown table to this file (it is printed either way)")
 		quiet    = fs.Bool("q", false, "no progress lines")
+		stream   = fs.Bool("stream", false, "send on ModelStreamInfer (decoupled models, e.g. -model llm_stream): one stream per caller, one request at a time; reports each request's first response, gaps and responses")
 	)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -63,6 +64,7 @@ func runLoad(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		Label: *label, Target: *target, Payload: pl,
 		Concurrency: *conc, Rate: *rate, Arrival: arr, MaxInFlight: *maxIn,
 		Duration: *dur, Warmup: *warmup, Requests: *requests, Timeout: *timeout, Conns: *conns,
+		Stream: *stream,
 	}
 	if cfg.Label == "" {
 		cfg.Label = *model
@@ -78,6 +80,9 @@ func runLoad(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	md := report.LoadTable(fmt.Sprintf("%s %s @ %s", p, *model, *target), []*load.Result{res}).Markdown()
+	if st := report.StreamTable("per request", []*load.Result{res}); st != nil {
+		md += "\n" + st.Markdown()
+	}
 	fmt.Fprint(stdout, md)
 	if *mdOut != "" {
 		if err := report.WriteFile(*mdOut, []byte(md)); err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 )
 
@@ -23,6 +24,14 @@ const (
 	KindClassifier = "classifier"
 	// KindIdentity returns its one input unchanged (same shape, same bytes).
 	KindIdentity = "identity"
+	// KindTokenStream is a decoupled model, as Triton's TensorRT-LLM and
+	// vLLM backends are: it answers each ModelStreamInfer request with
+	// many responses, one per generated token, the last flagged
+	// triton_final_response (see ModelConfig.Stream), and refuses
+	// ModelInfer as Triton does. Its one INT32 input of one element is
+	// the number of responses (0 or less: Stream.Responses); its one
+	// INT32 output of one element is the response's index.
+	KindTokenStream = "token_stream"
 )
 
 // Protocols a model can be served on.
@@ -77,8 +86,23 @@ type ModelConfig struct {
 	// Inputs and Outputs are the tensors, in order.
 	Inputs  []TensorSpec `yaml:"inputs"`
 	Outputs []TensorSpec `yaml:"outputs"`
-	// Latency is the simulated compute time of one execution.
+	// Latency is the simulated compute time of one execution; for a
+	// token_stream model, the time to its first response (prefill).
 	Latency LatencyProfile `yaml:"latency"`
+	// Stream paces a token_stream model's later responses; only for that
+	// kind.
+	Stream StreamProfile `yaml:"stream"`
+}
+
+// StreamProfile is how a token_stream model answers a request after its
+// first response.
+type StreamProfile struct {
+	// Responses is how many responses a request gets when it does not
+	// say; at least 1.
+	Responses int `yaml:"responses"`
+	// TokenMS is the time between two responses (inter-token latency),
+	// multiplied by a fault's slowdown and a throttled GPU like compute.
+	TokenMS float64 `yaml:"token_ms"`
 }
 
 // TensorSpec describes one input or output tensor.
@@ -165,6 +189,12 @@ func (c *ModelConfig) Validate() error {
 	if err := c.validateKind(); err != nil {
 		bad("kind", "%v", err)
 	}
+	switch {
+	case c.Kind != KindTokenStream && c.Stream != (StreamProfile{}):
+		bad("stream", "only for kind %s", KindTokenStream)
+	case c.Kind == KindTokenStream && (c.Stream.Responses < 1 || c.Stream.TokenMS < 0):
+		bad("stream", "responses must be >= 1 and token_ms >= 0, got %d and %v", c.Stream.Responses, c.Stream.TokenMS)
+	}
 	return errors.Join(errs...)
 }
 
@@ -223,8 +253,16 @@ func (c *ModelConfig) validateKind() error {
 		if c.MaxBatch == 0 || len(in[0].Dims) != 1 || len(out[0].Dims) != 1 || in[0].Dims[0] < 1 || out[0].Dims[0] < 1 {
 			return errors.New("classifier needs max_batch > 0 and fixed dims [F] in, [C] out")
 		}
+	case KindTokenStream:
+		if len(in) != 1 || len(out) != 1 || in[0].Datatype != "INT32" || out[0].Datatype != "INT32" ||
+			!slices.Equal(in[0].Dims, []int64{1}) || !slices.Equal(out[0].Dims, []int64{1}) {
+			return errors.New("token_stream needs one INT32 input and one INT32 output, dims [1]")
+		}
+		if c.MaxBatch != 0 || !slices.Equal(c.Protocols, []string{ProtocolKServe}) {
+			return errors.New("token_stream needs max_batch 0 and protocols [kserve] (ModelStreamInfer is KServe's)")
+		}
 	default:
-		return fmt.Errorf("unknown kind %q (want add_sub, half_plus_two, classifier or identity)", c.Kind)
+		return fmt.Errorf("unknown kind %q (want add_sub, half_plus_two, classifier, identity or token_stream)", c.Kind)
 	}
 	return nil
 }

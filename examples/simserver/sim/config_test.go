@@ -50,7 +50,7 @@ func TestLoadModelsBad(t *testing.T) {
 		want []string
 	}{
 		{"models.bad-kind.yaml", []string{
-			`sim: model "m1": kind: unknown kind "transformer" (want add_sub, half_plus_two, classifier or identity)`,
+			`sim: model "m1": kind: unknown kind "transformer" (want add_sub, half_plus_two, classifier, identity or token_stream)`,
 		}},
 		{"models.bad-fields.yaml", []string{
 			`sim: model "m1": protocols: unknown protocol "grpc" (want kserve or tfserving)`,

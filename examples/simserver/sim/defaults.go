@@ -2,8 +2,10 @@ package sim
 
 // DefaultModels returns the models a Server loads when Config.Models is nil:
 // simple and identity_fp32 as in Triton's examples, half_plus_two as in
-// TF-Serving's, and two GPU-like classifiers (resnet50: one slot, a long
-// tail; mobilenet_v3: light, four slots) served on both protocols.
+// TF-Serving's, two GPU-like classifiers (resnet50: one slot, a long
+// tail; mobilenet_v3: light, four slots) served on both protocols, and
+// llm_stream, a decoupled model that streams 16 responses per request
+// (20 ms to the first, then one every 5 ms).
 func DefaultModels() []ModelConfig {
 	both := []string{ProtocolKServe, ProtocolTFServing}
 	classifier := func(name string, base, perItem float64, slots int, tail float64) ModelConfig {
@@ -56,6 +58,16 @@ func DefaultModels() []ModelConfig {
 			Protocols: both,
 			Inputs:    []TensorSpec{{Name: "INPUT0", Datatype: "FP32", AnyShape: true}},
 			Outputs:   []TensorSpec{{Name: "OUTPUT0", Datatype: "FP32", AnyShape: true}},
+		},
+		{
+			Name:      "llm_stream",
+			Kind:      KindTokenStream,
+			Platform:  "tensorrtllm",
+			Protocols: []string{ProtocolKServe},
+			Inputs:    []TensorSpec{{Name: "max_tokens", Datatype: "INT32", Dims: []int64{1}}},
+			Outputs:   []TensorSpec{{Name: "token", Datatype: "INT32", Dims: []int64{1}}},
+			Latency:   LatencyProfile{BaseMS: 20},
+			Stream:    StreamProfile{Responses: 16, TokenMS: 5},
 		},
 	}
 }

@@ -2,12 +2,15 @@
 // Triton's KServe v2 gRPC protocol and TensorFlow Serving's PredictionService
 // for real, computes deterministic outputs, and behaves like a GPU server
 // (a latency model with execution slots, a long tail, GPU telemetry under
-// Triton's metric names).
+// Triton's metric names). A token_stream model answers ModelStreamInfer
+// like Triton's decoupled LLM backends: many responses per request, the
+// last flagged triton_final_response.
 //
 // A Server is built from a Config (models, seed, clock and sleeper hooks),
 // registers its services on a grpc.Server with RegisterGRPC, and serves its
 // admin API (/metrics, /healthz, /api/v1/faults) from AdminHandler. Faults
-// (slowdown, errors, hangs, fixed delays, dropped connections) are set per
+// (slowdown, errors, hangs, fixed delays, stalls between a decoupled
+// model's responses, dropped connections) are set per
 // model over that admin API or with SetFault, so proxies, alerts and
 // benchmarks can be tested against a server that misbehaves on demand.
 //

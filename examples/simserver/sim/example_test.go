@@ -47,6 +47,7 @@ func ExampleNew() {
 	// resnet50 READY
 	// mobilenet_v3 READY
 	// identity_fp32 READY
+	// llm_stream READY
 }
 
 // ExampleServer_SetFault makes resnet50 fail every request with UNAVAILABLE,

@@ -36,8 +36,15 @@ type Fault struct {
 	// every other call on that connection fails too.
 	DropConnections bool `json:"drop_connections"`
 	// DelayMS adds a fixed delay after execution, before the response,
-	// like a slow network: it does not hold an execution slot.
+	// like a slow network: it does not hold an execution slot. For a
+	// token_stream model it delays the first response only: a slow first
+	// response (time to first token).
 	DelayMS float64 `json:"delay_ms"`
+	// StallMS pauses a token_stream model before a later response: a
+	// stall between tokens. StallRate is the fraction, 0..1, of those gaps
+	// that stall, drawn from the seeded source; 0 means every gap.
+	StallMS   float64 `json:"stall_ms"`
+	StallRate float64 `json:"stall_rate"`
 	// Throttle throttles the simulated GPU: "thermal" (SM clock halved,
 	// thermal slowdown reasons, temperature towards 90 °C) or "power" (SM
 	// clock at 60%, sw_power_cap, power at the limit); "" is none. The GPU
@@ -93,6 +100,15 @@ func (f *Fault) normalize(known func(string) bool) (codes.Code, error) {
 	}
 	if f.DelayMS < 0 {
 		return 0, &FieldError{"delay_ms", fmt.Sprintf("must be >= 0, got %v", f.DelayMS)}
+	}
+	if f.StallMS < 0 {
+		return 0, &FieldError{"stall_ms", fmt.Sprintf("must be >= 0, got %v", f.StallMS)}
+	}
+	if f.StallRate < 0 || f.StallRate > 1 {
+		return 0, &FieldError{"stall_rate", fmt.Sprintf("must be in [0,1], got %v", f.StallRate)}
+	}
+	if f.StallMS > 0 && f.StallRate == 0 {
+		f.StallRate = 1
 	}
 	f.Throttle = strings.ToLower(f.Throttle)
 	if _, ok := throttleClock[f.Throttle]; !ok {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"sync"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -107,15 +108,14 @@ func (k *kserveService) ModelInfer(ctx context.Context, req *kservepb.ModelInfer
 }
 
 // ModelStreamInfer answers each request on the stream with one response,
-// as Triton does for a non-decoupled model: requests run concurrently, so
+// as Triton does for a non-decoupled model, or with many for a
+// token_stream model (streamTokens): requests run concurrently, so
 // responses come in completion order (match them by id), and a failed
 // request is reported in error_message while the stream stays open.
 func (k *kserveService) ModelStreamInfer(stream grpc.BidiStreamingServer[kservepb.ModelInferRequest, kservepb.ModelStreamInferResponse]) error {
 	ctx := stream.Context()
-	var (
-		wg     sync.WaitGroup
-		sendMu sync.Mutex
-	)
+	var wg sync.WaitGroup
+	snd := &streamSender{stream: stream, now: k.s.now}
 	defer wg.Wait()
 	for {
 		req, err := stream.Recv()
@@ -128,6 +128,11 @@ func (k *kserveService) ModelStreamInfer(stream grpc.BidiStreamingServer[kservep
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			if m := k.s.lookup(req.ModelName, ProtocolKServe); m != nil && m.cfg.Kind == KindTokenStream &&
+				(req.ModelVersion == "" || req.ModelVersion == "1") {
+				k.s.streamTokens(ctx, m, req, snd)
+				return
+			}
 			out := &kservepb.ModelStreamInferResponse{}
 			resp, err := k.s.modelInfer(ctx, req)
 			if err != nil {
@@ -135,11 +140,9 @@ func (k *kserveService) ModelStreamInfer(stream grpc.BidiStreamingServer[kservep
 				resp = &kservepb.ModelInferResponse{ModelName: req.ModelName, ModelVersion: req.ModelVersion, Id: req.Id}
 			}
 			out.InferResponse = resp
-			sendMu.Lock()
-			defer sendMu.Unlock()
 			// A failed Send means the stream is gone; Recv will
 			// report it to the loop.
-			_ = stream.Send(out)
+			_ = snd.send(out, false)
 		}()
 	}
 }
@@ -157,6 +160,20 @@ func (s *Server) kserveModel(name, version string) (*model, error) {
 	return m, nil
 }
 
+// decodeInfer validates a request's inputs (decodeKServe) and requested
+// outputs (kserveOutputs), counting a failure as Triton does; start is
+// when the request arrived.
+func (s *Server) decodeInfer(m *model, req *kservepb.ModelInferRequest, start time.Time) (in []tensor, batch int, outIdx []int, err error) {
+	in, batch, err = m.decodeKServe(req)
+	if err == nil {
+		outIdx, err = m.kserveOutputs(req.Outputs)
+	}
+	if err != nil {
+		m.stats.recordFailure(ReasonOther, s.now().Sub(start))
+	}
+	return in, batch, outIdx, err
+}
+
 // modelInfer serves one KServe inference request.
 func (s *Server) modelInfer(ctx context.Context, req *kservepb.ModelInferRequest) (*kservepb.ModelInferResponse, error) {
 	start := s.now()
@@ -165,13 +182,11 @@ func (s *Server) modelInfer(ctx context.Context, req *kservepb.ModelInferRequest
 	if err != nil {
 		return nil, err
 	}
-	in, batch, err := m.decodeKServe(req)
-	var outIdx []int
-	if err == nil {
-		outIdx, err = m.kserveOutputs(req.Outputs)
+	if m.cfg.Kind == KindTokenStream {
+		return nil, errDecoupledUnary
 	}
+	in, batch, outIdx, err := s.decodeInfer(m, req, start)
 	if err != nil {
-		m.stats.recordFailure(ReasonOther, s.now().Sub(start))
 		return nil, err
 	}
 	if err := s.execute(ctx, m, batch, start); err != nil {

@@ -68,7 +68,7 @@ func TestKServeServerAndModelRPCs(t *testing.T) {
 			t.Errorf("index entry %v", m)
 		}
 	}
-	if !slices.Equal(names, []string{"simple", "resnet50", "mobilenet_v3", "identity_fp32"}) {
+	if !slices.Equal(names, []string{"simple", "resnet50", "mobilenet_v3", "identity_fp32", "llm_stream"}) {
 		t.Errorf("RepositoryIndex = %v", names)
 	}
 
@@ -105,7 +105,7 @@ func TestModelStatistics(t *testing.T) {
 		t.Errorf("statistics = %v", st)
 	}
 	all, err := h.ks.ModelStatistics(ctx, &kservepb.ModelStatisticsRequest{})
-	if err != nil || len(all.ModelStats) != 4 {
+	if err != nil || len(all.ModelStats) != 5 {
 		t.Errorf("all statistics: %d models, %v", len(all.GetModelStats()), err)
 	}
 	_, err = h.ks.ModelStatistics(ctx, &kservepb.ModelStatisticsRequest{Name: "simple", Version: "3"})
