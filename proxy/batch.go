@@ -60,7 +60,8 @@ func (p *Proxy) newInvoker(up *Upstream) batcher.Invoker {
 			// The merged call carries the headers its callers share; what
 			// differs (a request id, a trace context) stays with each
 			// caller (its span, its request log line), and this names the
-			// batch those point to.
+			// batch those point to. md may be a caller's own (a batch of
+			// one): copied once, here, before it is written.
 			md = md.Copy()
 			if md == nil {
 				md = metadata.MD{}
@@ -68,7 +69,7 @@ func (p *Proxy) newInvoker(up *Upstream) batcher.Invoker {
 			md.Set(HeaderBatchID, strconv.FormatUint(b.ID, 10))
 			if p.tracing != nil {
 				var span trace.Span
-				ctx, md, span = p.tracing.startBatch(ctx, method, up, b, md)
+				ctx, span = p.tracing.startBatch(ctx, method, up, b, md)
 				defer func() { p.tracing.endClient(span, err, 0, nil) }()
 			}
 		}

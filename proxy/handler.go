@@ -189,10 +189,8 @@ func (p *Proxy) finish(ctx context.Context, span trace.Span, start time.Time, me
 		}
 		// What a merged call cannot carry per caller is kept here: the
 		// caller's request id, and the batch its answer came from.
-		if md, ok := metadata.FromIncomingContext(ctx); ok {
-			if id := md.Get("x-request-id"); len(id) > 0 {
-				attrs = append(attrs, slog.String("request_id", id[0]))
-			}
+		if id := metadata.ValueFromIncomingContext(ctx, "x-request-id"); len(id) > 0 {
+			attrs = append(attrs, slog.String("request_id", id[0]))
 		}
 		if o.batchID != 0 {
 			attrs = append(attrs, slog.Uint64("batch_id", o.batchID))

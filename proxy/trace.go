@@ -130,6 +130,24 @@ func (c mdCarrier) Keys() []string {
 	return keys
 }
 
+// incomingCarrier reads a call's incoming metadata for Extract without
+// copying all of it (FromIncomingContext would, on every call).
+type incomingCarrier struct{ ctx context.Context }
+
+func (c incomingCarrier) Get(key string) string {
+	if v := metadata.ValueFromIncomingContext(c.ctx, key); len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
+func (incomingCarrier) Set(string, string) {} // read-only
+
+func (c incomingCarrier) Keys() []string {
+	md, _ := metadata.FromIncomingContext(c.ctx)
+	return mdCarrier(md).Keys()
+}
+
 // spanName is the conventional span name of a full method
 // ("/pkg.Service/Method"): "pkg.Service/Method".
 func spanName(method string) string { return strings.TrimPrefix(method, "/") }
@@ -195,9 +213,7 @@ func serverError(c codes.Code) bool {
 // startServer starts a call's server span, a child of the trace context
 // the client sent.
 func (tr *tracing) startServer(ctx context.Context, method string) (context.Context, trace.Span) {
-	if md, ok := metadata.FromIncomingContext(ctx); ok {
-		ctx = tr.prop.Extract(ctx, mdCarrier(md))
-	}
+	ctx = tr.prop.Extract(ctx, incomingCarrier{ctx})
 	return tr.tracer.Start(ctx, spanName(method), trace.WithSpanKind(trace.SpanKindServer),
 		trace.WithAttributes(tr.rpcAttrs(method)...))
 }
@@ -235,10 +251,10 @@ func (tr *tracing) startClient(ctx context.Context, method string, up *Upstream,
 	return tr.inject(ctx), span
 }
 
-// inject writes ctx's span context into a copy of its outgoing metadata.
+// inject writes ctx's span context into its outgoing metadata
+// (FromOutgoingContext returns a copy, ours to edit).
 func (tr *tracing) inject(ctx context.Context) context.Context {
 	md, _ := metadata.FromOutgoingContext(ctx)
-	md = md.Copy()
 	if md == nil {
 		md = metadata.MD{}
 	}
@@ -267,10 +283,11 @@ func (tr *tracing) endClient(span trace.Span, err error, queue time.Duration, b 
 }
 
 // startBatch starts the span of a merged upstream call: a root of its own
-// (it serves many traces), linked to the span of every caller in it, and
-// leaves its span context in b for the callers to link back to.
+// (it serves many traces), linked to the span of every caller in it,
+// leaves its span context in b for the callers to link back to, and
+// writes it into md, the batch call's own metadata.
 func (tr *tracing) startBatch(ctx context.Context, method string, up *Upstream, b *batcher.Batch,
-	md metadata.MD) (context.Context, metadata.MD, trace.Span) {
+	md metadata.MD) (context.Context, trace.Span) {
 	links := make([]trace.Link, 0, len(b.Calls))
 	for _, c := range b.Calls {
 		if sc := trace.SpanContextFromContext(c); sc.IsValid() {
@@ -283,10 +300,6 @@ func (tr *tracing) startBatch(ctx context.Context, method string, up *Upstream, 
 	ctx, span := tr.tracer.Start(ctx, spanName(method), trace.WithNewRoot(), trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithLinks(links...), trace.WithAttributes(kv...))
 	b.Link = span.SpanContext()
-	md = md.Copy()
-	if md == nil {
-		md = metadata.MD{}
-	}
 	tr.prop.Inject(ctx, mdCarrier(md))
-	return ctx, md, span
+	return ctx, span
 }
