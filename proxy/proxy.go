@@ -114,8 +114,12 @@ func (p *Proxy) ServerOptions() []grpc.ServerOption {
 		// A fixed set of goroutines serves new streams (grpc-go spawns
 		// more when all are busy, so long streams cannot starve others):
 		// no goroutine start and stack growth per call. 20-25% more small
-		// calls per second in BenchmarkProxyUnaryParallel on 2 cores.
-		grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))),
+		// calls per second in BenchmarkProxyUnaryParallel on 2 cores. With
+		// one worker per core, 8 concurrent callers still started a
+		// goroutine for most calls, and growing its stack (the upstream
+		// call is deep) took 10% of the proxy's CPU; enough idle workers
+		// for the usual concurrency cost a few KiB of stack each.
+		grpc.NumStreamWorkers(uint32(streamWorkers())),
 		// A panic in a call's handler becomes INTERNAL for that call, is
 		// counted and logged with its stack; the server keeps serving.
 		// (The stream pumps recover on their own: see handler.go.)
@@ -192,3 +196,8 @@ func (p *Proxy) inFlight(up *Upstream) *monitor.Gauge {
 	g, _ := p.gauges.LoadOrStore(up, p.rec.InFlight(up.name))
 	return g.(*monitor.Gauge)
 }
+
+// streamWorkers is how many goroutines wait to serve new streams: more
+// than the concurrent calls a proxy usually has in flight, so that a call
+// rarely starts a goroutine of its own.
+func streamWorkers() int { return max(64, 4*runtime.GOMAXPROCS(0)) }
