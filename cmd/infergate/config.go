@@ -480,7 +480,7 @@ var flags = []flagRow{
 	{"log-format", "log.format", "text or json", to(func(c *Config) *string { return &c.Log.Format })},
 	{"log-requests", "log.requests", "log one line per call", to(func(c *Config) *bool { return &c.Log.Requests })},
 	{"log-interval", "log.interval", "least time between log lines about repeated failures of one kind", to(func(c *Config) *time.Duration { return &c.Log.Interval })},
-	{"pprof", "pprof", "serve /debug/pprof/ on the admin listener", to(func(c *Config) *bool { return &c.Pprof })},
+	{"pprof", "pprof", "serve /debug/pprof/ on the admin listener (block and mutex profiles sampled too)", to(func(c *Config) *bool { return &c.Pprof })},
 	{"readiness-probe", "readiness.probe", "how /readyz checks the upstream: auto, health, kserve, tfserving or tcp", to(func(c *Config) *string { return &c.Readiness.Probe })},
 	{"readiness-model", "readiness.model", "model whose status the tfserving probe checks", to(func(c *Config) *string { return &c.Readiness.Model })},
 	{"readiness-interval", "readiness.interval", "time between upstream readiness probes", to(func(c *Config) *time.Duration { return &c.Readiness.Interval })},

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime"
 	"syscall"
 	"time"
 
@@ -195,6 +196,14 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return fmt.Errorf("admin: %w", err)
 	}
 	ready := newReadiness(cfg.Readiness, rt.DefaultAddress, up.Conn(), recentFailures(mon))
+	if cfg.Pprof {
+		// Without these the block and mutex profiles are empty. Sampled
+		// lightly (one contention event in 100, one blocking event per
+		// 100 µs spent blocked): cheap enough to leave on, enough to see
+		// where calls wait.
+		runtime.SetMutexProfileFraction(100)
+		runtime.SetBlockProfileRate(int(100 * time.Microsecond))
+	}
 	adm := &admin{gatherer: reg, ready: ready.current, pprof: cfg.Pprof, series: func() any { return seriesJSON(mon.Snapshot()) }}
 	adm.batching = func() any { return batchingJSON(bat) }
 	adm.models, adm.gpus = gt.modelsJSON, gt.gpusJSON
