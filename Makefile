@@ -8,7 +8,7 @@ PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
 BIN := bin
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
 
-.PHONY: all build test test-short vet fmt proto proto-tools demo bench-overhead clean
+.PHONY: all build test test-allocs test-short vet fmt proto proto-tools demo bench-overhead clean
 
 all: build
 
@@ -28,6 +28,11 @@ fmt:
 # page's screenshots) under _artifacts/; each test logs its folder.
 test: fmt vet build
 	$(GO) test -race -count=1 -timeout 20m -artifacts ./...
+	$(MAKE) test-allocs
+
+# test-allocs runs the allocation budgets, which -race would distort.
+test-allocs:
+	$(GO) test -count=1 -run 'AllocBudget' ./proxy/
 
 test-short:
 	$(GO) test -count=1 -short ./...

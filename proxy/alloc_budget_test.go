@@ -1,0 +1,47 @@
+package proxy
+
+import (
+	"testing"
+)
+
+// proxyAllocBudget is the most heap allocations the proxy may add to one
+// small unary call: BenchmarkProxyUnary/128B less BenchmarkDirectUnary/128B,
+// the same call without the proxy (both run the client and the echo
+// backend in this process, so the difference is the proxy's own: its
+// server stream, its upstream stream, the metadata copies both ways and
+// the proxy's bookkeeping). 154 when this budget was set, nearly all of
+// them inside grpc-go; the proxy's own code makes about five.
+const proxyAllocBudget = 160
+
+// TestProxyAllocBudget guards proxyAllocBudget, so a change that adds
+// allocations to every call fails here rather than going unnoticed in a
+// benchmark nobody ran. Allocation counts under -race differ, so make test
+// runs this test a second time without -race (the test-allocs target).
+func TestProxyAllocBudget(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts differ under -race; `make test-allocs` runs this without it")
+	}
+	if testing.Short() {
+		t.Skip("runs two benchmarks")
+	}
+	run := func(proxied bool) float64 {
+		r := testing.Benchmark(func(b *testing.B) {
+			direct, via := benchEnv(b)
+			cc := direct
+			if proxied {
+				cc = via
+			}
+			benchUnary(b, cc, benchSizes[0].raw)
+		})
+		if r.N == 0 {
+			t.Fatal("benchmark did not run")
+		}
+		return float64(r.MemAllocs) / float64(r.N)
+	}
+	direct, proxied := run(false), run(true)
+	added := proxied - direct
+	t.Logf("allocations per small unary call: %.1f direct, %.1f proxied, %.1f added by the proxy (budget %d)", direct, proxied, added, proxyAllocBudget)
+	if added > proxyAllocBudget {
+		t.Errorf("the proxy adds %.1f allocations per call, over its budget of %d: see `go test -run '^$' -bench 'Unary$' -benchmem -memprofile m.out ./proxy`", added, proxyAllocBudget)
+	}
+}
