@@ -36,4 +36,43 @@
 //	reply.go     reply: the one place a unary answer is written
 //	stream.go    streams: their route, then two pumps
 //	status.go    statusOf: the one place an error becomes a status
+//
+// # Where the time goes
+//
+// Profiled on a 2-core machine (CPU, block, mutex, allocation profiles and
+// a scheduler trace of a running infergate with --pprof; 8 callers on one
+// connection, 4 KiB ModelInfer to simserver's identity_fp32, so the
+// upstream costs next to nothing), the proxy spends about 125 µs of CPU
+// per call (nginx grpc_pass, the same load at the same time: about 100):
+//
+//	write syscalls      22%  ~1.9 writes per call (one per hop and
+//	                         direction; loopback TCP delivers to the
+//	                         reader inside write, so this is most of the
+//	                         kernel's work)
+//	malloc + GC         14%  ~154 allocations per call, all but about
+//	                         five inside grpc-go (streams, contexts,
+//	                         metadata copies, frames); guarded by
+//	                         TestProxyAllocBudget
+//	scheduler, futex    13%  four goroutine hand-offs per call (server
+//	                         reader → handler → client writer, client
+//	                         reader → handler → server writer)
+//	read syscalls        6%  ~1.6 reads per call, plus epoll
+//	HPACK                4%  headers and trailers, both hops
+//	stack growth         2%  (11% before the server kept 64 idle stream
+//	                         workers: new goroutines grew their stacks in
+//	                         the upstream call)
+//	recording            1%  the HDR sample and the series lookup
+//
+// The scheduler trace shows where latency (not CPU) goes: goroutines made
+// runnable by a channel send wait for a core, most of the added latency at
+// 8 callers on 2 cores. The block profile shows calls waiting only on the
+// upstream; the mutex profile shows no contention worth a line.
+//
+// Big messages cost copies: a 1 MiB call spends 52% of the proxy's CPU in
+// read and write syscalls and 18% in memmove (gRPC's read buffer into
+// frames, frames into its write buffer). Payloads are never decoded or
+// copied by the proxy itself; each hop costs two kernel copies and two
+// user copies per direction, which on loopback, where client, server and
+// proxy share the cores and the model does no work, is what separates
+// the proxy from a direct connection.
 package proxy
