@@ -151,7 +151,13 @@ type API struct {
 // Register mounts the endpoints on mux.
 func (api *API) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /api/v1/alerts", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]any{"alerts": api.Engine.Alerts()})
+		body := map[string]any{"alerts": api.Engine.Alerts()}
+		if r := api.Engine.StateReset(); r != nil {
+			// The operator should know the alerts and silences shown
+			// are not those from before the restart.
+			body["state_reset"] = r
+		}
+		writeJSON(w, http.StatusOK, body)
 	})
 	mux.HandleFunc("GET /api/v1/rules", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{"rules": api.Engine.Rules()})

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/infergate/infergate/alert/notify"
+	"github.com/infergate/infergate/internal/statefile"
 	"github.com/infergate/infergate/monitor"
 	"github.com/infergate/infergate/monitor/baseline"
 	"github.com/infergate/infergate/monitor/correlate"
@@ -60,6 +61,9 @@ type Options struct {
 	Logger *slog.Logger
 	// Registerer receives the engine's metrics; nil means none.
 	Registerer prometheus.Registerer
+	// FileMetrics counts damaged state files and failed saves; nil
+	// means uncounted.
+	FileMetrics *statefile.Metrics
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// SliceLength is the monitor's slice length; 0 means 1s.
@@ -145,7 +149,8 @@ func New(opts Options) (*Engine, error) {
 		}
 	}
 	e.lifecycle = &lifecycleStage{cfg: e.cfg, alerts: e.alerts, silences: e.silences, actuator: opts.Actuator, log: e.log}
-	e.persist = &persistStage{file: e.cfg.StateFile, alerts: e.alerts, silences: e.silences, groups: e.groups, log: e.log}
+	e.persist = &persistStage{file: e.cfg.StateFile, alerts: e.alerts, silences: e.silences, groups: e.groups, log: e.log,
+		metrics: opts.FileMetrics}
 	e.pipeline = stages{
 		evaluateStage{cfg: e.cfg},
 		e.lifecycle,
@@ -156,10 +161,7 @@ func New(opts Options) (*Engine, error) {
 		e.persist,
 	}
 	if e.cfg.StateFile != "" {
-		if err := e.persist.load(e.cfg.rules, e.lifecycle, opts.Now()); err != nil {
-			e.closeReceivers()
-			return nil, err
-		}
+		e.persist.load(e.cfg.rules, e.lifecycle, opts.Now())
 	}
 	return e, nil
 }
@@ -183,6 +185,14 @@ func (e *Engine) Run(ctx context.Context) {
 			e.safeStep()
 		}
 	}
+}
+
+// StateReset says why the engine started without its state file, or nil
+// when it did not.
+func (e *Engine) StateReset() *StateReset {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.persist.reset
 }
 
 // Close saves the state and drains the receivers.

@@ -30,11 +30,38 @@ type Silence struct {
 	UntilResolved string    `json:"until_resolved,omitempty"` // fingerprint of the acknowledged alert
 }
 
-// Validate checks a silence from the API.
-func (s *Silence) Validate(now time.Time) error {
+// Bounds on one silence. Alertmanager leaves them to its operator; a
+// token holder here must not be able to make every evaluation slow or the
+// state file huge.
+const (
+	maxSilenceMatchers = 32
+	// silenceMaxBytes bounds a silence's matchers, comment and author
+	// together.
+	silenceMaxBytes = 8 << 10
+	// maxSilenceLength is how far ahead a silence may end: longer is a
+	// rule change, not a silence.
+	maxSilenceLength = 366 * 24 * time.Hour
+)
+
+// Validate checks a silence from the API: its shape (see validate), and
+// that it ends after now.
+func (s *Silence) Validate(now time.Time) error { return s.validate(now, true) }
+
+// validate checks a silence; fresh is true for one being created (from
+// the API), false for one restored from the state file, which may have
+// started long ago. A silence needs one to 32 matchers, at most 8 KiB in
+// all, and at least one matcher that does not match an empty (absent)
+// label, so that no silence mutes everything (Alertmanager's rule too);
+// it ends at most a year after it starts.
+func (s *Silence) validate(now time.Time, fresh bool) error {
 	if len(s.Matchers) == 0 {
 		return fmt.Errorf("matchers: at least one is required")
 	}
+	if len(s.Matchers) > maxSilenceMatchers {
+		return fmt.Errorf("matchers: %d, at most %d", len(s.Matchers), maxSilenceMatchers)
+	}
+	size := len(s.Comment) + len(s.CreatedBy)
+	matchesNothing := false
 	for i, m := range s.Matchers {
 		if m.Name == "" {
 			return fmt.Errorf("matchers[%d].name: missing", i)
@@ -45,6 +72,16 @@ func (s *Silence) Validate(now time.Time) error {
 		if len(m.Name)+len(m.Value) > 1024 {
 			return fmt.Errorf("matchers[%d]: longer than 1 KiB", i)
 		}
+		if ok, _ := path.Match(m.Value, ""); !ok {
+			matchesNothing = true
+		}
+		size += len(m.Name) + len(m.Value)
+	}
+	if !matchesNothing {
+		return fmt.Errorf("matchers: every matcher matches an empty label, so the silence would mute every alert; name at least one label value")
+	}
+	if size > silenceMaxBytes {
+		return fmt.Errorf("silence: %d bytes of matchers, comment and created_by, at most %d", size, silenceMaxBytes)
 	}
 	if s.StartsAt.IsZero() {
 		s.StartsAt = now
@@ -54,6 +91,12 @@ func (s *Silence) Validate(now time.Time) error {
 	}
 	if !s.EndsAt.IsZero() && !s.EndsAt.After(s.StartsAt) {
 		return fmt.Errorf("ends_at: not after starts_at")
+	}
+	if fresh && !s.EndsAt.IsZero() && !s.EndsAt.After(now) {
+		return fmt.Errorf("ends_at: in the past")
+	}
+	if !s.EndsAt.IsZero() && s.EndsAt.Sub(s.StartsAt) > maxSilenceLength {
+		return fmt.Errorf("ends_at: more than a year after starts_at")
 	}
 	if len(s.Comment) > 4096 || len(s.CreatedBy) > 256 {
 		return fmt.Errorf("comment or created_by too long")

@@ -67,6 +67,9 @@ func (st groupStage) exec(ctx context.Context, s *step) {
 			}
 		}
 		if g.rt.receiver == "" { // restored from a state file, not routed yet
+			if now.Sub(g.restored) > restoredGroupTTL {
+				delete(st.groups, key)
+			}
 			continue
 		}
 		// A group with nothing to send and nothing sent for an hour goes.
@@ -92,6 +95,10 @@ type group struct {
 
 	rt     routed
 	alerts map[string]notify.Alert
+	// restored is when the group was read from the state file; zero for
+	// a group formed here. One no alert is routed to again is forgotten
+	// after restoredGroupTTL.
+	restored time.Time
 }
 
 // routed is a matched route with the settings it inherits.

@@ -3,11 +3,13 @@ package alert
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"time"
+
+	"github.com/infergate/infergate/internal/statefile"
 )
 
 // stateFile is what survives a restart: active alerts, silences and what
@@ -36,6 +38,31 @@ type savedAlert struct {
 
 const stateVersion = 1
 
+// Bounds on what a state file may restore. A real file holds a few
+// alerts, silences and groups; these bound what a damaged or crafted one
+// can make the proxy hold.
+const (
+	// maxStateFileSize is the largest alert state file read: 1,000
+	// silences at their largest (silenceMaxBytes) take 8 MiB.
+	maxStateFileSize  = 16 << 20
+	maxRestoredAlerts = 10000
+	maxRestoredGroups = 10000
+	// restoredGroupTTL is how long a group restored from the file waits
+	// for an alert to be routed to it again before it is forgotten.
+	restoredGroupTTL = 10 * time.Minute
+)
+
+// stateFileKind labels the alert state file in the state-file metrics.
+const stateFileKind = "alert_state"
+
+// StateReset says why the engine started without its state file.
+type StateReset struct {
+	File   string    `json:"file"`
+	Aside  string    `json:"set_aside_as,omitempty"`
+	Reason string    `json:"reason"`
+	At     time.Time `json:"at"`
+}
+
 // persistStage writes the state file (alerts, silences, groups) when
 // something it keeps changed, at most every five seconds: often enough
 // that a crash loses little, seldom enough not to write every tick.
@@ -45,10 +72,16 @@ type persistStage struct {
 	silences *silenceStore
 	groups   map[string]*group
 	log      *slog.Logger
+	metrics  *statefile.Metrics
 	// dirty is set by the stages (s.changed) and the API's silence
 	// writes, and cleared by a successful save.
 	dirty    bool
 	lastSave time.Time
+	// failing is set while saves fail, so the failure is logged once
+	// and the recovery once, not every five seconds.
+	failing bool
+	// reset is set when the file could not be used at start.
+	reset *StateReset
 }
 
 func (p *persistStage) exec(ctx context.Context, s *step) {
@@ -60,7 +93,9 @@ func (p *persistStage) exec(ctx context.Context, s *step) {
 	}
 }
 
-// save writes the state file now (saved at now).
+// save writes the state file now (saved at now). A failure is counted
+// and logged (once until a save works again) and retried at the next
+// save: the state stays dirty.
 func (p *persistStage) save(now time.Time) {
 	if p.file == "" {
 		return
@@ -77,56 +112,55 @@ func (p *persistStage) save(now time.Time) {
 	}
 	b, err := json.MarshalIndent(sf, "", " ")
 	if err == nil {
-		err = writeAtomic(p.file, b)
+		err = statefile.Write(p.file, b)
 	}
 	if err != nil {
-		p.log.Error("alert: saving state", "file", p.file, "err", err)
+		p.metrics.SaveFailed(stateFileKind)
+		if !p.failing {
+			p.log.Error("alert: saving state failed; retrying at the next save (calls are not affected)", "file", p.file, "err", err)
+		}
+		p.failing = true
 		return
 	}
+	if p.failing {
+		p.log.Info("alert: saving state works again", "file", p.file)
+	}
+	p.failing = false
 	p.dirty = false
 }
 
-func writeAtomic(path string, b []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
-}
-
 // load restores a saved state at now, restarting the actions of firing
-// alerts through lc; a missing file is a first start.
-func (p *persistStage) load(rules []*Rule, lc *lifecycleStage, now time.Time) error {
-	path := p.file
-	b, err := os.ReadFile(path)
-	if os.IsNotExist(err) {
-		return nil
+// alerts through lc; a missing file is a first start. A file that cannot
+// be read or parsed is set aside (NAME.corrupt-TIMESTAMP), logged and
+// counted, and the engine starts empty: the alert bookkeeping must never
+// keep the proxy from serving. Entries that make no sense (a null group,
+// an alert of a rule that is gone, an invalid silence) are skipped, and
+// what is restored is bounded.
+func (p *persistStage) load(rules []*Rule, lc *lifecycleStage, now time.Time) {
+	p.metrics.Init(stateFileKind)
+	sf, err := readStateFile(p.file)
+	if errors.Is(err, fs.ErrNotExist) {
+		return
 	}
 	if err != nil {
-		return fmt.Errorf("alert: state file: %w", err)
-	}
-	var sf stateFile
-	if err := json.Unmarshal(b, &sf); err != nil {
-		return fmt.Errorf("alert: state file %s: %w", path, err)
-	}
-	if sf.Version != stateVersion {
-		return fmt.Errorf("alert: state file %s: version %d, want %d", path, sf.Version, stateVersion)
+		p.reset = &StateReset{File: p.file, Reason: err.Error(), At: now}
+		aside, aerr := statefile.SetAside(p.file, now)
+		if aerr == nil {
+			p.reset.Aside = aside
+		}
+		p.metrics.Damaged(stateFileKind)
+		p.log.Error("alert: state file unusable; starting without it", "file", p.file, "err", err, "set_aside_as", aside, "set_aside_err", aerr)
+		return
 	}
 	byName := map[string]*Rule{}
 	for _, r := range rules {
 		byName[r.Name] = r
 	}
+	skipped := 0
 	for _, sa := range sf.Alerts {
 		r := byName[sa.Rule]
-		if r == nil || (sa.State != StatePending && sa.State != StateFiring) {
+		if r == nil || (sa.State != StatePending && sa.State != StateFiring) || sa.Fingerprint == "" || len(p.alerts) >= maxRestoredAlerts {
+			skipped++
 			continue // the rule is gone: so is its alert
 		}
 		a := &instance{rule: r, fp: sa.Fingerprint, subject: sa.Subject, labels: sa.Labels, state: sa.State,
@@ -137,13 +171,44 @@ func (p *persistStage) load(rules []*Rule, lc *lifecycleStage, now time.Time) er
 			lc.act(a, true) // the proxy forgot it on restart
 		}
 	}
-	p.silences.replace(sf.Silences)
+	var silences []Silence
+	for _, si := range sf.Silences {
+		if len(silences) >= maxSilences || si.ID == "" || si.validate(now, false) != nil {
+			skipped++
+			continue
+		}
+		silences = append(silences, si)
+	}
+	p.silences.replace(silences)
 	for k, g := range sf.Groups {
+		if g == nil || g.Key != k || len(p.groups) >= maxRestoredGroups {
+			skipped++
+			continue
+		}
 		if g.Notified == nil {
 			g.Notified = map[string]bool{}
 		}
+		g.restored = now
 		p.groups[k] = g
 	}
-	p.log.Info("alert: state restored", "file", path, "alerts", len(p.alerts), "silences", len(sf.Silences), "groups", len(sf.Groups))
-	return nil
+	if skipped > 0 {
+		p.log.Warn("alert: state file entries skipped (unknown rule, invalid, or over the limits)", "file", p.file, "skipped", skipped)
+	}
+	p.log.Info("alert: state restored", "file", p.file, "alerts", len(p.alerts), "silences", len(silences), "groups", len(p.groups))
+}
+
+// readStateFile reads and checks the state file, bounded in size.
+func readStateFile(path string) (*stateFile, error) {
+	b, err := statefile.Read(path, maxStateFileSize)
+	if err != nil {
+		return nil, err
+	}
+	var sf stateFile
+	if err := json.Unmarshal(b, &sf); err != nil {
+		return nil, fmt.Errorf("parse: %w", err)
+	}
+	if sf.Version != stateVersion {
+		return nil, fmt.Errorf("version %d, want %d", sf.Version, stateVersion)
+	}
+	return &sf, nil
 }

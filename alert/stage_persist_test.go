@@ -2,11 +2,21 @@ package alert
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/infergate/infergate/alert/notify"
+	"github.com/infergate/infergate/internal/statefile"
 )
 
 // TestPersistStage: the stage alone writes the state file when something
@@ -53,12 +63,198 @@ func TestPersistStage(t *testing.T) {
 			}
 			q := &persistStage{file: file, alerts: map[string]*instance{}, silences: newSilenceStore(),
 				groups: map[string]*group{}, log: p.log}
-			if err := q.load(cfg.rules, &lifecycleStage{log: p.log}, now); err != nil {
-				t.Fatal(err)
+			q.load(cfg.rules, &lifecycleStage{log: p.log}, now)
+			if q.reset != nil {
+				t.Fatalf("reset: %+v", q.reset)
 			}
 			if b := q.alerts[a.fp]; b == nil || b.state != StatePending || b.subject != "m" {
 				t.Errorf("restored %+v", q.alerts)
 			}
 		})
 	}
+}
+
+// TestDamagedStateFileIsSetAside: a state file that cannot be used (the
+// shapes that crashed or stopped infergate) is moved aside, counted, and
+// the engine starts empty instead of failing; the API says so.
+func TestDamagedStateFileIsSetAside(t *testing.T) {
+	huge := make([]byte, maxStateFileSize+1)
+	for i := range huge {
+		huge[i] = ' '
+	}
+	cases := map[string][]byte{
+		"null group":   []byte(`{"version":1,"groups":{"x":null}}`),
+		"truncated":    []byte(`{"version":1,"alerts":[{"rule":"x",`),
+		"empty":        {},
+		"random bytes": {0x9c, 0x01, 0xff, 0x00, 0x7f, 0x42},
+		"old version":  []byte(`{"version":0}`),
+		"over 16 MiB":  huge,
+	}
+	for name, content := range cases {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			file := filepath.Join(dir, "state.json")
+			if err := os.WriteFile(file, content, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			cfg := &Config{Rules: []RuleConfig{thresholdRule()}, StateFile: file}
+			if err := cfg.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			reg := prometheus.NewRegistry()
+			clk := newClock()
+			e, err := New(Options{Config: cfg, Latency: &fakeSource{}, Now: clk.now, Send: func(string, *notify.Message) {},
+				Logger: slog.New(slog.DiscardHandler), FileMetrics: statefile.NewMetrics(reg)})
+			if err != nil {
+				t.Fatalf("New: %v (a damaged state file must not stop the engine)", err)
+			}
+			defer e.Close()
+			e.Step() // and it evaluates
+			r := e.StateReset()
+			if name == "null group" {
+				// Parsed: the null group alone is skipped.
+				if r != nil {
+					t.Fatalf("reset %+v; want the bad entry skipped", r)
+				}
+				return
+			}
+			if r == nil || r.Aside == "" || r.Reason == "" {
+				t.Fatalf("reset %+v", r)
+			}
+			if _, err := os.Stat(file); err == nil {
+				// Close saves a fresh file: that is fine, but not before.
+				t.Logf("state file present (saved again)")
+			}
+			aside, err := os.ReadFile(r.Aside)
+			if err != nil || len(aside) != len(content) {
+				t.Fatalf("set aside as %s: %v (%d bytes, want %d)", r.Aside, err, len(aside), len(content))
+			}
+			if !strings.HasPrefix(filepath.Base(r.Aside), "state.json.corrupt-") {
+				t.Errorf("aside name %s", r.Aside)
+			}
+			if got := counterValue(t, reg, "infergate_state_file_damaged_total"); got != 1 {
+				t.Errorf("infergate_state_file_damaged_total = %v, want 1", got)
+			}
+			rec := httptest.NewRecorder()
+			mux := http.NewServeMux()
+			(&API{Engine: e}).Register(mux)
+			mux.ServeHTTP(rec, httptest.NewRequest("GET", "/api/v1/alerts", nil))
+			if !strings.Contains(rec.Body.String(), `"state_reset"`) {
+				t.Errorf("/api/v1/alerts does not say the state was reset: %s", rec.Body)
+			}
+		})
+	}
+}
+
+// TestStateFileBounds: a crafted state file with far more silences and
+// groups than the limits restores only up to them, drops invalid
+// silences (match-all, too many matchers), and restored groups that no
+// alert is routed to again are forgotten.
+func TestStateFileBounds(t *testing.T) {
+	now := newClock().now()
+	sf := stateFile{Version: stateVersion, Saved: now, Groups: map[string]*group{}}
+	for i := range 3000 {
+		sf.Silences = append(sf.Silences, Silence{ID: fmt.Sprint(i), Matchers: []Matcher{{Name: "model", Value: fmt.Sprint("m", i)}},
+			StartsAt: now, EndsAt: now.Add(time.Hour)})
+	}
+	sf.Silences[0].Matchers = []Matcher{{Name: "x", Value: "*"}} // mutes everything
+	for i := range maxRestoredGroups + 500 {
+		k := fmt.Sprint("g", i)
+		sf.Groups[k] = &group{Key: k, Receiver: "log", Created: now}
+	}
+	b, err := json.Marshal(sf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "state.json")
+	if err := os.WriteFile(file, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := &Config{Rules: []RuleConfig{thresholdRule()}}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	p := &persistStage{file: file, alerts: map[string]*instance{}, silences: newSilenceStore(), groups: map[string]*group{},
+		log: slog.New(slog.DiscardHandler)}
+	p.load(cfg.rules, &lifecycleStage{log: p.log}, now)
+	if n := len(p.silences.all()); n != maxSilences {
+		t.Errorf("%d silences restored, want %d", n, maxSilences)
+	}
+	for _, si := range p.silences.all() {
+		if si.ID == "0" {
+			t.Errorf("the match-all silence was restored")
+		}
+	}
+	if n := len(p.groups); n != maxRestoredGroups {
+		t.Errorf("%d groups restored, want %d", n, maxRestoredGroups)
+	}
+	// No alert routes to them: they go after restoredGroupTTL.
+	gs := groupStage{cfg: cfg, groups: p.groups}
+	gs.exec(withNow(context.Background(), now.Add(time.Minute)), newStep(nil))
+	if len(p.groups) != maxRestoredGroups {
+		t.Fatalf("groups forgotten too early: %d left", len(p.groups))
+	}
+	gs.exec(withNow(context.Background(), now.Add(restoredGroupTTL+time.Second)), newStep(nil))
+	if len(p.groups) != 0 {
+		t.Errorf("%d restored groups left after %s", len(p.groups), restoredGroupTTL)
+	}
+}
+
+// TestStateSaveFailureIsRetried: a save into a folder that cannot be
+// written is counted and retried at the next save, and the state stays
+// dirty until one works.
+func TestStateSaveFailureIsRetried(t *testing.T) {
+	if os.Geteuid() == 0 {
+		// root writes into read-only folders: make the "folder" a file.
+		t.Log("running as root: the state file's folder is a plain file instead of a read-only folder")
+	}
+	dir := t.TempDir()
+	blocker := filepath.Join(dir, "sub")
+	if err := os.WriteFile(blocker, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	m := statefile.NewMetrics(reg)
+	now := newClock().now()
+	p := &persistStage{file: filepath.Join(blocker, "state.json"), alerts: map[string]*instance{}, silences: newSilenceStore(),
+		groups: map[string]*group{}, log: slog.New(slog.DiscardHandler), metrics: m, dirty: true}
+	p.exec(withNow(context.Background(), now), newStep(nil))
+	if !p.dirty || !p.failing {
+		t.Fatalf("dirty %v failing %v after a failed save", p.dirty, p.failing)
+	}
+	if got := counterValue(t, reg, "infergate_state_file_save_failures_total"); got != 1 {
+		t.Errorf("save failures %v, want 1", got)
+	}
+	// The folder becomes writable.
+	if err := os.Remove(blocker); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(blocker, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	p.exec(withNow(context.Background(), now.Add(5*time.Second)), newStep(nil))
+	if p.dirty || p.failing {
+		t.Fatalf("dirty %v failing %v after the folder came back", p.dirty, p.failing)
+	}
+	if _, err := os.Stat(p.file); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// counterValue sums the samples of the counter name in g.
+func counterValue(t *testing.T, g prometheus.Gatherer, name string) float64 {
+	t.Helper()
+	mfs, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			for _, m := range mf.Metric {
+				sum += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return sum
 }

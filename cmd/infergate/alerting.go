@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"strings"
@@ -14,6 +16,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/infergate/infergate/alert"
+	"github.com/infergate/infergate/internal/statefile"
 	"github.com/infergate/infergate/monitor"
 	"github.com/infergate/infergate/monitor/baseline"
 )
@@ -124,8 +127,15 @@ func overlay(ac *alert.Config, fc alert.Config) {
 	}
 }
 
-// newBaselines builds the shared baseline store and loads its history.
-func newBaselines(ac *alert.Config, log *slog.Logger) (*baseline.Store, error) {
+// baselineFileKind labels the baseline file in the state-file metrics.
+const baselineFileKind = "baseline"
+
+// newBaselines builds the shared baseline store and loads its history. A
+// baseline file that cannot be read or parsed is set aside
+// (NAME.corrupt-TIMESTAMP), logged and counted, and the baselines learn
+// again from live traffic: only alerting reads them, and alerting must
+// never keep the proxy from serving.
+func newBaselines(ac *alert.Config, fm *statefile.Metrics, log *slog.Logger) (*baseline.Store, error) {
 	opts := baseline.Options{Holidays: ac.Baseline.Holidays, Weeks: ac.Baseline.Weeks, Scale: ac.Baseline.TimeScale}
 	if ac.Baseline.TimeZone != "" {
 		loc, err := time.LoadLocation(ac.Baseline.TimeZone)
@@ -136,10 +146,22 @@ func newBaselines(ac *alert.Config, log *slog.Logger) (*baseline.Store, error) {
 	}
 	st := baseline.New(opts)
 	if f := ac.Baseline.File; f != "" {
-		if err := st.LoadFile(f); err != nil {
-			return nil, err
+		fm.Init(baselineFileKind)
+		b, err := statefile.Read(f, 0)
+		if err == nil {
+			err = st.Load(bytes.NewReader(b))
 		}
-		log.Info("baseline loaded", "file", f, "models", len(st.Infos()))
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+		case err != nil:
+			now := time.Now()
+			aside, aerr := statefile.SetAside(f, now)
+			fm.Damaged(baselineFileKind)
+			log.Error("baseline file unusable; learning from live traffic", "file", f, "err", err, "set_aside_as", aside, "set_aside_err", aerr)
+			st = baseline.New(opts) // nothing half-loaded
+		default:
+			log.Info("baseline loaded", "file", f, "models", len(st.Infos()))
+		}
 	}
 	if u := ac.Baseline.Prometheus; u != "" {
 		// A warm start is a bonus: a Prometheus that does not answer
@@ -173,22 +195,26 @@ type alerting struct {
 	baselines *baseline.Store
 	file      string
 	log       *slog.Logger
+	fm        *statefile.Metrics
+	// failing is set while baseline saves fail: logged once, then once
+	// on recovery.
+	failing bool
 }
 
 func startAlerting(ac *alert.Config, mon *monitor.Registry, gt *gpuRuntime, st *baseline.Store, act alert.Actuator,
-	reg prometheus.Registerer, log *slog.Logger) (*alerting, error) {
+	reg prometheus.Registerer, fm *statefile.Metrics, log *slog.Logger) (*alerting, error) {
 	var tick <-chan time.Time
 	if ac.EvaluationInterval == time.Second { // the slice length: evaluate as each slice completes
 		tick = mon.Rotations()
 	}
 	e, err := alert.New(alert.Options{
 		Config: ac, Latency: mon, Models: gt.corr.Models, GPU: gt.hub.State, Baselines: st,
-		Actuator: act, Logger: log, Registerer: reg, SliceLength: time.Second, Tick: tick,
+		Actuator: act, Logger: log, Registerer: reg, FileMetrics: fm, SliceLength: time.Second, Tick: tick,
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &alerting{engine: e, baselines: st, file: ac.Baseline.File, log: log}, nil
+	return &alerting{engine: e, baselines: st, file: ac.Baseline.File, log: log, fm: fm}, nil
 }
 
 // run evaluates until ctx ends and saves the baseline every minute and
@@ -215,7 +241,16 @@ func (a *alerting) save() {
 	if a.file == "" {
 		return
 	}
-	if err := a.baselines.SaveFile(a.file); err != nil {
-		a.log.Error("baseline: save", "err", err)
+	if err := statefile.WriteFunc(a.file, a.baselines.Save); err != nil {
+		a.fm.SaveFailed(baselineFileKind)
+		if !a.failing {
+			a.log.Error("baseline: save failed; retrying every minute (calls are not affected)", "file", a.file, "err", err)
+		}
+		a.failing = true
+		return
 	}
+	if a.failing {
+		a.log.Info("baseline: saving works again", "file", a.file)
+	}
+	a.failing = false
 }

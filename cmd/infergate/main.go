@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/infergate/infergate/alert"
+	"github.com/infergate/infergate/internal/statefile"
 	"github.com/infergate/infergate/monitor"
 	"github.com/infergate/infergate/proxy"
 )
@@ -125,7 +126,8 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err := mon.Register(reg); err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
-	bs, err := newBaselines(cfg.alerts, log)
+	fm := statefile.NewMetrics(reg)
+	bs, err := newBaselines(cfg.alerts, fm, log)
 	if err != nil {
 		return err
 	}
@@ -144,7 +146,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		act = rt.router
 		reg.MustRegister(rt.router.Collector())
 	}
-	al, err := startAlerting(cfg.alerts, mon, gt, bs, act, reg, log)
+	al, err := startAlerting(cfg.alerts, mon, gt, bs, act, reg, fm, log)
 	if err != nil {
 		return err
 	}

@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"time"
 )
 
@@ -83,37 +81,4 @@ func (s *Store) Load(r io.Reader) error {
 	s.tracks = tracks
 	s.mu.Unlock()
 	return nil
-}
-
-// SaveFile saves to path atomically (a temporary file renamed over it).
-func (s *Store) SaveFile(path string) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".tmp*")
-	if err != nil {
-		return fmt.Errorf("baseline: save: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	if err := s.Save(tmp); err != nil {
-		tmp.Close()
-		return fmt.Errorf("baseline: save: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("baseline: save: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("baseline: save: %w", err)
-	}
-	return nil
-}
-
-// LoadFile loads path; a missing file is not an error (a first start).
-func (s *Store) LoadFile(path string) error {
-	f, err := os.Open(path)
-	if os.IsNotExist(err) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("baseline: load: %w", err)
-	}
-	defer f.Close()
-	return s.Load(f)
 }
