@@ -90,6 +90,7 @@ type Engine struct {
 	trends   *trendStore
 	silences *silenceStore
 	groups   map[string]*group
+	outbox   *outbox
 	// muted says why each alert was muted at the last step, for the API.
 	muted     map[string]string
 	lifecycle *lifecycleStage
@@ -122,15 +123,36 @@ func New(opts Options) (*Engine, error) {
 	e := &Engine{
 		opts: opts, cfg: opts.Config, log: opts.Logger,
 		alerts: map[string]*instance{}, trends: newTrendStore(opts.Now()),
-		silences: newSilenceStore(), groups: map[string]*group{}, muted: map[string]string{},
+		silences: newSilenceStore(), groups: map[string]*group{}, muted: map[string]string{}, outbox: &outbox{log: opts.Logger},
 		metrics: newEngineMetrics(opts.Registerer),
 	}
 	inhibit := e.cfg.Inhibit
 	if inhibit == nil {
 		inhibit = DefaultInhibit()
 	}
-	send := opts.Send
-	if send == nil {
+	// deliver hands one owed notice to its receiver; the senders report
+	// each integration's outcome to the outbox.
+	deliver := func(o *owed) {
+		if opts.Send != nil { // a test's stand-in: delivered on the spot
+			opts.Send(o.Receiver, o.Message)
+			for _, n := range o.Pending {
+				e.outbox.settle(o.ID, n, notify.Delivered)
+			}
+			return
+		}
+		r := e.receivers[o.Receiver]
+		if r == nil { // restored for a receiver no longer configured
+			e.log.Warn("alert notification given up: no such receiver", "receiver", o.Receiver, "group", o.Message.GroupKey)
+			for _, n := range o.Pending {
+				e.outbox.settle(o.ID, n, notify.GivenUp)
+			}
+			return
+		}
+		r.SendTracked(o.Message, o.Created, o.Pending, func(integration string, oc notify.Outcome) {
+			e.outbox.settle(o.ID, integration, oc)
+		})
+	}
+	if opts.Send == nil {
 		nm := notify.NewMetrics(opts.Registerer)
 		e.receivers = map[string]*notify.Receiver{}
 		cfgs := append([]notify.ReceiverConfig{{Name: LogReceiver, Log: true}}, e.cfg.Receivers...)
@@ -142,23 +164,40 @@ func New(opts Options) (*Engine, error) {
 			}
 			e.receivers[rc.Name] = r
 		}
-		send = func(name string, m *notify.Message) {
-			if r := e.receivers[name]; r != nil {
-				r.Send(m)
+	}
+	owe := func(receiver string, m *notify.Message, only []string, resend bool) {
+		pending := only
+		switch {
+		case opts.Send != nil:
+			pending = []string{"send"}
+		case pending == nil:
+			r := e.receivers[receiver]
+			if r == nil {
+				return
 			}
+			pending = r.Integrations()
 		}
+		e.outbox.owe(receiver, m, pending, e.opts.Now(), resend)
+	}
+	resend := func(receiver string) (time.Duration, []string) {
+		if r := e.receivers[receiver]; r != nil {
+			return r.Resend()
+		}
+		return 0, nil
 	}
 	e.lifecycle = &lifecycleStage{cfg: e.cfg, alerts: e.alerts, silences: e.silences, actuator: opts.Actuator, log: e.log}
-	e.persist = &persistStage{file: e.cfg.StateFile, alerts: e.alerts, silences: e.silences, groups: e.groups, log: e.log,
-		metrics: opts.FileMetrics}
+	e.persist = &persistStage{file: e.cfg.StateFile, alerts: e.alerts, silences: e.silences, groups: e.groups, outbox: e.outbox,
+		log: e.log, metrics: opts.FileMetrics}
 	e.pipeline = stages{
 		evaluateStage{cfg: e.cfg},
 		e.lifecycle,
 		muteStage{inhibitor(inhibit)},
 		muteStage{silencer{e.silences}},
 		groupStage{cfg: e.cfg, groups: e.groups},
-		flushStage{send: send, externalURL: e.cfg.ExternalURL, metrics: e.metrics, log: e.log},
+		flushStage{owe: owe, resend: resend, resendPending: e.outbox.resendPending, externalURL: e.cfg.ExternalURL,
+			metrics: e.metrics, log: e.log},
 		e.persist,
+		deliverStage{outbox: e.outbox, send: deliver},
 	}
 	if e.cfg.StateFile != "" {
 		e.persist.load(e.cfg.rules, e.lifecycle, opts.Now())
@@ -195,12 +234,14 @@ func (e *Engine) StateReset() *StateReset {
 	return e.persist.reset
 }
 
-// Close saves the state and drains the receivers.
+// Close drains the receivers (a few seconds), then saves the state: what
+// was delivered leaves the outbox, what was not stays owed for the next
+// start.
 func (e *Engine) Close() {
+	e.closeReceivers()
 	e.mu.Lock()
 	e.persist.save(e.opts.Now())
 	e.mu.Unlock()
-	e.closeReceivers()
 }
 
 // closeReceivers stops the receivers, giving queued notifications a few

@@ -16,8 +16,15 @@ import (
 // repeat_interval. A message holds the group's firing alerts and the
 // resolved ones it had sent as firing.
 type flushStage struct {
-	send        func(receiver string, m *notify.Message)
-	externalURL string
+	// owe puts a message in the outbox (saved, then sent by the deliver
+	// stage); only limits it to some integrations (nil: all).
+	owe func(receiver string, m *notify.Message, only []string, resend bool)
+	// resend says how often firing alerts go again to receiver's
+	// alertmanager integrations (0: it has none), and whether such a
+	// re-send is still owed.
+	resend        func(receiver string) (every time.Duration, to []string)
+	resendPending func(receiver, key string) bool
+	externalURL   string
 	metrics     *engineMetrics
 	log         *slog.Logger
 }
@@ -57,6 +64,7 @@ func (st flushStage) flushIfDue(g *group, now time.Time) {
 		due = len(firing) > 0 && now.Sub(g.LastFlush) >= g.rt.repeat
 	}
 	if !due {
+		st.resendIfDue(g, now)
 		return
 	}
 	all := append(firing, resolved...)
@@ -79,5 +87,35 @@ func (st flushStage) flushIfDue(g *group, now time.Time) {
 	}
 	st.metrics.sent(g.Receiver)
 	st.log.Info("alert notification", "receiver", g.Receiver, "group", g.Key, "status", m.Status, "firing", len(firing), "resolved", len(resolved))
-	st.send(g.Receiver, m)
+	g.LastResend = now
+	st.owe(g.Receiver, m, nil, false)
+}
+
+// resendIfDue sends the group's firing alerts that were already notified
+// again to the receiver's alertmanager integrations every resend
+// interval, as Prometheus does: their endsAt (resend_validity ahead)
+// never passes while the alert fires, and a restarted Alertmanager has
+// them again within one interval. People are paced by repeat_interval;
+// Alertmanager deduplicates.
+func (st flushStage) resendIfDue(g *group, now time.Time) {
+	if st.resend == nil || g.LastFlush.IsZero() {
+		return
+	}
+	every, to := st.resend(g.Receiver)
+	if every <= 0 || now.Sub(g.LastResend) < every || st.resendPending(g.Receiver, g.Key) {
+		return
+	}
+	var firing []notify.Alert
+	for _, a := range g.alerts {
+		if a.Status == notify.StatusFiring && g.Notified[a.Fingerprint] {
+			firing = append(firing, a)
+		}
+	}
+	if len(firing) == 0 {
+		return
+	}
+	sort.Slice(firing, func(i, j int) bool { return firing[i].Fingerprint < firing[j].Fingerprint })
+	g.LastResend = now
+	st.owe(g.Receiver, &notify.Message{Receiver: g.Receiver, GroupKey: g.Key, GroupLabels: maps.Clone(g.Labels),
+		Status: notify.StatusFiring, Alerts: firing, ExternalURL: st.externalURL}, to, true)
 }

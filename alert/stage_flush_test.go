@@ -40,7 +40,8 @@ func TestFlushStage(t *testing.T) {
 				g.LastFlush = now.Add(-tc.lastFlush)
 			}
 			sk := &sink{}
-			st := flushStage{send: sk.send, externalURL: "http://ig", metrics: newEngineMetrics(nil), log: slog.New(slog.DiscardHandler)}
+			owe := func(receiver string, m *notify.Message, _ []string, _ bool) { sk.send(receiver, m) }
+			st := flushStage{owe: owe, externalURL: "http://ig", metrics: newEngineMetrics(nil), log: slog.New(slog.DiscardHandler)}
 			s := newStep(nil)
 			s.groups = []*group{g}
 			st.exec(withNow(context.Background(), now), s)

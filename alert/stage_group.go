@@ -92,6 +92,9 @@ type group struct {
 	LastFlush time.Time         `json:"last_flush"`
 	// Notified holds the fingerprints last sent as firing.
 	Notified map[string]bool `json:"notified"`
+	// LastResend is when the firing alerts last went to the receiver's
+	// alertmanager integrations (a flush or a re-send).
+	LastResend time.Time `json:"last_resend,omitzero"`
 
 	rt     routed
 	alerts map[string]notify.Alert

@@ -21,6 +21,13 @@ type stateFile struct {
 	Alerts   []savedAlert      `json:"alerts"`
 	Silences []Silence         `json:"silences"`
 	Groups   map[string]*group `json:"groups"`
+	// Outbox is what the receivers are owed (see outbox).
+	Outbox *savedOutbox `json:"outbox,omitempty"`
+}
+
+type savedOutbox struct {
+	NextID  uint64 `json:"next_id"`
+	Entries []owed `json:"entries"`
 }
 
 type savedAlert struct {
@@ -71,6 +78,7 @@ type persistStage struct {
 	alerts   map[string]*instance
 	silences *silenceStore
 	groups   map[string]*group
+	outbox   *outbox
 	log      *slog.Logger
 	metrics  *statefile.Metrics
 	// dirty is set by the stages (s.changed) and the API's silence
@@ -86,8 +94,11 @@ type persistStage struct {
 
 func (p *persistStage) exec(ctx context.Context, s *step) {
 	now := nowOf(ctx)
-	p.dirty = p.dirty || s.changed
-	if p.file != "" && p.dirty && now.Sub(p.lastSave) >= 5*time.Second {
+	changed, fresh := p.outbox.dirty()
+	p.dirty = p.dirty || s.changed || changed
+	// A new notice is saved before the deliver stage sends it, whenever
+	// the last save was: that is what lets a restart send it.
+	if p.file != "" && p.dirty && (fresh || now.Sub(p.lastSave) >= 5*time.Second) {
 		p.save(now)
 		p.lastSave = now
 	}
@@ -100,7 +111,8 @@ func (p *persistStage) save(now time.Time) {
 	if p.file == "" {
 		return
 	}
-	sf := stateFile{Version: stateVersion, Saved: now, Silences: p.silences.all(), Groups: p.groups}
+	sf := stateFile{Version: stateVersion, Saved: now, Silences: p.silences.all(), Groups: p.groups, Outbox: &savedOutbox{}}
+	sf.Outbox.NextID, sf.Outbox.Entries = p.outbox.snapshot()
 	for _, a := range p.alerts {
 		if a.state == StateResolved {
 			continue
@@ -115,6 +127,7 @@ func (p *persistStage) save(now time.Time) {
 		err = statefile.Write(p.file, b)
 	}
 	if err != nil {
+		p.outbox.saveFailed()
 		p.metrics.SaveFailed(stateFileKind)
 		if !p.failing {
 			p.log.Error("alert: saving state failed; retrying at the next save (calls are not affected)", "file", p.file, "err", err)
@@ -191,10 +204,14 @@ func (p *persistStage) load(rules []*Rule, lc *lifecycleStage, now time.Time) {
 		g.restored = now
 		p.groups[k] = g
 	}
+	if sf.Outbox != nil {
+		skipped += p.outbox.restore(sf.Outbox.NextID, sf.Outbox.Entries)
+	}
 	if skipped > 0 {
 		p.log.Warn("alert: state file entries skipped (unknown rule, invalid, or over the limits)", "file", p.file, "skipped", skipped)
 	}
-	p.log.Info("alert: state restored", "file", p.file, "alerts", len(p.alerts), "silences", len(silences), "groups", len(p.groups))
+	p.log.Info("alert: state restored", "file", p.file, "alerts", len(p.alerts), "silences", len(silences), "groups", len(p.groups),
+		"owed_notifications", p.outbox.len())
 }
 
 // readStateFile reads and checks the state file, bounded in size.

@@ -46,7 +46,7 @@ func TestPersistStage(t *testing.T) {
 			file := filepath.Join(t.TempDir(), "state.json")
 			a := &instance{rule: r, fp: fingerprint(r, "model", "m"), subject: "m", state: StatePending, activeSince: now,
 				labels: map[string]string{"model": "m"}}
-			p := &persistStage{file: file, alerts: map[string]*instance{a.fp: a}, silences: newSilenceStore(),
+			p := &persistStage{file: file, outbox: &outbox{log: slog.New(slog.DiscardHandler)}, alerts: map[string]*instance{a.fp: a}, silences: newSilenceStore(),
 				groups: map[string]*group{}, log: slog.New(slog.DiscardHandler), dirty: tc.dirty, lastSave: now.Add(-tc.lastSave)}
 			s := newStep(nil)
 			s.changed = tc.changed
@@ -61,7 +61,7 @@ func TestPersistStage(t *testing.T) {
 			if !tc.want {
 				return
 			}
-			q := &persistStage{file: file, alerts: map[string]*instance{}, silences: newSilenceStore(),
+			q := &persistStage{file: file, outbox: &outbox{log: slog.New(slog.DiscardHandler)}, alerts: map[string]*instance{}, silences: newSilenceStore(),
 				groups: map[string]*group{}, log: p.log}
 			q.load(cfg.rules, &lifecycleStage{log: p.log}, now)
 			if q.reset != nil {
@@ -174,7 +174,7 @@ func TestStateFileBounds(t *testing.T) {
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	p := &persistStage{file: file, alerts: map[string]*instance{}, silences: newSilenceStore(), groups: map[string]*group{},
+	p := &persistStage{file: file, outbox: &outbox{log: slog.New(slog.DiscardHandler)}, alerts: map[string]*instance{}, silences: newSilenceStore(), groups: map[string]*group{},
 		log: slog.New(slog.DiscardHandler)}
 	p.load(cfg.rules, &lifecycleStage{log: p.log}, now)
 	if n := len(p.silences.all()); n != maxSilences {
@@ -216,7 +216,7 @@ func TestStateSaveFailureIsRetried(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := statefile.NewMetrics(reg)
 	now := newClock().now()
-	p := &persistStage{file: filepath.Join(blocker, "state.json"), alerts: map[string]*instance{}, silences: newSilenceStore(),
+	p := &persistStage{file: filepath.Join(blocker, "state.json"), outbox: &outbox{log: slog.New(slog.DiscardHandler)}, alerts: map[string]*instance{}, silences: newSilenceStore(),
 		groups: map[string]*group{}, log: slog.New(slog.DiscardHandler), metrics: m, dirty: true}
 	p.exec(withNow(context.Background(), now), newStep(nil))
 	if !p.dirty || !p.failing {

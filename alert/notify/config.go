@@ -19,6 +19,9 @@ const (
 	// interval of one minute, as Prometheus does, so Alertmanager resolves
 	// the alert by itself if infergate dies.
 	DefaultResendValidity = 4 * time.Minute
+	// DefaultResendInterval is how often firing alerts go again to an
+	// alertmanager integration (Prometheus's --rules.alert.resend-delay).
+	DefaultResendInterval = time.Minute
 )
 
 // ReceiverConfig configures one receiver: a name and any number of
@@ -53,8 +56,16 @@ type AlertmanagerConfig struct {
 	URLs    []string      `yaml:"urls"`
 	Timeout time.Duration `yaml:"timeout"`
 	// ResendValidity is added to the send time to form a firing alert's
-	// endsAt; default DefaultResendValidity.
+	// endsAt; default DefaultResendValidity. It must exceed
+	// ResendInterval, or Alertmanager resolves a firing alert between
+	// two re-sends.
 	ResendValidity time.Duration `yaml:"resend_validity"`
+	// ResendInterval is how often firing alerts are sent again to this
+	// integration, whatever the route's repeat_interval (which paces
+	// people): Alertmanager expects them, as from Prometheus, and a
+	// restarted Alertmanager learns them within one interval. Default
+	// DefaultResendInterval.
+	ResendInterval time.Duration `yaml:"resend_interval"`
 }
 
 // SlackConfig posts {"text": ...} to a Slack-compatible incoming webhook
@@ -123,6 +134,13 @@ func (c *ReceiverConfig) Validate() error {
 		}
 		v.timeout(f+"timeout", &a.Timeout, DefaultTimeout)
 		v.timeout(f+"resend_validity", &a.ResendValidity, DefaultResendValidity)
+		v.timeout(f+"resend_interval", &a.ResendInterval, DefaultResendInterval)
+		if a.ResendInterval > 0 && a.ResendInterval < time.Second {
+			v.add(f+"resend_interval", fmt.Sprintf("%s: at least 1s", a.ResendInterval))
+		}
+		if a.ResendInterval > 0 && a.ResendValidity > 0 && a.ResendValidity <= a.ResendInterval {
+			v.add(f+"resend_validity", fmt.Sprintf("%s must exceed resend_interval (%s), or Alertmanager resolves firing alerts between re-sends", a.ResendValidity, a.ResendInterval))
+		}
 	}
 	for i := range c.Slack {
 		s := &c.Slack[i]

@@ -16,8 +16,6 @@ func NewSender(receiver, integration string, n Notifier, opts ...Option) *Sender
 	return newSender(receiver, integration, n, newOptions(opts))
 }
 
-// Integration returns the integration label, e.g. "webhook/1".
-func (s *Sender) Integration() string { return s.integration }
 
 // Senders returns the receiver's senders, one per integration, in config
 // order: webhook, alertmanager, slack, wecom, email, log.

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
+	"time"
 )
 
 // Receiver delivers messages to every integration of one receiver, each
@@ -13,6 +15,10 @@ import (
 type Receiver struct {
 	name    string
 	senders []*Sender
+	// resendEvery and resendTo: the shortest resend_interval of the
+	// alertmanager integrations, and their names.
+	resendEvery time.Duration
+	resendTo    []string
 }
 
 // Build validates cfg (see [ReceiverConfig.Validate]) and starts one
@@ -42,6 +48,10 @@ func Build(cfg ReceiverConfig, opts ...Option) (*Receiver, error) {
 	}
 	for i, c := range cfg.Alertmanager {
 		add("alertmanager", i, len(cfg.Alertmanager), &alertmanagerNotifier{cfg: c, client: o.client, now: o.now})
+		r.resendTo = append(r.resendTo, r.senders[len(r.senders)-1].integration)
+		if r.resendEvery == 0 || c.ResendInterval < r.resendEvery {
+			r.resendEvery = c.ResendInterval
+		}
 	}
 	for i, c := range cfg.Slack {
 		add("slack", i, len(cfg.Slack), &slackNotifier{cfg: c, client: o.client})
@@ -70,6 +80,32 @@ func (r *Receiver) Name() string { return r.name }
 func (r *Receiver) Send(m *Message) {
 	for _, s := range r.senders {
 		s.Send(m)
+	}
+}
+
+// Integrations returns the names of the receiver's integrations, e.g.
+// "webhook", "alertmanager/1", in config order.
+func (r *Receiver) Integrations() []string {
+	names := make([]string, len(r.senders))
+	for i, s := range r.senders {
+		names[i] = s.integration
+	}
+	return names
+}
+
+// Resend returns how often firing alerts must go again to the receiver's
+// alertmanager integrations, and their names; 0 and nil when it has none.
+func (r *Receiver) Resend() (every time.Duration, to []string) { return r.resendEvery, r.resendTo }
+
+// SendTracked queues m, made at at, for the integrations named (all when
+// only is nil) and returns at once; done is called once per integration
+// with how it ended (see [Sender.SendTracked]).
+func (r *Receiver) SendTracked(m *Message, at time.Time, only []string, done func(integration string, o Outcome)) {
+	for _, s := range r.senders {
+		if only != nil && !slices.Contains(only, s.integration) {
+			continue
+		}
+		s.SendTracked(m, at, func(o Outcome) { done(s.integration, o) })
 	}
 }
 

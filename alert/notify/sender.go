@@ -9,12 +9,15 @@ import (
 	"time"
 )
 
-// Sender delivers messages to one integration of one receiver: a bounded
-// FIFO queue and one worker goroutine that sends in order. Send never
-// blocks; a retryable failure is retried with exponential backoff until it
-// succeeds or the message is older than the maximum age, so messages queue
-// up through an outage instead of being lost, and are delivered in order
-// when the integration comes back.
+// Sender delivers messages to one integration of one receiver. Each
+// alert group has its own FIFO queue and worker goroutine, so messages of
+// a group go out in order (a resolved notice never overtakes its firing
+// one) while one group's failing message (a receiver that answers 500 to
+// its payload, for an hour) holds up no other group. Send never blocks;
+// a retryable failure is retried with exponential backoff until it
+// succeeds or the message is older than the maximum age, so messages
+// queue up through an outage instead of being lost. All groups together
+// hold at most the queue size.
 type Sender struct {
 	receiver    string
 	integration string
@@ -25,27 +28,49 @@ type Sender struct {
 	backoffMin  time.Duration
 	backoffMax  time.Duration
 	maxAge      time.Duration
+	queueSize   int
 	// jitter shortens a backoff wait a little, so that senders failing
 	// together do not retry in lockstep.
 	jitter func(time.Duration) time.Duration
 
-	// ctx is the worker's; cancelled when Close gives up draining, which
-	// aborts the attempt in flight and any backoff wait.
-	ctx    context.Context
-	cancel context.CancelFunc
-	wake   chan struct{} // 1-buffered: "the queue or closed changed"
-	done   chan struct{} // closed when the worker has returned
+	// ctx is the workers'; cancelled when Close gives up draining, which
+	// aborts the attempts in flight and any backoff wait.
+	ctx     context.Context
+	cancel  context.CancelFunc
+	workers sync.WaitGroup
 
 	mu     sync.Mutex
-	queue  ring
+	groups map[string]*groupQueue // by GroupKey; present while it has a worker
+	queued int                    // messages waiting, all groups, not counting those in flight
 	closed bool
 }
 
-// entry is one queued message and when it was queued, for MaxAge.
-type entry struct {
-	m  *Message
-	at time.Time
+// groupQueue is one group's waiting messages, oldest first.
+type groupQueue struct {
+	entries []entry
 }
+
+// entry is one queued message, when it was made (for MaxAge: the
+// original time, for a message owed since before a restart), and whom to
+// tell how it ended.
+type entry struct {
+	m    *Message
+	at   time.Time
+	done func(Outcome)
+}
+
+// Outcome is how a tracked message ([Sender.SendTracked]) ended.
+type Outcome int
+
+const (
+	// Delivered: the integration accepted the message.
+	Delivered Outcome = iota
+	// GivenUp: dropped for good (not retryable, too old, queue full).
+	GivenUp
+	// Abandoned: the sender closed before the message was delivered; it
+	// is still owed (a persisted outbox sends it after a restart).
+	Abandoned
+)
 
 func newSender(receiver, integration string, n Notifier, o options) *Sender {
 	ctx, cancel := context.WithCancel(context.Background())
@@ -59,17 +84,19 @@ func newSender(receiver, integration string, n Notifier, o options) *Sender {
 		backoffMin:  o.backoffInitial,
 		backoffMax:  o.backoffMax,
 		maxAge:      o.maxAge,
+		queueSize:   o.queueSize,
 		jitter:      o.jitter,
 		ctx:         ctx,
 		cancel:      cancel,
-		wake:        make(chan struct{}, 1),
-		done:        make(chan struct{}),
-		queue:       ring{buf: make([]entry, o.queueSize)},
+		groups:      map[string]*groupQueue{},
 	}
 	s.metrics.queued(0)
-	go s.run()
 	return s
 }
+
+// Integration returns the integration's name, e.g. "webhook" or
+// "webhook/1".
+func (s *Sender) Integration() string { return s.integration }
 
 // jitter returns d less up to a tenth, at random.
 func jitter(d time.Duration) time.Duration {
@@ -79,110 +106,113 @@ func jitter(d time.Duration) time.Duration {
 	return d - rand.N(d/10)
 }
 
-// Len returns the number of messages waiting, not counting the one being
+// Len returns the number of messages waiting, not counting those being
 // sent.
 func (s *Sender) Len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.queue.n
+	return s.queued
 }
 
-// Send queues m and returns at once. When the queue is full the oldest
-// waiting message is dropped (reason queue_full): when alerts pile up the
-// newest describes the present best. After Close, m is dropped (reason
-// closed). m must not be modified afterwards.
-func (s *Sender) Send(m *Message) {
-	e := entry{m: m, at: s.now()}
+// Send queues m and returns at once. m must not be modified afterwards.
+// See SendTracked.
+func (s *Sender) Send(m *Message) { s.SendTracked(m, s.now(), nil) }
+
+// SendTracked queues m, made at at, and returns at once; done, unless
+// nil, is called once with how it ended. When the queue is full the
+// oldest waiting message of m's group is dropped for it (reason
+// queue_full: the newest describes the present best), or, when its group
+// has none waiting, m itself. After Close, m is dropped (reason closed,
+// Abandoned). m must not be modified afterwards.
+func (s *Sender) SendTracked(m *Message, at time.Time, done func(Outcome)) {
+	e := entry{m: m, at: at, done: done}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		s.drop(e, reasonClosed, nil)
+		s.drop(e, reasonClosed, nil, Abandoned)
 		return
 	}
-	old, dropped := s.queue.push(e)
-	s.metrics.queued(s.queue.n) // under the lock: in order with the worker's
+	g := s.groups[m.GroupKey]
+	if g == nil {
+		g = &groupQueue{}
+		s.groups[m.GroupKey] = g
+		s.workers.Add(1)
+		go s.run(m.GroupKey, g)
+	}
+	var dropped *entry
+	if s.queued >= s.queueSize {
+		if len(g.entries) == 0 {
+			s.mu.Unlock()
+			s.drop(e, reasonQueueFull, nil, GivenUp)
+			return
+		}
+		old := g.entries[0]
+		g.entries = g.entries[1:]
+		s.queued--
+		dropped = &old
+	}
+	g.entries = append(g.entries, e)
+	s.queued++
+	s.metrics.queued(s.queued) // under the lock: in order with the workers'
 	s.mu.Unlock()
-	if dropped {
-		s.drop(old, reasonQueueFull, nil)
-	}
-	s.signal()
-}
-
-// signal wakes the worker without blocking.
-func (s *Sender) signal() {
-	select {
-	case s.wake <- struct{}{}:
-	default:
+	if dropped != nil {
+		s.drop(*dropped, reasonQueueFull, nil, GivenUp)
 	}
 }
 
-// Close stops accepting messages and lets the worker deliver what is
-// queued until ctx ends; then it cancels the attempt in flight, drops what
-// is left (reason closed) and waits for the worker to return. It returns
-// ctx's error when it had to give up on messages, else nil. Calling it
-// again waits for the same worker.
+// Close stops accepting messages and lets the workers deliver what is
+// queued until ctx ends; then it cancels the attempts in flight, drops
+// what is left (reason closed, Abandoned) and waits for the workers to
+// return. It returns ctx's error when it had to give up on messages, else
+// nil. Calling it again waits for the same workers.
 func (s *Sender) Close(ctx context.Context) error {
 	s.mu.Lock()
 	s.closed = true
 	s.mu.Unlock()
-	s.signal()
+	done := make(chan struct{})
+	go func() { s.workers.Wait(); close(done) }()
 	select {
-	case <-s.done:
+	case <-done:
 		s.cancel()
 		return nil
 	case <-ctx.Done():
 		s.cancel()
-		<-s.done
+		<-done
 		return ctx.Err()
 	}
 }
 
-// run is the worker: it takes messages in order until closed and empty, or
-// cancelled.
-func (s *Sender) run() {
-	defer close(s.done)
-	for {
-		e, ok := s.next()
-		if !ok {
-			return
-		}
-		s.deliver(e)
-	}
-}
-
-// next waits for the oldest queued message. It reports false when the
-// worker should return: closed with nothing queued, or cancelled, in
-// which case the queued messages are dropped.
-func (s *Sender) next() (entry, bool) {
+// run is a group's worker: it sends the group's messages in order and
+// returns when the group has none left (a later message starts a new
+// worker), or when cancelled, dropping what is left.
+func (s *Sender) run(key string, g *groupQueue) {
+	defer s.workers.Done()
 	for {
 		s.mu.Lock()
 		if s.ctx.Err() != nil {
-			var left []entry
-			for s.queue.n > 0 {
-				left = append(left, s.queue.pop())
-			}
-			s.metrics.queued(0)
+			left := g.entries
+			g.entries = nil
+			s.queued -= len(left)
+			delete(s.groups, key)
+			s.metrics.queued(s.queued)
 			s.mu.Unlock()
 			for _, e := range left {
-				s.drop(e, reasonClosed, nil)
+				s.drop(e, reasonClosed, nil, Abandoned)
 			}
-			return entry{}, false
+			return
 		}
-		if s.queue.n > 0 {
-			e := s.queue.pop()
-			s.metrics.queued(s.queue.n)
+		if len(g.entries) == 0 {
+			delete(s.groups, key)
 			s.mu.Unlock()
-			return e, true
+			return
 		}
-		closed := s.closed
+		e := g.entries[0]
+		g.entries[0] = entry{} // let the message be collected
+		g.entries = g.entries[1:]
+		s.queued--
+		s.metrics.queued(s.queued)
 		s.mu.Unlock()
-		if closed {
-			return entry{}, false
-		}
-		select {
-		case <-s.wake:
-		case <-s.ctx.Done():
-		}
+		s.deliver(e)
 	}
 }
 
@@ -192,7 +222,7 @@ func (s *Sender) deliver(e entry) {
 	wait := s.backoffMin
 	for attempt := 1; ; attempt++ {
 		if s.now().Sub(e.at) > s.maxAge {
-			s.drop(e, reasonExpired, nil)
+			s.drop(e, reasonExpired, nil, GivenUp)
 			return
 		}
 		retryable, err := s.notify(e.m)
@@ -202,21 +232,24 @@ func (s *Sender) deliver(e entry) {
 			if attempt > 1 {
 				s.log.Info("alert notification delivered after retries", "group", e.m.GroupKey, "attempts", attempt)
 			}
+			if e.done != nil {
+				e.done(Delivered)
+			}
 			return
 		}
 		switch {
 		case s.ctx.Err() != nil:
-			s.drop(e, reasonClosed, err)
+			s.drop(e, reasonClosed, err, Abandoned)
 			return
 		case !retryable:
-			s.drop(e, reasonNotRetryable, err)
+			s.drop(e, reasonNotRetryable, err, GivenUp)
 			return
 		}
 		d := s.jitter(wait)
 		// Waiting past the maximum age only to drop the message then
-		// would hold up the messages behind it.
+		// would hold up the group's messages behind it.
 		if s.now().Add(d).Sub(e.at) > s.maxAge {
-			s.drop(e, reasonExpired, err)
+			s.drop(e, reasonExpired, err, GivenUp)
 			return
 		}
 		s.log.Debug("alert notification failed, retrying", "group", e.m.GroupKey, "attempt", attempt, "retry_in", d, "err", err)
@@ -225,7 +258,7 @@ func (s *Sender) deliver(e entry) {
 		case <-t.C:
 		case <-s.ctx.Done():
 			t.Stop()
-			s.drop(e, reasonClosed, err)
+			s.drop(e, reasonClosed, err, Abandoned)
 			return
 		}
 		wait = min(2*wait, s.backoffMax)
@@ -243,38 +276,19 @@ func (s *Sender) notify(m *Message) (retryable bool, err error) {
 	return s.notifier.Notify(s.ctx, m)
 }
 
-// drop gives up on a message: counted once as a failure and logged.
-func (s *Sender) drop(e entry, reason string, err error) {
+// drop gives up on a message: counted once as a failure, logged, and
+// reported to its tracker.
+func (s *Sender) drop(e entry, reason string, err error, o Outcome) {
 	s.metrics.drop(reason)
 	attrs := []any{"reason", reason, "group", e.m.GroupKey, "status", e.m.Status, "alerts", len(e.m.Alerts)}
 	if err != nil {
 		attrs = append(attrs, "err", err)
 	}
-	s.log.Warn("alert notification dropped", attrs...)
-}
-
-// ring is a fixed-capacity FIFO.
-type ring struct {
-	buf  []entry
-	head int
-	n    int
-}
-
-// push appends e; when full it first removes and returns the oldest.
-func (r *ring) push(e entry) (old entry, dropped bool) {
-	if r.n == len(r.buf) {
-		old, dropped = r.pop(), true
+	if o == Abandoned {
+		attrs = append(attrs, "owed", e.done != nil)
 	}
-	r.buf[(r.head+r.n)%len(r.buf)] = e
-	r.n++
-	return old, dropped
-}
-
-// pop removes and returns the oldest entry; the ring must not be empty.
-func (r *ring) pop() entry {
-	e := r.buf[r.head]
-	r.buf[r.head] = entry{} // let the message be collected
-	r.head = (r.head + 1) % len(r.buf)
-	r.n--
-	return e
+	s.log.Warn("alert notification dropped", attrs...)
+	if e.done != nil {
+		e.done(o)
+	}
 }

@@ -16,7 +16,7 @@ import (
 type recorder struct {
 	mu        sync.Mutex
 	attempts  []time.Time
-	delivered []string // GroupKeys, in order of success
+	delivered []string // names (see msg), in order of success
 	fail      func(attempt int, m *Message) (retryable bool, err error)
 }
 
@@ -31,7 +31,7 @@ func (r *recorder) Notify(ctx context.Context, m *Message) (bool, error) {
 		}
 	}
 	r.mu.Lock()
-	r.delivered = append(r.delivered, m.GroupKey)
+	r.delivered = append(r.delivered, name(m))
 	r.mu.Unlock()
 	return false, nil
 }
@@ -42,7 +42,19 @@ func (r *recorder) got() (attempts []time.Time, delivered []string) {
 	return slices.Clone(r.attempts), slices.Clone(r.delivered)
 }
 
-func msg(key string) *Message { return &Message{GroupKey: key, Status: StatusFiring} }
+// msg is a message of the tests' one group, named key: a group's
+// messages go out one at a time, in order.
+func msg(key string) *Message {
+	return &Message{GroupKey: "g", Status: StatusFiring, Alerts: []Alert{{Name: key}}}
+}
+
+// name is the name msg gave m.
+func name(m *Message) string {
+	if len(m.Alerts) == 0 {
+		return ""
+	}
+	return m.Alerts[0].Name
+}
 
 // exact makes backoff waits deterministic.
 var exact = optionFunc(func(o *options) { o.jitter = func(d time.Duration) time.Duration { return d } })
@@ -220,7 +232,7 @@ func TestSenderQueueFullDropsOldest(t *testing.T) {
 func TestSenderExpires(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rec := &recorder{fail: func(_ int, m *Message) (bool, error) {
-			if m.GroupKey == "slow" {
+			if name(m) == "slow" {
 				time.Sleep(20 * time.Second)
 				return false, nil
 			}
@@ -264,7 +276,7 @@ func TestSenderExpires(t *testing.T) {
 func TestSenderNotRetryable(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rec := &recorder{fail: func(_ int, m *Message) (bool, error) {
-			switch m.GroupKey {
+			switch name(m) {
 			case "bad":
 				return false, errors.New("400 Bad Request")
 			case "panic":
@@ -380,6 +392,78 @@ func TestNilMetrics(t *testing.T) {
 		}
 		if attempts, _ := rec.got(); len(attempts) != 3 {
 			t.Errorf("attempts %d, want 3", len(attempts))
+		}
+	})
+}
+
+// TestSenderNoHeadOfLineBlocking: a group whose message the receiver
+// keeps refusing with a 500 holds up no other group's message, while its
+// own later message still waits behind it (order within a group).
+func TestSenderNoHeadOfLineBlocking(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := &recorder{fail: func(_ int, m *Message) (bool, error) {
+			if m.GroupKey == "bad" {
+				return true, errors.New("500 Internal Server Error")
+			}
+			return false, nil
+		}}
+		s := NewSender("r", "webhook", rec, exact)
+		start := time.Now()
+		s.Send(&Message{GroupKey: "bad", Alerts: []Alert{{Name: "poison"}}})
+		s.Send(&Message{GroupKey: "bad", Alerts: []Alert{{Name: "behind-poison"}}})
+		synctest.Wait()
+		var outcome []Outcome
+		s.SendTracked(&Message{GroupKey: "good", Alerts: []Alert{{Name: "other-group"}}}, time.Now(),
+			func(o Outcome) { outcome = append(outcome, o) })
+		synctest.Wait()
+		if d := time.Since(start); d != 0 {
+			t.Fatalf("took %v", d)
+		}
+		_, delivered := rec.got()
+		if !slices.Equal(delivered, []string{"other-group"}) || !slices.Equal(outcome, []Outcome{Delivered}) {
+			t.Errorf("delivered %v (outcome %v) at once; want [other-group] (Delivered) while the bad group retries", delivered, outcome)
+		}
+		if s.Len() != 1 {
+			t.Errorf("Len = %d, want 1 (behind-poison waits for its group)", s.Len())
+		}
+		if err := closeSender(t, s, time.Second); !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Close = %v, want deadline exceeded (the bad group never drains)", err)
+		}
+	})
+}
+
+// TestSenderOutcomes: a tracked message reports Delivered, GivenUp (not
+// retryable) or Abandoned (closed before delivery, still owed).
+func TestSenderOutcomes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := &recorder{fail: func(_ int, m *Message) (bool, error) {
+			switch name(m) {
+			case "refused":
+				return false, errors.New("400 Bad Request")
+			case "down":
+				return true, errors.New("connection refused")
+			}
+			return false, nil
+		}}
+		s := NewSender("r", "webhook", rec, exact)
+		got := map[string]Outcome{}
+		var mu sync.Mutex
+		track := func(n string) func(Outcome) {
+			return func(o Outcome) { mu.Lock(); got[n] = o; mu.Unlock() }
+		}
+		for _, n := range []string{"ok", "refused", "down"} {
+			s.SendTracked(&Message{GroupKey: n, Alerts: []Alert{{Name: n}}}, time.Now(), track(n))
+		}
+		synctest.Wait()
+		closeSender(t, s, time.Second)
+		s.SendTracked(msg("late"), time.Now(), track("late"))
+		want := map[string]Outcome{"ok": Delivered, "refused": GivenUp, "down": Abandoned, "late": Abandoned}
+		mu.Lock()
+		defer mu.Unlock()
+		for n, o := range want {
+			if got[n] != o {
+				t.Errorf("%s: outcome %v, want %v", n, got[n], o)
+			}
 		}
 	})
 }
