@@ -2,6 +2,7 @@ package alert
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 	"testing"
 	"time"
@@ -58,5 +59,54 @@ func TestFlushStage(t *testing.T) {
 				t.Errorf("after the flush: last %v, notified %v", g.LastFlush, g.Notified)
 			}
 		})
+	}
+}
+
+// TestAlertmanagerResend: between the group's messages, its firing
+// alerts go again to the receiver's alertmanager integrations (only)
+// every resend interval, and the endsAt they carry lies beyond the next
+// re-send, so Alertmanager never resolves an alert that still fires.
+func TestAlertmanagerResend(t *testing.T) {
+	now := newClock().now()
+	type owed struct {
+		m      *notify.Message
+		only   []string
+		resend bool
+	}
+	var got []owed
+	st := flushStage{
+		owe: func(_ string, m *notify.Message, only []string, resend bool) {
+			got = append(got, owed{m, only, resend})
+		},
+		resend:        func(string) (time.Duration, []string) { return notify.DefaultResendInterval, []string{"alertmanager"} },
+		resendPending: func(string, string) bool { return false },
+		metrics:       newEngineMetrics(nil), log: slog.New(slog.DiscardHandler),
+	}
+	firing := notify.Alert{Fingerprint: "f", Status: notify.StatusFiring, Labels: map[string]string{"alertname": "A"}, StartsAt: now.Add(-time.Hour)}
+	g := &group{Key: "k", Receiver: "pager", Created: now.Add(-time.Hour), LastFlush: now.Add(-90 * time.Second),
+		LastResend: now.Add(-90 * time.Second), Notified: map[string]bool{"f": true},
+		rt: routed{receiver: "pager", interval: 30 * time.Second, repeat: 5 * time.Minute}, alerts: map[string]notify.Alert{"f": firing}}
+	step := func(at time.Time) {
+		s := newStep(nil)
+		s.groups = []*group{g}
+		st.exec(withNow(context.Background(), at), s)
+	}
+	step(now)
+	if len(got) != 1 || !got[0].resend || len(got[0].only) != 1 || got[0].only[0] != "alertmanager" || got[0].m.Status != notify.StatusFiring {
+		t.Fatalf("owed %+v; want one re-send of the firing alert to the alertmanager integration", got)
+	}
+	step(now.Add(30 * time.Second)) // within the interval: nothing
+	step(now.Add(notify.DefaultResendInterval))
+	if len(got) != 2 {
+		t.Fatalf("%d messages after one more interval, want 2", len(got))
+	}
+	var payload []struct {
+		EndsAt time.Time `json:"endsAt"`
+	}
+	if err := json.Unmarshal(notify.AlertmanagerPayload(got[0].m, now, notify.DefaultResendValidity), &payload); err != nil || len(payload) != 1 {
+		t.Fatalf("payload: %v %v", err, payload)
+	}
+	if next := now.Add(notify.DefaultResendInterval); !payload[0].EndsAt.After(next) {
+		t.Errorf("endsAt %v is not after the next re-send %v", payload[0].EndsAt, next)
 	}
 }
