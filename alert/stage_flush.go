@@ -25,12 +25,14 @@ type flushStage struct {
 func (st flushStage) exec(ctx context.Context, s *step) {
 	now := nowOf(ctx)
 	for _, g := range s.groups {
-		st.flushIfDue(g, now)
+		st.flushIfDue(g, now, s.undecided)
 	}
 }
 
-// flushIfDue sends the group's message when one is due.
-func (st flushStage) flushIfDue(g *group, now time.Time) {
+// flushIfDue sends the group's message when one is due. A repeat is not
+// due while every firing alert of the group is undecided: nothing new is
+// known of them, and an alert that may be stale should not page again.
+func (st flushStage) flushIfDue(g *group, now time.Time, undecided map[string]bool) {
 	var firing, resolved []notify.Alert
 	changed := false
 	for _, a := range g.alerts {
@@ -54,7 +56,7 @@ func (st flushStage) flushIfDue(g *group, now time.Time) {
 	case changed:
 		due = now.Sub(g.LastFlush) >= g.rt.interval
 	default:
-		due = len(firing) > 0 && now.Sub(g.LastFlush) >= g.rt.repeat
+		due = len(firing) > 0 && now.Sub(g.LastFlush) >= g.rt.repeat && !allIn(firing, undecided)
 	}
 	if !due {
 		return
@@ -80,4 +82,14 @@ func (st flushStage) flushIfDue(g *group, now time.Time) {
 	st.metrics.sent(g.Receiver)
 	st.log.Info("alert notification", "receiver", g.Receiver, "group", g.Key, "status", m.Status, "firing", len(firing), "resolved", len(resolved))
 	st.send(g.Receiver, m)
+}
+
+// allIn says whether every alert of as is in set.
+func allIn(as []notify.Alert, set map[string]bool) bool {
+	for _, a := range as {
+		if !set[a.Fingerprint] {
+			return false
+		}
+	}
+	return true
 }
