@@ -183,10 +183,9 @@ func (cd *errorsCond) prom(r *Rule, _ *Config) []promExpr {
 	sel := promSelector(r.sel)
 	window := promDuration(max(cd.window, minPromWindow))
 	codes := fmt.Sprintf(`code=~"%s"`, strings.Join(cd.codes, "|"))
-	if cd.serverOnly {
-		// The window cannot grow in PromQL; the client's calls stay out.
-		sel += `,code_class!="client_error"`
-	}
+	// Neither the grown window nor the client's deadlines (a
+	// DeadlineExceeded's class is not a label of the counter) are in
+	// PromQL: the exported rule reads a fixed window and every call.
 	failed := fmt.Sprintf("sum by (model) (rate(infergate_requests_total{%s,%s}[%s]))", sel, codes, window)
 	if cd.rate > 0 {
 		return []promExpr{{expr: fmt.Sprintf("%s > %s", failed, num(cd.rate)), threshold: num(cd.rate) + "/s"}}
