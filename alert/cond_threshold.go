@@ -63,7 +63,7 @@ func parseThreshold(cc *Condition, cm condCommon, c *Config) (condition, error) 
 			return nil, fmt.Errorf("value: %v", err)
 		}
 		if cc.Metric == "error_ratio" {
-			return newErrorRatio(w, DefaultServerErrorCodes, v, cm.minCalls), nil
+			return newErrorRatio(w, nil, v, cm.minCalls), nil
 		}
 		cd.metric, cd.value = cc.Metric, v
 	case streamMetrics[cc.Metric] != nil:

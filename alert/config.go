@@ -293,7 +293,11 @@ func (c *Config) Validate() error {
 		add("route.receiver: missing (the root route needs a receiver)")
 	}
 	if c.Route.GroupBy == nil {
-		c.Route.GroupBy = []string{"alertname", "model"}
+		// One message per rule, whatever the number of models it fires
+		// for: fifty models failing at once are one incident, not fifty
+		// POSTs in a second (Alertmanager's routes group the same way).
+		// group_by: [alertname, model] gives a message per model.
+		c.Route.GroupBy = []string{"alertname"}
 	}
 	if c.Route.GroupWait == 0 {
 		c.Route.GroupWait = DefaultGroupWait

@@ -22,7 +22,9 @@
 // # Lifecycle
 //
 // inactive → pending (condition true) → firing (true for For) → resolved
-// (false for KeepFiringFor, or no verdict for five minutes), with a
+// (false for KeepFiringFor; for a model's traffic alert, no call at all
+// for a minute; or no verdict for five minutes, held meanwhile without a
+// re-page), with a
 // resolved notification for every firing one that was sent. Escalate
 // raises an alert that stays firing. State, silences and what each group
 // last sent go to Config.StateFile, so a restart neither forgets nor

@@ -36,6 +36,16 @@ type instance struct {
 	acting bool
 }
 
+// markNoTraffic records in the evidence that every condition found the
+// model without calls: why the alert resolves.
+func (a *instance) markNoTraffic() {
+	for i := range a.evidence.Conditions {
+		ce := &a.evidence.Conditions[i]
+		ce.Holds, ce.Value, ce.Calls = no.String(), "", 0
+		ce.Note = "no traffic in the last " + maxWindow.String()
+	}
+}
+
 // Evidence is why an alert is in its state.
 type Evidence struct {
 	Conditions []CondEvidence `json:"conditions"`

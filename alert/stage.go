@@ -37,6 +37,10 @@ type step struct {
 	// muted says why each muted alert is muted (mute → group, and the
 	// API until the next step).
 	muted map[string]string
+	// undecided holds the firing alerts no verdict decided this step, by
+	// fingerprint: they hold their state but are not re-sent (lifecycle →
+	// flush).
+	undecided map[string]bool
 	// groups are the routed aggregation groups, by key (group → flush).
 	groups []*group
 	// changed says that something the state file keeps changed

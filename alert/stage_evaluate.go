@@ -33,24 +33,53 @@ type frame struct {
 	trends *trendStore
 }
 
+// view says which series of a model a window reads.
+type view int8
+
+const (
+	// viewOK: successful calls only (latency conditions).
+	viewOK view = iota
+	// viewAll: every call the model answered itself (error conditions
+	// with an explicit codes list).
+	viewAll
+	// viewServer: every call the model answered itself but those the
+	// client caused (code class client_error: its own deadline ran out,
+	// it cancelled, an unknown model, a bad argument). The built-in error
+	// conditions read it, so a client cannot fake a server's failure.
+	viewServer
+	// viewAny: every call of the model, the fallback's answers included
+	// (whether the model has any traffic at all).
+	viewAny
+)
+
 // window returns the per-model statistics of sel over w: successful calls
 // only when latency, every call when not (error conditions).
 func (f *frame) window(sel selector, w time.Duration, latency bool) map[string]monitor.RecentStats {
+	if latency {
+		return f.windowOf(sel, w, viewOK)
+	}
+	return f.windowOf(sel, w, viewAll)
+}
+
+// windowOf returns the per-model statistics of the series of sel that v
+// reads over w, read once per frame.
+func (f *frame) windowOf(sel selector, w time.Duration, v view) map[string]monitor.RecentStats {
 	n := int((w + f.slice - 1) / f.slice)
-	key := fmt.Sprintf("%s\x00%d\x00%v", sel.key(), n, latency)
+	key := fmt.Sprintf("%s\x00%d\x00%d", sel.key(), n, v)
 	if r, ok := f.recent[key]; ok {
 		return r
 	}
 	r, _ := f.src.Recent(n, func(k monitor.SeriesKey) string {
-		if latency && k.CodeClass != monitor.CodeClassOK {
+		switch {
+		case v == viewOK && k.CodeClass != monitor.CodeClassOK:
 			return ""
-		}
-		if k.Degraded() {
+		case v == viewServer && k.CodeClass == monitor.CodeClassClientError:
+			return ""
+		case v != viewAny && k.Degraded():
 			// Calls the fallback answered say nothing of the model's own
 			// health (and would resolve its alert while it is still sick).
 			return ""
-		}
-		if !sel.matches(k) {
+		case !sel.matches(k):
 			return ""
 		}
 		return k.Model

@@ -32,12 +32,14 @@ type flushStage struct {
 func (st flushStage) exec(ctx context.Context, s *step) {
 	now := nowOf(ctx)
 	for _, g := range s.groups {
-		st.flushIfDue(g, now)
+		st.flushIfDue(g, now, s.undecided)
 	}
 }
 
-// flushIfDue sends the group's message when one is due.
-func (st flushStage) flushIfDue(g *group, now time.Time) {
+// flushIfDue sends the group's message when one is due. A repeat is not
+// due while every firing alert of the group is undecided: nothing new is
+// known of them, and an alert that may be stale should not page again.
+func (st flushStage) flushIfDue(g *group, now time.Time, undecided map[string]bool) {
 	var firing, resolved []notify.Alert
 	changed := false
 	for _, a := range g.alerts {
@@ -61,7 +63,7 @@ func (st flushStage) flushIfDue(g *group, now time.Time) {
 	case changed:
 		due = now.Sub(g.LastFlush) >= g.rt.interval
 	default:
-		due = len(firing) > 0 && now.Sub(g.LastFlush) >= g.rt.repeat
+		due = len(firing) > 0 && now.Sub(g.LastFlush) >= g.rt.repeat && !allIn(firing, undecided)
 	}
 	if !due {
 		st.resendIfDue(g, now)
@@ -118,4 +120,14 @@ func (st flushStage) resendIfDue(g *group, now time.Time) {
 	g.LastResend = now
 	st.owe(g.Receiver, &notify.Message{Receiver: g.Receiver, GroupKey: g.Key, GroupLabels: maps.Clone(g.Labels),
 		Status: notify.StatusFiring, Alerts: firing, ExternalURL: st.externalURL}, to, true)
+}
+
+// allIn says whether every alert of as is in set.
+func allIn(as []notify.Alert, set map[string]bool) bool {
+	for _, a := range as {
+		if !set[a.Fingerprint] {
+			return false
+		}
+	}
+	return true
 }

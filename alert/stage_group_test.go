@@ -26,15 +26,18 @@ func TestGroupStage(t *testing.T) {
 	}{
 		{
 			name:   "group by alertname and model",
-			route:  &RouteConfig{Receiver: "log"},
+			route:  &RouteConfig{Receiver: "log", GroupBy: []string{"alertname", "model"}},
 			alerts: []notify.Alert{alert("1", "A", "m1", notify.StatusFiring), alert("2", "A", "m2", notify.StatusFiring)},
 			want:   map[string][]string{"log{alertname=A,model=m1}": {"1"}, "log{alertname=A,model=m2}": {"2"}},
 		},
 		{
-			name:   "group by alertname",
-			route:  &RouteConfig{Receiver: "log", GroupBy: []string{"alertname"}},
-			alerts: []notify.Alert{alert("1", "A", "m1", notify.StatusFiring), alert("2", "A", "m2", notify.StatusFiring)},
-			want:   map[string][]string{"log{alertname=A}": {"1", "2"}},
+			// Issue 21: fifty models failing at once are one message per
+			// rule, not one per model.
+			name:  "the default groups by alertname across models",
+			route: &RouteConfig{Receiver: "log"},
+			alerts: []notify.Alert{alert("1", "A", "m1", notify.StatusFiring), alert("2", "A", "m2", notify.StatusFiring),
+				alert("3", "B", "m1", notify.StatusFiring)},
+			want: map[string][]string{"log{alertname=A}": {"1", "2"}, "log{alertname=B}": {"3"}},
 		},
 		{
 			name:   "muted alerts are not routed",

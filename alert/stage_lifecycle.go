@@ -30,15 +30,31 @@ type lifecycleStage struct {
 
 func (l *lifecycleStage) exec(ctx context.Context, s *step) {
 	now := nowOf(ctx)
+	judged := make(map[string]bool, len(s.verdicts)) // fingerprints with a verdict this step
 	for _, v := range s.verdicts {
+		judged[fingerprint(v.rule, v.subjectLabel, v.subject)] = true
 		l.advance(s, v, now)
 	}
-	// Alerts nothing decided for a while (the model went quiet, or its
-	// calls became too few to judge) resolve: an incident nobody can see
-	// any more should not page forever.
+	// A model's traffic alert that nothing decided this step resolves at
+	// once when the model had no call at all for a minute: absent data
+	// resolves, as an absent series does in Prometheus. Other alerts
+	// nothing decided for a while (their calls became too few to judge)
+	// resolve after staleAfter: an incident nobody can see any more
+	// should not page forever. Until then they hold without a re-page
+	// (s.undecided, read by the flush stage).
 	for _, a := range l.alerts {
-		if a.state != StateResolved && now.Sub(a.lastDecided) > staleAfter(a.rule) {
+		switch {
+		case a.state == StateResolved || !a.lastDecided.Before(now):
+		case !judged[a.fp] && l.noTraffic(s.frame, a):
+			a.markNoTraffic()
+			l.resolve(s, a, now, "no traffic for "+maxWindow.String())
+		case now.Sub(a.lastDecided) > staleAfter(a.rule):
 			l.resolve(s, a, now, "no verdict for "+staleAfter(a.rule).String())
+		case a.state == StateFiring:
+			if s.undecided == nil {
+				s.undecided = map[string]bool{}
+			}
+			s.undecided[a.fp] = true
 		}
 	}
 	s.alerts = l.notifications()
@@ -48,6 +64,23 @@ func (l *lifecycleStage) exec(ctx context.Context, s *step) {
 		}
 	}
 	l.silences.expire(now, l.isFiring)
+}
+
+// noTraffic says whether a is the alert of a traffic rule (one whose
+// conditions all read the model's calls) on a model that had no call,
+// answered by any route and whatever its status, in the last maxWindow.
+func (l *lifecycleStage) noTraffic(f *frame, a *instance) bool {
+	r := a.rule
+	if f == nil || r.PerGPU || len(r.conds) == 0 {
+		return false
+	}
+	for _, cd := range r.conds {
+		if k := cd.kind(); k == KindGPU || k == KindHint {
+			return false
+		}
+	}
+	_, ok := f.windowOf(r.sel, maxWindow, viewAny)[a.subject]
+	return !ok
 }
 
 // staleAfter is how long an alert keeps its state without any verdict.

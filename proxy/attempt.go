@@ -55,6 +55,9 @@ type call struct {
 	req            *Frame
 	opts           []grpc.CallOption
 	model, version string
+	// clientDeadline: ctx's deadline is the one the client sent, not the
+	// proxy's upstream timeout (for the breakers: reportTo).
+	clientDeadline bool
 	// keepReq is set when something may still read req after the call
 	// ends (a batch, a hedge still running): it is then left to the
 	// garbage collector instead of going back to gRPC's buffer pool.

@@ -86,7 +86,7 @@ func (p *Proxy) handle(_ any, ss grpc.ServerStream) error {
 			defer cancel()
 			bound, _ = outCtx.Deadline()
 		}
-		o = p.unary(outCtx, up, method, info.target, ss, opts)
+		o = p.unary(outCtx, bound.IsZero(), up, method, info.target, ss, opts)
 		// Only when the proxy's own deadline passed: an upstream that
 		// answers DEADLINE_EXCEEDED by itself keeps its word. The clock,
 		// not outCtx.Err(), says so: the upstream got the deadline as
@@ -114,7 +114,8 @@ func (p *Proxy) handle(_ any, ss grpc.ServerStream) error {
 // unary reads a call known to carry one message each way and answers it
 // with attempts (a single Invoke each, without a stream's two pump
 // goroutines): one, or the router's composition of them.
-func (p *Proxy) unary(ctx context.Context, up *Upstream, method string, kind targetKind,
+// clientDeadline says that ctx's deadline, if any, is the client's.
+func (p *Proxy) unary(ctx context.Context, clientDeadline bool, up *Upstream, method string, kind targetKind,
 	ss grpc.ServerStream, opts []grpc.CallOption) (o outcome) {
 	req := new(Frame)
 	if err := ss.RecvMsg(req); err != nil {
@@ -131,7 +132,7 @@ func (p *Proxy) unary(ctx context.Context, up *Upstream, method string, kind tar
 		// A routed call's attempts may outlive this frame (a hedge), so
 		// it lives on the heap; a plain call's stays on the stack.
 		rc := &routedCall{call: call{p: p, ctx: ctx, method: method, kind: kind, req: req, opts: opts,
-			model: o.model, version: o.version}}
+			model: o.model, version: o.version, clientDeadline: clientDeadline}}
 		defer rc.free()
 		return p.routeUnary(rc, up, ss, o)
 	}
@@ -142,8 +143,15 @@ func (p *Proxy) unary(ctx context.Context, up *Upstream, method string, kind tar
 
 // upstreamFailed is the error of a failed upstream call: an
 // *upstreamError, logged (rate-limited) when the proxy's own client made
-// it, unless the call's context ended first.
+// it, unless the call's context ended first. CANCELED made by the proxy's
+// own client while the call's context is live ("grpc: the client
+// connection is closing": the upstream's connection was closed under the
+// call, at a reload or shutdown) is UNAVAILABLE: the client cancelled
+// nothing, and CANCELED would tell it so (issue 21).
 func (p *Proxy) upstreamFailed(ctx context.Context, up *Upstream, method string, err error, fromUpstream bool) error {
+	if !fromUpstream && ctx.Err() == nil && status.Code(err) == codes.Canceled {
+		err = status.Error(codes.Unavailable, "connection closed under the call: "+status.Convert(err).Message())
+	}
 	if !fromUpstream && ctx.Err() == nil {
 		s := status.Convert(err)
 		p.failures.note(ctx, failureKind{msg: "upstream call failed", upstream: up.name, code: s.Code()},
@@ -204,7 +212,7 @@ func (p *Proxy) finish(ctx context.Context, span trace.Span, start time.Time, me
 		}
 		p.rec.Record(monitor.SeriesKey{
 			Model: o.model, Version: o.version, Method: method, Upstream: upstream,
-			CodeClass: codeClass(code), Route: route,
+			CodeClass: callClass(ctx, code, o.err), Route: route,
 		}, monitor.Sample{
 			Total: total, Upstream: o.upstream, Queue: o.queue, Code: code.String(),
 			BytesIn: o.bytesIn, BytesOut: o.bytesOut,

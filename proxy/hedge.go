@@ -145,7 +145,7 @@ func (c *routedCall) hedge(t target, report func(verdict), after time.Duration, 
 	if reported.CompareAndSwap(false, true) {
 		// A primary call cancelled because the hedge answered says
 		// nothing of the primary.
-		reportTo(c.pb, pctx, report, a)
+		reportTo(c.pb, pctx, c.clientDeadline, report, a)
 	}
 	return a, h
 }

@@ -1,6 +1,8 @@
 package proxy
 
 import (
+	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,8 +22,9 @@ import (
 // included: model servers use it to shed load (quotas, memory, full
 // queues), which an alert on server errors must see; an oversized request
 // is the exception, and it is rare and fixed by configuration.
-// DeadlineExceeded is a server error too: the server was too slow for the
-// client's budget.
+// DeadlineExceeded is a server error when the proxy's upstream timeout or
+// the upstream itself ended the call; when the client's own deadline ran
+// out it is the client's (callClass).
 func codeClass(c codes.Code) string {
 	switch c {
 	case codes.OK:
@@ -32,6 +35,32 @@ func codeClass(c codes.Code) string {
 	default:
 		return monitor.CodeClassServerError
 	}
+}
+
+// callClass is codeClass for one finished call: a DEADLINE_EXCEEDED is
+// the client's (client_error) when the deadline that ran out was the one
+// the client sent (ctx is the server side of the call), not the proxy's
+// upstream timeout and not one the upstream enforced by itself earlier:
+// a client that asks for an answer in 2ms cannot make a healthy model
+// page anyone (issue 21). The clock decides, as for the proxy's own
+// deadline: the upstream got the deadline rounded up and may answer a
+// hair before the server context's timer fires.
+func callClass(ctx context.Context, code codes.Code, err error) string {
+	if code == codes.DeadlineExceeded && clientDeadlineRanOut(ctx, err) {
+		return monitor.CodeClassClientError
+	}
+	return codeClass(code)
+}
+
+// clientDeadlineRanOut says whether the deadline the client sent on ctx
+// had passed when the call ended with err.
+func clientDeadlineRanOut(ctx context.Context, err error) bool {
+	var pt *proxyTimeoutError
+	if errors.As(err, &pt) {
+		return false
+	}
+	dl, ok := ctx.Deadline()
+	return ok && (errors.Is(ctx.Err(), context.DeadlineExceeded) || !time.Now().Before(dl))
 }
 
 // callStats collects one call's measurements. In a stream the two pumps

@@ -177,24 +177,31 @@ func (c *routedCall) tryFallback(ctx context.Context, why string) attemptResult 
 		defer probe(verdictNone) // a no-op once reported
 	}
 	a := c.attempt(ctx, *c.fb, why)
-	reportTo(b, ctx, probe, a)
+	reportTo(b, ctx, c.clientDeadline, probe, a)
 	return a
 }
 
 // report tells the primary's breaker how an attempt went (see reportTo).
 func (c *routedCall) report(probe func(verdict), a attemptResult) {
-	reportTo(c.pb, c.ctx, probe, a)
+	reportTo(c.pb, c.ctx, c.clientDeadline, probe, a)
 }
 
 // reportTo tells a breaker how an attempt made with ctx went: the probe's
 // report in the half-open state, the closed-state count otherwise. A call
 // cancelled (by the client, or because another attempt answered) says
-// nothing of the upstream, nor does a full batch queue.
-func reportTo(b *breaker, ctx context.Context, probe func(verdict), a attemptResult) {
+// nothing of the upstream, nor does a full batch queue. Nor does the
+// client's own deadline running out (clientDeadline: ctx's deadline is
+// the one the client sent), unless the attempt had already taken longer
+// than the breaker's slow_call: a client that gives calls 2ms must not
+// trip a healthy upstream's breaker and move everyone to the fallback
+// (issue 21), while one that hangs past slow_call still trips it.
+func reportTo(b *breaker, ctx context.Context, clientDeadline bool, probe func(verdict), a attemptResult) {
 	if b == nil {
 		return
 	}
-	if errors.Is(ctx.Err(), context.Canceled) || a.queueFull {
+	clientExpired := clientDeadline && errors.Is(ctx.Err(), context.DeadlineExceeded) &&
+		!(b.cfg.SlowCall > 0 && a.upstream > b.cfg.SlowCall)
+	if errors.Is(ctx.Err(), context.Canceled) || a.queueFull || clientExpired {
 		if probe != nil {
 			probe(verdictNone)
 		}
