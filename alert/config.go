@@ -6,7 +6,6 @@ import (
 	"path"
 	"strconv"
 	"strings"
-	"text/template"
 	"time"
 
 	"github.com/infergate/infergate/alert/notify"
@@ -379,19 +378,6 @@ func parseRatio(s string) (float64, error) {
 		v /= 100
 	}
 	return v, nil
-}
-
-// parseTemplates compiles annotation templates.
-func parseTemplates(ann map[string]string) (map[string]*template.Template, error) {
-	out := map[string]*template.Template{}
-	for k, v := range ann {
-		t, err := template.New(k).Option("missingkey=zero").Parse(v)
-		if err != nil {
-			return nil, fmt.Errorf("annotations.%s: %v", k, err)
-		}
-		out[k] = t
-	}
-	return out, nil
 }
 
 // SLOFor returns the objectives of model: the first slo: entry whose glob

@@ -5,7 +5,6 @@ import (
 	"path"
 	"slices"
 	"strings"
-	"text/template"
 	"time"
 
 	"github.com/infergate/infergate/monitor"
@@ -29,7 +28,7 @@ type Rule struct {
 	compound string // "", "all" or "any"
 	conds    []condition
 	sel      selector
-	ann      map[string]*template.Template
+	ann      map[string]*annotation
 }
 
 // selector is a compiled Selector.
