@@ -30,21 +30,56 @@ type Silence struct {
 	UntilResolved string    `json:"until_resolved,omitempty"` // fingerprint of the acknowledged alert
 }
 
-// Validate checks a silence from the API.
+// Bounds of a silence: a token holder must not be able to grow memory,
+// the state file or the cost of evaluation without limit (maxSilences
+// bounds their number).
+const (
+	// MaxSilenceMatchers is the most matchers one silence may have.
+	MaxSilenceMatchers = 32
+	// MaxMatcherName and MaxMatcherValue bound a matcher's label name and
+	// glob, in bytes.
+	MaxMatcherName  = 128
+	MaxMatcherValue = 1024
+	// MaxSilenceAhead is how far ahead of now a silence may end: a year.
+	MaxSilenceAhead = 365 * 24 * time.Hour
+)
+
+// Validate checks a silence, from the API or from a state file, at now,
+// and fills a missing StartsAt with now. It refuses: no matchers or more
+// than MaxSilenceMatchers; a label name that is not one
+// ([a-zA-Z_][a-zA-Z0-9_]*, at most MaxMatcherName bytes); a bad glob or
+// one longer than MaxMatcherValue; a silence whose every matcher matches
+// the empty string (it would mute every alert: like Alertmanager, at
+// least one matcher must not match ""), unless it acknowledges one alert
+// (UntilResolved: it mutes that alert alone); an EndsAt missing, not after
+// StartsAt or more than MaxSilenceAhead after now.
 func (s *Silence) Validate(now time.Time) error {
 	if len(s.Matchers) == 0 {
 		return fmt.Errorf("matchers: at least one is required")
 	}
+	if len(s.Matchers) > MaxSilenceMatchers {
+		return fmt.Errorf("matchers: %d, at most %d", len(s.Matchers), MaxSilenceMatchers)
+	}
+	matchesAll := true
 	for i, m := range s.Matchers {
-		if m.Name == "" {
+		switch {
+		case m.Name == "":
 			return fmt.Errorf("matchers[%d].name: missing", i)
+		case len(m.Name) > MaxMatcherName:
+			return fmt.Errorf("matchers[%d].name: longer than %d bytes", i, MaxMatcherName)
+		case !labelName(m.Name):
+			return fmt.Errorf("matchers[%d].name: %q is not a label name ([a-zA-Z_][a-zA-Z0-9_]*)", i, m.Name)
+		case len(m.Value) > MaxMatcherValue:
+			return fmt.Errorf("matchers[%d].value: longer than %d bytes", i, MaxMatcherValue)
 		}
-		if _, err := path.Match(m.Value, ""); err != nil {
+		empty, err := path.Match(m.Value, "")
+		if err != nil {
 			return fmt.Errorf("matchers[%d].value: bad glob %q", i, m.Value)
 		}
-		if len(m.Name)+len(m.Value) > 1024 {
-			return fmt.Errorf("matchers[%d]: longer than 1 KiB", i)
-		}
+		matchesAll = matchesAll && empty
+	}
+	if matchesAll && s.UntilResolved == "" {
+		return fmt.Errorf("matchers: every matcher matches the empty string, so the silence would mute every alert; give at least one a value that does not (e.g. alertname: HighP99)")
 	}
 	if s.StartsAt.IsZero() {
 		s.StartsAt = now
@@ -55,10 +90,23 @@ func (s *Silence) Validate(now time.Time) error {
 	if !s.EndsAt.IsZero() && !s.EndsAt.After(s.StartsAt) {
 		return fmt.Errorf("ends_at: not after starts_at")
 	}
+	if limit := now.Add(MaxSilenceAhead); s.EndsAt.After(limit) {
+		return fmt.Errorf("ends_at: %s is more than a year ahead (at most %s)", s.EndsAt.Format(time.RFC3339), limit.Format(time.RFC3339))
+	}
 	if len(s.Comment) > 4096 || len(s.CreatedBy) > 256 {
 		return fmt.Errorf("comment or created_by too long")
 	}
 	return nil
+}
+
+// labelName reports whether s is a Prometheus label name.
+func labelName(s string) bool {
+	for i, c := range s {
+		if !(c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || i > 0 && c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return s != ""
 }
 
 // matches reports whether the silence mutes labels at now.
