@@ -10,6 +10,10 @@ import (
 	"github.com/infergate/infergate/monitor"
 )
 
+// ActionFallback is the action a rule may name: while the alert fires,
+// its model is served by its route's fallback (the proxy's Actuator).
+const ActionFallback = "fallback"
+
 // Rule is a compiled, validated rule.
 type Rule struct {
 	Name          string
@@ -115,6 +119,11 @@ func compileRule(rc *RuleConfig, c *Config) (*Rule, error) {
 	}
 	r.sel = selector{model: rc.Select.Model, version: rc.Select.Version, method: rc.Select.Method, upstream: rc.Select.Upstream}
 	var err error
+	switch rc.Action {
+	case "", ActionFallback:
+	default:
+		bad("action: %q, want %s (the only action the proxy carries out) or none", rc.Action, ActionFallback)
+	}
 	if r.ann, err = parseTemplates(rc.Annotations); err != nil {
 		bad("%v", err)
 	}
