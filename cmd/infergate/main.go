@@ -209,6 +209,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if bat != nil {
 		go discoverBatching(runCtx, bat, up.Conn(), log)
 	}
+	checkFallbacks(runCtx, rt.Router.Routes, rt.Default, log)
 	alertsDone := make(chan struct{})
 	go func() { al.run(runCtx); close(alertsDone) }()
 	// stopAlerting ends the alert engine before a failed serve returns:
