@@ -147,7 +147,8 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	bat, err := startBatcher(cfg.Batching, reg, log)
+	bat, err := startBatcher(cfg.Batching, nonIdempotentModels(cfg.RoutingConfig), reg, log)
+	idempotencyWarnings(cfg.Batching, cfg.RoutingConfig, log)
 	if err != nil {
 		return err
 	}
