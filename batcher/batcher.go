@@ -132,8 +132,8 @@ type Batcher struct {
 	keyHeaders []string
 	// nonIdempotent: models never sent twice (Config.NonIdempotent).
 	nonIdempotent map[string]bool
-	limMu      sync.Mutex // serialises SetLimits
-	codecs     map[string]merge.Codec
+	limMu         sync.Mutex // serialises SetLimits
+	codecs        map[string]merge.Codec
 
 	mu      sync.Mutex // guards queue creation and retirement
 	queues  sync.Map   // queueKey → *queue
