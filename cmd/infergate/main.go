@@ -236,6 +236,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	ver, _, _ := buildInfo()
 	fmt.Fprintf(os.Stderr, "infergate: grpc=%s admin=%s upstream=%s tls=%t upstream_tls=%t version=%s%s\n",
 		lis.Addr(), adminLis.Addr(), up.Name(), srvCreds != nil, upCreds != nil, ver, rt.describe())
+	startWarnings(cfg, log)
 	log.Info("serving", "grpc", lis.Addr().String(), "admin", adminLis.Addr().String(),
 		"upstream", up.Name(), "upstream_tls", upCreds != nil)
 
