@@ -170,10 +170,7 @@ func (api *API) Register(mux *http.ServeMux) {
 	})
 	mux.HandleFunc("POST /api/v1/silences", api.write(func(w http.ResponseWriter, r *http.Request) {
 		var s Silence
-		dec := json.NewDecoder(io.LimitReader(r.Body, 64<<10))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&s); err != nil {
-			writeError(w, http.StatusBadRequest, "body: "+err.Error())
+		if !decodeBody(w, r, MaxSilenceBody, &s, false) {
 			return
 		}
 		s.UntilResolved = ""
@@ -199,7 +196,9 @@ func (api *API) Register(mux *http.ServeMux) {
 			CreatedBy string `json:"created_by"`
 			Comment   string `json:"comment"`
 		}
-		_ = json.NewDecoder(io.LimitReader(r.Body, 16<<10)).Decode(&body)
+		if !decodeBody(w, r, maxAckBody, &body, true) {
+			return
+		}
 		id, err := api.Engine.Ack(r.PathValue("fp"), body.CreatedBy, body.Comment)
 		if err != nil {
 			code := http.StatusNotFound
@@ -211,6 +210,38 @@ func (api *API) Register(mux *http.ServeMux) {
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"id": id})
 	}))
+}
+
+// Caps of the API's request bodies; a larger one is answered 413 with
+// the limit.
+const (
+	MaxSilenceBody = 64 << 10
+	maxAckBody     = 16 << 10
+)
+
+// decodeBody decodes r's JSON body of at most limit bytes into v, unknown
+// fields refused. A larger body is answered 413 naming the limit, bad
+// JSON 400; it reports whether v was decoded. With optional an empty
+// body is no error (v keeps its zero value).
+func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any, optional bool) bool {
+	lr := http.MaxBytesReader(w, r.Body, limit)
+	dec := json.NewDecoder(lr)
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	if err == nil {
+		// What follows the JSON value counts against the cap too.
+		_, err = io.Copy(io.Discard, lr)
+	}
+	var tooBig *http.MaxBytesError
+	switch {
+	case err == nil, optional && errors.Is(err, io.EOF):
+		return true
+	case errors.As(err, &tooBig):
+		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("body: larger than the limit of %d bytes (%d KiB)", tooBig.Limit, tooBig.Limit>>10))
+	default:
+		writeError(w, http.StatusBadRequest, "body: "+err.Error())
+	}
+	return false
 }
 
 // Guard guards a state-changing handler with the bearer token, as the

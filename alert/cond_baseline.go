@@ -2,6 +2,7 @@ package alert
 
 import (
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/infergate/infergate/monitor"
@@ -45,8 +46,8 @@ func parseBaseline(cc *Condition, cm condCommon, _ *Config) (condition, error) {
 		return nil, err
 	}
 	cd.window = w
-	if cc.AbovePercent < 0 {
-		return nil, fmt.Errorf("above_percent: must not be negative")
+	if cc.AbovePercent < 0 || math.IsNaN(cc.AbovePercent) || math.IsInf(cc.AbovePercent, 0) {
+		return nil, fmt.Errorf("above_percent: %v, must be a finite number, not negative", cc.AbovePercent)
 	}
 	cd.rise = baseline.DefaultRise
 	if cc.AbovePercent > 0 {

@@ -2,6 +2,7 @@ package alert
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -60,7 +61,7 @@ func parseStreamQuantile(cc *Condition, cm condCommon, w time.Duration) (conditi
 		value: sm.q.Value, unit: "s", noun: sm.noun}}
 	if sm.q == monitor.StreamResponses {
 		v, err := strconv.ParseFloat(cc.Value, 64)
-		if err != nil || v < 0 {
+		if err != nil || v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
 			return nil, fmt.Errorf("value: %q, want a number of responses like 20", cc.Value)
 		}
 		cd.check.threshold, cd.check.unit = v, ""

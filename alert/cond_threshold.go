@@ -59,8 +59,13 @@ func parseThreshold(cc *Condition, cm condCommon, c *Config) (condition, error) 
 			return nil, fmt.Errorf("quantile and metric: set one")
 		}
 		v, err := parseRatio(cc.Value)
-		if err != nil || v < 0 {
+		switch {
+		case err != nil:
 			return nil, fmt.Errorf("value: %v", err)
+		case v < 0:
+			return nil, fmt.Errorf("value: %q, must not be negative", cc.Value)
+		case cc.Metric == "error_ratio" && v > 1:
+			return nil, fmt.Errorf("value: %q, an error ratio is between 0 and 100%%", cc.Value)
 		}
 		if cc.Metric == "error_ratio" {
 			return newErrorRatio(w, nil, v, cm.minCalls), nil

@@ -3,10 +3,10 @@ package alert
 import (
 	"errors"
 	"fmt"
+	"math"
 	"path"
 	"strconv"
 	"strings"
-	"text/template"
 	"time"
 
 	"github.com/infergate/infergate/alert/notify"
@@ -96,6 +96,8 @@ const (
 	DefaultGroupWait      = 2 * time.Second
 	DefaultGroupInterval  = 30 * time.Second
 	DefaultRepeatInterval = 5 * time.Minute
+	// MinNotifyInterval is the least group_interval and repeat_interval.
+	MinNotifyInterval = time.Second
 )
 
 // InhibitConfig mutes target alerts while a source alert fires and the
@@ -260,7 +262,7 @@ func (c *Config) Validate() error {
 	if u := c.Baseline.Prometheus; u != "" && !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
 		add("baseline.prometheus: %q is not an http(s) URL", u)
 	}
-	if c.Baseline.Weeks < 0 || c.Baseline.TimeScale < 0 {
+	if c.Baseline.Weeks < 0 || c.Baseline.TimeScale < 0 || math.IsNaN(c.Baseline.TimeScale) || math.IsInf(c.Baseline.TimeScale, 0) {
 		add("baseline: weeks and time_scale must not be negative")
 	}
 	c.schedules = map[string]*schedule{}
@@ -352,8 +354,18 @@ func (c *Config) checkRoute(r *RouteConfig, at string, receivers map[string]bool
 			errs = append(errs, fmt.Errorf("%s.match.%s: bad glob %q", at, k, g))
 		}
 	}
-	if r.GroupWait < 0 || r.GroupInterval < 0 || r.RepeatInterval < 0 {
-		errs = append(errs, fmt.Errorf("%s: group_wait, group_interval and repeat_interval must not be negative", at))
+	if r.GroupWait < 0 {
+		errs = append(errs, fmt.Errorf("%s.group_wait: %v, must not be negative", at, r.GroupWait))
+	}
+	// 0 inherits the parent's; a positive value below the floor would
+	// send a notification per evaluation.
+	for _, iv := range []struct {
+		field string
+		v     time.Duration
+	}{{"group_interval", r.GroupInterval}, {"repeat_interval", r.RepeatInterval}} {
+		if iv.v != 0 && iv.v < MinNotifyInterval {
+			errs = append(errs, fmt.Errorf("%s.%s: %v, must be at least %v", at, iv.field, iv.v, MinNotifyInterval))
+		}
 	}
 	for i, ch := range r.Routes {
 		errs = append(errs, c.checkRoute(ch, fmt.Sprintf("%s.routes[%d]", at, i), receivers)...)
@@ -376,26 +388,13 @@ func parseRatio(s string) (float64, error) {
 	s = strings.TrimSpace(s)
 	pct := strings.HasSuffix(s, "%")
 	v, err := strconv.ParseFloat(strings.TrimSuffix(s, "%"), 64)
-	if err != nil {
-		return 0, fmt.Errorf("%q is not a number or a percentage", s)
+	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
+		return 0, fmt.Errorf("%q is not a finite number or a percentage", s)
 	}
 	if pct {
 		v /= 100
 	}
 	return v, nil
-}
-
-// parseTemplates compiles annotation templates.
-func parseTemplates(ann map[string]string) (map[string]*template.Template, error) {
-	out := map[string]*template.Template{}
-	for k, v := range ann {
-		t, err := template.New(k).Option("missingkey=zero").Parse(v)
-		if err != nil {
-			return nil, fmt.Errorf("annotations.%s: %v", k, err)
-		}
-		out[k] = t
-	}
-	return out, nil
 }
 
 // SLOFor returns the objectives of model: the first slo: entry whose glob

@@ -1,7 +1,6 @@
 package alert
 
 import (
-	"bytes"
 	"fmt"
 	"hash/fnv"
 	"maps"
@@ -165,17 +164,13 @@ type templateData struct {
 	Evidence  string
 }
 
-// render executes the rule's annotation templates.
+// render executes the rule's annotation templates, each within its
+// bounds (template.go).
 func (a *instance) render() map[string]string {
 	out := map[string]string{}
 	data := templateData{Labels: a.labels, Value: a.value, Threshold: a.threshold, Evidence: a.evidence.String()}
-	for k, t := range a.rule.ann {
-		var b bytes.Buffer
-		if err := t.Execute(&b, data); err != nil {
-			out[k] = fmt.Sprintf("(template error: %v)", err)
-			continue
-		}
-		out[k] = b.String()
+	for k, an := range a.rule.ann {
+		out[k] = an.render(data)
 	}
 	return out
 }

@@ -5,11 +5,14 @@ import (
 	"path"
 	"slices"
 	"strings"
-	"text/template"
 	"time"
 
 	"github.com/infergate/infergate/monitor"
 )
+
+// ActionFallback is the action a rule may name: while the alert fires,
+// its model is served by its route's fallback (the proxy's Actuator).
+const ActionFallback = "fallback"
 
 // Rule is a compiled, validated rule.
 type Rule struct {
@@ -29,7 +32,7 @@ type Rule struct {
 	compound string // "", "all" or "any"
 	conds    []condition
 	sel      selector
-	ann      map[string]*template.Template
+	ann      map[string]*annotation
 }
 
 // selector is a compiled Selector.
@@ -116,6 +119,11 @@ func compileRule(rc *RuleConfig, c *Config) (*Rule, error) {
 	}
 	r.sel = selector{model: rc.Select.Model, version: rc.Select.Version, method: rc.Select.Method, upstream: rc.Select.Upstream}
 	var err error
+	switch rc.Action {
+	case "", ActionFallback:
+	default:
+		bad("action: %q, want %s (the only action the proxy carries out) or none", rc.Action, ActionFallback)
+	}
 	if r.ann, err = parseTemplates(rc.Annotations); err != nil {
 		bad("%v", err)
 	}

@@ -30,58 +30,64 @@ type Silence struct {
 	UntilResolved string    `json:"until_resolved,omitempty"` // fingerprint of the acknowledged alert
 }
 
-// Bounds on one silence. Alertmanager leaves them to its operator; a
-// token holder here must not be able to make every evaluation slow or the
-// state file huge.
+// Bounds of a silence: a token holder must not be able to grow memory,
+// the state file or the cost of evaluation without limit (maxSilences
+// bounds their number).
 const (
-	maxSilenceMatchers = 32
-	// silenceMaxBytes bounds a silence's matchers, comment and author
-	// together.
-	silenceMaxBytes = 8 << 10
-	// maxSilenceLength is how far ahead a silence may end: longer is a
-	// rule change, not a silence.
-	maxSilenceLength = 366 * 24 * time.Hour
+	// MaxSilenceMatchers is the most matchers one silence may have.
+	MaxSilenceMatchers = 32
+	// MaxMatcherName and MaxMatcherValue bound a matcher's label name and
+	// glob, in bytes.
+	MaxMatcherName  = 128
+	MaxMatcherValue = 1024
+	// MaxSilenceAhead is how far ahead of now a silence may end: a year.
+	MaxSilenceAhead = 365 * 24 * time.Hour
+	// MaxSilenceBytes bounds a silence's matchers, comment and author
+	// together, so 1,000 silences fit the state file's size limit.
+	MaxSilenceBytes = 8 << 10
 )
 
-// Validate checks a silence from the API: its shape (see validate), and
-// that it ends after now.
-func (s *Silence) Validate(now time.Time) error { return s.validate(now, true) }
-
-// validate checks a silence; fresh is true for one being created (from
-// the API), false for one restored from the state file, which may have
-// started long ago. A silence needs one to 32 matchers, at most 8 KiB in
-// all, and at least one matcher that does not match an empty (absent)
-// label, so that no silence mutes everything (Alertmanager's rule too);
-// it ends at most a year after it starts.
-func (s *Silence) validate(now time.Time, fresh bool) error {
+// Validate checks a silence, from the API or from a state file, at now,
+// and fills a missing StartsAt with now. It refuses: no matchers or more
+// than MaxSilenceMatchers; a label name that is not one
+// ([a-zA-Z_][a-zA-Z0-9_]*, at most MaxMatcherName bytes); a bad glob or
+// one longer than MaxMatcherValue; a silence whose every matcher matches
+// the empty string (it would mute every alert: like Alertmanager, at
+// least one matcher must not match ""), unless it acknowledges one alert
+// (UntilResolved: it mutes that alert alone); an EndsAt missing, not after
+// StartsAt or more than MaxSilenceAhead after now.
+func (s *Silence) Validate(now time.Time) error {
 	if len(s.Matchers) == 0 {
 		return fmt.Errorf("matchers: at least one is required")
 	}
-	if len(s.Matchers) > maxSilenceMatchers {
-		return fmt.Errorf("matchers: %d, at most %d", len(s.Matchers), maxSilenceMatchers)
+	if len(s.Matchers) > MaxSilenceMatchers {
+		return fmt.Errorf("matchers: %d, at most %d", len(s.Matchers), MaxSilenceMatchers)
 	}
+	matchesAll := true
 	size := len(s.Comment) + len(s.CreatedBy)
-	matchesNothing := false
 	for i, m := range s.Matchers {
-		if m.Name == "" {
+		size += len(m.Name) + len(m.Value)
+		switch {
+		case m.Name == "":
 			return fmt.Errorf("matchers[%d].name: missing", i)
+		case len(m.Name) > MaxMatcherName:
+			return fmt.Errorf("matchers[%d].name: longer than %d bytes", i, MaxMatcherName)
+		case !labelName(m.Name):
+			return fmt.Errorf("matchers[%d].name: %q is not a label name ([a-zA-Z_][a-zA-Z0-9_]*)", i, m.Name)
+		case len(m.Value) > MaxMatcherValue:
+			return fmt.Errorf("matchers[%d].value: longer than %d bytes", i, MaxMatcherValue)
 		}
-		if _, err := path.Match(m.Value, ""); err != nil {
+		empty, err := path.Match(m.Value, "")
+		if err != nil {
 			return fmt.Errorf("matchers[%d].value: bad glob %q", i, m.Value)
 		}
-		if len(m.Name)+len(m.Value) > 1024 {
-			return fmt.Errorf("matchers[%d]: longer than 1 KiB", i)
-		}
-		if ok, _ := path.Match(m.Value, ""); !ok {
-			matchesNothing = true
-		}
-		size += len(m.Name) + len(m.Value)
+		matchesAll = matchesAll && empty
 	}
-	if !matchesNothing {
-		return fmt.Errorf("matchers: every matcher matches an empty label, so the silence would mute every alert; name at least one label value")
+	if size > MaxSilenceBytes {
+		return fmt.Errorf("silence: %d bytes of matchers, comment and created_by, at most %d", size, MaxSilenceBytes)
 	}
-	if size > silenceMaxBytes {
-		return fmt.Errorf("silence: %d bytes of matchers, comment and created_by, at most %d", size, silenceMaxBytes)
+	if matchesAll && s.UntilResolved == "" {
+		return fmt.Errorf("matchers: every matcher matches the empty string, so the silence would mute every alert; give at least one a value that does not (e.g. alertname: HighP99)")
 	}
 	if s.StartsAt.IsZero() {
 		s.StartsAt = now
@@ -92,16 +98,23 @@ func (s *Silence) validate(now time.Time, fresh bool) error {
 	if !s.EndsAt.IsZero() && !s.EndsAt.After(s.StartsAt) {
 		return fmt.Errorf("ends_at: not after starts_at")
 	}
-	if fresh && !s.EndsAt.IsZero() && !s.EndsAt.After(now) {
-		return fmt.Errorf("ends_at: in the past")
-	}
-	if !s.EndsAt.IsZero() && s.EndsAt.Sub(s.StartsAt) > maxSilenceLength {
-		return fmt.Errorf("ends_at: more than a year after starts_at")
+	if limit := now.Add(MaxSilenceAhead); s.EndsAt.After(limit) {
+		return fmt.Errorf("ends_at: %s is more than a year ahead (at most %s)", s.EndsAt.Format(time.RFC3339), limit.Format(time.RFC3339))
 	}
 	if len(s.Comment) > 4096 || len(s.CreatedBy) > 256 {
 		return fmt.Errorf("comment or created_by too long")
 	}
 	return nil
+}
+
+// labelName reports whether s is a Prometheus label name.
+func labelName(s string) bool {
+	for i, c := range s {
+		if !(c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || i > 0 && c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return s != ""
 }
 
 // matches reports whether the silence mutes labels at now.

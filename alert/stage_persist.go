@@ -186,7 +186,7 @@ func (p *persistStage) load(rules []*Rule, lc *lifecycleStage, now time.Time) {
 	}
 	var silences []Silence
 	for _, si := range sf.Silences {
-		if len(silences) >= maxSilences || si.ID == "" || si.validate(now, false) != nil {
+		if len(silences) >= maxSilences || si.ID == "" || si.Validate(now) != nil {
 			skipped++
 			continue
 		}

@@ -130,8 +130,10 @@ type Batcher struct {
 	auto *Policy
 	// keyHeaders split sub-queues by their values (Config.KeyHeaders).
 	keyHeaders []string
-	limMu      sync.Mutex // serialises SetLimits
-	codecs     map[string]merge.Codec
+	// nonIdempotent: models never sent twice (Config.NonIdempotent).
+	nonIdempotent map[string]bool
+	limMu         sync.Mutex // serialises SetLimits
+	codecs        map[string]merge.Codec
 
 	mu      sync.Mutex // guards queue creation and retirement
 	queues  sync.Map   // queueKey → *queue
@@ -152,10 +154,23 @@ type model struct {
 	// auto: batched because the upstream says the model batches
 	// (Config.Auto), not because it was configured.
 	auto bool
+	// once: the model is not idempotent, so no call of it is sent twice
+	// (Config.NonIdempotent); its policy's RetryUnbatched is off.
+	once bool
 	// limit is the upstream's max_batch_size for the model (SetLimits):
 	// 0 unknown, -1 the model takes no batch dimension.
 	limit    atomic.Int64
 	rejected [numReasons]atomic.Uint64
+}
+
+// newModel is a batched model with policy p, which it adapts to a model
+// that is not idempotent.
+func (b *Batcher) newModel(name string, p Policy, auto bool) *model {
+	m := &model{name: name, pol: p, auto: auto, once: b.nonIdempotent[name]}
+	if m.once {
+		m.pol.RetryUnbatched = false
+	}
+	return m
 }
 
 // maxRows is the largest batch of the model: its policy's MaxSize, capped
@@ -184,9 +199,10 @@ func New(cfg Config, opts ...Option) (*Batcher, error) {
 		retired: map[[2]string]*queueStats{},
 	}
 	models := make(map[string]*model, len(cfg.Models))
+	b.nonIdempotent = cfg.NonIdempotent
 	for name, p := range cfg.Models {
 		if p.Mode != Off {
-			models[name] = &model{name: name, pol: p}
+			models[name] = b.newModel(name, p, false)
 		}
 	}
 	b.models.Store(&models)

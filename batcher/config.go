@@ -167,6 +167,13 @@ type Config struct {
 	// are never merged, and the merged call carries the value they share.
 	// authorization always splits.
 	KeyHeaders []string
+	// NonIdempotent lists models whose calls must never reach the
+	// upstream twice (a route's idempotent: false): for them a failed
+	// batch's error goes to each caller (RetryUnbatched is off, and so is
+	// the retry alone after INVALID_ARGUMENT), and an answer that cannot
+	// be split fails each caller (INTERNAL) instead of being asked again.
+	// It holds for configured and auto models alike.
+	NonIdempotent map[string]bool
 }
 
 // Validate fills defaults in c and returns every problem, each naming the

@@ -2,6 +2,7 @@ package batcher
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -93,7 +94,7 @@ func (q *queue) send(bt *batch) {
 	slotFreed = true
 	resp, header, trailer, took, err := q.call(bt.ctx, bt.rows, req, commonMetadata(bt.calls))
 	if err != nil {
-		if len(bt.calls) > 1 && (q.pol.RetryUnbatched || status.Code(err) == codes.InvalidArgument) {
+		if len(bt.calls) > 1 && !q.m.once && (q.pol.RetryUnbatched || status.Code(err) == codes.InvalidArgument) {
 			q.sendEach(bt)
 			return
 		}
@@ -106,6 +107,16 @@ func (q *queue) send(bt *batch) {
 	parts, err := q.codec.Split(resp, items)
 	if err == nil && len(parts) != len(bt.calls) {
 		err = merge.ErrSplit
+	}
+	if err != nil && q.m.once {
+		// The upstream ran the batch: asking again would run each call
+		// twice, which a model that is not idempotent must never see.
+		err = fmt.Errorf("batcher: model %s is not idempotent, so its batch is not sent again call by call: %w", q.key.model, err)
+		for _, c := range bt.calls {
+			c.done <- delivery{Result: Result{Header: header, Trailer: trailer, Upstream: took, BatchSize: bt.rows,
+				Batch: bt.info}, err: err, dispatched: bt.dispatched}
+		}
+		return
 	}
 	if err != nil {
 		// The upstream answered, but not in a shape the batch can be cut

@@ -68,7 +68,9 @@
 // INVALID_ARGUMENT for a batch of several requests is always retried alone,
 // so that one bad request cannot fail the others. When the upstream's
 // response to a batch cannot be split by rows, each request is sent again
-// alone, so every caller gets the server's own answer.
+// alone, so every caller gets the server's own answer. None of these
+// second sends happens for a model in Config.NonIdempotent (a route's
+// idempotent: false): its callers get the batch's error instead.
 //
 // # Metadata
 //

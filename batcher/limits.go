@@ -60,7 +60,7 @@ func (b *Batcher) SetLimits(limits map[string]Limits) {
 					p.MaxDelay = l.MaxQueueDelay
 				}
 			}
-			next[name] = &model{name: name, pol: p, auto: true}
+			next[name] = b.newModel(name, p, true)
 		}
 	}
 	for name, m := range next {

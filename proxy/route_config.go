@@ -390,6 +390,52 @@ func routeProblems(routes []RouteConfig) []error {
 			errs = append(errs, fmt.Errorf("%s.%w", f, err))
 		}
 	}
+	return append(errs, fallbackCycles(routes)...)
+}
+
+// fallbackCycles finds the cycles among fallback routes: a route whose
+// fallback model has a route whose fallback leads back to it (a → b → a),
+// so a model in trouble would be served by a model that falls back to
+// it. A fallback of the same name (on another upstream) is not an edge.
+// Each cycle is reported once, at its first route in file order.
+func fallbackCycles(routes []RouteConfig) []error {
+	next := map[string]string{} // model → its fallback model, when that has a route
+	index := map[string]int{}
+	for i, rc := range routes {
+		if _, twice := index[rc.Model]; !twice {
+			index[rc.Model] = i
+		}
+	}
+	for _, rc := range routes {
+		if fb := rc.Fallback; fb != nil && fb.Model != "" && fb.Model != rc.Model {
+			if _, routed := index[fb.Model]; routed {
+				next[rc.Model] = fb.Model
+			}
+		}
+	}
+	var errs []error
+	reported := map[string]bool{}
+	for i, rc := range routes {
+		path := []string{rc.Model}
+		seen := map[string]bool{rc.Model: true}
+		for m, ok := next[rc.Model]; ok; m, ok = next[m] {
+			if m == rc.Model {
+				if !reported[rc.Model] {
+					for _, p := range path {
+						reported[p] = true
+					}
+					errs = append(errs, fmt.Errorf("%s.fallback.model: fallback cycle %s → %s: a model in trouble would be served by one that falls back to it",
+						routeField(i, rc.Model), strings.Join(path, " → "), rc.Model))
+				}
+				break
+			}
+			if seen[m] {
+				break // a cycle further on, reported at its own routes
+			}
+			seen[m] = true
+			path = append(path, m)
+		}
+	}
 	return errs
 }
 

@@ -60,6 +60,8 @@ func TestRoutingConfigProblems(t *testing.T) {
 		{"cascade zero threshold", "upstream: a:1\nroutes: [{model: m, mode: cascade, fallback: {model: s}, cascade: {output: p}}]", "routes[m].cascade.threshold: must be in (0, 1], got 0"},
 		{"hedge after", "upstream: a:1\nroutes: [{model: m, hedge_after: soon}]", `routes[m].hedge_after: must be a positive duration (e.g. 100ms), auto or off, got "soon"`},
 		{"hedge after zero", "upstream: a:1\nroutes: [{model: m, hedge_after: 0s}]", `routes[m].hedge_after: must be a positive duration (e.g. 100ms), auto or off, got "0s"`},
+		{"fallback cycle", "upstream: a:1\nroutes: [{model: a, fallback: {model: b}}, {model: b, fallback: {model: a}}]", "routes[a].fallback.model: fallback cycle a → b → a: a model in trouble would be served by one that falls back to it"},
+		{"longer fallback cycle", "upstream: a:1\nroutes: [{model: x, fallback: {model: a}}, {model: a, fallback: {model: b}}, {model: b, fallback: {model: c}}, {model: c, fallback: {model: a}}]", "routes[a].fallback.model: fallback cycle a → b → c → a: a model in trouble would be served by one that falls back to it"},
 		{"max in flight", "upstream: a:1\nroutes: [{model: m, max_in_flight: -1}]", "routes[m].max_in_flight: must be 0 (no cap) or positive, got -1"},
 		{"budget ratio", "upstream: a:1\nretry_budget: {ratio: 3}", "retry_budget.ratio: must be at most 1, got 3"},
 		{"budget floor", "upstream: a:1\nretry_budget: {min_per_second: -1}", "retry_budget.min_per_second: must be positive, got -1"},
@@ -301,5 +303,25 @@ func TestParseFallback(t *testing.T) {
 		if _, err := ParseFallback(v); err == nil || err.Error() != want {
 			t.Errorf("%q: error %v, want %q", v, err, want)
 		}
+	}
+}
+
+// A chain of fallbacks without a loop, and a fallback of the same name on
+// another upstream, are no cycles; a cycle is reported once.
+func TestFallbackCyclesOnly(t *testing.T) {
+	for _, y := range []string{
+		"upstreams: [{name: p, address: a:1}, {name: e, address: b:1}]\nroutes: [{model: a, fallback: {model: b}}, {model: b, fallback: {model: c}}, {model: c}]",
+		"upstreams: [{name: p, address: a:1}, {name: e, address: b:1}]\nroutes: [{model: a, fallback: {upstream: e}}, {model: b, fallback: {upstream: e, model: b}}]",
+	} {
+		if _, errs := planYAML(t, y); len(errs) != 0 {
+			t.Errorf("%s: %v", y, errs)
+		}
+	}
+	_, errs := planYAML(t, "upstream: a:1\nroutes: [{model: a, fallback: {model: b}}, {model: b, fallback: {model: a}}]")
+	if len(errs) != 1 {
+		t.Errorf("a → b → a: %d problems, want 1: %v", len(errs), errs)
+	}
+	if _, err := NewRouter(RouterOptions{Routes: []RouteConfig{{Model: "a", Fallback: &FallbackTarget{Model: "b"}}, {Model: "b", Fallback: &FallbackTarget{Model: "a"}}}}); err == nil || !strings.Contains(err.Error(), "fallback cycle a → b → a") {
+		t.Errorf("NewRouter = %v, want the cycle refused", err)
 	}
 }

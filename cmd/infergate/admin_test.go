@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/infergate/infergate/alert"
+	"github.com/infergate/infergate/proxy"
 )
 
 // TestStatusPageSameAccessAsReads: with an admin token configured, the
@@ -44,6 +45,35 @@ func TestStatusPageSameAccessAsReads(t *testing.T) {
 		rec := do(tc.method, tc.path)
 		if rec.Code != tc.code || !strings.Contains(rec.Body.String(), tc.body) {
 			t.Errorf("%s %s = %d, want %d with %q:\n%.300s", tc.method, tc.path, rec.Code, tc.code, tc.body, rec.Body)
+		}
+	}
+}
+
+// A route write whose body passes its cap is answered 413 with the limit,
+// not 400 with a decoder's "unexpected EOF".
+func TestRouteWriteBodyTooLarge(t *testing.T) {
+	r, err := proxy.NewRouter(proxy.RouterOptions{Routes: []proxy.RouteConfig{{Model: "m", Fallback: &proxy.FallbackTarget{Model: "m2"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	a := &admin{gatherer: prometheus.NewRegistry(), series: func() any { return nil }, alerts: &alert.API{Token: "t"}, router: r}
+	h := a.handler()
+	for _, tc := range []struct {
+		body string
+		code int
+		want string
+	}{
+		{`{"route": "fallback"}` + strings.Repeat(" ", maxRouteBody), 413, "limit of 4096 bytes (4 KiB)"},
+		{`{"route": `, 400, "body: want"},
+		{`{"route": "fallback"}`, 200, `"model": "m"`},
+	} {
+		req := httptest.NewRequest("POST", "/api/v1/routes/m", strings.NewReader(tc.body))
+		req.Header.Set("Authorization", "Bearer t")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != tc.code || !strings.Contains(rec.Body.String(), tc.want) {
+			t.Errorf("body of %d bytes: %d %s, want %d with %q", len(tc.body), rec.Code, rec.Body, tc.code, tc.want)
 		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/infergate/infergate/batcher"
+	"github.com/infergate/infergate/proxy"
 )
 
 // batchingProblems is the rule of the batching section that speaks of
@@ -72,12 +73,58 @@ func setPreferredSizes(c *Config, v string) error {
 }
 
 // newBatcher returns the batcher for c, or nil when no model is batched.
-func newBatcher(s batcher.Settings, opts ...batcher.Option) (*batcher.Batcher, error) {
+// nonIdempotent are the models whose routes say idempotent: false: the
+// batcher never sends their calls twice.
+func newBatcher(s batcher.Settings, nonIdempotent map[string]bool, opts ...batcher.Option) (*batcher.Batcher, error) {
 	cfg := s.Config()
 	if len(cfg.Models) == 0 && cfg.Auto == nil {
 		return nil, nil
 	}
+	cfg.NonIdempotent = nonIdempotent
 	return batcher.New(cfg, opts...)
+}
+
+// nonIdempotentModels are the models whose routes say idempotent: false.
+func nonIdempotentModels(r proxy.RoutingConfig) map[string]bool {
+	out := map[string]bool{}
+	for _, rs := range r.Routes {
+		if rs.Idempotent != nil && !*rs.Idempotent {
+			out[rs.Model] = true
+		}
+	}
+	return out
+}
+
+// idempotencyProblems refuses retry_unbatched for a batched model whose
+// route says idempotent: false: the two settings contradict each other
+// (a failed batch would send its calls a second time), and the batcher
+// would have to ignore one. A model batched by batching.auto is not
+// known until the upstream is asked; the batcher does not re-send its
+// calls either, and idempotencyWarnings says so at start.
+func idempotencyProblems(s batcher.Settings, r proxy.RoutingConfig) []error {
+	var errs []error
+	models := s.Config().Models
+	for _, name := range sortedKeys(nonIdempotentModels(r)) {
+		if p, ok := models[name]; ok && p.RetryUnbatched {
+			errs = append(errs, fmt.Errorf("config: batching.models.%s.retry_unbatched: true, but routes[%s].idempotent: false: a failed batch would send the model's calls a second time; set retry_unbatched: false for it", name, name))
+		}
+	}
+	return errs
+}
+
+// idempotencyWarnings logs, at start, the models batching.auto may batch
+// with retry_unbatched whose routes say idempotent: false: for them
+// retry_unbatched does not apply.
+func idempotencyWarnings(s batcher.Settings, r proxy.RoutingConfig, log *slog.Logger) {
+	cfg := s.Config()
+	if cfg.Auto == nil || !cfg.Auto.RetryUnbatched {
+		return
+	}
+	for _, name := range sortedKeys(nonIdempotentModels(r)) {
+		if _, listed := cfg.Models[name]; !listed {
+			log.Warn("batching: retry_unbatched does not apply to a model whose route says idempotent: false; if batching.auto batches it, a failed batch fails its callers", "model", name)
+		}
+	}
 }
 
 // batchingJSON is the body of GET /api/v1/batching.
@@ -132,8 +179,8 @@ func sortedKeys[V any](m map[string]V) []string {
 
 // startBatcher returns the batcher for c with its metrics registered on
 // reg, or nil when no model is batched. Closing a nil one is a no-op.
-func startBatcher(c batcher.Settings, reg prometheus.Registerer, log *slog.Logger) (*batcher.Batcher, error) {
-	b, err := newBatcher(c, batcher.WithLogger(log))
+func startBatcher(c batcher.Settings, nonIdempotent map[string]bool, reg prometheus.Registerer, log *slog.Logger) (*batcher.Batcher, error) {
+	b, err := newBatcher(c, nonIdempotent, batcher.WithLogger(log))
 	if err != nil || b == nil {
 		return nil, err
 	}

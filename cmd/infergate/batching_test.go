@@ -49,7 +49,7 @@ func TestBatchingOff(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, err := newBatcher(c.Batching)
+		b, err := newBatcher(c.Batching, nil)
 		if err != nil || b != nil {
 			t.Errorf("%q: batcher %v, %v; want none", args, b, err)
 		}

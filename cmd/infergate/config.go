@@ -255,6 +255,7 @@ func (c *Config) validate() error {
 		section("gpu", c.GPU.Problems()),
 		section("tracing", c.Tracing.Problems()),
 		batchingProblems(c.Batching),
+		idempotencyProblems(c.Batching, c.RoutingConfig),
 		c.alertingConfig(),
 	)
 	sortErrs(errs)

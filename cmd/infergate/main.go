@@ -150,7 +150,8 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	bat, err := startBatcher(cfg.Batching, reg, log)
+	bat, err := startBatcher(cfg.Batching, nonIdempotentModels(cfg.RoutingConfig), reg, log)
+	idempotencyWarnings(cfg.Batching, cfg.RoutingConfig, log)
 	if err != nil {
 		return err
 	}
@@ -220,6 +221,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if bat != nil {
 		go discoverBatching(runCtx, bat, up.Conn(), log)
 	}
+	checkFallbacks(runCtx, rt.Router.Routes, rt.Default, log)
 	alertsDone := make(chan struct{})
 	go func() { al.run(runCtx); close(alertsDone) }()
 	// stopAlerting ends the alert engine before a failed serve returns:
@@ -245,6 +247,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	ver, _, _ := buildInfo()
 	fmt.Fprintf(os.Stderr, "infergate: grpc=%s admin=%s upstream=%s tls=%t upstream_tls=%t version=%s%s\n",
 		lis.Addr(), adminLis.Addr(), up.Name(), srvCreds != nil, upCreds != nil, ver, rt.describe())
+	startWarnings(cfg, log)
 	log.Info("serving", "grpc", lis.Addr().String(), "admin", adminLis.Addr().String(),
 		"upstream", up.Name(), "upstream_tls", upCreds != nil)
 

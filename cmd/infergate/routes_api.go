@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
 
@@ -15,6 +17,10 @@ import (
 // nothing routed the read answers empty lists rather than 404, so a
 // client (the status page) can tell "no routes" from "no such endpoint";
 // the write is not mounted then.
+// maxRouteBody caps the body of POST /api/v1/routes/{model}; a larger
+// one is answered 413 with the limit.
+const maxRouteBody = 4 << 10
+
 func (a *admin) routesAPI(mux *http.ServeMux) {
 	r := a.router
 	if r == nil {
@@ -31,7 +37,18 @@ func (a *admin) routesAPI(mux *http.ServeMux) {
 		var body struct {
 			Route string `json:"route"`
 		}
-		if err := json.NewDecoder(io.LimitReader(req.Body, 4<<10)).Decode(&body); err != nil {
+		lr := http.MaxBytesReader(w, req.Body, maxRouteBody)
+		err := json.NewDecoder(lr).Decode(&body)
+		if err == nil {
+			// What follows the JSON value counts against the cap too.
+			_, err = io.Copy(io.Discard, lr)
+		}
+		var tooBig *http.MaxBytesError
+		switch {
+		case errors.As(err, &tooBig):
+			writeJSON(w, http.StatusRequestEntityTooLarge, map[string]string{"error": fmt.Sprintf("body: larger than the limit of %d bytes (%d KiB)", tooBig.Limit, tooBig.Limit>>10)})
+			return
+		case err != nil:
 			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "body: want {\"route\": \"primary\"|\"fallback\"|\"auto\"}: " + err.Error()})
 			return
 		}
