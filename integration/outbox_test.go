@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os/exec"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -136,4 +137,96 @@ route:
 	if _, body := httpGet(t, "http://"+gate.admin+"/api/v1/alerts"); body == "" {
 		t.Error("no alerts API")
 	}
+}
+
+// TestAlertmanagerRestartedGetsFiringAlerts: a real Alertmanager that
+// restarts (its alerts are kept in memory only) in the middle of an
+// incident has the firing alert again within infergate's resend
+// interval, not after the route's repeat_interval (5m), and the alert's
+// endsAt always lies beyond the next re-send, so Alertmanager never
+// resolves it while it fires.
+func TestAlertmanagerRestartedGetsFiringAlerts(t *testing.T) {
+	t.Parallel()
+	bin, err := exec.LookPath("prometheus-alertmanager")
+	if err != nil {
+		t.Fatalf("prometheus-alertmanager not installed (.ci/run installs the Debian package): %v", err)
+	}
+	dir := t.TempDir()
+	amCfg := writeFile(t, "am.yml", "route: {receiver: none}\nreceivers: [{name: none}]\n")
+	web, cluster := freePort(t), freePort(t)
+	startAM := func(n int) *exec.Cmd {
+		cmd := exec.Command(bin, "--config.file="+amCfg, "--storage.path="+filepath.Join(dir, fmt.Sprint("am", n)),
+			"--web.listen-address="+web, "--cluster.listen-address=", "--cluster.advertise-address="+cluster)
+		log := &lockedBuffer{}
+		cmd.Stdout, cmd.Stderr = log, log
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			cmd.Process.Kill()
+			cmd.Wait()
+			if t.Failed() {
+				t.Logf("alertmanager %d log:\n%s", n, headTail(log.String(), 4<<10, 2<<10))
+			}
+		})
+		waitHTTP(t, "http://"+web+"/-/ready", 60*time.Second)
+		return cmd
+	}
+	am := startAM(1)
+	rules := writeFile(t, "rules.yaml", fmt.Sprintf(`
+rules:
+  - name: TestErrors
+    kind: errors
+    ratio: 10%%
+    window: 2s
+    severity: critical
+receivers:
+  - name: am
+    alertmanager_configs: [{urls: ["http://%s"], resend_interval: 2s, resend_validity: 8s}]
+route:
+  receiver: am
+  group_wait: 0s
+  group_interval: 1s
+`, web))
+	sim := startSim(t)
+	gate := startProxy(t, sim.grpc, "--rules", rules)
+	l := startLoad(t, gate.grpc, 2, 1, 20*time.Millisecond)
+	defer l.stop()
+	fault(t, sim.admin, `{"model":"resnet50","error_rate":1,"error_code":"INTERNAL"}`)
+	defer heal(t, sim.admin)
+
+	// amAlert returns the TestErrors alert Alertmanager holds, if active.
+	amAlert := func() (endsAt time.Time, ok bool) {
+		_, body := httpGet(t, "http://"+web+"/api/v2/alerts?active=true")
+		var as []struct {
+			Labels map[string]string `json:"labels"`
+			EndsAt time.Time         `json:"endsAt"`
+		}
+		json.Unmarshal([]byte(body), &as)
+		for _, a := range as {
+			if a.Labels["alertname"] == "TestErrors" {
+				return a.EndsAt, true
+			}
+		}
+		return time.Time{}, false
+	}
+	waitUntil(t, "Alertmanager to hold the firing alert", 30*time.Second, func() bool { _, ok := amAlert(); return ok })
+	// Over several re-sends, endsAt stays ahead of the next one.
+	for range 3 {
+		endsAt, ok := amAlert()
+		if !ok {
+			t.Fatal("Alertmanager lost the firing alert between re-sends")
+		}
+		if left := time.Until(endsAt); left <= 2*time.Second {
+			t.Errorf("endsAt %v ahead, not beyond the next re-send (2s)", left.Round(time.Millisecond))
+		}
+		time.Sleep(2 * time.Second)
+	}
+
+	am.Process.Kill()
+	am.Wait()
+	startAM(2) // fresh: no alerts
+	start := time.Now()
+	waitUntil(t, "the restarted Alertmanager to hold the firing alert again", 20*time.Second, func() bool { _, ok := amAlert(); return ok })
+	t.Logf("restarted Alertmanager has the firing alert after %v", time.Since(start).Round(100*time.Millisecond))
 }
