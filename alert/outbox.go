@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -51,6 +52,16 @@ type outbox struct {
 func (o *outbox) owe(receiver string, m *notify.Message, pending []string, now time.Time, resend bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	// The same content still owed to the same receiver (a flush repeated
+	// while the receiver is down) is owed once, as Alertmanager's
+	// notification log dedups by group and content.
+	key := contentKey(m)
+	for _, e := range o.Entries {
+		if !e.Resend && !resend && e.Receiver == receiver && e.Message.GroupKey == m.GroupKey && contentKey(e.Message) == key &&
+			slices.Equal(e.Pending, pending) {
+			return
+		}
+	}
 	if len(o.Entries) >= maxOwed {
 		old := o.Entries[0]
 		o.Entries = o.Entries[1:]
@@ -60,6 +71,17 @@ func (o *outbox) owe(receiver string, m *notify.Message, pending []string, now t
 	o.NextID++
 	o.Entries = append(o.Entries, &owed{ID: o.NextID, Receiver: receiver, Created: now, Pending: slices.Clone(pending), Message: m, Resend: resend})
 	o.changed, o.fresh = true, true
+}
+
+// contentKey identifies what a message says: its status and each alert's
+// fingerprint and status (the alerts are sorted by fingerprint).
+func contentKey(m *notify.Message) string {
+	var b strings.Builder
+	b.WriteString(m.Status)
+	for _, a := range m.Alerts {
+		b.WriteString(";" + a.Fingerprint + "=" + a.Status)
+	}
+	return b.String()
 }
 
 // resendPending reports whether an Alertmanager re-send of group key is

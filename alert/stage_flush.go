@@ -25,8 +25,8 @@ type flushStage struct {
 	resend        func(receiver string) (every time.Duration, to []string)
 	resendPending func(receiver, key string) bool
 	externalURL   string
-	metrics     *engineMetrics
-	log         *slog.Logger
+	metrics       *engineMetrics
+	log           *slog.Logger
 }
 
 func (st flushStage) exec(ctx context.Context, s *step) {

@@ -16,7 +16,6 @@ func NewSender(receiver, integration string, n Notifier, opts ...Option) *Sender
 	return newSender(receiver, integration, n, newOptions(opts))
 }
 
-
 // Senders returns the receiver's senders, one per integration, in config
 // order: webhook, alertmanager, slack, wecom, email, log.
 func (r *Receiver) Senders() []*Sender { return r.senders }
@@ -66,3 +65,6 @@ func WithMaxAge(d time.Duration) Option {
 // WithNow sets the clock used for message age, e-mail dates and
 // Alertmanager's endsAt. Default time.Now.
 func WithNow(now func() time.Time) Option { return optionFunc(func(o *options) { o.now = now }) }
+
+// WithMaxAttempts sets how many attempts a message gets at most.
+func WithMaxAttempts(n int) Option { return optionFunc(func(o *options) { o.maxAttempts = n }) }

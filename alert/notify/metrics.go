@@ -13,9 +13,10 @@ const (
 	reasonExpired      = "expired"
 	reasonNotRetryable = "not_retryable"
 	reasonClosed       = "closed"
+	reasonMaxAttempts  = "max_attempts"
 )
 
-var dropReasons = []string{reasonQueueFull, reasonExpired, reasonNotRetryable, reasonClosed}
+var dropReasons = []string{reasonQueueFull, reasonExpired, reasonNotRetryable, reasonClosed, reasonMaxAttempts}
 
 // Metrics holds the notification metrics of any number of receivers. A nil
 // *Metrics records nothing.
@@ -42,7 +43,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"receiver", "integration", "outcome"}),
 		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "infergate_alert_notifications_dropped_total",
-			Help: "Alert notification messages given up, by reason: queue_full (oldest dropped for a new one), expired (older than the maximum age), not_retryable, closed (sender stopped; with a state file the message stays owed and is sent after the restart).",
+			Help: "Alert notification messages given up, by reason: queue_full (oldest dropped for a new one), expired (older than the maximum age), not_retryable, max_attempts, closed (sender stopped; with a state file the message stays owed and is sent after the restart).",
 		}, []string{"receiver", "integration", "reason"}),
 		queueLength: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "infergate_alert_notification_queue_length",

@@ -12,6 +12,9 @@ const (
 	DefaultBackoffInitial = time.Second
 	DefaultBackoffMax     = time.Minute
 	DefaultMaxAge         = time.Hour
+	// DefaultMaxAttempts bounds the attempts at one message, whatever
+	// its age.
+	DefaultMaxAttempts = 100
 )
 
 // Option configures [Build]. Options are sealed: build them with the
@@ -32,6 +35,7 @@ type options struct {
 	backoffMax     time.Duration
 	queueSize      int
 	maxAge         time.Duration
+	maxAttempts    int
 	now            func() time.Time
 	// jitter shortens a backoff wait; tests make it exact.
 	jitter func(time.Duration) time.Duration
@@ -43,6 +47,7 @@ func newOptions(opts []Option) options {
 		backoffMax:     DefaultBackoffMax,
 		queueSize:      DefaultQueueSize,
 		maxAge:         DefaultMaxAge,
+		maxAttempts:    DefaultMaxAttempts,
 	}
 	for _, opt := range opts {
 		opt.apply(&o)

@@ -28,6 +28,7 @@ type Sender struct {
 	backoffMin  time.Duration
 	backoffMax  time.Duration
 	maxAge      time.Duration
+	maxAttempts int
 	queueSize   int
 	// jitter shortens a backoff wait a little, so that senders failing
 	// together do not retry in lockstep.
@@ -84,6 +85,7 @@ func newSender(receiver, integration string, n Notifier, o options) *Sender {
 		backoffMin:  o.backoffInitial,
 		backoffMax:  o.backoffMax,
 		maxAge:      o.maxAge,
+		maxAttempts: o.maxAttempts,
 		queueSize:   o.queueSize,
 		jitter:      o.jitter,
 		ctx:         ctx,
@@ -243,6 +245,9 @@ func (s *Sender) deliver(e entry) {
 			return
 		case !retryable:
 			s.drop(e, reasonNotRetryable, err, GivenUp)
+			return
+		case attempt >= s.maxAttempts:
+			s.drop(e, reasonMaxAttempts, err, GivenUp)
 			return
 		}
 		d := s.jitter(wait)

@@ -467,3 +467,25 @@ func TestSenderOutcomes(t *testing.T) {
 		}
 	})
 }
+
+// TestSenderMaxAttempts: retries stop after the maximum number of
+// attempts even while the message is young, counted as max_attempts.
+func TestSenderMaxAttempts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := &recorder{fail: func(int, *Message) (bool, error) { return true, errors.New("503") }}
+		m := NewMetrics(nil)
+		s := NewSender("r", "webhook", rec, WithMetrics(m), WithMaxAttempts(3), exact)
+		var got Outcome = -1
+		s.SendTracked(msg("x"), time.Now(), func(o Outcome) { got = o })
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		attempts, _ := rec.got()
+		if len(attempts) != 3 || got != GivenUp {
+			t.Errorf("%d attempts, outcome %v; want 3, GivenUp", len(attempts), got)
+		}
+		if d := counter(t, m.dropped, "r", "webhook", "max_attempts"); d != 1 {
+			t.Errorf("max_attempts drops = %v, want 1", d)
+		}
+		closeSender(t, s, time.Second)
+	})
+}
