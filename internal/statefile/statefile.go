@@ -77,6 +77,11 @@ func Read(path string, max int64) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
+	// A file known to be too big is refused unread; the limited read
+	// below still catches one that grows meanwhile (or has no size).
+	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() && fi.Size() > max {
+		return nil, fmt.Errorf("%w: %d bytes, over %d", ErrTooBig, fi.Size(), max)
+	}
 	b, err := io.ReadAll(io.LimitReader(f, max+1))
 	if err != nil {
 		return nil, err
