@@ -96,3 +96,33 @@ func TestConnectionClosingIsUnavailable(t *testing.T) {
 		t.Errorf("client cancelled: %v, want CANCELED", c)
 	}
 }
+
+// TestClientDeadlineHit: an upstream's DEADLINE_EXCEEDED a hair before
+// the client's deadline fires here is the client's deadline running out
+// (the upstream enforces it on its own clock); one well before it is
+// not.
+func TestClientDeadlineHit(t *testing.T) {
+	deadlineErr := &upstreamError{err: status.Error(codes.DeadlineExceeded, "stream terminated by RST_STREAM with error code: CANCEL")}
+	cases := []struct {
+		name string
+		left time.Duration
+		err  error
+		want bool
+	}{
+		{"upstream's DEADLINE_EXCEEDED 1ms before the deadline", time.Millisecond, deadlineErr, true},
+		{"upstream's DEADLINE_EXCEEDED 1s before the deadline", time.Second, deadlineErr, false},
+		{"another code near the deadline", time.Millisecond, &upstreamError{err: status.Error(codes.Unavailable, "x")}, false},
+	}
+	for _, tc := range cases {
+		ctx, cancel := context.WithTimeout(context.Background(), tc.left)
+		if got := clientDeadlineHit(ctx, tc.err); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+		cancel()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), -time.Second)
+	defer cancel()
+	if !clientDeadlineHit(ctx, nil) {
+		t.Error("an expired context is the deadline running out")
+	}
+}

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"slices"
 	"sync/atomic"
+	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 
 	"github.com/infergate/infergate/monitor"
 )
@@ -199,7 +201,7 @@ func reportTo(b *breaker, ctx context.Context, clientDeadline bool, probe func(v
 	if b == nil {
 		return
 	}
-	clientExpired := clientDeadline && errors.Is(ctx.Err(), context.DeadlineExceeded) &&
+	clientExpired := clientDeadline && clientDeadlineHit(ctx, a.err) &&
 		!(b.cfg.SlowCall > 0 && a.upstream > b.cfg.SlowCall)
 	if errors.Is(ctx.Err(), context.Canceled) || a.queueFull || clientExpired {
 		if probe != nil {
@@ -217,6 +219,23 @@ func reportTo(b *breaker, ctx context.Context, clientDeadline bool, probe func(v
 		return
 	}
 	b.record(failed)
+}
+
+// deadlineSlack is how close to the client's deadline an upstream's
+// DEADLINE_EXCEEDED still counts as that deadline running out: the
+// upstream enforces the deadline it was sent on its own clock and may
+// answer a little before the proxy's timer fires.
+const deadlineSlack = 5 * time.Millisecond
+
+// clientDeadlineHit says whether an attempt with ctx (whose deadline is
+// the client's) ended because that deadline ran out: ctx expired, or the
+// upstream answered DEADLINE_EXCEEDED within deadlineSlack of it.
+func clientDeadlineHit(ctx context.Context, err error) bool {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return true
+	}
+	dl, ok := ctx.Deadline()
+	return ok && codeOf(err) == codes.DeadlineExceeded && time.Until(dl) < deadlineSlack
 }
 
 // reportFailed counts a failure (a call still unanswered at the hedge
