@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"math"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -80,5 +81,17 @@ func TestGhzArgs(t *testing.T) {
 	open := g.args(ghzLoad{target: "127.0.0.1:1", conns: 4, rate: 1234.4, duration: time.Second}, "out.json")
 	if flag(open, "--rps") != "1234" || !slices.Contains(open, "--async") || flag(open, "--concurrency") != "4" || flag(open, "--connections") != "4" {
 		t.Errorf("open loop args: %v", open)
+	}
+}
+
+// TestGhzPinnedInCI: CI installs the ghz release the JSON parser is
+// written against.
+func TestGhzPinnedInCI(t *testing.T) {
+	ci, err := os.ReadFile(filepath.Join("..", "..", ".ci", "run"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "github.com/bojand/ghz/cmd/ghz@" + GhzVersion; !strings.Contains(string(ci), want) {
+		t.Errorf(".ci/run does not install %s", want)
 	}
 }

@@ -31,7 +31,8 @@ func TestOverheadSmoke(t *testing.T) {
 		// Stop at once at the end instead of after the default 5 s of
 		// draining for a load balancer.
 		InfergateArgs: []string{"--drain-delay", "0"},
-		Ghz: FindGhz(), ProtoDir: filepath.Join("..", "..", "proto", "defs"),
+		Ghz:           FindGhz(),
+		ProtoDir:      filepath.Join("..", "..", "proto", "defs"),
 		Payloads: []PayloadSpec{
 			{Name: "simple", Model: "simple", Inputs: []load.Tensor{
 				{Name: "INPUT0", Datatype: "INT32", Shape: []int64{1, 16}}, {Name: "INPUT1", Datatype: "INT32", Shape: []int64{1, 16}}}},

@@ -90,8 +90,10 @@ func TestMeasureOverheadAgainstStub(t *testing.T) {
 	}
 }
 
-func closedC(callers, conns int) cellKey { return cellKey{Mode: load.Closed, Callers: callers, Conns: conns} }
-func openX(conns int) cellKey            { return cellKey{Mode: load.Open, Conns: conns} }
+func closedC(callers, conns int) cellKey {
+	return cellKey{Mode: load.Closed, Callers: callers, Conns: conns}
+}
+func openX(conns int) cellKey { return cellKey{Mode: load.Open, Conns: conns} }
 
 // addFake stores a finished run of payload 0 with the given figures.
 func addFake(rep *OverheadReport, tool, path string, k cellKey, r int, rps, p50, p99 float64) {
