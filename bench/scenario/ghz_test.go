@@ -95,3 +95,18 @@ func TestGhzPinnedInCI(t *testing.T) {
 		t.Errorf(".ci/run does not install %s", want)
 	}
 }
+
+func TestOverheadValidateGhz(t *testing.T) {
+	cfg := OverheadConfig{Simserver: os.Args[0], Ghz: os.Args[0], ProtoDir: filepath.Join("..", "..", "proto", "defs"), Callers: []int{2, 8}, Conns: []int{1, 4}}
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "2 callers on 4 conns: ghz needs at least one caller per connection") {
+		t.Errorf("Validate() = %v", err)
+	}
+	cfg = OverheadConfig{Simserver: os.Args[0], Ghz: os.Args[0], ProtoDir: t.TempDir()}
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "ghz needs") || !strings.Contains(err.Error(), "grpc_service.proto") {
+		t.Errorf("Validate() without the .proto = %v", err)
+	}
+	cfg = OverheadConfig{Simserver: os.Args[0], Ghz: os.Args[0], ProtoDir: filepath.Join("..", "..", "proto", "defs"), Callers: []int{8}, Conns: []int{1, 4}}
+	if err := cfg.Validate(); err != nil {
+		t.Errorf("Validate() = %v", err)
+	}
+}

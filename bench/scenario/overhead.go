@@ -202,6 +202,14 @@ func (c *OverheadConfig) Validate() error {
 		if f := filepath.Join(c.ProtoDir, ghzProtoFiles[c.Proto]); !fileExists(f) {
 			errs = append(errs, fmt.Errorf("overhead: proto dir %s: ghz needs %s", c.ProtoDir, f))
 		}
+		// ghz refuses more connections than callers.
+		fewest := math.MaxInt
+		for _, ps := range c.Payloads {
+			fewest = min(fewest, slices.Min(c.callers(ps)))
+		}
+		if conns := slices.Max(c.Conns); len(c.Payloads) > 0 && fewest < conns {
+			errs = append(errs, fmt.Errorf("overhead: %d callers on %d conns: ghz needs at least one caller per connection", fewest, conns))
+		}
 	}
 	for _, b := range []struct{ name, path string }{{"simserver", c.Simserver}, {"infergate", c.Infergate}, {"nginx", c.Nginx}} {
 		if b.name == "simserver" && b.path == "" {
