@@ -8,7 +8,7 @@ PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
 BIN := bin
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
 
-.PHONY: all build test test-allocs test-short vet fmt proto proto-tools demo bench-overhead clean
+.PHONY: all build test test-allocs test-short vet fmt proto proto-tools demo bench-overhead bench-matrix clean
 
 all: build
 
@@ -54,6 +54,12 @@ demo: build
 
 bench-overhead: build
 	$(BIN)/bench overhead
+
+# bench-matrix: issue 20's matrix in one run, the project's load and ghz
+# side by side (go install github.com/bojand/ghz/cmd/ghz@v0.120.0).
+BENCH_MATRIX_FLAGS ?= -d 5s
+bench-matrix: build
+	$(BIN)/bench overhead -size simple,1MiB,16MiB -c 8,32 -conns 1,4 -repeat 3 -open-base slowest $(BENCH_MATRIX_FLAGS)
 
 clean:
 	rm -rf $(BIN)

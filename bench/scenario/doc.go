@@ -5,7 +5,10 @@
 // The overhead scenario (RunOverhead) sends the same load straight to
 // simserver, through infergate and through nginx, for a small and a large
 // payload, and reports what each proxy adds to p50/p99 and takes from
-// throughput, all measured in one run on one machine.
+// throughput, all measured in one run on one machine: closed loop at each
+// caller count on each connection count, open loop on each connection
+// count, with ghz (a standard client) measuring every run again right
+// after the project's load generator when it is installed.
 //
 // The batching scenario (RunBatching) sweeps offered load against
 // simserver's resnet50 through infergate with batching off, static

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -21,8 +22,14 @@ type PayloadSpec struct {
 	Name string `json:"name"`
 	// Shape is the input shape; the bytes follow from the datatype.
 	Shape []int64 `json:"shape"`
-	// Concurrency is the closed-loop concurrency of the max-throughput run.
+	// Concurrency is the closed-loop concurrency of the max-throughput
+	// run, unless OverheadConfig.Callers replaces it.
 	Concurrency int `json:"concurrency"`
+	// Model and Inputs, when Inputs is set, are the request instead of
+	// the scenario's model with one Input of Shape (e.g. simple's two
+	// INT32 inputs).
+	Model  string        `json:"model,omitempty"`
+	Inputs []load.Tensor `json:"-"`
 }
 
 // DefaultPayloads are ~4 KiB and 1 MiB of FP32, the sizes the overhead
@@ -81,19 +88,33 @@ type OverheadConfig struct {
 	Warmup time.Duration
 	// Repeat is the number of repetitions; zero means 1.
 	Repeat int
-	// Conns is the number of client connections per run; zero means 2, so
-	// that both nginx workers can take a share of the load.
-	Conns int
+	// Callers, when set, are the closed-loop caller counts measured for
+	// every payload, instead of each payload's Concurrency.
+	Callers []int
+	// Conns are the client connection counts; every closed-loop caller
+	// count and the open loop run on each. Nil means {2}, so that both
+	// nginx workers can take a share of the load.
+	Conns []int
 	// Arrival is the open-loop gap distribution; zero is Fixed.
 	Arrival load.Arrival
 	// OpenBase picks the max throughput the open-loop rate is a fraction
 	// of: "direct" (the default, the issue's definition) or "slowest" (the
 	// slowest path's, so that no path is saturated and added latency is
-	// the proxy's own, not queueing).
+	// the proxy's own, not queueing). A path's max is its best closed-loop
+	// throughput in the round; with ghz, the lower of the two clients'.
 	OpenBase string
 	// OpenFraction is the open-loop rate as a fraction of OpenBase's max
 	// throughput; zero means 0.5.
 	OpenFraction float64
+
+	// Ghz is the ghz binary (github.com/bojand/ghz, GhzVersion), run on
+	// every path and load right after the project's own run; empty leaves
+	// it out, and GhzSkipped says why in the report.
+	Ghz        string
+	GhzSkipped string
+	// ProtoDir holds the .proto definitions ghz reads (kserve/,
+	// tensorflow_serving/); empty means "proto/defs".
+	ProtoDir string
 
 	// WorkDir holds logs and nginx files; empty means a new temporary
 	// folder, removed afterwards unless KeepWorkDir is set.
@@ -134,8 +155,11 @@ func (c *OverheadConfig) Validate() error {
 	if c.Repeat == 0 {
 		c.Repeat = 1
 	}
-	if c.Conns == 0 {
-		c.Conns = 2
+	if c.Conns == nil {
+		c.Conns = []int{2}
+	}
+	if c.ProtoDir == "" {
+		c.ProtoDir = filepath.Join("proto", "defs")
 	}
 	if c.NginxWorkers == "" {
 		c.NginxWorkers = "auto"
@@ -157,8 +181,34 @@ func (c *OverheadConfig) Validate() error {
 		errs = append(errs, fmt.Errorf("overhead: repeat %d: must be positive", c.Repeat))
 	}
 	for _, p := range c.Payloads {
-		if p.Name == "" || len(p.Shape) == 0 || p.Concurrency <= 0 {
+		if p.Name == "" || (len(p.Shape) == 0 && len(p.Inputs) == 0) || (p.Concurrency <= 0 && len(c.Callers) == 0) {
 			errs = append(errs, fmt.Errorf("overhead: payload %q: needs a name, a shape and a positive concurrency", p.Name))
+		}
+	}
+	for _, n := range c.Callers {
+		if n <= 0 {
+			errs = append(errs, fmt.Errorf("overhead: callers %d: must be positive", n))
+		}
+	}
+	for _, n := range c.Conns {
+		if n <= 0 {
+			errs = append(errs, fmt.Errorf("overhead: conns %d: must be positive", n))
+		}
+	}
+	if c.Ghz != "" {
+		if _, err := os.Stat(c.Ghz); err != nil {
+			errs = append(errs, fmt.Errorf("overhead: ghz %s: %w", c.Ghz, errMissingBinary))
+		}
+		if f := filepath.Join(c.ProtoDir, ghzProtoFiles[c.Proto]); !fileExists(f) {
+			errs = append(errs, fmt.Errorf("overhead: proto dir %s: ghz needs %s", c.ProtoDir, f))
+		}
+		// ghz refuses more connections than callers.
+		fewest := math.MaxInt
+		for _, ps := range c.Payloads {
+			fewest = min(fewest, slices.Min(c.callers(ps)))
+		}
+		if conns := slices.Max(c.Conns); len(c.Payloads) > 0 && fewest < conns {
+			errs = append(errs, fmt.Errorf("overhead: %d callers on %d conns: ghz needs at least one caller per connection", fewest, conns))
 		}
 	}
 	for _, b := range []struct{ name, path string }{{"simserver", c.Simserver}, {"infergate", c.Infergate}, {"nginx", c.Nginx}} {
@@ -250,19 +300,35 @@ func RunOverhead(ctx context.Context, cfg OverheadConfig) (*OverheadReport, erro
 		paths = append(paths, Path{PathNginx, listen})
 		fmt.Fprintf(cfg.Log, "bench: overhead: nginx pid %d grpc=%s workers=%s\n", ng.Pid(), listen, cfg.NginxWorkers)
 	}
+	cfg.WorkDir = dir // ghz writes its request file and reports there
 	return MeasureOverhead(ctx, cfg, paths)
 }
 
 // MeasureOverhead runs the overhead measurements against already running
 // paths; the first path is the direct one the others are compared with.
 // cfg must have passed Validate (binaries are not needed here).
+//
+// Each repetition measures, per payload: every closed-loop load (callers x
+// conns) on every path, then the open loop on every path at each conns.
+// With ghz, each of the project's runs is followed at once by ghz's run on
+// the same path and load, so both clients see the machine in the same
+// state.
 func MeasureOverhead(ctx context.Context, cfg OverheadConfig, paths []Path) (*OverheadReport, error) {
 	if len(paths) == 0 {
 		return nil, errors.New("overhead: no paths")
 	}
+	if cfg.Ghz != "" && cfg.WorkDir == "" {
+		dir, err := os.MkdirTemp("", "infergate-overhead-ghz-")
+		if err != nil {
+			return nil, fmt.Errorf("overhead: %w", err)
+		}
+		defer os.RemoveAll(dir)
+		cfg.WorkDir = dir
+	}
 	payloads := make([]*load.Payload, len(cfg.Payloads))
+	ghzs := make([]*ghzClient, len(cfg.Payloads))
 	for i, ps := range cfg.Payloads {
-		pl, err := load.NewPayload(cfg.Proto, cfg.Model, []load.Tensor{{Name: cfg.Input, Datatype: cfg.Datatype, Shape: ps.Shape}})
+		pl, err := newOverheadPayload(cfg, ps)
 		if err != nil {
 			return nil, fmt.Errorf("overhead: payload %s: %w", ps.Name, err)
 		}
@@ -272,38 +338,71 @@ func MeasureOverhead(ctx context.Context, cfg OverheadConfig, paths []Path) (*Ov
 				return nil, fmt.Errorf("overhead: payload %s: %w", ps.Name, err)
 			}
 		}
+		if cfg.Ghz != "" {
+			g, err := newGhzClient(cfg.Ghz, cfg.ProtoDir, cfg.Proto, pl, cfg.WorkDir, fmt.Sprint(i))
+			if err != nil {
+				return nil, fmt.Errorf("overhead: payload %s: %w", ps.Name, err)
+			}
+			ghzs[i] = g
+		}
 	}
 
 	rep := newOverheadReport(cfg, paths)
 	for r := 1; r <= cfg.Repeat; r++ {
 		for i, ps := range cfg.Payloads {
-			var directMax, slowestMax float64
-			for _, p := range paths {
-				res, err := measure(ctx, cfg, p, payloads[i], fmt.Sprintf("%s/%s/closed#%d", ps.Name, p.Name, r), ps.Concurrency, 0)
+			// best[tool][path] is the path's best closed-loop throughput
+			// this round: its capacity, which sets the open-loop rate.
+			best := map[string]map[string]float64{}
+			run := func(tool string, p Path, k cellKey, rate float64) error {
+				label := runLabel(ps.Name, tool, p.Name, k, r)
+				var res *load.Result
+				var err error
+				if tool == ToolGhz {
+					res, err = ghzs[i].run(ctx, ghzLoad{label: label, target: p.Addr, callers: k.Callers, conns: k.Conns, rate: rate, duration: cfg.Duration}, cfg.Warmup, payloads[i])
+				} else {
+					res, err = measure(ctx, cfg, p, payloads[i], label, k.Callers, k.Conns, rate)
+				}
 				if err != nil {
-					return nil, err
+					return err
 				}
-				rep.add(i, res)
-				if p.Name == paths[0].Name {
-					directMax = res.Throughput
+				if tool == ToolGhz {
+					logRun(cfg, res)
 				}
-				if slowestMax == 0 || res.Throughput < slowestMax {
-					slowestMax = res.Throughput
+				rep.add(i, runKey{tool, p.Name, k, r}, res)
+				if k.Mode == load.Closed {
+					if best[tool] == nil {
+						best[tool] = map[string]float64{}
+					}
+					best[tool][p.Name] = max(best[tool][p.Name], res.Throughput)
+				}
+				return nil
+			}
+			tools := rep.tools
+			for _, conns := range cfg.Conns {
+				for _, callers := range cfg.callers(ps) {
+					k := cellKey{Mode: load.Closed, Callers: callers, Conns: conns}
+					for _, p := range paths {
+						for _, tool := range tools {
+							if err := run(tool, p, k, 0); err != nil {
+								return nil, err
+							}
+						}
+					}
 				}
 			}
-			if directMax <= 0 {
-				return nil, fmt.Errorf("overhead: payload %s: direct path completed no requests", ps.Name)
+			rate, err := openRate(cfg, paths, best)
+			if err != nil {
+				return nil, fmt.Errorf("overhead: payload %s: %w", ps.Name, err)
 			}
-			rate := directMax * cfg.OpenFraction
-			if cfg.OpenBase == "slowest" {
-				rate = slowestMax * cfg.OpenFraction
-			}
-			for _, p := range paths {
-				res, err := measure(ctx, cfg, p, payloads[i], fmt.Sprintf("%s/%s/open#%d", ps.Name, p.Name, r), 0, rate)
-				if err != nil {
-					return nil, err
+			for _, conns := range cfg.Conns {
+				k := cellKey{Mode: load.Open, Conns: conns}
+				for _, p := range paths {
+					for _, tool := range tools {
+						if err := run(tool, p, k, rate); err != nil {
+							return nil, err
+						}
+					}
 				}
-				rep.add(i, res)
 			}
 			if err := ctx.Err(); err != nil {
 				return nil, fmt.Errorf("overhead: %w", err)
@@ -314,19 +413,62 @@ func MeasureOverhead(ctx context.Context, cfg OverheadConfig, paths []Path) (*Ov
 	return rep, nil
 }
 
-// measure is one load run on one path.
-func measure(ctx context.Context, cfg OverheadConfig, p Path, pl *load.Payload, label string, conc int, rate float64) (*load.Result, error) {
+// callers returns the closed-loop caller counts measured for ps.
+func (c *OverheadConfig) callers(ps PayloadSpec) []int {
+	if len(c.Callers) > 0 {
+		return c.Callers
+	}
+	return []int{ps.Concurrency}
+}
+
+// openRate is OpenFraction of the OpenBase path's capacity: its best
+// closed-loop throughput this round, the lower of the clients' when ghz
+// ran too, so that neither client's open loop saturates that path.
+func openRate(cfg OverheadConfig, paths []Path, best map[string]map[string]float64) (float64, error) {
+	base := math.Inf(1)
+	for _, byPath := range best {
+		for _, p := range paths {
+			if cfg.OpenBase == "direct" && p.Name != paths[0].Name {
+				continue
+			}
+			base = min(base, byPath[p.Name])
+		}
+	}
+	if math.IsInf(base, 1) || base <= 0 {
+		return 0, errors.New("a path completed no closed-loop requests")
+	}
+	return base * cfg.OpenFraction, nil
+}
+
+// newOverheadPayload marshals ps's request once.
+func newOverheadPayload(cfg OverheadConfig, ps PayloadSpec) (*load.Payload, error) {
+	if len(ps.Inputs) > 0 {
+		model := ps.Model
+		if model == "" {
+			model = cfg.Model
+		}
+		return load.NewPayload(cfg.Proto, model, ps.Inputs)
+	}
+	return load.NewPayload(cfg.Proto, cfg.Model, []load.Tensor{{Name: cfg.Input, Datatype: cfg.Datatype, Shape: ps.Shape}})
+}
+
+// measure is one load run of the project's generator on one path.
+func measure(ctx context.Context, cfg OverheadConfig, p Path, pl *load.Payload, label string, conc, conns int, rate float64) (*load.Result, error) {
 	res, err := load.Run(ctx, load.Config{
 		Label: label, Target: p.Addr, Payload: pl,
 		Concurrency: conc, Rate: rate, Arrival: cfg.Arrival,
-		Duration: cfg.Duration, Warmup: cfg.Warmup, Conns: cfg.Conns,
+		Duration: cfg.Duration, Warmup: cfg.Warmup, Conns: conns,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("overhead: %s: %w", label, err)
 	}
-	fmt.Fprintf(cfg.Log, "bench: %-24s %8.0f rps  p50 %7.3f ms  p99 %7.3f ms  failed %d\n",
-		label, res.Throughput, res.Latency.P50, res.Latency.P99, res.Failed)
+	logRun(cfg, res)
 	return res, nil
+}
+
+func logRun(cfg OverheadConfig, res *load.Result) {
+	fmt.Fprintf(cfg.Log, "bench: %-34s %8.0f rps  p50 %7.3f ms  p99 %7.3f ms  failed %d\n",
+		res.Label, res.Throughput, res.Latency.P50, res.Latency.P99, res.Failed)
 }
 
 // probe sends a few requests until they succeed, so that a proxy still

@@ -3,9 +3,9 @@ package scenario
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"math"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -43,7 +43,7 @@ func TestMeasureOverheadAgainstStub(t *testing.T) {
 		paths = append(paths, Path{PathNginx, listen})
 	}
 	cfg := OverheadConfig{
-		Simserver: "unused", Duration: 100 * time.Millisecond, Warmup: -1, Conns: 1,
+		Simserver: "unused", Duration: 100 * time.Millisecond, Warmup: -1, Conns: []int{1},
 		Payloads: []PayloadSpec{{Name: "small", Shape: []int64{1, 16}, Concurrency: 2}, {Name: "large", Shape: []int64{1, 262144}, Concurrency: 2}},
 	}
 	_ = cfg.Validate() // fills defaults; the binary check does not matter here
@@ -55,19 +55,28 @@ func TestMeasureOverheadAgainstStub(t *testing.T) {
 		t.Fatalf("payloads = %d", len(rep.Payloads))
 	}
 	for _, p := range rep.Payloads {
-		if len(p.Runs) != 2*len(paths) || len(p.Paths) != len(paths) {
-			t.Errorf("%s: %d runs, %d path summaries", p.Name, len(p.Runs), len(p.Paths))
+		if len(p.Runs) != 2*len(paths) {
+			t.Errorf("%s: %d runs", p.Name, len(p.Runs))
 		}
-		for _, ps := range p.Paths {
-			if ps.Failed != 0 || !(ps.MaxRPS.Median > 0) || !(ps.P99.Median > 0) {
-				t.Errorf("%s/%s: %+v", p.Name, ps.Path, ps)
+		if len(p.Cells) != 2 || p.Cells[0].Mode != load.Closed || p.Cells[1].Mode != load.Open {
+			t.Fatalf("%s: cells %+v, want one closed and one open", p.Name, p.Cells)
+		}
+		for _, c := range p.Cells {
+			if len(c.Paths) != len(paths) {
+				t.Errorf("%s/%s: %d path summaries", p.Name, c.key(), len(c.Paths))
+			}
+			for _, ps := range c.Paths {
+				if ps.Failed != 0 || !(ps.RPS.Median > 0) || !(ps.P99.Median > 0) {
+					t.Errorf("%s/%s/%s: %+v", p.Name, c.key(), ps.Path, ps)
+				}
 			}
 		}
-		if p.Paths[0].VsDirect.Median != 1 || p.Paths[0].AddedP50.Median != 0 {
-			t.Errorf("%s: direct compared with itself: %+v", p.Name, p.Paths[0])
+		closed, open := p.Cells[0], p.Cells[1]
+		if closed.Paths[0].VsDirect.Median != 1 || closed.Paths[0].AddedP50.Median != 0 {
+			t.Errorf("%s: direct compared with itself: %+v", p.Name, closed.Paths[0])
 		}
-		if p.Rate.Median <= 0 {
-			t.Errorf("%s: open-loop rate %v", p.Name, p.Rate)
+		if open.Rate == nil || open.Rate.Median <= 0 {
+			t.Errorf("%s: open-loop rate %v", p.Name, open.Rate)
 		}
 	}
 	if rep.Payloads[1].RequestBytes < 1<<20 {
@@ -81,19 +90,23 @@ func TestMeasureOverheadAgainstStub(t *testing.T) {
 	}
 }
 
-// fakeRun is a finished run with the given label and figures.
-func fakeRun(label string, mode load.Mode, rps, p50, p99 float64) *load.Result {
-	r := &load.Result{Label: label, Mode: mode, Throughput: rps, Completed: 100, RequestBytes: 4200,
-		Latency: load.Latency{P50: p50, P99: p99}}
-	if mode == load.Open {
-		r.Rate = 500
-		r.Arrival = "fixed"
+func closedC(callers, conns int) cellKey {
+	return cellKey{Mode: load.Closed, Callers: callers, Conns: conns}
+}
+func openX(conns int) cellKey { return cellKey{Mode: load.Open, Conns: conns} }
+
+// addFake stores a finished run of payload 0 with the given figures.
+func addFake(rep *OverheadReport, tool, path string, k cellKey, r int, rps, p50, p99 float64) {
+	res := &load.Result{Label: runLabel(rep.Payloads[0].Name, tool, path, k, r), Mode: k.Mode, Throughput: rps,
+		Completed: 100, RequestBytes: 4200, Conns: k.Conns, Concurrency: k.Callers, Latency: load.Latency{P50: p50, P99: p99}}
+	if k.Mode == load.Open {
+		res.Rate, res.Arrival = 500, "fixed"
 	}
-	return r
+	rep.add(0, runKey{tool, path, k, r}, res)
 }
 
 func TestOverheadSummary(t *testing.T) {
-	cfg := OverheadConfig{Simserver: "x", Repeat: 3, Payloads: []PayloadSpec{{Name: "4KiB", Shape: []int64{1, 1024}, Concurrency: 32}}}
+	cfg := OverheadConfig{Simserver: "x", Repeat: 3, Conns: []int{1}, Payloads: []PayloadSpec{{Name: "4KiB", Shape: []int64{1, 1024}, Concurrency: 32}}}
 	_ = cfg.Validate()
 	paths := []Path{{PathDirect, "a"}, {PathInfergate, "b"}, {PathNginx, "c"}}
 	rep := newOverheadReport(cfg, paths)
@@ -105,40 +118,46 @@ func TestOverheadSummary(t *testing.T) {
 	}
 	for i, f := range figures {
 		for j, p := range paths {
-			rep.add(0, fakeRun(fmt.Sprintf("4KiB/%s/closed#%d", p.Name, i+1), load.Closed, f[j][0], 0, 0))
-			rep.add(0, fakeRun(fmt.Sprintf("4KiB/%s/open#%d", p.Name, i+1), load.Open, 0, f[j][1], f[j][2]))
+			addFake(rep, ToolBench, p.Name, closedC(32, 1), i+1, f[j][0], 0.5, 2)
+			addFake(rep, ToolBench, p.Name, openX(1), i+1, 500, f[j][1], f[j][2])
 		}
 	}
 	rep.summarise()
 	ps := rep.Payloads[0]
-	near := func(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
-	ig := ps.Paths[1]
-	if !near(ig.MaxRPS.Median, 900) || !near(ig.MaxRPS.Min, 880) || !near(ig.MaxRPS.Max, 950) {
-		t.Errorf("infergate max rps = %+v", ig.MaxRPS)
+	if len(ps.Cells) != 2 || ps.Agreement != nil {
+		t.Fatalf("cells %d, agreement %v; want 2 cells and no agreement without ghz", len(ps.Cells), ps.Agreement)
 	}
-	// Added p99 per repetition: 0.5, 0.3, 1.0.
-	if !near(ig.AddedP99.Median, 0.5) || !near(ig.AddedP99.Min, 0.3) || !near(ig.AddedP99.Max, 1.0) {
-		t.Errorf("infergate added p99 = %+v", ig.AddedP99)
+	near := func(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
+	closed, open := ps.Cells[0], ps.Cells[1]
+	ig := closed.Paths[1]
+	if !near(ig.RPS.Median, 900) || !near(ig.RPS.Min, 880) || !near(ig.RPS.Max, 950) {
+		t.Errorf("infergate max rps = %+v", ig.RPS)
 	}
 	// Throughput vs direct per repetition: 0.9, 0.8, 0.95.
 	if !near(ig.VsDirect.Median, 0.9) {
 		t.Errorf("infergate vs direct = %+v", ig.VsDirect)
 	}
 	// infergate/nginx per repetition: 1.125, 0.88, 1.9.
-	if ps.InfergateVsNginx == nil || !near(ps.InfergateVsNginx.Median, 1.125) || !near(ps.InfergateVsNginx.Max, 1.9) {
-		t.Errorf("infergate vs nginx = %+v", ps.InfergateVsNginx)
+	if closed.InfergateVsNginx == nil || !near(closed.InfergateVsNginx.Median, 1.125) || !near(closed.InfergateVsNginx.Max, 1.9) {
+		t.Errorf("infergate vs nginx = %+v", closed.InfergateVsNginx)
 	}
-	if ig.Saturated || ps.Paths[2].Saturated {
-		t.Errorf("saturated at 500/s: infergate (max 900) %v, nginx (max 800) %v", ig.Saturated, ps.Paths[2].Saturated)
+	// Added p99 per repetition: 0.5, 0.3, 1.0.
+	oig := open.Paths[1]
+	if !near(oig.AddedP99.Median, 0.5) || !near(oig.AddedP99.Min, 0.3) || !near(oig.AddedP99.Max, 1.0) {
+		t.Errorf("infergate added p99 = %+v", oig.AddedP99)
+	}
+	if oig.Saturated || open.Paths[2].Saturated {
+		t.Errorf("saturated at 500/s: infergate (max 900) %v, nginx (max 800) %v", oig.Saturated, open.Paths[2].Saturated)
 	}
 	md := rep.Markdown()
 	for _, want := range []string{
-		"## Proxy overhead: kserve identity_fp32, 5s per measurement (+1s warmup), 3 repetitions, median [min..max]",
-		"### 4KiB (shape [1 1024], request 4200 bytes): max rps at c=32, latency at 500/s",
-		"| direct    | 1000 [1000..1100] |                1.00x |",
-		"| infergate |    900 [880..950] | 0.90x [0.80x..0.95x] |",
+		"## Proxy overhead: kserve, 5s per measurement (+1s warmup), 3 interleaved repetitions, median [min..max]; clients: bench",
+		"### 4KiB identity_fp32, shape [1 1024], request 4200 bytes: closed-loop max rps",
+		"| 32      | 1     | direct    | 1000 [1000..1100] |",
+		"| 32      | 1     | infergate |    900 [880..950] | 0.90x [0.80x..0.95x] | 1.12x [0.88x..1.90x] |",
+		"| open 500/s x1 | infergate |",
 		"+0.500 [+0.300..+1.000] |",
-		"infergate / nginx max throughput: 1.12x [0.88x..1.90x]",
+		"ghz: skipped (no ghz binary given)",
 		"nginx: worker_processes auto",
 	} {
 		if !strings.Contains(md, want) {
@@ -156,8 +175,64 @@ func TestOverheadSummary(t *testing.T) {
 	if !strings.Contains(buf.String(), `"added_p99_ms": {`) || !strings.Contains(buf.String(), `"infergate_vs_nginx_throughput"`) {
 		t.Errorf("json lacks summary fields:\n%s", buf.String())
 	}
-	if runs := rep.RunsMarkdown(); !strings.Contains(runs, "4KiB/nginx/open#3") {
+	if runs := rep.RunsMarkdown(); !strings.Contains(runs, "4KiB/nginx/open x1#3") {
 		t.Errorf("runs table lacks a run:\n%s", runs)
+	}
+}
+
+// TestOverheadAgreement: where bench and ghz rank infergate and nginx
+// differently, the report says so; where they agree, it says that.
+func TestOverheadAgreement(t *testing.T) {
+	cfg := OverheadConfig{Simserver: "x", Ghz: "ghz", Conns: []int{4}, Callers: []int{8}, Payloads: []PayloadSpec{{Name: "simple", Shape: []int64{1, 16}}}}
+	_ = cfg.Validate()
+	rep := newOverheadReport(cfg, []Path{{PathDirect, "a"}, {PathInfergate, "b"}, {PathNginx, "c"}})
+	c8 := closedC(8, 4)
+	// bench: infergate 1.04x nginx, adds 0.5 ms at p50 against nginx's 0.25.
+	addFake(rep, ToolBench, PathDirect, c8, 1, 10000, 1.0, 3)
+	addFake(rep, ToolBench, PathInfergate, c8, 1, 5200, 1.5, 4)
+	addFake(rep, ToolBench, PathNginx, c8, 1, 5000, 1.25, 5)
+	// ghz: infergate 0.88x nginx, and also adds more at p50.
+	addFake(rep, ToolGhz, PathDirect, c8, 1, 11000, 1.0, 3)
+	addFake(rep, ToolGhz, PathInfergate, c8, 1, 5280, 1.7, 4)
+	addFake(rep, ToolGhz, PathNginx, c8, 1, 6000, 1.5, 5)
+	for _, tool := range []string{ToolBench, ToolGhz} {
+		for _, p := range []string{PathDirect, PathInfergate, PathNginx} {
+			addFake(rep, tool, p, openX(4), 1, 500, 1, 2)
+		}
+	}
+	rep.summarise()
+	p := rep.Payloads[0]
+	if len(p.Cells) != 4 {
+		t.Fatalf("cells = %d, want 2 loads x 2 clients", len(p.Cells))
+	}
+	got := map[string]Agreement{}
+	for _, a := range p.Agreement {
+		got[cellKey{a.Mode, a.Callers, a.Conns}.String()+" "+a.Figure] = a
+	}
+	tp := got["c8 x4 throughput"]
+	if tp.Agree || tp.BenchFaster != PathInfergate || tp.GhzFaster != PathNginx || math.Abs(tp.Ghz-0.88) > 1e-9 {
+		t.Errorf("throughput agreement = %+v; want bench infergate, ghz nginx (0.88x), disagree", tp)
+	}
+	if a := got["c8 x4 added p50"]; !a.Agree || a.BenchFaster != PathNginx {
+		t.Errorf("added p50 agreement = %+v; want both nginx", a)
+	}
+	if a := got["c8 x4 added p99"]; !a.Agree || a.BenchFaster != PathInfergate {
+		t.Errorf("added p99 agreement = %+v; want both infergate", a)
+	}
+	if a := got["open x4 added p50"]; !a.Agree || a.BenchFaster != "tie" {
+		t.Errorf("open added p50 agreement = %+v; want a tie", a)
+	}
+	md := rep.Markdown()
+	for _, want := range []string{
+		"clients: bench, ghz",
+		"| rps | rps ghz | vs direct | vs direct ghz | vs nginx | vs nginx ghz |",
+		"| c8 x4 | throughput | 1.04x | 0.88x | infergate | nginx | **DISAGREE** |",
+		"| c8 x4 | added p50 | +0.250 | +0.200 | nginx | nginx | agree |",
+		"The clients disagree on 1 of",
+	} {
+		if !strings.Contains(strings.Join(strings.Fields(md), " "), want) {
+			t.Errorf("markdown lacks %q:\n%s", want, md)
+		}
 	}
 }
 
@@ -179,16 +254,79 @@ func TestOverheadSaturatedPath(t *testing.T) {
 	cfg := OverheadConfig{Simserver: "x", Payloads: []PayloadSpec{{Name: "1MiB", Shape: []int64{1, 262144}, Concurrency: 8}}}
 	_ = cfg.Validate()
 	rep := newOverheadReport(cfg, []Path{{PathDirect, "a"}, {PathNginx, "c"}})
-	rep.add(0, fakeRun("1MiB/direct/closed#1", load.Closed, 1000, 0, 0))
-	rep.add(0, fakeRun("1MiB/nginx/closed#1", load.Closed, 510, 0, 0))
-	rep.add(0, fakeRun("1MiB/direct/open#1", load.Open, 0, 4, 17))
-	rep.add(0, fakeRun("1MiB/nginx/open#1", load.Open, 0, 600, 1000))
+	addFake(rep, ToolBench, PathDirect, closedC(8, 2), 1, 1000, 0, 0)
+	addFake(rep, ToolBench, PathNginx, closedC(8, 2), 1, 510, 0, 0)
+	addFake(rep, ToolBench, PathDirect, openX(2), 1, 0, 4, 17)
+	addFake(rep, ToolBench, PathNginx, openX(2), 1, 0, 600, 1000)
 	rep.summarise()
-	if ps := rep.Payloads[0].Paths; ps[0].Saturated || !ps[1].Saturated {
+	if ps := rep.Payloads[0].Cells[1].Paths; ps[0].Saturated || !ps[1].Saturated {
 		t.Errorf("saturated: direct %v, nginx %v; want false, true", ps[0].Saturated, ps[1].Saturated)
 	}
 	md := rep.Markdown()
-	if !strings.Contains(md, "|  600 * | 1000 * |") || !strings.Contains(md, "mostly queueing") {
+	if !strings.Contains(md, "| open 500/s x2 | nginx  | 600 * | 1000 * |") || !strings.Contains(md, "mostly queueing") {
 		t.Errorf("markdown does not flag the saturated path:\n%s", md)
+	}
+}
+
+// TestMeasureOverheadMatrix: every closed-loop caller count on every
+// connection count, then the open loop on each connection count, on every
+// path in turn, round after round; each run really uses its callers and
+// connections.
+func TestMeasureOverheadMatrix(t *testing.T) {
+	var paths []Path
+	for _, name := range []string{PathDirect, PathInfergate} {
+		s, err := stubserver.Start(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Stop()
+		paths = append(paths, Path{name, s.Addr})
+	}
+	cfg := OverheadConfig{
+		Simserver: "unused", Duration: 50 * time.Millisecond, Warmup: -1, Repeat: 2,
+		Callers: []int{1, 3}, Conns: []int{1, 2}, OpenBase: "slowest",
+		Payloads: []PayloadSpec{{Name: "simple", Model: "simple", Inputs: []load.Tensor{
+			{Name: "INPUT0", Datatype: "INT32", Shape: []int64{1, 16}}, {Name: "INPUT1", Datatype: "INT32", Shape: []int64{1, 16}}}}},
+	}
+	if err := cfg.Validate(); err != nil && !strings.Contains(err.Error(), "simserver") {
+		t.Fatal(err)
+	}
+	rep, err := MeasureOverhead(t.Context(), cfg, paths)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := rep.Payloads[0]
+	var got []string
+	for _, r := range p.Runs {
+		got = append(got, r.Label)
+	}
+	var want []string
+	for rep := 1; rep <= 2; rep++ {
+		for _, k := range []cellKey{closedC(1, 1), closedC(3, 1), closedC(1, 2), closedC(3, 2), openX(1), openX(2)} {
+			for _, path := range []string{PathDirect, PathInfergate} {
+				want = append(want, runLabel("simple", ToolBench, path, k, rep))
+			}
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("runs in order:\n%v\nwant:\n%v", got, want)
+	}
+	for i, r := range p.Runs {
+		k := p.keys[i].cell
+		if r.Conns != k.Conns || (k.Mode == load.Closed && r.Concurrency != k.Callers) || r.Mode != k.Mode || r.Failed != 0 || r.Completed == 0 {
+			t.Errorf("%s: mode %s, %d callers, %d conns, %d ok, %d failed", r.Label, r.Mode, r.Concurrency, r.Conns, r.Completed, r.Failed)
+		}
+	}
+	if p.RequestBytes < 128 || len(p.Cells) != 6 {
+		t.Errorf("request %d bytes (two INT32 [1,16] inputs), %d cells", p.RequestBytes, len(p.Cells))
+	}
+	// Open rate: half the slowest path's best closed-loop rate that round.
+	for _, c := range p.Cells[4:] {
+		for rep := 1; rep <= 2; rep++ {
+			slowest := math.Min(p.capacity(ToolBench, PathDirect, rep), p.capacity(ToolBench, PathInfergate, rep))
+			if o := p.find(runKey{ToolBench, PathDirect, c.key(), rep}); math.Abs(o.Rate-slowest/2) > 1e-6 {
+				t.Errorf("%s: rate %g, want half of %g", o.Label, o.Rate, slowest)
+			}
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -61,7 +62,7 @@ func TestOverheadValidateMissingBinary(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "overhead: simserver") || !strings.Contains(err.Error(), "binary not found") {
 		t.Errorf("Validate() = %v", err)
 	}
-	if cfg.Model != "identity_fp32" || cfg.Input != "INPUT0" || len(cfg.Payloads) != 2 || cfg.Conns != 2 {
+	if cfg.Model != "identity_fp32" || cfg.Input != "INPUT0" || len(cfg.Payloads) != 2 || !slices.Equal(cfg.Conns, []int{2}) {
 		t.Errorf("defaults not filled: %+v", cfg)
 	}
 }

@@ -6,6 +6,7 @@
 //	bench load -target 127.0.0.1:8500 -proto tf -model half_plus_two -rate 2000 -arrival poisson
 //	bench load -target 127.0.0.1:8001 -model llm_stream -stream -c 4 -d 10s
 //	bench overhead [-quick] [-repeat N] [-open-base direct|slowest] [-out DIR]
+//	bench overhead -size simple,1MiB,16MiB -c 8,32 -conns 1,4 -repeat 3 [-ghz PATH]
 //	bench batching [-quick] [-static 64:2ms,32:5ms] [-out DIR]
 //	bench soak [-rate 150] [-d 10m] [-sample 30s] [-infergate-args "..."] [-out DIR]
 //	bench detect [-days 14] [-scale 1440] [-light 10m] [-out DIR]
@@ -18,7 +19,8 @@
 // its first response, the gaps between its responses and their number,
 // as infergate measures them. overhead starts simserver, infergate
 // and nginx itself and compares the three paths for a small and a 1 MiB
-// payload. batching compares batching off, static and adaptive against
+// payload (or -size's), at each -c caller count on each -conns connection
+// count, and runs ghz beside its own client when installed. batching compares batching off, static and adaptive against
 // offered load and draws a plot. soak starts simserver and infergate and
 // drives an open-loop, production-like mix through infergate for a long
 // time (KServe ModelInfer on resnet50 with 1 to 4 rows and simple, TF Predict on

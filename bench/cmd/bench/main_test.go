@@ -62,6 +62,10 @@ func TestUsageErrors(t *testing.T) {
 		{"bad shape", []string{"load", "-shape", "1,-3"}, 2},
 		{"missing simserver", []string{"overhead", "-simserver", "/nonexistent/simserver", "-infergate", ""}, 2},
 		{"stray argument", []string{"overhead", "extra"}, 2},
+		{"bad conns", []string{"overhead", "-conns", "1,x"}, 2},
+		{"bad callers", []string{"overhead", "-c", "0"}, 2},
+		{"bad size", []string{"overhead", "-size", "simple,huge"}, 2},
+		{"missing ghz", []string{"overhead", "-simserver", os.Args[0], "-infergate", "", "-nginx", "", "-ghz", "/nonexistent/ghz"}, 2},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -109,5 +113,35 @@ func TestSizeName(t *testing.T) {
 		if got := sizeName("x", tc.shape, "FP32"); got != tc.want {
 			t.Errorf("sizeName(%v) = %q, want %q", tc.shape, got, tc.want)
 		}
+	}
+}
+
+func TestParseSizes(t *testing.T) {
+	got, err := parseSizes("simple, 1MiB,16MiB,4096", "INPUT0", "FP32", 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 4 {
+		t.Fatalf("payloads = %+v", got)
+	}
+	if s := got[0]; s.Name != "simple" || s.Model != "simple" || len(s.Inputs) != 2 || s.Concurrency != 8 {
+		t.Errorf("simple = %+v", s)
+	}
+	for i, want := range []struct {
+		name  string
+		elems int64
+	}{{"1MiB", 1 << 18}, {"16MiB", 1 << 22}, {"4KiB", 1024}} {
+		s := got[i+1]
+		if s.Name != want.name || !slices.Equal(s.Shape, []int64{1, want.elems}) || len(s.Inputs) != 0 {
+			t.Errorf("payload %d = %+v, want %s of shape [1 %d]", i+1, s, want.name, want.elems)
+		}
+	}
+	for _, bad := range []string{"huge", "1MiB,", "6B", "-1KiB"} {
+		if _, err := parseSizes(bad, "INPUT0", "FP32", 8); err == nil || !strings.Contains(err.Error(), "-size") {
+			t.Errorf("parseSizes(%q) = %v, want an error naming -size", bad, err)
+		}
+	}
+	if n, err := parseInts("c", "8, 32"); err != nil || !slices.Equal(n, []int{8, 32}) {
+		t.Errorf("parseInts = %v, %v", n, err)
 	}
 }

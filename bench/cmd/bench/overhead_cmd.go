@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -34,11 +35,15 @@ func runOverhead(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		large     = fs.String("large", "1,262144", "large payload shape (1 MiB of FP32)")
 		cSmall    = fs.Int("c-small", 32, "closed-loop concurrency for the small payload")
 		cLarge    = fs.Int("c-large", 8, "closed-loop concurrency for the large payload")
+		sizes     = fs.String("size", "", "payloads, comma-separated, instead of -small/-large: a size (4KiB, 1MiB, 16MiB) of -model's -input, or a simserver model name (simple) for its own inputs")
+		callers   = fs.String("c", "", "closed-loop caller counts, comma-separated (8,32), measured for every payload instead of -c-small/-c-large")
+		ghz       = fs.String("ghz", "auto", `ghz binary run beside the project's load on every path and load; "auto" looks for ghz on PATH, then ~/go/bin/ghz; "" leaves ghz out`)
+		protoDir  = fs.String("proto-dir", "proto/defs", "the .proto definitions ghz reads")
 		dur       = fs.Duration("d", 5*time.Second, "duration of each measurement")
 		warmup    = fs.Duration("warmup", time.Second, "warmup before each measurement")
 		quick     = fs.Bool("quick", false, "smoke test: 1s measurements, 250ms warmup")
 		repeat    = fs.Int("repeat", 1, "repetitions; medians and min..max are reported")
-		conns     = fs.Int("conns", 2, "client connections per run")
+		conns     = fs.String("conns", "2", "client connections per run, comma-separated (1,4): every load runs on each")
 		arrival   = fs.String("arrival", "fixed", "open-loop arrivals: fixed or poisson")
 		openBase  = fs.String("open-base", "direct", "open-loop rate is a fraction of this path's max: direct or slowest")
 		openFrac  = fs.Float64("open-frac", 0.5, "open-loop rate as a fraction of -open-base's max throughput")
@@ -67,17 +72,46 @@ func runOverhead(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return usageError{err}
 	}
+	connsList, err := parseInts("conns", *conns)
+	if err != nil {
+		return usageError{err}
+	}
+	var callersList []int
+	if *callers != "" {
+		if callersList, err = parseInts("c", *callers); err != nil {
+			return usageError{err}
+		}
+	}
+	payloads := []scenario.PayloadSpec{
+		{Name: sizeName("small", smallShape, *dtype), Shape: smallShape, Concurrency: *cSmall},
+		{Name: sizeName("large", largeShape, *dtype), Shape: largeShape, Concurrency: *cLarge},
+	}
+	if *sizes != "" {
+		if payloads, err = parseSizes(*sizes, *input, *dtype, *cSmall); err != nil {
+			return usageError{err}
+		}
+	}
+	ghzBin, ghzSkipped := *ghz, ""
+	switch ghzBin {
+	case "auto":
+		if ghzBin = scenario.FindGhz(); ghzBin == "" {
+			ghzSkipped = "ghz not found on PATH or in ~/go/bin"
+		}
+	case "":
+		ghzSkipped = `-ghz ""`
+	}
 	cfg := scenario.OverheadConfig{
 		Simserver: *simserver, Infergate: *infergate, Nginx: *nginx, NginxWorkers: *workers,
 		InfergateArgs: strings.Fields(*igArgs), InfergateBArgs: strings.Fields(*igBArgs),
 		Proto: p, Model: *model, Input: *input, Datatype: strings.ToUpper(*dtype),
-		Payloads: []scenario.PayloadSpec{
-			{Name: sizeName("small", smallShape, *dtype), Shape: smallShape, Concurrency: *cSmall},
-			{Name: sizeName("large", largeShape, *dtype), Shape: largeShape, Concurrency: *cLarge},
-		},
-		Duration: *dur, Warmup: *warmup, Repeat: *repeat, Conns: *conns, Arrival: arr,
+		Payloads: payloads, Callers: callersList,
+		Duration: *dur, Warmup: *warmup, Repeat: *repeat, Conns: connsList, Arrival: arr,
 		OpenBase: *openBase, OpenFraction: *openFrac,
+		Ghz: ghzBin, GhzSkipped: ghzSkipped, ProtoDir: *protoDir,
 		KeepWorkDir: *keep, Log: stderr,
+	}
+	if ghzSkipped != "" {
+		fmt.Fprintf(stderr, "bench: overhead: ghz skipped: %s\n", ghzSkipped)
 	}
 	if *quick {
 		cfg.Duration, cfg.Warmup = time.Second, 250*time.Millisecond
@@ -101,6 +135,67 @@ func runOverhead(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return err
 	}
 	return report.WriteFile(filepath.Join(*outDir, "runs.md"), []byte(rep.RunsMarkdown()))
+}
+
+// parseInts reads a comma-separated list of positive integers.
+func parseInts(flagName, s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("overhead: -%s %q: %q is not a positive integer", flagName, s, f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// parseSizes reads -size: each item is a simserver model name with known
+// inputs (load.ModelDefaults: "simple"), or a byte size ("1MiB", "16MiB",
+// "4KiB", "4096") of one input of dtype, shaped [1, n]. concurrency is each
+// payload's closed-loop callers when -c is not given.
+func parseSizes(s, input, dtype string, concurrency int) ([]scenario.PayloadSpec, error) {
+	var out []scenario.PayloadSpec
+	for _, item := range strings.Split(s, ",") {
+		item = strings.TrimSpace(item)
+		if inputs, ok := load.ModelDefaults(item); ok {
+			out = append(out, scenario.PayloadSpec{Name: item, Shape: inputs[0].Shape, Concurrency: concurrency, Model: item, Inputs: inputs})
+			continue
+		}
+		n, err := parseBytes(item)
+		if err != nil {
+			return nil, fmt.Errorf("overhead: -size %q: %w", s, err)
+		}
+		elem, err := load.Tensor{Name: input, Datatype: dtype, Shape: []int64{1}}.ByteSize()
+		if err != nil {
+			return nil, fmt.Errorf("overhead: -size %q: %w", s, err)
+		}
+		if n%elem != 0 {
+			return nil, fmt.Errorf("overhead: -size %q: %s is not a whole number of %s elements (%d bytes each)", s, item, dtype, elem)
+		}
+		shape := []int64{1, int64(n / elem)}
+		out = append(out, scenario.PayloadSpec{Name: sizeName(item, shape, dtype), Shape: shape, Concurrency: concurrency})
+	}
+	return out, nil
+}
+
+// parseBytes reads "16MiB", "4KiB" or a plain byte count.
+func parseBytes(s string) (int, error) {
+	num, mult := s, 1
+	for _, u := range []struct {
+		suffix string
+		mult   int
+	}{{"MiB", 1 << 20}, {"KiB", 1 << 10}, {"B", 1}} {
+		if strings.HasSuffix(s, u.suffix) {
+			num, mult = strings.TrimSuffix(s, u.suffix), u.mult
+			break
+		}
+	}
+	n, err := strconv.Atoi(num)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("%q is neither a known model nor a size like 4KiB, 1MiB or 16MiB", s)
+	}
+	return n * mult, nil
 }
 
 // sizeName names a payload by its size ("4KiB", "1MiB"), falling back to

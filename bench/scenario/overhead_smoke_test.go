@@ -1,0 +1,78 @@
+package scenario
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/infergate/infergate/bench/load"
+)
+
+// TestOverheadSmoke runs the real scenario, tiny, against bin/simserver and
+// bin/infergate when they are built (make build), through nginx when it is
+// installed, and with ghz beside the project's load when ghz is installed
+// (.ci/run installs it): a small call and a 16 MiB one on every path, so
+// that every path's and both clients' message size limits are exercised.
+// It checks that every part runs and nothing fails, not the numbers.
+func TestOverheadSmoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	sim, ig := filepath.Join("..", "..", "bin", "simserver"), filepath.Join("..", "..", "bin", "infergate")
+	for _, b := range []string{sim, ig} {
+		if _, err := os.Stat(b); err != nil {
+			t.Skipf("%s not built", b)
+		}
+	}
+	cfg := OverheadConfig{
+		Simserver: sim, Infergate: ig, NginxWorkers: "1",
+		// Stop at once at the end instead of after the default 5 s of
+		// draining for a load balancer.
+		InfergateArgs: []string{"--drain-delay", "0"},
+		Ghz:           FindGhz(),
+		ProtoDir:      filepath.Join("..", "..", "proto", "defs"),
+		Payloads: []PayloadSpec{
+			{Name: "simple", Model: "simple", Inputs: []load.Tensor{
+				{Name: "INPUT0", Datatype: "INT32", Shape: []int64{1, 16}}, {Name: "INPUT1", Datatype: "INT32", Shape: []int64{1, 16}}}},
+			{Name: "16MiB", Shape: []int64{1, 4 << 20}},
+		},
+		Callers: []int{2}, Conns: []int{1}, Duration: 100 * time.Millisecond, Warmup: -1, OpenBase: "slowest",
+	}
+	if _, err := os.Stat(nginxBin); err == nil {
+		cfg.Nginx = nginxBin
+	}
+	if cfg.Ghz == "" {
+		t.Log("ghz not installed: measuring with the project's load only")
+	}
+	if testing.Verbose() {
+		cfg.Log = os.Stderr
+	}
+	rep, err := RunOverhead(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tools := 1
+	if cfg.Ghz != "" {
+		tools = 2
+	}
+	paths := len(rep.Setup.Paths)
+	for _, p := range rep.Payloads {
+		if len(p.Runs) != 2*tools*paths || len(p.Cells) != 2*tools {
+			t.Errorf("%s: %d runs, %d cells; want %d and %d", p.Name, len(p.Runs), len(p.Cells), 2*tools*paths, 2*tools)
+		}
+		for _, r := range p.Runs {
+			if r.Failed != 0 || (r.Mode == load.Closed && r.Completed == 0) {
+				t.Errorf("%s: %d ok, %d failed %v", r.Label, r.Completed, r.Failed, r.Errors)
+			}
+		}
+	}
+	if big := rep.Payloads[1].RequestBytes; big < 16<<20 {
+		t.Errorf("16MiB request is %d bytes", big)
+	}
+	md := rep.Markdown()
+	if cfg.Ghz != "" && cfg.Nginx != "" && !strings.Contains(md, "bench and ghz side by side") {
+		t.Errorf("markdown lacks the agreement table:\n%s", md)
+	}
+}
