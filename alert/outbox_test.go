@@ -24,8 +24,8 @@ func TestOutboxOwesOnce(t *testing.T) {
 	both := []string{"webhook", "email"}
 	o.owe("r", firing("g", "a"), both, now, false)
 	o.owe("r", firing("g", "a"), both, now.Add(time.Minute), false) // again: the same content
-	o.owe("r", firing("g", "a", "b"), both, now, false)              // changed
-	o.owe("r", firing("h", "a"), both, now, false)                   // another group
+	o.owe("r", firing("g", "a", "b"), both, now, false)             // changed
+	o.owe("r", firing("h", "a"), both, now, false)                  // another group
 	if n := o.len(); n != 3 {
 		t.Fatalf("%d owed, want 3", n)
 	}
