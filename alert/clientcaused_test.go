@@ -3,6 +3,7 @@ package alert
 import (
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -221,5 +222,36 @@ func TestManyModelsOneMessage(t *testing.T) {
 			n = len(msgs[0].Alerts)
 		}
 		t.Fatalf("%d messages (first with %d alerts), want 1 with 50", len(msgs), n)
+	}
+}
+
+// TestRestartDoesNotResolveAsNoTraffic: a firing alert restored at a
+// restart does not resolve as "no traffic" only because the new process
+// has not seen a call yet; it takes a minute of watching with no call.
+func TestRestartDoesNotResolveAsNoTraffic(t *testing.T) {
+	state := filepath.Join(t.TempDir(), "state.json")
+	r := newMonRig(t, &Config{StateFile: state})
+	for range 10 {
+		r.record("m", "Unavailable", monitor.CodeClassServerError, 5)
+		r.second()
+	}
+	if s := r.state("ModelErrorRatio", "m"); s != StateFiring {
+		t.Fatalf("ModelErrorRatio %q, want firing", s)
+	}
+	r.e.Close()
+
+	r2 := newMonRig(t, &Config{StateFile: state})
+	r2.c.t = r.c.t // the restart happens now, not back at the clock's start
+	for range 30 {
+		r2.second()
+	}
+	if s := r2.state("ModelErrorRatio", "m"); s != StateFiring {
+		t.Fatalf("restored alert %q 30s after the restart, want still firing (no minute watched yet)", s)
+	}
+	for range 40 {
+		r2.second()
+	}
+	if s := r2.state("ModelErrorRatio", "m"); s != "" {
+		t.Errorf("restored alert %q after 70s without a call, want resolved", s)
 	}
 }

@@ -185,7 +185,8 @@ func New(opts Options) (*Engine, error) {
 		}
 		return 0, nil
 	}
-	e.lifecycle = &lifecycleStage{cfg: e.cfg, alerts: e.alerts, silences: e.silences, actuator: opts.Actuator, log: e.log}
+	e.lifecycle = &lifecycleStage{cfg: e.cfg, alerts: e.alerts, silences: e.silences, actuator: opts.Actuator, log: e.log,
+		started: opts.Now()}
 	e.persist = &persistStage{file: e.cfg.StateFile, alerts: e.alerts, silences: e.silences, groups: e.groups, outbox: e.outbox,
 		log: e.log, metrics: opts.FileMetrics}
 	e.pipeline = stages{

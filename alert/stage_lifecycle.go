@@ -26,6 +26,11 @@ type lifecycleStage struct {
 	// actuator carries out actions; nil means they are only logged.
 	actuator Actuator
 	log      *slog.Logger
+	// started is when the engine started. Until it has watched the
+	// traffic for maxWindow, no call seen is no evidence of no traffic:
+	// an alert restored at a restart must not resolve as "no traffic"
+	// only because the new process has not seen a call yet.
+	started time.Time
 }
 
 func (l *lifecycleStage) exec(ctx context.Context, s *step) {
@@ -71,7 +76,7 @@ func (l *lifecycleStage) exec(ctx context.Context, s *step) {
 // answered by any route and whatever its status, in the last maxWindow.
 func (l *lifecycleStage) noTraffic(f *frame, a *instance) bool {
 	r := a.rule
-	if f == nil || r.PerGPU || len(r.conds) == 0 {
+	if f == nil || r.PerGPU || len(r.conds) == 0 || f.now.Sub(l.started) < maxWindow {
 		return false
 	}
 	for _, cd := range r.conds {

@@ -61,12 +61,16 @@ if [ -z "$admin" ]; then
 	exit 1
 fi
 pass "infergate started with --gpu-source nvml (admin $admin)"
-metrics() { curl -fsS "http://$admin/metrics"; }
+# metrics is read whole before grep looks at it: grep -q stops at its
+# match, and with pipefail curl's write error on the closed pipe would
+# fail the check (seen once /metrics grew past a pipe buffer).
+metrics() { local m; m=$(curl -fsS "http://$admin/metrics") && printf '%s\n' "$m"; }
+has_metric() { grep -q "$1" <<<"$(metrics)"; }
 gpus() { curl -fsS "http://$admin/api/v1/gpus"; }
 sleep 2.5 # two samples
 
 if [ "$driver" = no ]; then
-	if metrics | grep -q '^infergate_gpu_source_up{source="nvml"} 0'; then
+	if has_metric '^infergate_gpu_source_up{source="nvml"} 0'; then
 		pass "without a driver the nvml source reports down and the proxy keeps running"
 	else
 		fail "without a driver: infergate_gpu_source_up{source=\"nvml\"} is not 0"
@@ -76,7 +80,7 @@ if [ "$driver" = no ]; then
 fi
 
 # From here a driver is present.
-if metrics | grep -q '^infergate_gpu_source_up{source="nvml"} 1'; then
+if has_metric '^infergate_gpu_source_up{source="nvml"} 1'; then
 	pass "nvml source up"
 else
 	fail "nvml source not up; /api/v1/gpus says: $(gpus | head -c 400)"
