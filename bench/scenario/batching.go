@@ -90,7 +90,7 @@ func (r *batchRunner) run(ctx context.Context) (*BatchingReport, error) {
 		rep.Sweep = sweep
 	}
 	settings := append([]BatchSetting{OffSetting()}, statics...)
-	settings = append(settings, AdaptiveSetting(cfg.SLO, cfg.AdaptiveMaxSize))
+	settings = append(settings, AdaptiveSetting(cfg.SLO, cfg.AdaptiveMaxSize, !cfg.AdaptiveNoShed))
 	for _, s := range settings {
 		pts, err := r.runSetting(ctx, s, "run", cfg.Loads, capacity.Throughput, cfg.Duration, cfg.Warmup, true)
 		if err != nil {

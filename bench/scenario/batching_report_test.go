@@ -22,7 +22,7 @@ func cannedReport(adaptive8x BatchPoint, adaptiveLowP99 float64) *BatchingReport
 	r.Capacity = Capacity{Throughput: 200, Concurrency: 2, Runs: []CapacityRun{{Concurrency: 1, Throughput: 150}, {Concurrency: 2, Throughput: 200}}}
 	statics := reportedStatics(StaticSetting(32, 2*time.Millisecond), DefaultSweepDelays)
 	r.Configs = append([]BatchSetting{OffSetting()}, statics...)
-	r.Configs = append(r.Configs, AdaptiveSetting(50*time.Millisecond, 64))
+	r.Configs = append(r.Configs, AdaptiveSetting(50*time.Millisecond, 64, true))
 	pt := func(config string, ld, good, p99, batch float64) BatchPoint {
 		return BatchPoint{Config: config, Load: ld, Offered: ld * 200, Throughput: good, Goodput: good, P50: p99 / 2, P99: p99, P999: p99 * 1.5,
 			Completed: int64(good), Seconds: 1, MeanBatch: batch, Saturated: good < 0.5*ld*200}
