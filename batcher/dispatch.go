@@ -2,6 +2,7 @@ package batcher
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -167,10 +168,22 @@ func (q *queue) sendAlone(c *call) (res Result, err error) {
 			res, err = Result{}, q.panicked(v, "sending a lone request")
 		}
 	}()
+	ctx := c.ctx
+	if q.pol.Mode == Adaptive && q.pol.Shed {
+		// No caller waits past the SLO (see expire), alone or not.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, c.arrived.Add(q.pol.SLO))
+		defer cancel()
+	}
 	t0 := time.Now()
-	resp, header, trailer, took, err := q.call(c.ctx, c.arrived, c.item.Rows, c.payload, c.md)
-	if err != nil && c.ctx.Err() != nil {
+	resp, header, trailer, took, err := q.call(ctx, c.arrived, c.item.Rows, c.payload, c.md)
+	switch {
+	case err == nil:
+	case c.ctx.Err() != nil:
 		err = contextError(c.ctx.Err(), q.key.model, true)
+	case ctx.Err() != nil:
+		q.m.rejected[reasonSLO].Add(1)
+		err = fmt.Errorf("%w: model %s: no answer within its SLO of %s (sent alone)", ErrShed, q.key.model, q.pol.SLO)
 	}
 	return Result{
 		Payload: resp, Header: header, Trailer: trailer,

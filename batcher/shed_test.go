@@ -230,14 +230,18 @@ func TestShedDropsLateAtDispatch(t *testing.T) {
 			old = append(old, h.goDo(t.Context(), "a 1 "+id, nil))
 			synctest.Wait()
 		}
-		time.Sleep(100 * time.Millisecond) // o0, o1 can no longer meet the SLO
+		// o0 and o1 can no longer meet the SLO (47 ms waited, a batch
+		// takes 5), though it has not passed yet.
+		time.Sleep(47 * time.Millisecond)
 		fresh := h.goDo(t.Context(), "a 1 f0", nil)
 		synctest.Wait()
 		release()
-		<-busy
+		if o := <-busy; o.err != nil {
+			t.Fatalf("slow call: %v", o.err)
+		}
 		for i, ch := range old {
-			if o := <-ch; !errors.Is(o.err, ErrShed) {
-				t.Errorf("late call %d: %v, want ErrShed", i, o.err)
+			if o := <-ch; !errors.Is(o.err, ErrShed) || !strings.Contains(o.err.Error(), "waited 47ms in the batch queue") {
+				t.Errorf("late call %d: %v, want ErrShed at dispatch, after 47ms", i, o.err)
 			}
 		}
 		if o := <-fresh; o.err != nil {
@@ -252,6 +256,49 @@ func TestShedDropsLateAtDispatch(t *testing.T) {
 		}
 		if n := (*h.b.models.Load())["m"].rejected[reasonSLO].Load(); n != 2 {
 			t.Errorf("rejected{reason=slo} = %d, want 2", n)
+		}
+	})
+}
+
+// TestShedBoundsCallsInFlight: a call whose batch is still running when
+// its SLO passes (a slow execution) gets ErrShed at the SLO, alone or
+// batched, and once every caller of a batch has gone the upstream call is
+// cancelled.
+func TestShedBoundsCallsInFlight(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const slo = 50 * time.Millisecond
+		h := newHarness(t, Policy{Mode: Adaptive, MaxSize: 4, SLO: slo, Shed: true})
+		h.up.latency = func(int) time.Duration { return 5 * time.Millisecond }
+		for i := range 5 {
+			if _, err := h.do(t.Context(), fmt.Sprintf("a 1 w%d", i), nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		release := h.up.hold() // every execution from now on is slow
+		defer release()
+		t0 := time.Now()
+		alone := h.goDo(t.Context(), "a 1 alone", nil)
+		synctest.Wait()
+		var batched []<-chan outcome
+		for _, id := range []string{"b0", "b1"} {
+			batched = append(batched, h.goDo(t.Context(), "a 1 "+id, nil))
+			synctest.Wait()
+		}
+		for i, ch := range append([]<-chan outcome{alone}, batched...) {
+			o := <-ch
+			if !errors.Is(o.err, ErrShed) || !strings.Contains(o.err.Error(), "no answer within its SLO of 50ms") {
+				t.Errorf("call %d: %v, want ErrShed: no answer within the SLO", i, o.err)
+			}
+			if took := time.Since(t0); took != slo {
+				t.Errorf("call %d answered after %v, want at the SLO %v", i, took, slo)
+			}
+		}
+		synctest.Wait()
+		if st := h.stats(); st.InFlight != 0 {
+			t.Errorf("%d batches in flight after every caller left, want the upstream calls cancelled", st.InFlight)
+		}
+		if n := (*h.b.models.Load())["m"].rejected[reasonSLO].Load(); n != 3 {
+			t.Errorf("rejected{reason=slo} = %d, want 3", n)
 		}
 	})
 }
