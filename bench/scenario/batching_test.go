@@ -228,7 +228,7 @@ func TestBatchRunnerFlow(t *testing.T) {
 			t.Errorf("%s mean batch = %g, want 2.5", p.Config, p.MeanBatch)
 		}
 	}
-	if len(rep.Criteria) != 3 {
+	if len(rep.Criteria) != 5 {
 		t.Fatalf("criteria = %+v", rep.Criteria)
 	}
 	if c := rep.Criteria[1]; !c.Known || c.Value < 0.5 {
