@@ -41,6 +41,12 @@ var (
 	// ErrQueueFull: the model's queue holds its limit of requests
 	// (RESOURCE_EXHAUSTED).
 	ErrQueueFull = errors.New("batcher: queue full")
+	// ErrShed: the adaptive batcher, with Policy.Shed, could not answer
+	// the call within the SLO (RESOURCE_EXHAUSTED). It wraps ErrQueueFull:
+	// the queue holds as much work as the SLO allows, and callers that
+	// treat a full queue as load shedding (send elsewhere, do not blame
+	// the upstream) do the same with it.
+	ErrShed = fmt.Errorf("%w: shed to keep the SLO", ErrQueueFull)
 	// ErrClosed: the Batcher closed while the call was queued
 	// (UNAVAILABLE).
 	ErrClosed = errors.New("batcher: closed")

@@ -87,6 +87,13 @@ type Policy struct {
 	// RetryUnbatched retries each request of a failed batch on its own
 	// instead of giving every caller the batch's error.
 	RetryUnbatched bool
+	// Shed (adaptive) turns the SLO into admission control: a request
+	// whose predicted answer (the batches ahead of it at the fitted
+	// latency, then its own) comes later than the SLO is rejected at once
+	// with RESOURCE_EXHAUSTED, and a queued request whose wait has used up
+	// the SLO is answered the same instead of being sent late. Off: every
+	// request is sent, the late ones after the fresh ones.
+	Shed bool
 }
 
 // withDefaults returns p with its zero fields filled.
@@ -237,6 +244,9 @@ type Settings struct {
 	Slots int `yaml:"slots"`
 	// RetryUnbatched retries each request of a failed batch alone.
 	RetryUnbatched bool `yaml:"retry_unbatched"`
+	// Shed (adaptive) rejects with RESOURCE_EXHAUSTED the requests that
+	// cannot be answered within the SLO (Policy.Shed). Default false.
+	Shed bool `yaml:"shed"`
 	// Models lists the batchable models with their own settings; a model
 	// with no settings of its own uses the global values.
 	Models map[string]ModelSettings `yaml:"models"`
@@ -265,6 +275,7 @@ type ModelSettings struct {
 	SLO            *time.Duration `yaml:"slo"`
 	Slots          *int           `yaml:"slots"`
 	RetryUnbatched *bool          `yaml:"retry_unbatched"`
+	Shed           *bool          `yaml:"shed"`
 }
 
 // DefaultSettings returns the Settings of the documented defaults:
@@ -327,6 +338,7 @@ func (s Settings) policy(m ModelSettings) Policy {
 	p := Policy{
 		MaxSize: s.MaxSize, PreferredSizes: s.PreferredSizes, MaxDelay: s.MaxDelay,
 		QueueSize: s.QueueSize, SLO: s.SLO, Slots: s.Slots, RetryUnbatched: s.RetryUnbatched,
+		Shed: s.Shed,
 	}
 	p.Mode, _ = ParseMode(mode)
 	set(&p.MaxSize, m.MaxSize)
@@ -335,6 +347,7 @@ func (s Settings) policy(m ModelSettings) Policy {
 	set(&p.SLO, m.SLO)
 	set(&p.Slots, m.Slots)
 	set(&p.RetryUnbatched, m.RetryUnbatched)
+	set(&p.Shed, m.Shed)
 	if m.PreferredSizes != nil {
 		p.PreferredSizes = m.PreferredSizes
 	}

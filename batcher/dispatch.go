@@ -73,7 +73,7 @@ func (q *queue) send(bt *batch) {
 	if len(bt.calls) == 1 {
 		c := bt.calls[0]
 		slotFreed = true
-		resp, header, trailer, took, err := q.call(bt.ctx, bt.rows, c.payload, c.md)
+		resp, header, trailer, took, err := q.call(bt.ctx, bt.dispatched, bt.rows, c.payload, c.md)
 		c.done <- delivery{Result: Result{Payload: resp, Header: header, Trailer: trailer, Upstream: took, BatchSize: bt.rows,
 			Batch: bt.info}, err: err, dispatched: bt.dispatched}
 		return
@@ -86,13 +86,13 @@ func (q *queue) send(bt *batch) {
 	if err != nil {
 		// The codec promised these were compatible; send them alone rather
 		// than fail callers for the batcher's own mistake.
-		q.finish(bt.rows, 0, false)
+		q.finish(bt.dispatched, bt.rows, 0, false)
 		slotFreed = true
 		q.sendEach(bt)
 		return
 	}
 	slotFreed = true
-	resp, header, trailer, took, err := q.call(bt.ctx, bt.rows, req, commonMetadata(bt.calls))
+	resp, header, trailer, took, err := q.call(bt.ctx, bt.dispatched, bt.rows, req, commonMetadata(bt.calls))
 	if err != nil {
 		if len(bt.calls) > 1 && !q.m.once && (q.pol.RetryUnbatched || status.Code(err) == codes.InvalidArgument) {
 			q.sendEach(bt)
@@ -155,13 +155,14 @@ func (q *queue) sendEach(bt *batch) {
 	wg.Wait()
 }
 
-// call makes the upstream call of a batch of rows rows that holds one
-// slot, and frees the slot, teaching the latency fit, when it returns.
-func (q *queue) call(ctx context.Context, rows int, req []byte, md metadata.MD) (resp []byte, header, trailer metadata.MD, took time.Duration, err error) {
+// call makes the upstream call of a batch of rows rows, sent at sent,
+// that holds one slot, and frees the slot, teaching the latency fit, when
+// it returns.
+func (q *queue) call(ctx context.Context, sent time.Time, rows int, req []byte, md metadata.MD) (resp []byte, header, trailer metadata.MD, took time.Duration, err error) {
 	t0 := time.Now()
 	ok := false
 	// Deferred so that a panic in the upstream call frees the slot too.
-	defer func() { q.finish(rows, took, ok) }()
+	defer func() { q.finish(sent, rows, took, ok) }()
 	resp, header, trailer, err = q.invoke(ctx, q.key.method, req, md)
 	took = max(time.Since(t0), 0)
 	ok = err == nil
@@ -177,10 +178,22 @@ func (q *queue) sendAlone(c *call) (res Result, err error) {
 			res, err = Result{}, q.panicked(v, "sending a lone request")
 		}
 	}()
+	ctx := c.ctx
+	if q.pol.Mode == Adaptive && q.pol.Shed {
+		// No caller waits past the SLO (see expire), alone or not.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, c.arrived.Add(q.pol.SLO))
+		defer cancel()
+	}
 	t0 := time.Now()
-	resp, header, trailer, took, err := q.call(c.ctx, c.item.Rows, c.payload, c.md)
-	if err != nil && c.ctx.Err() != nil {
+	resp, header, trailer, took, err := q.call(ctx, c.arrived, c.item.Rows, c.payload, c.md)
+	switch {
+	case err == nil:
+	case c.ctx.Err() != nil:
 		err = contextError(c.ctx.Err(), q.key.model, true)
+	case ctx.Err() != nil:
+		q.m.rejected[reasonSLO].Add(1)
+		err = fmt.Errorf("%w: model %s: no answer within its SLO of %s (sent alone)", ErrShed, q.key.model, q.pol.SLO)
 	}
 	return Result{
 		Payload: resp, Header: header, Trailer: trailer,

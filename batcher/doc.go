@@ -38,6 +38,13 @@
 //     late too. They are still sent, in the same batch when it has room,
 //     and counted (infergate_batch_late_total); one whose deadline would
 //     pass before another batch could answer it goes first instead.
+//     With Policy.Shed the SLO bounds every answer instead: a request
+//     whose predicted answer (the batches ahead of it at the fitted
+//     latency, then its own) is past the SLO is refused at arrival, a
+//     late one is refused when its batch forms rather than sent, and a
+//     caller still waiting at its SLO (a slow execution) is answered
+//     then; each gets ErrShed, which wraps ErrQueueFull
+//     (RESOURCE_EXHAUSTED), counted with reason "slo".
 //
 // A request that finds its queue empty and a slot free, when the policy
 // would send it alone at once (adaptive, or static without max delay), is

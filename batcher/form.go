@@ -50,6 +50,10 @@ func (q *queue) next(now time.Time) (*batch, time.Time) {
 	if q.pol.Mode == Adaptive && q.fit.ready() {
 		l := q.fit.predict(size)
 		ord = order{lateBefore: now.Add(-(q.pol.SLO - l)), urgentBefore: now.Add(2*l + deadlineMargin)}
+		if q.pol.Shed {
+			ord.shed = true
+			ord.lateBefore = q.shedCutoff(best, size, now)
+		}
 	}
 	bt := q.take(best, size, ord, now)
 	if bt == nil {
@@ -114,7 +118,11 @@ func staticDecide(p *Policy, rows int, oldest, holdLimit, now time.Time) (int, t
 // every request behind it late too. But a late call whose deadline comes
 // before urgentBefore would expire before another batch could answer it:
 // it goes first, served late rather than not at all.
-type order struct{ lateBefore, urgentBefore time.Time }
+type order struct {
+	lateBefore, urgentBefore time.Time
+	// shed: the late calls are answered ErrShed instead (Policy.Shed).
+	shed bool
+}
 
 // take removes up to size rows of calls from s into a new batch, in ord's
 // order (arrival order within each class). Calls whose context has ended
@@ -169,6 +177,21 @@ func (q *queue) take(s *sub, size int, ord order, now time.Time) *batch {
 	all := func(*call) bool { return true }
 	urgent := func(c *call) bool { return !c.deadline.IsZero() && c.deadline.Before(ord.urgentBefore) }
 	late := s.calls[:fresh]
+	if ord.shed {
+		for _, c := range late {
+			if c.state != stateQueued {
+				continue
+			}
+			c.state = stateDropped
+			if err := c.ctx.Err(); err != nil {
+				q.m.rejected[reasonOf(err)].Add(1)
+				continue // its caller returns on its own context
+			}
+			q.m.rejected[reasonSLO].Add(1)
+			answer(c, delivery{err: shedError(q.key.model, now.Sub(c.arrived), q.fit.predict(size), q.pol.SLO)})
+		}
+		late = nil
+	}
 	_ = pick(late, urgent) && pick(s.calls[fresh:], all) && pick(late, all)
 	for _, c := range late {
 		if c.state == stateDispatched {
@@ -198,6 +221,6 @@ func (q *queue) take(s *sub, size int, ord order, now time.Time) *batch {
 	for _, c := range calls {
 		c.batch = bt
 	}
-	q.countBatch(rows)
+	q.countBatch(rows, now)
 	return bt
 }

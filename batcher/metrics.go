@@ -20,10 +20,11 @@ const (
 	reasonInvalid
 	reasonCancelled
 	reasonPanic
+	reasonSLO
 	numReasons
 )
 
-var reasonNames = [numReasons]string{"queue_full", "deadline", "invalid", "cancelled", "panic"}
+var reasonNames = [numReasons]string{"queue_full", "deadline", "invalid", "cancelled", "panic", "slo"}
 
 // reasonOf classifies a context error.
 func reasonOf(err error) reason {
@@ -54,7 +55,7 @@ var (
 		"Requests the adaptive batcher sent after fresher ones because their wait had already used up the SLO.",
 		[]string{"model", "upstream"}, nil)
 	rejectedDesc = prometheus.NewDesc("infergate_batch_rejected_total",
-		"Requests the batcher did not batch or answered itself, by reason: queue_full, deadline, cancelled, invalid (malformed: sent alone, the upstream answers), panic (a recovered panic failed it).",
+		"Requests the batcher did not batch or answered itself, by reason: queue_full, deadline, cancelled, invalid (malformed: sent alone, the upstream answers), panic (a recovered panic failed it), slo (shed by the adaptive batcher: it could not be answered within the SLO).",
 		[]string{"model", "reason"}, nil)
 	targetSizeDesc = prometheus.NewDesc("infergate_batch_target_size",
 		"Largest batch, in rows, the batcher forms now: max size for static, the controller's choice for adaptive.",

@@ -2,6 +2,7 @@ package batcher
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -68,10 +69,14 @@ type queue struct {
 	invoke Invoker
 	wake   chan struct{} // capacity 1: "look again"
 
-	mu         sync.Mutex
-	subs       map[string]*sub
-	n          int // calls queued
-	inFlight   int // batches sent and not finished
+	mu       sync.Mutex
+	subs     map[string]*sub
+	n        int // calls queued
+	inFlight int // batches sent and not finished
+	// running are the batches in flight (len inFlight): when each was
+	// sent and its rows, from which the shedding policy predicts when a
+	// slot frees.
+	running    []slotUse
 	fit        latencyFit
 	rate       rateMeter
 	target     int           // current target size (rows)
@@ -80,6 +85,12 @@ type queue struct {
 	closed     bool      // the dispatcher has stopped
 	retired    bool      // freed for being idle (see Batcher.retire)
 	lastActive time.Time // the last arrival or finished batch
+}
+
+// slotUse is one batch in flight: sent at at, with rows rows.
+type slotUse struct {
+	at   time.Time
+	rows int
 }
 
 // queueStats are a queue's counters, guarded by its lock.
@@ -149,17 +160,22 @@ func (q *queue) enqueue(c *call) (alone bool, err error) {
 	q.rate.add(c.arrived)
 	if q.n == 0 && q.inFlight < q.pol.Slots && q.sendsAtOnce(c.item.Rows, c.arrived) {
 		c.state = stateDispatched
-		q.countBatch(c.item.Rows)
+		q.countBatch(c.item.Rows, c.arrived)
 		q.b.wg.Add(1) // under the lock and before closed: Close waits for it
 		q.mu.Unlock()
 		return true, nil
 	}
 	s := q.subs[c.key]
+	if s == nil && len(q.subs) >= maxKeys {
+		q.mu.Unlock()
+		return false, ErrNotBatched
+	}
+	if err := q.admitLocked(s, c); err != nil {
+		q.mu.Unlock()
+		q.m.rejected[reasonSLO].Add(1)
+		return false, err
+	}
 	if s == nil {
-		if len(q.subs) >= maxKeys {
-			q.mu.Unlock()
-			return false, ErrNotBatched
-		}
 		s = &sub{key: c.key}
 		q.subs[c.key] = s
 	}
@@ -245,20 +261,22 @@ func (q *queue) failQueuedLocked(err error) {
 	q.n = 0
 }
 
-// countBatch counts one batch of rows rows sent and takes a slot. Called
-// with the lock held.
-func (q *queue) countBatch(rows int) {
+// countBatch counts one batch of rows rows sent at now and takes a slot.
+// Called with the lock held.
+func (q *queue) countBatch(rows int, now time.Time) {
 	q.inFlight++
+	q.running = append(q.running, slotUse{at: now, rows: rows})
 	q.stats.batches++
 	q.stats.rows += uint64(rows)
 	q.stats.sizes[sizeBucket(rows)]++
 }
 
-// finish records a sent batch: the slot is free again, and a successful
-// batch teaches the latency fit.
-func (q *queue) finish(rows int, took time.Duration, ok bool) {
+// finish records a sent batch, sent at at with rows rows: the slot is
+// free again, and a successful batch teaches the latency fit.
+func (q *queue) finish(at time.Time, rows int, took time.Duration, ok bool) {
 	q.mu.Lock()
 	q.inFlight--
+	q.release(at, rows)
 	q.lastActive = time.Now()
 	if ok {
 		q.fit.add(rows, took)
@@ -268,4 +286,15 @@ func (q *queue) finish(rows int, took time.Duration, ok bool) {
 	}
 	q.mu.Unlock()
 	q.poke()
+}
+
+// release removes the batch sent at at with rows rows from running (any
+// one, should it not be found: the count is what matters most). Called
+// with the lock held.
+func (q *queue) release(at time.Time, rows int) {
+	if len(q.running) == 0 {
+		return
+	}
+	i := slices.IndexFunc(q.running, func(u slotUse) bool { return u.at.Equal(at) && u.rows == rows })
+	q.running = slices.Delete(q.running, max(i, 0), max(i, 0)+1)
 }

@@ -42,7 +42,7 @@ func (q *queue) recoverBatch(bt *batch, slotFreed *bool) {
 		return
 	}
 	if !*slotFreed {
-		q.finish(bt.rows, 0, false)
+		q.finish(bt.dispatched, bt.rows, 0, false)
 	}
 	err := q.panicked(v, "batch dispatch")
 	for _, c := range bt.calls {

@@ -9,12 +9,21 @@ import (
 	"time"
 )
 
-// wait blocks until c's batch answers or c's context ends.
+// wait blocks until c's batch answers or c's context ends, or, when the
+// queue sheds, until c's SLO has passed.
 func (q *queue) wait(c *call) (Result, error) {
+	var expired <-chan time.Time
+	if q.pol.Mode == Adaptive && q.pol.Shed {
+		t := time.NewTimer(time.Until(c.arrived.Add(q.pol.SLO)))
+		defer t.Stop()
+		expired = t.C
+	}
 	select {
 	case r := <-c.done:
 		return c.resultOf(r), r.err
 	case <-c.ctx.Done():
+	case <-expired:
+		return q.expire(c)
 	}
 	q.mu.Lock()
 	st, bt := c.state, c.batch
@@ -36,6 +45,44 @@ func (q *queue) wait(c *call) (Result, error) {
 		res.BatchSize = bt.rows
 	}
 	return res, contextError(c.ctx.Err(), q.key.model, st == stateDispatched)
+}
+
+// expire gives up on c, whose SLO has passed before an answer came (a
+// slow execution ahead of it or of its own batch): with Policy.Shed no
+// caller waits past the SLO. It leaves the queue or its batch (the last
+// caller to leave cancels the upstream call) and gets ErrShed.
+func (q *queue) expire(c *call) (Result, error) {
+	q.mu.Lock()
+	st, bt := c.state, c.batch
+	switch st {
+	case stateQueued:
+		q.removeLocked(c)
+		c.state = stateDropped
+	case stateDropped:
+		// Answered by the dispatcher (shed, or hopeless) as the timer
+		// fired: that answer stands.
+		q.mu.Unlock()
+		r := <-c.done
+		return c.resultOf(r), r.err
+	}
+	q.mu.Unlock()
+	select {
+	case r := <-c.done: // the answer came as the timer fired
+		return c.resultOf(r), r.err
+	default:
+	}
+	q.m.rejected[reasonSLO].Add(1)
+	res := Result{Queue: max(time.Since(c.arrived), 0)}
+	where := "in the batch queue"
+	if bt != nil {
+		bt.leave()
+		res.Queue = max(bt.dispatched.Sub(c.arrived), 0)
+		res.BatchSize = bt.rows
+		where = fmt.Sprintf("in a batch of %d sent %s ago", bt.rows, time.Since(bt.dispatched).Round(time.Microsecond))
+	} else {
+		q.poke()
+	}
+	return res, fmt.Errorf("%w: model %s: no answer within its SLO of %s (%s)", ErrShed, q.key.model, q.pol.SLO, where)
 }
 
 // resultOf is the caller's Result of what its batch delivered: the

@@ -18,6 +18,9 @@ import (
 type batchTarget struct {
 	GRPC  string
 	Admin string
+	// Direct is the model server's own gRPC address, when known: the
+	// physical limit is measured there.
+	Direct string
 }
 
 // RunBatching measures the unbatched capacity, sweeps static
@@ -90,7 +93,7 @@ func (r *batchRunner) run(ctx context.Context) (*BatchingReport, error) {
 		rep.Sweep = sweep
 	}
 	settings := append([]BatchSetting{OffSetting()}, statics...)
-	settings = append(settings, AdaptiveSetting(cfg.SLO, cfg.AdaptiveMaxSize))
+	settings = append(settings, AdaptiveSetting(cfg.SLO, cfg.AdaptiveMaxSize, !cfg.AdaptiveNoShed))
 	for _, s := range settings {
 		pts, err := r.runSetting(ctx, s, "run", cfg.Loads, capacity.Throughput, cfg.Duration, cfg.Warmup, true)
 		if err != nil {
@@ -139,7 +142,42 @@ func (r *batchRunner) measureCapacity(ctx context.Context) (Capacity, error) {
 	if c.Throughput <= 0 {
 		return Capacity{}, errors.New("batching: capacity: no request completed with batching off")
 	}
+	if err := r.measurePhysical(ctx, t, &c); err != nil {
+		return Capacity{}, err
+	}
 	return c, nil
+}
+
+// measurePhysical finds the physical limit: the model's best batch
+// throughput, in rows per second, closed loop straight to the model
+// server with requests of AdaptiveMaxSize rows (two at a time, so an
+// execution slot is never idle waiting for the next one). Nothing is
+// measured when the model server's address is not known.
+func (r *batchRunner) measurePhysical(ctx context.Context, t batchTarget, c *Capacity) error {
+	if t.Direct == "" {
+		return nil
+	}
+	rows := r.cfg.AdaptiveMaxSize
+	inputs, _ := load.ModelDefaults(r.cfg.Model)
+	for i := range inputs {
+		inputs[i].Shape = append([]int64{int64(rows)}, inputs[i].Shape[1:]...)
+	}
+	pl, err := load.NewPayload(load.KServe, r.cfg.Model, inputs)
+	if err != nil {
+		return fmt.Errorf("batching: physical limit: payload: %w", err)
+	}
+	res, err := load.Run(ctx, load.Config{
+		Label: fmt.Sprintf("physical limit, %d rows", rows), Target: t.Direct, Payload: pl,
+		Concurrency: 2, Duration: r.cfg.CapacityDuration, Warmup: r.cfg.CapacityDuration / 4,
+		Timeout: r.cfg.Timeout, Conns: 1,
+	})
+	if err != nil {
+		return fmt.Errorf("batching: physical limit: %w", err)
+	}
+	c.PhysicalLimit, c.PhysicalBatch = res.Throughput*float64(rows), rows
+	fmt.Fprintf(r.cfg.Log, "bench: batching: physical limit %7.1f rows/s (batches of %d straight to the model server, p50 %s ms, failed %d)\n",
+		c.PhysicalLimit, rows, fmtMs(res.Latency.P50), res.Failed)
+	return nil
 }
 
 // sweepStatic runs every static candidate at the sweep loads and returns
@@ -282,7 +320,7 @@ func startBatchPair(ctx context.Context, cfg BatchingConfig, dir string, s Batch
 	}
 	fmt.Fprintf(cfg.Log, "bench: batching: %s: infergate pid %d grpc=%s admin=%s %s\n",
 		tag, ig.Pid(), listen, admin, strings.Join(s.Args(cfg.Model), " "))
-	return batchTarget{GRPC: listen, Admin: admin}, func() { ig.Stop(); sim.Stop() }, nil
+	return batchTarget{GRPC: listen, Admin: admin, Direct: m[1]}, func() { ig.Stop(); sim.Stop() }, nil
 }
 
 // fileTag turns a configuration name into a file name part.

@@ -85,6 +85,10 @@ type BatchingConfig struct {
 	// AdaptiveMaxSize is the adaptive batcher's --batch-max-size; zero
 	// means 64.
 	AdaptiveMaxSize int
+	// AdaptiveNoShed runs adaptive without --batch-shed: every request is
+	// sent, the late ones too, so p99 under overload is no longer bounded
+	// by the SLO.
+	AdaptiveNoShed bool
 
 	// WorkDir holds the process logs; empty means a new temporary folder,
 	// removed afterwards unless KeepWorkDir is set.

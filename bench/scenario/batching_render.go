@@ -20,6 +20,10 @@ func (r *BatchingReport) Markdown() string {
 		report.Rate(r.Capacity.Throughput), r.Capacity.Concurrency)
 	b.WriteString(r.SummaryTable().Markdown())
 	b.WriteString("\n")
+	if t := r.StrictTable(); len(t.Rows) > 0 {
+		b.WriteString(t.Markdown())
+		b.WriteString("\n")
+	}
 	b.WriteString(r.PerConfigTable().Markdown())
 	b.WriteString("\n")
 	b.WriteString(r.MainTable().Markdown())
@@ -52,6 +56,45 @@ func (r *BatchingReport) SummaryTable() report.Table {
 			t.Notes = append(t.Notes, fmt.Sprintf("%d. %s", i+1, c.Detail))
 		}
 	}
+	return t
+}
+
+// StrictTable reads the SLO strictly for adaptive, one row per load: the
+// p99 of its successful calls against the SLO, its throughput against the
+// physical limit, and what it refused to keep the p99 there.
+func (r *BatchingReport) StrictTable() report.Table {
+	t := report.Table{
+		Title:    "Adaptive, strict reading: p99 of successful calls vs SLO, throughput vs physical limit",
+		Header:   []string{"load", "offered/s", "tput", "tput / physical limit", "failed", "p50 ms", "p99 ms", "p99 / SLO", "p99 <= SLO"},
+		LeftCols: 1,
+	}
+	ad, ok := r.configByRole(RoleAdaptive)
+	if !ok {
+		return t
+	}
+	sloMs, lim := r.sloMs(), r.Capacity.PhysicalLimit
+	for _, ld := range r.loads() {
+		p := r.point(ad.Name, ld)
+		if p == nil || p.Skipped || p.Completed == 0 {
+			continue
+		}
+		frac, failed := "-", fmt.Sprintf("%d (%.1f%%)", p.Failed, 100*float64(p.Failed)/float64(p.Completed+p.Failed))
+		if lim > 0 {
+			frac = fmt.Sprintf("%.2f", p.Throughput/lim)
+		}
+		within := "no"
+		if p.P99 <= sloMs {
+			within = "yes"
+		}
+		t.Rows = append(t.Rows, []string{fmt.Sprintf("%gx", ld), report.Rate(p.Offered), report.Rate(p.Throughput), frac, failed,
+			report.Ms(p.P50), report.Ms(p.P99), fmt.Sprintf("%.2f", p.P99/sloMs), within})
+	}
+	note := "p50/p99 of successful calls only, from each call's intended send time; failed: calls answered with an error (with --batch-shed, RESOURCE_EXHAUSTED for what could not be answered within the SLO)."
+	if lim > 0 {
+		note += fmt.Sprintf(" Physical limit: %s rows/s, batches of %d straight to the model server, closed loop; at loads below it, tput / physical limit is at most offered / limit.",
+			report.Rate(lim), r.Capacity.PhysicalBatch)
+	}
+	t.Notes = []string{note}
 	return t
 }
 

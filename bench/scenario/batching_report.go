@@ -2,6 +2,7 @@ package scenario
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"runtime"
 	"slices"
@@ -100,6 +101,11 @@ type Capacity struct {
 	Throughput  float64       `json:"max_rps"`
 	Concurrency int           `json:"concurrency"`
 	Runs        []CapacityRun `json:"runs"`
+	// PhysicalLimit is the model's best batch throughput, rows per
+	// second: closed loop straight to the model server with requests of
+	// PhysicalBatch rows. Zero when not measured.
+	PhysicalLimit float64 `json:"physical_limit_rows_per_s,omitempty"`
+	PhysicalBatch int     `json:"physical_batch,omitempty"`
 }
 
 // SweepEntry is one static candidate of the sweep.
@@ -311,10 +317,13 @@ func (r *BatchingReport) configByRole(role string) (BatchSetting, bool) {
 	return BatchSetting{}, false
 }
 
-// Summarise computes the three criteria from the points:
+// Summarise computes the criteria from the points:
 //  1. adaptive's best goodput / unbatched capacity >= 8;
 //  2. at every load, adaptive goodput >= 0.95 × the best static goodput;
-//  3. at the lowest load (10%), adaptive p99 <= 1.1 × batching-off p99.
+//  3. at the lowest load (10%), adaptive p99 <= 1.1 × batching-off p99;
+//  4. at 8x, the strict p99 of adaptive's successful calls <= the SLO;
+//  5. adaptive's best throughput among points whose strict p99 is within
+//     the SLO >= 0.75 × the physical limit.
 func (r *BatchingReport) Summarise() {
 	ad, hasAd := r.configByRole(RoleAdaptive)
 	off, hasOff := r.configByRole(RoleOff)
@@ -374,7 +383,8 @@ func (r *BatchingReport) Summarise() {
 				lds[0], report.Rate(o.Offered), report.Ms(a.P99), report.Ms(o.P99), report.Ms(a.P50), report.Ms(o.P50))
 		}
 	}
-	r.Criteria = []Criterion{c1, c2, c3}
+	c4, c5 := r.strictCriteria(ad, hasAd)
+	r.Criteria = []Criterion{c1, c2, c3, c4, c5}
 	r.PerConfig = r.perConfig()
 	r.Flags = make(map[string]string, len(r.Configs))
 	for _, c := range r.Configs {
@@ -406,4 +416,62 @@ func (r *BatchingReport) perConfig() []ConfigSummary {
 		out = append(out, cs)
 	}
 	return out
+}
+
+// strictLoad is the load at which criterion 4 reads the strict p99.
+const strictLoad = 8
+
+// strictCriteria are criteria 4 and 5, the strict reading of the SLO:
+// the p99 of adaptive's successful calls at 8x against the SLO, and its
+// best throughput at a point whose p99 is within the SLO against the
+// physical limit.
+func (r *BatchingReport) strictCriteria(ad BatchSetting, hasAd bool) (Criterion, Criterion) {
+	sloMs := r.sloMs()
+	c4 := Criterion{Name: fmt.Sprintf("adaptive strict p99 of successful calls at %dx / SLO", strictLoad), Op: "<=", Threshold: 1}
+	c5 := Criterion{Name: "adaptive max throughput with strict p99 <= SLO / physical limit", Op: ">=", Threshold: 0.75}
+	if !hasAd {
+		return c4, c5
+	}
+	if p := r.point(ad.Name, strictLoad); p != nil && !p.Skipped && p.Completed > 0 && sloMs > 0 {
+		c4.Known, c4.Value = true, p.P99/sloMs
+		c4.Detail = fmt.Sprintf("at %dx (%s/s offered): p99 %s ms of %d successful calls, SLO %s ms; %d failed (%.1f%%): %s",
+			strictLoad, report.Rate(p.Offered), report.Ms(p.P99), p.Completed, report.Ms(sloMs), p.Failed,
+			100*float64(p.Failed)/float64(max(p.Completed+p.Failed, 1)), errorList(p.Errors))
+	}
+	if lim := r.Capacity.PhysicalLimit; lim > 0 {
+		var best *BatchPoint
+		for i := range r.Points {
+			p := &r.Points[i]
+			if p.Config == ad.Name && !p.Skipped && p.Completed > 0 && p.P99 <= sloMs && (best == nil || p.Throughput > best.Throughput) {
+				best = p
+			}
+		}
+		c5.Known = true
+		c5.Detail = fmt.Sprintf("physical limit %s rows/s (batches of %d straight to the model server); no adaptive point had p99 within the SLO",
+			report.Rate(lim), r.Capacity.PhysicalBatch)
+		if best != nil {
+			c5.Value = best.Throughput / lim
+			c5.Detail = fmt.Sprintf("adaptive %s rps at load %gx (p99 %s ms); physical limit %s rows/s (batches of %d straight to the model server)",
+				report.Rate(best.Throughput), best.Load, report.Ms(best.P99), report.Rate(lim), r.Capacity.PhysicalBatch)
+		}
+	}
+	return c4, c5
+}
+
+// sloMs is the setup's SLO in milliseconds.
+func (r *BatchingReport) sloMs() float64 {
+	slo, _ := time.ParseDuration(r.Setup.SLO)
+	return float64(slo) / float64(time.Millisecond)
+}
+
+// errorList renders error counts as "Code=n, ..." in code order, "-" for none.
+func errorList(errs map[string]int64) string {
+	if len(errs) == 0 {
+		return "-"
+	}
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(errs)) {
+		parts = append(parts, fmt.Sprintf("%s=%d", k, errs[k]))
+	}
+	return strings.Join(parts, ", ")
 }

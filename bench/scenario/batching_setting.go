@@ -50,6 +50,9 @@ type BatchSetting struct {
 	SLO time.Duration
 	// Slots is --batch-slots; zero leaves it out.
 	Slots int
+	// Shed is --batch-shed for adaptive batching: requests that cannot be
+	// answered within the SLO get RESOURCE_EXHAUSTED.
+	Shed bool
 }
 
 // OffSetting is batching off, the unbatched baseline.
@@ -67,9 +70,10 @@ func StaticSetting(size int, delay time.Duration) BatchSetting {
 }
 
 // AdaptiveSetting is adaptive batching that keeps p99 within slo with
-// batches of at most maxSize.
-func AdaptiveSetting(slo time.Duration, maxSize int) BatchSetting {
-	return BatchSetting{Name: "adaptive", Role: RoleAdaptive, Mode: BatchAdaptive, MaxSize: maxSize, SLO: slo}
+// batches of at most maxSize, shedding what cannot meet slo when shed is
+// set.
+func AdaptiveSetting(slo time.Duration, maxSize int, shed bool) BatchSetting {
+	return BatchSetting{Name: "adaptive", Role: RoleAdaptive, Mode: BatchAdaptive, MaxSize: maxSize, SLO: slo, Shed: shed}
 }
 
 // Args returns infergate's batching flags for the setting, for model.
@@ -101,6 +105,9 @@ func (s BatchSetting) Args(model string) []string {
 	if s.Slots > 0 {
 		args = append(args, "--batch-slots", strconv.Itoa(s.Slots))
 	}
+	if s.Shed {
+		args = append(args, "--batch-shed")
+	}
 	return args
 }
 
@@ -121,9 +128,10 @@ func (s BatchSetting) MarshalJSON() ([]byte, error) {
 		QueueSize      int    `json:"queue_size,omitempty"`
 		SLO            string `json:"slo,omitempty"`
 		Slots          int    `json:"slots,omitempty"`
+		Shed           bool   `json:"shed,omitempty"`
 	}
 	o := out{Name: s.Name, Role: s.Role, Mode: string(s.Mode), MaxSize: s.MaxSize,
-		PreferredSizes: s.PreferredSizes, QueueSize: s.QueueSize, Slots: s.Slots}
+		PreferredSizes: s.PreferredSizes, QueueSize: s.QueueSize, Slots: s.Slots, Shed: s.Shed}
 	if s.Mode == BatchStatic {
 		o.MaxDelay = s.MaxDelay.String()
 	}

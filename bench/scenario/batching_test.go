@@ -23,7 +23,8 @@ func TestBatchSettingArgs(t *testing.T) {
 		{"off", OffSetting(), "--batching off"},
 		{"static", StaticSetting(32, 2*time.Millisecond), "--batching static --batch-models resnet50 --batch-max-size 32 --batch-max-delay 2ms"},
 		{"static no delay", StaticSetting(64, 0), "--batching static --batch-models resnet50 --batch-max-size 64 --batch-max-delay 0s"},
-		{"adaptive", AdaptiveSetting(50*time.Millisecond, 64), "--batching adaptive --batch-models resnet50 --batch-max-size 64 --batch-slo 50ms"},
+		{"adaptive", AdaptiveSetting(50*time.Millisecond, 64, false), "--batching adaptive --batch-models resnet50 --batch-max-size 64 --batch-slo 50ms"},
+		{"adaptive shed", AdaptiveSetting(50*time.Millisecond, 64, true), "--batching adaptive --batch-models resnet50 --batch-max-size 64 --batch-slo 50ms --batch-shed"},
 		{"every flag", BatchSetting{Mode: BatchStatic, MaxSize: 16, MaxDelay: time.Millisecond, PreferredSizes: []int{8, 16}, QueueSize: 512, Slots: 1},
 			"--batching static --batch-models resnet50 --batch-max-size 16 --batch-preferred-sizes 8,16 --batch-max-delay 1ms --batch-queue-size 512 --batch-slots 1"},
 	}
@@ -227,7 +228,7 @@ func TestBatchRunnerFlow(t *testing.T) {
 			t.Errorf("%s mean batch = %g, want 2.5", p.Config, p.MeanBatch)
 		}
 	}
-	if len(rep.Criteria) != 3 {
+	if len(rep.Criteria) != 5 {
 		t.Fatalf("criteria = %+v", rep.Criteria)
 	}
 	if c := rep.Criteria[1]; !c.Known || c.Value < 0.5 {

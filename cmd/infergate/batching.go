@@ -139,6 +139,7 @@ func batchingJSON(b *batcher.Batcher) any {
 		SLOSeconds      float64 `json:"slo_seconds"`
 		Slots           int     `json:"slots"`
 		RetryUnbatched  bool    `json:"retry_unbatched"`
+		Shed            bool    `json:"shed"`
 		batcher.ModelSource
 		Queues []batcher.QueueStats `json:"queues"`
 	}
@@ -156,7 +157,7 @@ func batchingJSON(b *batcher.Batcher) any {
 		m := modelJSON{
 			Model: name, Mode: p.Mode.String(), MaxSize: p.MaxSize, PreferredSizes: p.PreferredSizes,
 			MaxDelaySeconds: p.MaxDelay.Seconds(), QueueSize: p.QueueSize, SLOSeconds: p.SLO.Seconds(),
-			Slots: p.Slots, RetryUnbatched: p.RetryUnbatched, ModelSource: sources[name], Queues: []batcher.QueueStats{},
+			Slots: p.Slots, RetryUnbatched: p.RetryUnbatched, Shed: p.Shed, ModelSource: sources[name], Queues: []batcher.QueueStats{},
 		}
 		for _, q := range queues {
 			if q.Model == name {

@@ -40,6 +40,30 @@ func TestBatchingFromFlags(t *testing.T) {
 	}
 }
 
+// TestBatchingShed: --batch-shed turns shedding on for every model; a
+// model's own shed: false in the YAML file keeps it off for that model.
+func TestBatchingShed(t *testing.T) {
+	c, err := parseConfig([]string{"--upstream", "a:1", "--batching", "adaptive", "--batch-models", "resnet50", "--batch-shed"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := c.Batching.Config().Models["resnet50"]; !p.Shed {
+		t.Errorf("--batch-shed: policy %+v, want Shed", p)
+	}
+	off := false
+	c.Batching.Models["resnet50"] = batcher.ModelSettings{Shed: &off}
+	if p := c.Batching.Config().Models["resnet50"]; p.Shed {
+		t.Errorf("model shed: false: policy %+v, want no Shed", p)
+	}
+	c, err = parseConfig([]string{"--upstream", "a:1", "--batching", "adaptive", "--batch-models", "resnet50"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := c.Batching.Config().Models["resnet50"]; p.Shed {
+		t.Errorf("default: policy %+v, want no Shed", p)
+	}
+}
+
 func TestBatchingOff(t *testing.T) {
 	for _, args := range [][]string{
 		{"--upstream", "a:1"},

@@ -508,6 +508,8 @@ var flags = []flagRow{
 	{"batch-queue-size", "batching.queue_size", "waiting requests per model before RESOURCE_EXHAUSTED", to(func(c *Config) *int { return &c.Batching.QueueSize })},
 	{"batch-slo", "batching.slo", "adaptive: p99 latency target per request", to(func(c *Config) *time.Duration { return &c.Batching.SLO })},
 	{"batch-slots", "batching.slots", "batches in flight per model (the upstream's execution slots)", to(func(c *Config) *int { return &c.Batching.Slots })},
+	{"batch-shed", "batching.shed", "adaptive: reject with RESOURCE_EXHAUSTED, at once, a request that cannot be answered within the SLO, and one whose wait used it up",
+		to(func(c *Config) *bool { return &c.Batching.Shed })},
 	{"gpu-source", "gpu.sources", "GPU telemetry `source`: nvml (local driver), prometheus (scrape --gpu-metrics-url) or off",
 		with(func(*Config) string { return "off" }, func(c *Config, v string) error { c.gpuSource = v; return nil })},
 	{"gpu-metrics-url", "gpu.sources", "Triton (:8002/metrics), DCGM exporter (:9400/metrics) or simserver metrics `URL`",

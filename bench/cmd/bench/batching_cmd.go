@@ -35,6 +35,7 @@ func runBatching(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		delays     = fs.String("sweep-delays", "1ms,2ms,5ms,10ms", "sweep: max delays")
 		sweepLoads = fs.String("sweep-loads", "4,8,12", "sweep: loads each candidate runs at (where batching configurations differ)")
 		adMax      = fs.Int("adaptive-max-size", 64, "adaptive: --batch-max-size")
+		adShed     = fs.Bool("adaptive-shed", true, "adaptive: --batch-shed (shed what cannot meet the SLO); -adaptive-shed=false sends every request")
 		quick      = fs.Bool("quick", false, "smoke test: 1s points, 250ms warmup, fewer loads, a 2x2 sweep")
 		outDir     = fs.String("out", "", "write batching.json, batching.md and batching.png into this folder")
 		plotFmt    = fs.String("plot", "png", "plot format: png or svg")
@@ -72,7 +73,7 @@ func runBatching(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		Simserver: *simserver, Infergate: *infergate, InfergateArgs: strings.Fields(*igArgs),
 		SimserverArgs: strings.Fields(*simArgs),
 		Model:         *model, SLO: *slo, Duration: *dur, Warmup: *warmup, Timeout: *timeout, Conns: *conns,
-		AdaptiveMaxSize: *adMax, KeepWorkDir: *keep, Log: stderr,
+		AdaptiveMaxSize: *adMax, AdaptiveNoShed: !*adShed, KeepWorkDir: *keep, Log: stderr,
 		MinRequests: *minReq,
 	}
 	if cfg.Warmup == 0 {
