@@ -287,8 +287,12 @@ func TestShedBoundsCallsInFlight(t *testing.T) {
 		}
 		for i, ch := range append([]<-chan outcome{alone}, batched...) {
 			o := <-ch
-			if !errors.Is(o.err, ErrShed) || !strings.Contains(o.err.Error(), "no answer within its SLO of 50ms") {
-				t.Errorf("call %d: %v, want ErrShed: no answer within the SLO", i, o.err)
+			// At the SLO instant the in-flight timer and a dispatch-time
+			// shed (the batch queued behind the slow one) both fire;
+			// synctest runs timers of one instant in any order, and
+			// either answer is the same promise kept: ErrShed at the SLO.
+			if !errors.Is(o.err, ErrShed) || !strings.Contains(o.err.Error(), "SLO of 50ms") {
+				t.Errorf("call %d: %v, want ErrShed at the SLO", i, o.err)
 			}
 			if took := time.Since(t0); took != slo {
 				t.Errorf("call %d answered after %v, want at the SLO %v", i, took, slo)
