@@ -94,11 +94,13 @@ type persistStage struct {
 
 func (p *persistStage) exec(ctx context.Context, s *step) {
 	now := nowOf(ctx)
-	changed, fresh := p.outbox.dirty()
-	p.dirty = p.dirty || s.changed || changed
-	// A new notice is saved before the deliver stage sends it, whenever
-	// the last save was: that is what lets a restart send it.
-	if p.file != "" && p.dirty && (fresh || now.Sub(p.lastSave) >= 5*time.Second) {
+	outboxChanged, _ := p.outbox.dirty()
+	p.dirty = p.dirty || s.changed || outboxChanged
+	// Any change to the outbox is saved at once, whenever the last save
+	// was: a new notice before the deliver stage sends it (that is what
+	// lets a restart send it), a delivered one at the next step (so a
+	// crash at most one evaluation later does not send it again).
+	if p.file != "" && p.dirty && (outboxChanged || now.Sub(p.lastSave) >= 5*time.Second) {
 		p.save(now)
 		p.lastSave = now
 	}

@@ -258,3 +258,36 @@ func counterValue(t *testing.T, g prometheus.Gatherer, name string) float64 {
 	}
 	return sum
 }
+
+// TestOutboxChangesSaveAtOnce: a notice owed, and one delivered, are
+// saved at the next step, not after the usual five seconds, so a crash
+// right after either loses or repeats nothing.
+func TestOutboxChangesSaveAtOnce(t *testing.T) {
+	now := newClock().now()
+	file := filepath.Join(t.TempDir(), "state.json")
+	o := &outbox{log: slog.New(slog.DiscardHandler)}
+	p := &persistStage{file: file, outbox: o, alerts: map[string]*instance{}, silences: newSilenceStore(),
+		groups: map[string]*group{}, log: o.log, lastSave: now.Add(-time.Second)}
+	saved := func() int {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return -1
+		}
+		var sf stateFile
+		if err := json.Unmarshal(b, &sf); err != nil || sf.Outbox == nil {
+			t.Fatalf("state file: %v", err)
+		}
+		return len(sf.Outbox.Entries)
+	}
+	o.owe("r", &notify.Message{GroupKey: "g", Status: notify.StatusFiring}, []string{"webhook"}, now, false)
+	p.exec(withNow(context.Background(), now), newStep(nil))
+	if n := saved(); n != 1 {
+		t.Fatalf("after owing: %d entries saved, want 1 (saved before it is sent)", n)
+	}
+	e := o.unhanded()[0]
+	o.settle(e.ID, "webhook", notify.Delivered)
+	p.exec(withNow(context.Background(), now.Add(time.Second)), newStep(nil))
+	if n := saved(); n != 0 {
+		t.Errorf("one step after delivery: %d entries saved, want 0", n)
+	}
+}
