@@ -50,6 +50,9 @@ type outbox struct {
 
 // owe adds m for receiver's integrations (pending) and returns the entry.
 func (o *outbox) owe(receiver string, m *notify.Message, pending []string, now time.Time, resend bool) {
+	if len(pending) == 0 {
+		return // a receiver without integrations (a blackhole) is owed nothing
+	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	// The same content still owed to the same receiver (a flush repeated

@@ -51,3 +51,15 @@ func TestOutboxOwesOnce(t *testing.T) {
 		t.Errorf("restored %+v", es)
 	}
 }
+
+// TestOutboxBlackholeReceiver: a receiver without integrations is owed
+// nothing, so its groups never fill the outbox.
+func TestOutboxBlackholeReceiver(t *testing.T) {
+	o := &outbox{log: slog.New(slog.DiscardHandler)}
+	for range 10 {
+		o.owe("none", &notify.Message{GroupKey: "g", Status: notify.StatusFiring}, nil, newClock().now(), false)
+	}
+	if n := o.len(); n != 0 {
+		t.Errorf("%d owed to a receiver without integrations, want 0", n)
+	}
+}
