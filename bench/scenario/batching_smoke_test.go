@@ -40,7 +40,7 @@ func TestBatchingSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Capacity.Throughput <= 0 || len(rep.Configs) != 3 || len(rep.Points) != 6 || len(rep.Criteria) != 3 {
+	if rep.Capacity.Throughput <= 0 || len(rep.Configs) != 3 || len(rep.Points) != 6 || len(rep.Criteria) != 5 {
 		t.Fatalf("report: capacity %+v, %d configs, %d points, %d criteria", rep.Capacity, len(rep.Configs), len(rep.Points), len(rep.Criteria))
 	}
 	for _, p := range rep.Points {
