@@ -41,10 +41,9 @@ type owed struct {
 // while the engine's lock is held (a send after Close drops at once).
 type outbox struct {
 	mu      sync.Mutex
-	NextID  uint64  `json:"next_id"`
-	Entries []*owed `json:"entries"`
+	nextID  uint64
+	entries []*owed // oldest first
 	changed bool    // since the last save
-	fresh   bool    // entries added that the state file does not hold yet
 	log     *slog.Logger
 }
 
@@ -59,21 +58,21 @@ func (o *outbox) owe(receiver string, m *notify.Message, pending []string, now t
 	// while the receiver is down) is owed once, as Alertmanager's
 	// notification log dedups by group and content.
 	key := contentKey(m)
-	for _, e := range o.Entries {
+	for _, e := range o.entries {
 		if !e.Resend && !resend && e.Receiver == receiver && e.Message.GroupKey == m.GroupKey && contentKey(e.Message) == key &&
 			slices.Equal(e.Pending, pending) {
 			return
 		}
 	}
-	if len(o.Entries) >= maxOwed {
-		old := o.Entries[0]
-		o.Entries = o.Entries[1:]
+	if len(o.entries) >= maxOwed {
+		old := o.entries[0]
+		o.entries = o.entries[1:]
 		o.log.Warn("alert notification given up: the outbox is full", "receiver", old.Receiver, "group", old.Message.GroupKey,
 			"status", old.Message.Status, "pending", old.Pending, "owed_since", old.Created)
 	}
-	o.NextID++
-	o.Entries = append(o.Entries, &owed{ID: o.NextID, Receiver: receiver, Created: now, Pending: slices.Clone(pending), Message: m, Resend: resend})
-	o.changed, o.fresh = true, true
+	o.nextID++
+	o.entries = append(o.entries, &owed{ID: o.nextID, Receiver: receiver, Created: now, Pending: slices.Clone(pending), Message: m, Resend: resend})
+	o.changed = true
 }
 
 // contentKey identifies what a message says: its status and each alert's
@@ -92,7 +91,7 @@ func contentKey(m *notify.Message) string {
 func (o *outbox) resendPending(receiver, key string) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	for _, e := range o.Entries {
+	for _, e := range o.entries {
 		if e.Resend && e.Receiver == receiver && e.Message.GroupKey == key {
 			return true
 		}
@@ -107,7 +106,7 @@ func (o *outbox) unhanded() []*owed {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	var out []*owed
-	for _, e := range o.Entries {
+	for _, e := range o.entries {
 		if !e.handed {
 			e.handed = true
 			c := *e
@@ -127,30 +126,30 @@ func (o *outbox) settle(id uint64, integration string, oc notify.Outcome) {
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	i := slices.IndexFunc(o.Entries, func(e *owed) bool { return e.ID == id })
+	i := slices.IndexFunc(o.entries, func(e *owed) bool { return e.ID == id })
 	if i < 0 {
 		return
 	}
-	e := o.Entries[i]
+	e := o.entries[i]
 	e.Pending = slices.DeleteFunc(e.Pending, func(n string) bool { return n == integration })
 	if len(e.Pending) == 0 {
-		o.Entries = slices.Delete(o.Entries, i, i+1)
+		o.entries = slices.Delete(o.entries, i, i+1)
 	}
 	o.changed = true
 }
 
-// snapshot returns a copy for the state file and clears changed and
-// fresh; restore undoes that when the save failed.
+// snapshot returns a copy for the state file and clears changed;
+// saveFailed sets it again when the save failed.
 func (o *outbox) snapshot() (nextID uint64, entries []owed) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	for _, e := range o.Entries {
+	for _, e := range o.entries {
 		c := *e
 		c.Pending = slices.Clone(e.Pending)
 		entries = append(entries, c)
 	}
-	o.changed, o.fresh = false, false
-	return o.NextID, entries
+	o.changed = false
+	return o.nextID, entries
 }
 
 // saveFailed marks the outbox changed again after a failed save.
@@ -160,13 +159,12 @@ func (o *outbox) saveFailed() {
 	o.mu.Unlock()
 }
 
-// dirty reports whether the outbox changed since the last save, and
-// whether it holds entries the state file does not (which must be saved
-// before they are sent).
-func (o *outbox) dirty() (changed, fresh bool) {
+// dirty reports whether the outbox changed since the last save: a new
+// entry (which must be saved before it is sent) or a settled one.
+func (o *outbox) dirty() bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return o.changed, o.fresh
+	return o.changed
 }
 
 // restore replaces the outbox with what a state file held, bounded; the
@@ -174,19 +172,19 @@ func (o *outbox) dirty() (changed, fresh bool) {
 func (o *outbox) restore(nextID uint64, entries []owed) (skipped int) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.NextID = nextID
-	o.Entries = nil
+	o.nextID = nextID
+	o.entries = nil
 	for i := range entries {
 		e := entries[i]
-		if e.Message == nil || e.Receiver == "" || len(e.Pending) == 0 || len(o.Entries) >= maxOwed {
+		if e.Message == nil || e.Receiver == "" || len(e.Pending) == 0 || len(o.entries) >= maxOwed {
 			skipped++
 			continue
 		}
 		// Keep NextID above every restored id, so that a crafted file
 		// cannot make two entries share one.
-		o.NextID = max(o.NextID, e.ID)
+		o.nextID = max(o.nextID, e.ID)
 		e.handed = false
-		o.Entries = append(o.Entries, &e)
+		o.entries = append(o.entries, &e)
 	}
 	return skipped
 }
@@ -195,7 +193,7 @@ func (o *outbox) restore(nextID uint64, entries []owed) (skipped int) {
 func (o *outbox) len() int {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return len(o.Entries)
+	return len(o.entries)
 }
 
 // deliverStage hands what the outbox holds and no receiver has yet to the

@@ -40,13 +40,13 @@ func TestOutboxOwesOnce(t *testing.T) {
 	if n := o.len(); n != 2 {
 		t.Fatalf("%d owed after settling, want 2 (one abandoned, one untouched)", n)
 	}
-	_, saved := o.snapshot()
+	nextID, saved := o.snapshot()
 	if len(saved[0].Pending) != 1 || saved[0].Pending[0] != "email" {
 		t.Errorf("first entry pending %v, want [email]", saved[0].Pending)
 	}
 	// After a restart the owed entries are handed again, in order.
 	r := &outbox{log: o.log}
-	r.restore(o.NextID, saved)
+	r.restore(nextID, saved)
 	if es := r.unhanded(); len(es) != 2 || es[0].ID >= es[1].ID {
 		t.Errorf("restored %+v", es)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"time"
@@ -85,16 +86,16 @@ type persistStage struct {
 	// writes, and cleared by a successful save.
 	dirty    bool
 	lastSave time.Time
-	// failing is set while saves fail, so the failure is logged once
-	// and the recovery once, not every five seconds.
-	failing bool
+	// saver writes the file and reports failed saves (made at the
+	// first save).
+	saver *statefile.Saver
 	// reset is set when the file could not be used at start.
 	reset *StateReset
 }
 
 func (p *persistStage) exec(ctx context.Context, s *step) {
 	now := nowOf(ctx)
-	outboxChanged, _ := p.outbox.dirty()
+	outboxChanged := p.outbox.dirty()
 	p.dirty = p.dirty || s.changed || outboxChanged
 	// Any change to the outbox is saved at once, whenever the last save
 	// was: a new notice before the deliver stage sends it (that is what
@@ -124,23 +125,18 @@ func (p *persistStage) save(now time.Time) {
 			ActiveSince: a.activeSince, FiredAt: a.firedAt, LastTrue: a.lastTrue, Escalated: a.escalated, Actions: a.actions,
 		})
 	}
-	b, err := json.MarshalIndent(sf, "", " ")
-	if err == nil {
-		err = statefile.Write(p.file, b)
+	if p.saver == nil {
+		p.saver = &statefile.Saver{Path: p.file, Kind: stateFileKind, Retry: "at the next save", Log: p.log, Metrics: p.metrics}
 	}
+	err := p.saver.Write(func(w io.Writer) error {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", " ")
+		return enc.Encode(sf)
+	})
 	if err != nil {
 		p.outbox.saveFailed()
-		p.metrics.SaveFailed(stateFileKind)
-		if !p.failing {
-			p.log.Error("alert: saving state failed; retrying at the next save (calls are not affected)", "file", p.file, "err", err)
-		}
-		p.failing = true
 		return
 	}
-	if p.failing {
-		p.log.Info("alert: saving state works again", "file", p.file)
-	}
-	p.failing = false
 	p.dirty = false
 }
 

@@ -219,8 +219,8 @@ func TestStateSaveFailureIsRetried(t *testing.T) {
 	p := &persistStage{file: filepath.Join(blocker, "state.json"), outbox: &outbox{log: slog.New(slog.DiscardHandler)}, alerts: map[string]*instance{}, silences: newSilenceStore(),
 		groups: map[string]*group{}, log: slog.New(slog.DiscardHandler), metrics: m, dirty: true}
 	p.exec(withNow(context.Background(), now), newStep(nil))
-	if !p.dirty || !p.failing {
-		t.Fatalf("dirty %v failing %v after a failed save", p.dirty, p.failing)
+	if !p.dirty || !p.saver.Failing() {
+		t.Fatalf("dirty %v failing %v after a failed save", p.dirty, p.saver.Failing())
 	}
 	if got := counterValue(t, reg, "infergate_state_file_save_failures_total"); got != 1 {
 		t.Errorf("save failures %v, want 1", got)
@@ -233,8 +233,8 @@ func TestStateSaveFailureIsRetried(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.exec(withNow(context.Background(), now.Add(5*time.Second)), newStep(nil))
-	if p.dirty || p.failing {
-		t.Fatalf("dirty %v failing %v after the folder came back", p.dirty, p.failing)
+	if p.dirty || p.saver.Failing() {
+		t.Fatalf("dirty %v failing %v after the folder came back", p.dirty, p.saver.Failing())
 	}
 	if _, err := os.Stat(p.file); err != nil {
 		t.Fatal(err)

@@ -195,10 +195,7 @@ type alerting struct {
 	baselines *baseline.Store
 	file      string
 	log       *slog.Logger
-	fm        *statefile.Metrics
-	// failing is set while baseline saves fail: logged once, then once
-	// on recovery.
-	failing bool
+	saver     *statefile.Saver // nil without a baseline file
 }
 
 func startAlerting(ac *alert.Config, mon *monitor.Registry, gt *gpuRuntime, st *baseline.Store, act alert.Actuator,
@@ -214,7 +211,11 @@ func startAlerting(ac *alert.Config, mon *monitor.Registry, gt *gpuRuntime, st *
 	if err != nil {
 		return nil, err
 	}
-	return &alerting{engine: e, baselines: st, file: ac.Baseline.File, log: log, fm: fm}, nil
+	a := &alerting{engine: e, baselines: st, file: ac.Baseline.File, log: log}
+	if a.file != "" {
+		a.saver = &statefile.Saver{Path: a.file, Kind: baselineFileKind, Retry: "every minute", Log: log, Metrics: fm}
+	}
+	return a, nil
 }
 
 // run evaluates until ctx ends and saves the baseline every minute and
@@ -238,19 +239,7 @@ func (a *alerting) run(ctx context.Context) {
 }
 
 func (a *alerting) save() {
-	if a.file == "" {
-		return
+	if a.saver != nil {
+		_ = a.saver.Write(a.baselines.Save) // reported by the saver; tried again in a minute
 	}
-	if err := statefile.WriteFunc(a.file, a.baselines.Save); err != nil {
-		a.fm.SaveFailed(baselineFileKind)
-		if !a.failing {
-			a.log.Error("baseline: save failed; retrying every minute (calls are not affected)", "file", a.file, "err", err)
-		}
-		a.failing = true
-		return
-	}
-	if a.failing {
-		a.log.Info("baseline: saving works again", "file", a.file)
-	}
-	a.failing = false
 }

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"time"
@@ -151,3 +152,42 @@ func (m *Metrics) Init(kind string) {
 		m.saveFailures.WithLabelValues(kind)
 	}
 }
+
+// Saver writes one state file and reports its failures the same way for
+// every kind: each failure counted, the first of a run logged at ERROR
+// (not every save: a full disk would flood the log), the recovery logged
+// once. Calls never wait on it: its callers save off the request path.
+type Saver struct {
+	Path string
+	Kind string // the file label of the metrics, e.g. "alert_state"
+	// Retry says when a failed save is tried again, for the log: "at
+	// the next save", "every minute".
+	Retry   string
+	Log     *slog.Logger
+	Metrics *Metrics // nil: uncounted
+
+	failing bool
+}
+
+// Write replaces the file with what fill writes (see WriteFunc) and
+// reports the outcome; it returns the error so the caller can keep its
+// state dirty.
+func (s *Saver) Write(fill func(io.Writer) error) error {
+	err := WriteFunc(s.Path, fill)
+	if err != nil {
+		s.Metrics.SaveFailed(s.Kind)
+		if !s.failing {
+			s.Log.Error("state file: save failed; retrying "+s.Retry+" (calls are not affected)", "file", s.Path, "kind", s.Kind, "err", err)
+		}
+		s.failing = true
+		return err
+	}
+	if s.failing {
+		s.Log.Info("state file: saving works again", "file", s.Path, "kind", s.Kind)
+	}
+	s.failing = false
+	return nil
+}
+
+// Failing reports whether the last save failed.
+func (s *Saver) Failing() bool { return s.failing }
