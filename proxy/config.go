@@ -47,6 +47,10 @@ type Config struct {
 	// calls are rejected at once with RESOURCE_EXHAUSTED. Default
 	// DefaultMaxInFlight; 0 means no cap.
 	MaxInFlight int `yaml:"max_in_flight"`
+	// FastPath relays plain unary calls frame by frame (Proxy.Relay)
+	// instead of through the gRPC stack; every other call takes the gRPC
+	// path as before. Default true. Off on a TLS listener.
+	FastPath bool `yaml:"fast_path"`
 }
 
 // DefaultConfig returns the Config of the documented defaults.
@@ -57,6 +61,7 @@ func DefaultConfig() Config {
 		UpstreamTimeout:       DefaultUpstreamTimeout,
 		UpstreamKeepaliveTime: DefaultKeepaliveTime,
 		MaxInFlight:           DefaultMaxInFlight,
+		FastPath:              true,
 	}
 }
 

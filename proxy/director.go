@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -48,12 +50,35 @@ func (d staticDirector) Direct(context.Context, string) (*Upstream, error) { ret
 
 func (d staticDirector) Close() error { return d.up.Close() }
 
+func (d staticDirector) fixed() *Upstream { return d.up }
+
+// UpstreamDirector returns a Director that sends every call to up and
+// leaves closing up to its owner. Unlike a DirectorFunc, the proxy can see
+// that it reads nothing of the call, so calls may take the fast path
+// (Proxy.Relay).
+func UpstreamDirector(up *Upstream) Director { return upstreamDirector{up} }
+
+type upstreamDirector struct{ up *Upstream }
+
+func (d upstreamDirector) Direct(context.Context, string) (*Upstream, error) { return d.up, nil }
+
+func (d upstreamDirector) fixed() *Upstream { return d.up }
+
+// fixedDirector is a Director that reads nothing of a call.
+type fixedDirector interface{ fixed() *Upstream }
+
 // Upstream is one model server behind the proxy: a name for metrics and a
 // small pool of connections used in turn.
 type Upstream struct {
 	name  string
 	conns []*grpc.ClientConn
 	next  atomic.Uint32
+	// relayAddr is the host:port the fast path (fastpath.go) dials, for
+	// an upstream dialled in plaintext with nothing but this package's
+	// options; "" keeps every call on the gRPC path. relayConns is the
+	// pool size there.
+	relayAddr  string
+	relayConns int
 }
 
 // NewUpstream returns an Upstream named name (the value of the upstream
@@ -201,5 +226,11 @@ func DialUpstream(target string, opts UpstreamOptions) (*Upstream, error) {
 		cc.Connect()
 		conns = append(conns, cc)
 	}
-	return NewUpstream(o.Name, conns...)
+	up, err := NewUpstream(o.Name, conns...)
+	if err == nil && opts.Credentials == nil && len(o.DialOptions) == 0 {
+		if _, _, e := net.SplitHostPort(target); e == nil && !strings.Contains(target, "/") {
+			up.relayAddr, up.relayConns = target, o.Conns
+		}
+	}
+	return up, err
 }

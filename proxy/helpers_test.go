@@ -3,6 +3,8 @@ package proxy
 import (
 	"bytes"
 	"context"
+	"net"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -105,10 +107,39 @@ func newEnvWith(t *testing.T, register func(*grpc.Server), opts ...Option) *env 
 	if register != nil {
 		register(e.srv)
 	}
-	addr := serve(t, e.srv)
+	addr := serveFront(t, p, e.srv)
 	e.direct = dial(t, b.addr)
 	e.viaPxy = dial(t, addr)
 	return e
+}
+
+// grpcPathOnly makes the tests serve clients with the proxy's grpc.Server
+// alone, as with fast_path off; by default they go through the relay
+// (Proxy.Relay), as in production, which hands what it does not take to
+// that server. `make test` runs the package both ways.
+var grpcPathOnly = os.Getenv("INFERGATE_TEST_GRPC_PATH") != ""
+
+// serveFront serves clients of p on a new listener, through the relay
+// unless grpcPathOnly, and returns its address.
+func serveFront(t testing.TB, p *Proxy, srv *grpc.Server) string {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if grpcPathOnly {
+		go func() { _ = srv.Serve(lis) }()
+		t.Cleanup(srv.Stop)
+		return lis.Addr().String()
+	}
+	r := p.Relay(srv)
+	go func() { _ = srv.Serve(r.LocalListener()) }()
+	go func() { _ = r.Serve(lis) }()
+	t.Cleanup(func() {
+		r.Stop()
+		srv.Stop()
+	})
+	return lis.Addr().String()
 }
 
 func ctxT(t *testing.T) context.Context {

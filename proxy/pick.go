@@ -145,6 +145,13 @@ type Pick struct {
 	inFlight *atomic.Int64
 }
 
+// plain says that Pick would send a unary call of model to up as it is and
+// take nothing for it: no route for the model, no breaker on up. Such a
+// call may take the fast path (fastpath.go), which reports no verdict.
+func (r *Router) plain(up *Upstream, model string) bool {
+	return r.table.Load().models[model] == nil && r.breakers[up] == nil
+}
+
 // Pick routes one call of a model the director sent to up. It never
 // blocks and changes no route: what it takes for the call (a half-open
 // probe's slot, a turn in the slow start or the alert's probes, a place

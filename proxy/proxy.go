@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/infergate/infergate/monitor"
+	"github.com/infergate/infergate/proxy/h2relay"
 )
 
 // Proxy forwards every gRPC call it receives, whatever the method, to the
@@ -55,6 +56,10 @@ type Proxy struct {
 	callOpts []grpc.CallOption
 	// gauges caches Recorder.InFlight per *Upstream.
 	gauges sync.Map
+
+	// relay is the fast path (fastpath.go), made by Relay.
+	relay     *h2relay.Server
+	relayOnce sync.Once
 }
 
 // New returns a Proxy that routes with director. It fails on a nil director

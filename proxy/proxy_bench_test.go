@@ -58,7 +58,7 @@ func benchEnvRouted(b *testing.B, route func(up *Upstream) *Router, extra ...Opt
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = p.Close() })
-	return dial(b, addr), dial(b, serveB(b, p.NewServer()))
+	return dial(b, addr), dial(b, serveFront(b, p, p.NewServer()))
 }
 
 func serveB(b *testing.B, srv *grpc.Server) string {

@@ -25,6 +25,7 @@ import (
 	"github.com/infergate/infergate/internal/statefile"
 	"github.com/infergate/infergate/monitor"
 	"github.com/infergate/infergate/proxy"
+	"github.com/infergate/infergate/proxy/h2relay"
 )
 
 func main() {
@@ -161,7 +162,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	defer stopTracing() // after the server: the calls' spans are ended
 	defer bat.Close()   // after the server and the proxy: batches in flight end first
-	p, err := proxy.New(proxy.DirectorFunc(func(context.Context, string) (*proxy.Upstream, error) { return up, nil }),
+	p, err := proxy.New(proxy.UpstreamDirector(up),
 		append(cfg.Config.Options(),
 			proxy.WithRouter(rt.router),
 			proxy.WithBatcher(bat),
@@ -237,7 +238,16 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	go ready.run(runCtx)
 
 	errc := make(chan error, 2)
-	go func() { errc <- gs.Serve(lis) }()
+	// The fast path (proxy.Relay) owns the client connections when on: it
+	// relays plain unary calls itself and hands every other call to gs.
+	var relay *h2relay.Server
+	if cfg.FastPath && srvCreds == nil {
+		relay = p.Relay(gs)
+		go func() { _ = gs.Serve(relay.LocalListener()) }()
+		go func() { errc <- relay.Serve(lis) }()
+	} else {
+		go func() { errc <- gs.Serve(lis) }()
+	}
 	go func() {
 		if err := hs.Serve(adminLis); !errors.Is(err, http.ErrServerClosed) {
 			errc <- fmt.Errorf("admin: %w", err)
@@ -272,11 +282,20 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		}
 	}
 	done := make(chan struct{})
-	go func() { gs.GracefulStop(); close(done) }()
+	go func() {
+		if relay != nil {
+			relay.GracefulStop()
+		}
+		gs.GracefulStop()
+		close(done)
+	}()
 	select {
 	case <-done:
 	case <-time.After(cfg.ShutdownTimeout):
 		log.Warn("drain timeout: cutting remaining calls")
+		if relay != nil {
+			relay.Stop()
+		}
 		gs.Stop()
 		<-done
 	}

@@ -1,0 +1,230 @@
+package proxy
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/infergate/infergate/proto/wire"
+	"github.com/infergate/infergate/proxy/h2relay"
+)
+
+// The fast path (issue 20): plain unary calls, the ones that would go to
+// the director's upstream as they are and come back as they are, are
+// relayed frame by frame by h2relay instead of crossing two gRPC stacks.
+// Everything else (streams, batched models, routed models and upstreams
+// with breakers, tracing, compressed requests, messages over the relay's
+// size, a director that reads the call) goes on to the proxy's own
+// grpc.Server exactly as without the relay: Route sends it there. A
+// relayed call is recorded by the same finish, with the same statuses
+// (statusOf), as one that took the gRPC path.
+
+// Relay returns the h2relay server that serves the proxy's fast path in
+// front of srv, the proxy's grpc.Server (NewServer). Serve srv on the
+// relay's LocalListener, and the client listener with the relay: calls the
+// relay does not take go to srv over a socket pair per client connection.
+// Register srv's own services before: their calls always go to srv.
+func (p *Proxy) Relay(srv *grpc.Server) *h2relay.Server {
+	p.relayOnce.Do(func() {
+		own := map[string]bool{}
+		for name := range srv.GetServiceInfo() {
+			own["/"+name+"/"] = true
+		}
+		p.relay = h2relay.NewServer(relayHandler{p: p, own: own}, h2relay.Options{
+			MaxBody:       min(p.maxMsgSize, relayMaxBody),
+			StreamWindow:  transportWindow,
+			ConnWindow:    transportConnWindow,
+			BufferSize:    relayBuffer,
+			MaxHeaderList: relayMaxHeaderList,
+			Now:           p.now,
+		})
+	})
+	return p.relay
+}
+
+const (
+	// relayMaxBody is the largest request the relay reads whole; larger
+	// ones take the gRPC path (which streams its own way and applies the
+	// message size limit).
+	relayMaxBody = 64 << 20
+	// relayBuffer is each relayed connection's read buffer.
+	relayBuffer = 64 << 10
+	// relayMaxHeaderList is grpc-go's server default (16 MiB) would be
+	// far more than a gRPC client sends; 1 MiB still passes the longest
+	// metadata the tests send (a 1 MiB model name travels in the body).
+	relayMaxHeaderList = 8 << 20
+)
+
+// relayHandler is the proxy's h2relay.Handler.
+type relayHandler struct {
+	p *Proxy
+	// own holds "/service/" of the services registered on the proxy's
+	// grpc.Server, which serves them itself.
+	own map[string]bool
+}
+
+// relayCall is what Route keeps of a relayed call for Done.
+type relayCall struct {
+	up             *Upstream
+	model, version string
+	bytesIn        int64
+}
+
+func (r relayHandler) Unary(method string) bool {
+	if !lookupMethod(method).unary {
+		return false
+	}
+	if len(r.own) > 0 {
+		if i := strings.LastIndexByte(method, '/'); i > 0 && r.own[method[:i+1]] {
+			return false
+		}
+	}
+	return true
+}
+
+// Route takes a call on the fast path when nothing but forwarding it is to
+// be done; nil sends it to the proxy's grpc.Server.
+func (r relayHandler) Route(c *h2relay.Call) *h2relay.Pool {
+	p := r.p
+	if p.tracing != nil {
+		return nil
+	}
+	fd, ok := p.director.(fixedDirector)
+	if !ok {
+		return nil
+	}
+	up := fd.fixed()
+	if up.relayAddr == "" {
+		return nil
+	}
+	if subtype := contentSubtypeOf(c); subtype != "" && subtype != "proto" {
+		return nil // a codec the proxy only knows through gRPC's registry
+	}
+	msg, ok := c.Message()
+	if !ok {
+		return nil
+	}
+	info := lookupMethod(c.Method)
+	model, version := bytesTarget(info.target, msg)
+	if p.batcher != nil && model != "" && p.batcher.Handles(c.Method, model) {
+		return nil
+	}
+	if p.router != nil && model != "" && isInference(c.Method) && !p.router.plain(up, model) {
+		return nil
+	}
+	if n := p.calls.Add(1); p.maxInFlight > 0 && n > p.maxInFlight {
+		// The gRPC path refuses it, counts and records the refusal.
+		p.calls.Add(-1)
+		return nil
+	}
+	if p.rec != nil {
+		p.inFlight(up).Inc()
+	}
+	if c.Deadline.IsZero() && p.upstreamTimeout > 0 {
+		c.Timeout = p.upstreamTimeout
+	}
+	c.Data = &relayCall{up: up, model: model, version: version, bytesIn: int64(len(msg))}
+	return p.relay.Pool(up.relayAddr, up.relayConns)
+}
+
+// Done records a relayed call as finish records every call, and returns
+// the status the client gets when the relay ended the call itself.
+func (r relayHandler) Done(c *h2relay.Call, res *h2relay.Result) (uint32, string) {
+	p := r.p
+	rc := c.Data.(*relayCall)
+	p.calls.Add(-1)
+	if p.rec != nil {
+		p.inFlight(rc.up).Dec()
+	}
+	ctx := context.Context(relayContext{deadline: c.Deadline})
+	if p.reqLog != nil {
+		ctx = metadata.NewIncomingContext(ctx, relayMetadata(c))
+	}
+	o := outcome{upstream: res.Upstream, bytesIn: rc.bytesIn, bytesOut: max(res.BytesOut-5, 0),
+		model: rc.model, version: rc.version, upName: rc.up.name}
+	switch e := res.Err; {
+	case e == nil && res.Status == 0:
+	case e == nil:
+		o.err = &upstreamError{upstream: rc.up.name, fromUpstream: true,
+			err: status.Error(codes.Code(res.Status), res.Message)}
+	case e.Kind == h2relay.ErrTimeout:
+		o.err = &proxyTimeoutError{timeout: p.upstreamTimeout}
+	case e.Kind == h2relay.ErrClientGone:
+		code := codes.Canceled
+		if !c.Deadline.IsZero() && !time.Now().Before(c.Deadline) {
+			code = codes.DeadlineExceeded
+		}
+		o.err = &upstreamError{upstream: rc.up.name, err: status.Error(code, e.Msg)}
+	default:
+		o.err = p.upstreamFailed(ctx, rc.up, c.Method, status.Error(codes.Code(e.Code), e.Msg), res.Answered)
+	}
+	st := status.Convert(p.finish(ctx, nil, c.Start, c.Method, rc.up.name, o))
+	return uint32(st.Code()), st.Message()
+}
+
+// bytesTarget is frameTarget for a request held in one slice.
+func bytesTarget(kind targetKind, msg []byte) (model, version string) {
+	var err error
+	switch kind {
+	case targetNone:
+		return "", ""
+	case targetKServe:
+		model, version, err = wire.ModelInferTarget(msg)
+	default:
+		model, version, err = wire.PredictTarget(msg)
+	}
+	if err != nil {
+		return "", ""
+	}
+	return model, version
+}
+
+// contentSubtypeOf is the call's content-subtype ("" for application/grpc).
+func contentSubtypeOf(c *h2relay.Call) string {
+	for _, f := range c.Header {
+		if f.Name == "content-type" {
+			return contentSubtype(f.Value)
+		}
+	}
+	return ""
+}
+
+// relayMetadata is the call's metadata, as a grpc.Server would give it.
+func relayMetadata(c *h2relay.Call) metadata.MD {
+	md := make(metadata.MD, len(c.Header))
+	for _, f := range c.Header {
+		k := strings.ToLower(f.Name)
+		md[k] = append(md[k], f.Value)
+	}
+	return md
+}
+
+// relayContext stands in for a relayed call's server context where finish
+// and callClass read one: its deadline, and whether it ran out.
+type relayContext struct {
+	context.Context
+	deadline time.Time
+}
+
+func (c relayContext) Deadline() (time.Time, bool) { return c.deadline, !c.deadline.IsZero() }
+
+func (c relayContext) Err() error {
+	if !c.deadline.IsZero() && !time.Now().Before(c.deadline) {
+		return context.DeadlineExceeded
+	}
+	return nil
+}
+
+func (c relayContext) Value(key any) any {
+	if c.Context == nil {
+		return nil
+	}
+	return c.Context.Value(key)
+}
+
+func (c relayContext) Done() <-chan struct{} { return nil }

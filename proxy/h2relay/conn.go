@@ -1,0 +1,465 @@
+package h2relay
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"net"
+	"sync"
+	"syscall"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+)
+
+// fconn is one HTTP/2 connection, either side. Its reader goroutine owns
+// rd; everything else is guarded by mu, which is never held while another
+// fconn's mu is taken (credits to other connections are handed back to the
+// caller to apply after unlocking).
+type fconn struct {
+	nc  net.Conn
+	raw syscall.RawConn // for tryWrite; nil: the flusher writes
+	br  *bufio.Reader
+	rd  *http2.Framer // reads only, on the reader goroutine
+	cfg *config
+
+	mu sync.Mutex
+	// out holds frames not yet written to nc; spare is the other half of
+	// the double buffer the flusher swaps in.
+	out, spare []byte
+	flushing   bool // a flusher goroutine owns the writing
+	closed     bool
+	err        error // why it closed
+	wr         *http2.Framer
+	enc        *hpack.Encoder
+	hbuf       bytes.Buffer
+
+	// The peer's settings and our send window toward it.
+	peerMaxFrame   uint32
+	peerInitWin    int32
+	peerMaxStreams uint32
+	sendWin        int64
+
+	// Our receive window: what we granted and have not yet got back.
+	recvAvail   int64
+	recvUnacked int64
+
+	halves map[uint32]*half // streams by this connection's stream ID
+	// queued are halves with data waiting for window or buffer space.
+	queued []*half
+
+	onClose func(*fconn, error) // called once, without mu held
+}
+
+// half is one stream as one connection sees it: the stream's ID there and
+// both directions' flow control. Guarded by its conn's mu.
+type half struct {
+	c  *fconn
+	id uint32
+	s  *stream
+
+	sendWin int64
+	q       []pending // frames waiting for window, in order
+	queued  bool      // in c.queued
+
+	recvAvail   int64
+	recvUnacked int64
+	gone        bool // removed from c.halves
+	// closeAfterQueue: the stream ended; forget h once its queue is out.
+	closeAfterQueue bool
+}
+
+// pending is one queued frame of a half: data (the bytes are owned by the
+// queue), or headers (encoded when written, so HPACK state stays in wire
+// order).
+type pending struct {
+	data   []byte
+	hdrs   []hpack.HeaderField
+	isHdr  bool
+	end    bool
+	credit credit // what writing data gives back to its source
+}
+
+// credit is window to return to a source once its data left for the other
+// side.
+type credit struct {
+	h *half
+	n int64
+}
+
+// outWriter makes the write framer append to out.
+type outWriter fconn
+
+func (w *outWriter) Write(p []byte) (int, error) {
+	w.out = append(w.out, p...)
+	return len(p), nil
+}
+
+func newFconn(nc net.Conn, cfg *config, onClose func(*fconn, error)) *fconn {
+	c := &fconn{
+		nc:             nc,
+		raw:            rawConn(nc),
+		br:             bufio.NewReaderSize(nc, cfg.bufSize),
+		cfg:            cfg,
+		peerMaxFrame:   16384,
+		peerInitWin:    65535,
+		peerMaxStreams: ^uint32(0),
+		sendWin:        65535,
+		recvAvail:      65535,
+		halves:         make(map[uint32]*half),
+		onClose:        onClose,
+	}
+	c.rd = http2.NewFramer(nil, c.br)
+	c.rd.SetMaxReadFrameSize(cfg.maxReadFrame)
+	c.rd.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	c.rd.MaxHeaderListSize = cfg.maxHeaderList
+	c.wr = http2.NewFramer((*outWriter)(c), nil)
+	c.enc = hpack.NewEncoder(&c.hbuf)
+	return c
+}
+
+// greet writes our SETTINGS and the connection window update every
+// connection starts with.
+func (c *fconn) greetLocked(client bool) {
+	if client {
+		c.out = append(c.out, http2.ClientPreface...)
+	}
+	st := []http2.Setting{
+		{ID: http2.SettingInitialWindowSize, Val: uint32(c.cfg.streamWindow)},
+		{ID: http2.SettingMaxFrameSize, Val: c.cfg.maxReadFrame},
+		{ID: http2.SettingMaxHeaderListSize, Val: c.cfg.maxHeaderList},
+	}
+	if client {
+		st = append(st, http2.Setting{ID: http2.SettingEnablePush, Val: 0})
+	} else {
+		st = append(st, http2.Setting{ID: http2.SettingMaxConcurrentStreams, Val: c.cfg.maxStreams})
+	}
+	_ = c.wr.WriteSettings(st...)
+	if d := c.cfg.connWindow - 65535; d > 0 {
+		_ = c.wr.WriteWindowUpdate(0, uint32(d))
+		c.recvAvail += d
+	}
+}
+
+// addHalf registers stream s under id on c.
+func (c *fconn) addHalfLocked(id uint32, s *stream) *half {
+	h := &half{c: c, id: id, s: s, sendWin: int64(c.peerInitWin), recvAvail: int64(c.cfg.streamWindow)}
+	c.halves[id] = h
+	return h
+}
+
+// removeHalfLocked forgets h; its queued frames are dropped.
+func (c *fconn) removeHalfLocked(h *half) {
+	if h.gone {
+		return
+	}
+	h.gone = true
+	h.q = nil
+	delete(c.halves, h.id)
+}
+
+// writeHeadersLocked writes a HEADERS frame (and CONTINUATIONs) for h, or
+// queues it behind h's pending data.
+func (c *fconn) writeHeadersLocked(h *half, fields []hpack.HeaderField, end bool) {
+	if len(h.q) > 0 {
+		h.q = append(h.q, pending{isHdr: true, hdrs: fields, end: end})
+		return
+	}
+	c.encodeHeadersLocked(h.id, fields, end)
+}
+
+func (c *fconn) encodeHeadersLocked(id uint32, fields []hpack.HeaderField, end bool) {
+	c.hbuf.Reset()
+	for _, f := range fields {
+		_ = c.enc.WriteField(f)
+	}
+	block := c.hbuf.Bytes()
+	max := int(c.peerMaxFrame)
+	first := block
+	if len(first) > max {
+		first = first[:max]
+	}
+	block = block[len(first):]
+	_ = c.wr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: first, EndStream: end, EndHeaders: len(block) == 0})
+	for len(block) > 0 {
+		n := min(len(block), max)
+		_ = c.wr.WriteContinuation(id, n == len(block), block[:n])
+		block = block[n:]
+	}
+}
+
+// writeDataLocked sends data on h as far as the windows and the output
+// buffer allow and queues the rest (copied unless owned). It returns the
+// credit that is due now for what was written; the rest is given back as
+// the queue drains.
+func (c *fconn) writeDataLocked(h *half, data []byte, end, owned bool, src *half) (due credit) {
+	if len(h.q) == 0 {
+		n := c.sendableLocked(h, len(data))
+		for n > 0 || (len(data) == 0 && end) {
+			k := min(n, int(c.peerMaxFrame))
+			last := k == len(data)
+			_ = c.wr.WriteData(h.id, end && last, data[:k])
+			h.sendWin -= int64(k)
+			c.sendWin -= int64(k)
+			due.n += int64(k)
+			data = data[k:]
+			n -= k
+			if last {
+				break
+			}
+		}
+		if len(data) == 0 {
+			due.h = src
+			return due
+		}
+	}
+	if !owned {
+		data = bytes.Clone(data)
+	}
+	h.q = append(h.q, pending{data: data, end: end, credit: credit{h: src, n: int64(len(data))}})
+	if !h.queued {
+		h.queued = true
+		c.queued = append(c.queued, h)
+	}
+	due.h = src
+	return due
+}
+
+// sendableLocked is how many bytes of n h may send now.
+func (c *fconn) sendableLocked(h *half, n int) int {
+	room := int64(c.cfg.outCap - len(c.out))
+	return int(max(0, min(int64(n), h.sendWin, c.sendWin, room)))
+}
+
+// drainLocked writes queued frames that now fit and returns the credits
+// they earned.
+func (c *fconn) drainLocked(credits []credit) []credit {
+	keep := c.queued[:0]
+	for _, h := range c.queued {
+		for len(h.q) > 0 {
+			p := &h.q[0]
+			if p.isHdr {
+				c.encodeHeadersLocked(h.id, p.hdrs, p.end)
+				h.q = h.q[1:]
+				continue
+			}
+			n := c.sendableLocked(h, len(p.data))
+			if n == 0 && len(p.data) > 0 {
+				break
+			}
+			for n > 0 || len(p.data) == 0 {
+				k := min(n, int(c.peerMaxFrame))
+				last := k == len(p.data)
+				_ = c.wr.WriteData(h.id, p.end && last, p.data[:k])
+				h.sendWin -= int64(k)
+				c.sendWin -= int64(k)
+				if p.credit.h != nil && k > 0 {
+					credits = append(credits, credit{h: p.credit.h, n: int64(k)})
+				}
+				p.data = p.data[k:]
+				n -= k
+				if last {
+					break
+				}
+			}
+			if len(p.data) > 0 {
+				break
+			}
+			h.q = h.q[1:]
+		}
+		if len(h.q) > 0 && !h.gone {
+			keep = append(keep, h)
+		} else {
+			h.queued = false
+			h.q = nil
+			if h.closeAfterQueue {
+				c.removeHalfLocked(h)
+			}
+		}
+	}
+	clear(c.queued[len(keep):])
+	c.queued = keep
+	return credits
+}
+
+// giveBack returns window to the peer for n bytes of h that left (h nil:
+// connection level only). Updates go out in batches of a quarter window,
+// as gRPC's transports do, so a small call costs no WINDOW_UPDATE frame.
+func (c *fconn) giveBackLocked(h *half, n int64) {
+	if c.closed || n <= 0 {
+		return
+	}
+	c.recvUnacked += n
+	if c.recvUnacked >= c.cfg.connWindow/4 {
+		_ = c.wr.WriteWindowUpdate(0, uint32(c.recvUnacked))
+		c.recvAvail += c.recvUnacked
+		c.recvUnacked = 0
+	}
+	if h == nil || h.gone {
+		return
+	}
+	h.recvUnacked += n
+	if h.recvUnacked >= int64(c.cfg.streamWindow)/4 {
+		_ = c.wr.WriteWindowUpdate(h.id, uint32(h.recvUnacked))
+		h.recvAvail += h.recvUnacked
+		h.recvUnacked = 0
+	}
+}
+
+// applyCredits gives the credits back to their connections, each under its
+// own lock, and kicks their writes.
+func applyCredits(cs []credit) {
+	for _, cr := range cs {
+		if cr.h == nil || cr.n == 0 {
+			continue
+		}
+		c := cr.h.c
+		c.mu.Lock()
+		c.giveBackLocked(cr.h, cr.n)
+		c.kickLocked()
+		c.mu.Unlock()
+	}
+}
+
+// kickLocked starts writing out: one non-blocking write now, and a flusher
+// goroutine for what the kernel did not take.
+func (c *fconn) kickLocked() {
+	if c.flushing || c.closed || len(c.out) == 0 {
+		return
+	}
+	n, err := tryWrite(c.raw, c.out)
+	if err != nil {
+		c.failLocked(err)
+		return
+	}
+	rest := copy(c.out, c.out[n:])
+	c.out = c.out[:rest]
+	if rest > 0 {
+		c.flushing = true
+		go c.flusher()
+	} else if len(c.queued) > 0 {
+		// Room in the buffer again: queued data may go.
+		if cs := c.drainLocked(nil); len(cs) > 0 || len(c.out) > 0 {
+			c.flushing = true
+			go c.flushWith(cs)
+		}
+	}
+}
+
+func (c *fconn) flushWith(cs []credit) {
+	applyCredits(cs)
+	c.flusher()
+}
+
+// flusher writes out until it is empty, blocking as the peer reads.
+func (c *fconn) flusher() {
+	c.mu.Lock()
+	for {
+		if c.closed {
+			c.flushing = false
+			c.mu.Unlock()
+			return
+		}
+		var cs []credit
+		if len(c.queued) > 0 {
+			cs = c.drainLocked(nil)
+		}
+		if len(c.out) == 0 {
+			c.flushing = false
+			c.mu.Unlock()
+			applyCredits(cs)
+			return
+		}
+		b := c.out
+		c.out = c.spare[:0]
+		c.mu.Unlock()
+		applyCredits(cs)
+		_, err := c.nc.Write(b)
+		c.mu.Lock()
+		c.spare = b[:0]
+		if err != nil {
+			c.flushing = false
+			c.failLocked(err)
+			c.mu.Unlock()
+			return
+		}
+	}
+}
+
+var errClosed = errors.New("h2relay: connection closed")
+
+// failLocked closes c; onClose runs on its own goroutine, as it takes
+// other locks.
+func (c *fconn) failLocked(err error) {
+	if c.closed {
+		return
+	}
+	c.closed = true
+	c.err = err
+	c.out = nil
+	_ = c.nc.Close()
+	if c.onClose != nil {
+		go c.onClose(c, err)
+	}
+}
+
+// close writes what is buffered (best effort, without blocking) and closes.
+func (c *fconn) close(err error) {
+	c.mu.Lock()
+	if !c.flushing && len(c.out) > 0 && !c.closed {
+		_, _ = tryWrite(c.raw, c.out)
+	}
+	c.failLocked(err)
+	c.mu.Unlock()
+}
+
+// applySettings takes in the peer's SETTINGS.
+func (c *fconn) applySettingsLocked(f *http2.SettingsFrame) error {
+	return f.ForeachSetting(func(s http2.Setting) error {
+		switch s.ID {
+		case http2.SettingMaxFrameSize:
+			c.peerMaxFrame = s.Val
+		case http2.SettingInitialWindowSize:
+			d := int64(s.Val) - int64(c.peerInitWin)
+			c.peerInitWin = int32(s.Val)
+			for _, h := range c.halves {
+				h.sendWin += d
+			}
+		case http2.SettingMaxConcurrentStreams:
+			c.peerMaxStreams = s.Val
+		case http2.SettingHeaderTableSize:
+			c.enc.SetMaxDynamicTableSizeLimit(min(s.Val, 4096))
+		}
+		return nil
+	})
+}
+
+// onWindowUpdate applies a WINDOW_UPDATE from the peer.
+func (c *fconn) onWindowUpdateLocked(f *http2.WindowUpdateFrame) error {
+	if f.StreamID == 0 {
+		c.sendWin += int64(f.Increment)
+		if c.sendWin > 1<<31-1 {
+			return http2.ConnectionError(http2.ErrCodeFlowControl)
+		}
+		return nil
+	}
+	if h := c.halves[f.StreamID]; h != nil {
+		h.sendWin += int64(f.Increment)
+	}
+	return nil
+}
+
+// takeData accounts for n received bytes against our windows.
+func (c *fconn) takeDataLocked(h *half, n int64) error {
+	c.recvAvail -= n
+	if c.recvAvail < 0 {
+		return http2.ConnectionError(http2.ErrCodeFlowControl)
+	}
+	if h != nil {
+		h.recvAvail -= n
+		if h.recvAvail < 0 {
+			return http2.StreamError{StreamID: h.id, Code: http2.ErrCodeFlowControl}
+		}
+	}
+	return nil
+}

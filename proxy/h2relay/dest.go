@@ -1,0 +1,508 @@
+package h2relay
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+)
+
+// destConn is a connection the relay opened, as a client: to an upstream,
+// or to the proxy's own server (Local).
+type destConn struct {
+	c    *fconn
+	pool *Pool // nil for Local
+
+	// Guarded by c.mu:
+	nextID    uint32
+	active    uint32
+	goingAway bool
+	lastOK    uint32 // GOAWAY's last stream ID
+}
+
+func newDestConn(nc net.Conn, cfg *config, pool *Pool) *destConn {
+	d := &destConn{pool: pool, nextID: 1}
+	d.c = newFconn(nc, cfg, nil)
+	d.c.mu.Lock()
+	d.c.greetLocked(true)
+	d.c.kickLocked()
+	d.c.mu.Unlock()
+	go d.read()
+	return d
+}
+
+func (d *destConn) dead() bool {
+	d.c.mu.Lock()
+	defer d.c.mu.Unlock()
+	return d.c.closed || d.goingAway
+}
+
+// canTake says whether d can open one more stream now.
+func (d *destConn) canTakeLocked() bool {
+	return !d.c.closed && !d.goingAway && d.active < d.c.peerMaxStreams && d.nextID < 1<<31-1
+}
+
+// start opens s's stream on d with fields and body.
+func (d *destConn) start(s *stream, fields []hpack.HeaderField, body []byte, end bool, w *writes) {
+	c := d.c
+	c.mu.Lock()
+	d.startLocked(s, fields, body, end)
+	c.mu.Unlock()
+	w.add(c)
+}
+
+func (d *destConn) startLocked(s *stream, fields []hpack.HeaderField, body []byte, end bool) {
+	c := d.c
+	id := d.nextID
+	d.nextID += 2
+	d.active++
+	h := c.addHalfLocked(id, s)
+	s.mu.Lock()
+	s.dest, s.dh = d, h
+	if s.pool != nil {
+		s.sentAt = c.cfg.now()
+		if s.sentReal.IsZero() {
+			s.sentReal = time.Now()
+		}
+	}
+	s.mu.Unlock()
+	c.writeHeadersLocked(h, fields, end && len(body) == 0)
+	if len(body) > 0 {
+		c.writeDataLocked(h, body, end, true, nil)
+	}
+}
+
+// forget drops h once its stream ended.
+func (d *destConn) forget(h *half) {
+	c := d.c
+	c.mu.Lock()
+	if !h.gone {
+		c.removeHalfLocked(h)
+		d.active--
+	}
+	drained := d.goingAway && d.active == 0
+	c.mu.Unlock()
+	if d.pool != nil {
+		d.pool.wake()
+	}
+	if drained {
+		c.close(errClosed)
+	}
+}
+
+// read is d's reader goroutine.
+func (d *destConn) read() {
+	c := d.c
+	var w writes
+	var err error
+	for {
+		var f http2.Frame
+		f, err = c.rd.ReadFrame()
+		if err != nil {
+			var se http2.StreamError
+			if errors.As(err, &se) {
+				d.onReset(se.StreamID, se.Code, &w)
+				c.mu.Lock()
+				_ = c.wr.WriteRSTStream(se.StreamID, se.Code)
+				c.mu.Unlock()
+				w.add(c)
+				continue
+			}
+			break
+		}
+		if err = d.onFrame(f, &w); err != nil {
+			break
+		}
+		if c.br.Buffered() == 0 {
+			w.flush()
+		}
+	}
+	w.flush()
+	d.lost(err)
+}
+
+// lost ends every stream of a connection that failed.
+func (d *destConn) lost(err error) {
+	c := d.c
+	c.close(err)
+	c.mu.Lock()
+	hs := make([]*half, 0, len(c.halves))
+	for _, h := range c.halves {
+		hs = append(hs, h)
+	}
+	last, goingAway := d.lastOK, d.goingAway
+	c.mu.Unlock()
+	var w writes
+	for _, h := range hs {
+		// Streams the upstream said it never processed may go again.
+		h.s.destLost(err, goingAway && h.id > last, &w)
+	}
+	w.flush()
+	if d.pool != nil {
+		d.pool.dropConn(d)
+	}
+}
+
+func (d *destConn) onFrame(f http2.Frame, w *writes) error {
+	c := d.c
+	switch f := f.(type) {
+	case *http2.MetaHeadersFrame:
+		c.mu.Lock()
+		h := c.halves[f.StreamID]
+		c.mu.Unlock()
+		if h != nil {
+			if f.Truncated {
+				d.onReset(f.StreamID, http2.ErrCodeFrameSize, w)
+				return nil
+			}
+			h.s.respHeaders(f, w)
+		}
+	case *http2.DataFrame:
+		n := int64(f.Length)
+		c.mu.Lock()
+		h := c.halves[f.StreamID]
+		if err := c.takeDataLocked(h, n); err != nil {
+			c.mu.Unlock()
+			return err
+		}
+		owed := n - int64(len(f.Data()))
+		if h == nil {
+			owed = n
+		}
+		c.giveBackLocked(h, owed)
+		c.mu.Unlock()
+		w.add(c)
+		if h != nil {
+			if due := h.s.respData(f.Data(), f.StreamEnded(), w); due > 0 {
+				c.mu.Lock()
+				c.giveBackLocked(h, due)
+				c.mu.Unlock()
+			}
+		}
+	case *http2.RSTStreamFrame:
+		d.onReset(f.StreamID, f.ErrCode, w)
+	case *http2.SettingsFrame:
+		if f.IsAck() {
+			return nil
+		}
+		c.mu.Lock()
+		err := c.applySettingsLocked(f)
+		_ = c.wr.WriteSettingsAck()
+		cs := c.drainLocked(nil)
+		c.mu.Unlock()
+		w.add(c)
+		applyCredits(cs)
+		if d.pool != nil {
+			d.pool.wake()
+		}
+		return err
+	case *http2.WindowUpdateFrame:
+		c.mu.Lock()
+		err := c.onWindowUpdateLocked(f)
+		cs := c.drainLocked(nil)
+		c.mu.Unlock()
+		w.add(c)
+		applyCredits(cs)
+		return err
+	case *http2.PingFrame:
+		if !f.IsAck() {
+			c.mu.Lock()
+			_ = c.wr.WritePing(true, f.Data)
+			c.mu.Unlock()
+			w.add(c)
+		}
+	case *http2.GoAwayFrame:
+		c.mu.Lock()
+		d.goingAway, d.lastOK = true, f.LastStreamID
+		var refused []*half
+		for id, h := range c.halves {
+			if id > f.LastStreamID {
+				refused = append(refused, h)
+			}
+		}
+		idle := d.active == 0
+		c.mu.Unlock()
+		for _, h := range refused {
+			h.s.destLost(errors.New("upstream going away"), true, w)
+		}
+		if d.pool != nil {
+			d.pool.dropConn(d)
+		}
+		if idle {
+			c.close(errClosed)
+		}
+	}
+	return nil
+}
+
+func (d *destConn) onReset(id uint32, code http2.ErrCode, w *writes) {
+	c := d.c
+	c.mu.Lock()
+	h := c.halves[id]
+	c.mu.Unlock()
+	if h != nil {
+		h.s.destReset(code, w)
+	}
+}
+
+// Pool is the relay's connections to one upstream.
+type Pool struct {
+	addr, authority string
+	size            int
+	cfg             *config
+
+	mu      sync.Mutex
+	conns   []*destConn
+	dialing int
+	next    int
+	waiting []*stream // calls waiting for a connection or a stream slot
+	closed  bool
+	lastErr error
+}
+
+// Pool returns the relay's pool to addr (host:port, plaintext HTTP/2),
+// with size connections, creating it on first use.
+func (s *Server) Pool(addr string, size int) *Pool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p := s.pools[addr]; p != nil {
+		return p
+	}
+	p := &Pool{addr: addr, authority: addr, size: max(size, 1), cfg: s.cfg}
+	s.pools[addr] = p
+	return p
+}
+
+// send sends s's request on one of the pool's connections, or queues it
+// until one can take it.
+func (p *Pool) send(s *stream, w *writes) {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		s.finish(&Result{Err: &Error{Kind: ErrUnavailable, Code: 14, Msg: "the proxy is shutting down"}}, nil, w)
+		return
+	}
+	if len(p.conns)+p.dialing < p.size {
+		p.growLocked()
+	}
+	if d := p.pickLocked(); d != nil {
+		p.mu.Unlock()
+		d.start(s, s.requestFields(p.authority), s.call.Body, true, w)
+		s.armTimer()
+		return
+	}
+	p.waiting = append(p.waiting, s)
+	p.growLocked()
+	p.mu.Unlock()
+}
+
+// pickLocked returns a connection that can take a stream now, round
+// robin, or nil.
+func (p *Pool) pickLocked() *destConn {
+	n := len(p.conns)
+	for i := range n {
+		d := p.conns[(p.next+i)%n]
+		d.c.mu.Lock()
+		ok := d.canTakeLocked()
+		if ok {
+			// Reserve the slot before unlocking; start uses it.
+			d.c.mu.Unlock()
+			p.next = (p.next + i + 1) % n
+			return d
+		}
+		d.c.mu.Unlock()
+	}
+	return nil
+}
+
+// growLocked dials another connection when the pool has fewer than its
+// size.
+func (p *Pool) growLocked() {
+	if p.closed || p.dialing > 0 || len(p.conns) >= p.size && len(p.waiting) == 0 {
+		return
+	}
+	p.dialing++
+	go p.dial()
+}
+
+func (p *Pool) dial() {
+	ctx, cancel := context.WithTimeout(context.Background(), p.cfg.dialTimeout)
+	nc, err := (&net.Dialer{}).DialContext(ctx, "tcp", p.addr)
+	cancel()
+	p.mu.Lock()
+	p.dialing--
+	if err == nil && p.closed {
+		_ = nc.Close()
+		err = errClosed
+	}
+	if err != nil {
+		p.lastErr = err
+		waiting := p.waiting
+		p.waiting = nil
+		p.mu.Unlock()
+		var w writes
+		for _, s := range waiting {
+			s.finish(&Result{Err: &Error{Kind: ErrUnavailable, Code: 14,
+				Msg: "connection error: " + err.Error()}}, nil, &w)
+		}
+		w.flush()
+		return
+	}
+	if tc, ok := nc.(*net.TCPConn); ok {
+		_ = tc.SetNoDelay(true)
+	}
+	p.conns = append(p.conns, newDestConn(nc, p.cfg, p))
+	p.mu.Unlock()
+	p.wake()
+}
+
+// wake sends waiting calls on connections that can take them.
+func (p *Pool) wake() {
+	var w writes
+	for {
+		p.mu.Lock()
+		if len(p.waiting) == 0 {
+			p.mu.Unlock()
+			break
+		}
+		d := p.pickLocked()
+		if d == nil {
+			p.growLocked()
+			p.mu.Unlock()
+			break
+		}
+		s := p.waiting[0]
+		p.waiting = p.waiting[1:]
+		p.mu.Unlock()
+		s.mu.Lock()
+		done := s.done
+		s.mu.Unlock()
+		if done {
+			continue
+		}
+		d.start(s, s.requestFields(p.authority), s.call.Body, true, &w)
+		s.armTimer()
+	}
+	w.flush()
+}
+
+// dropConn forgets a connection that failed or is going away.
+func (p *Pool) dropConn(d *destConn) {
+	p.mu.Lock()
+	for i, x := range p.conns {
+		if x == d {
+			p.conns = append(p.conns[:i], p.conns[i+1:]...)
+			break
+		}
+	}
+	if len(p.waiting) > 0 {
+		p.growLocked()
+	}
+	p.mu.Unlock()
+}
+
+func (p *Pool) close() {
+	p.mu.Lock()
+	p.closed = true
+	conns := p.conns
+	p.conns = nil
+	p.mu.Unlock()
+	for _, d := range conns {
+		d.c.close(errClosed)
+	}
+}
+
+// armTimer starts the proxy's own deadline of a call sent without one.
+func (s *stream) armTimer() {
+	if s.call.Timeout <= 0 || !s.call.Deadline.IsZero() {
+		return
+	}
+	s.mu.Lock()
+	if !s.done && s.timer == nil {
+		s.timer = time.AfterFunc(s.call.Timeout, s.timedOut)
+	}
+	s.mu.Unlock()
+}
+
+// localListener hands the proxy's grpc.Server the relay's connections to
+// it.
+type localListener struct {
+	ch   chan net.Conn
+	done chan struct{}
+	once sync.Once
+}
+
+func newLocalListener() *localListener {
+	return &localListener{ch: make(chan net.Conn), done: make(chan struct{})}
+}
+
+func (l *localListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.ch:
+		return c, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *localListener) Close() error {
+	l.once.Do(func() { close(l.done) })
+	return nil
+}
+
+func (l *localListener) Addr() net.Addr { return localAddr{} }
+
+type localAddr struct{}
+
+func (localAddr) Network() string { return "h2relay" }
+func (localAddr) String() string  { return "h2relay-local" }
+
+// open makes a socket pair; the server's end reports the client's
+// addresses, so the proxy's server sees the real peer.
+func (l *localListener) open(client net.Conn, cfg *config) (*destConn, error) {
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	mine, err := fileConn(fds[0])
+	if err != nil {
+		_ = syscall.Close(fds[1])
+		return nil, err
+	}
+	theirs, err := fileConn(fds[1])
+	if err != nil {
+		_ = mine.Close()
+		return nil, err
+	}
+	sc := &peerConn{Conn: theirs, local: client.LocalAddr(), remote: client.RemoteAddr()}
+	select {
+	case l.ch <- sc:
+	case <-l.done:
+		_ = mine.Close()
+		_ = theirs.Close()
+		return nil, net.ErrClosed
+	}
+	return newDestConn(mine, cfg, nil), nil
+}
+
+func fileConn(fd int) (net.Conn, error) {
+	f := os.NewFile(uintptr(fd), "h2relay-local")
+	defer f.Close()
+	return net.FileConn(f)
+}
+
+// peerConn is the server's end of a local connection, with the client's
+// addresses.
+type peerConn struct {
+	net.Conn
+	local, remote net.Addr
+}
+
+func (c *peerConn) LocalAddr() net.Addr  { return c.local }
+func (c *peerConn) RemoteAddr() net.Addr { return c.remote }

@@ -1,0 +1,878 @@
+package h2relay
+
+import (
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+)
+
+// Server accepts client connections and relays their calls.
+type Server struct {
+	h     Handler
+	cfg   *config
+	local *localListener
+
+	mu      sync.Mutex
+	conns   map[*clientConn]struct{}
+	pools   map[string]*Pool
+	closing bool
+	lis     []net.Listener
+	idle    chan struct{} // closed when closing and no conns are left
+}
+
+// NewServer returns a relay that routes with h. Serve its LocalListener
+// with the proxy's grpc.Server: calls the relay does not route go there.
+func NewServer(h Handler, o Options) *Server {
+	return &Server{
+		h: h, cfg: o.config(), local: newLocalListener(),
+		conns: make(map[*clientConn]struct{}), pools: make(map[string]*Pool),
+		idle: make(chan struct{}),
+	}
+}
+
+// LocalListener is where connections to the proxy's own server come from.
+func (s *Server) LocalListener() net.Listener { return s.local }
+
+// Serve accepts connections on lis until it fails or the server stops.
+func (s *Server) Serve(lis net.Listener) error {
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		_ = lis.Close()
+		return net.ErrClosed
+	}
+	s.lis = append(s.lis, lis)
+	s.mu.Unlock()
+	var delay time.Duration
+	for {
+		nc, err := lis.Accept()
+		if err != nil {
+			s.mu.Lock()
+			closing := s.closing
+			s.mu.Unlock()
+			if closing {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				delay = min(max(delay*2, 5*time.Millisecond), time.Second)
+				time.Sleep(delay)
+				continue
+			}
+			return err
+		}
+		delay = 0
+		go s.serveConn(nc)
+	}
+}
+
+// GracefulStop stops accepting, tells every client to open no new stream
+// (GOAWAY), waits for the streams in progress, then closes the pools.
+func (s *Server) GracefulStop() {
+	s.mu.Lock()
+	s.closing = true
+	for _, l := range s.lis {
+		_ = l.Close()
+	}
+	for cc := range s.conns {
+		cc.goAway()
+	}
+	empty := len(s.conns) == 0
+	s.mu.Unlock()
+	if empty {
+		s.closeIdle()
+	}
+	<-s.idle
+	s.closePools()
+}
+
+// Stop closes every connection at once.
+func (s *Server) Stop() {
+	s.mu.Lock()
+	s.closing = true
+	for _, l := range s.lis {
+		_ = l.Close()
+	}
+	conns := make([]*clientConn, 0, len(s.conns))
+	for cc := range s.conns {
+		conns = append(conns, cc)
+	}
+	s.mu.Unlock()
+	for _, cc := range conns {
+		cc.c.close(errClosed)
+	}
+	s.closeIdle()
+	s.closePools()
+}
+
+func (s *Server) closeIdle() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	select {
+	case <-s.idle:
+	default:
+		close(s.idle)
+	}
+}
+
+func (s *Server) closePools() {
+	s.mu.Lock()
+	pools := s.pools
+	s.pools = map[string]*Pool{}
+	s.mu.Unlock()
+	for _, p := range pools {
+		p.close()
+	}
+	_ = s.local.Close()
+}
+
+// clientConn is one client's connection.
+type clientConn struct {
+	srv *Server
+	c   *fconn
+
+	mu       sync.Mutex
+	local    *destConn // to the proxy's own server; opened when first needed
+	maxID    uint32    // highest stream ID the client opened
+	active   int
+	draining bool // GOAWAY sent: no new streams
+}
+
+func (s *Server) serveConn(nc net.Conn) {
+	cc := &clientConn{srv: s}
+	cc.c = newFconn(nc, s.cfg, func(*fconn, error) {})
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		_ = nc.Close()
+		return
+	}
+	s.conns[cc] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		cc.shutdown()
+		s.mu.Lock()
+		delete(s.conns, cc)
+		last := s.closing && len(s.conns) == 0
+		s.mu.Unlock()
+		if last {
+			s.closeIdle()
+		}
+	}()
+
+	_ = nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	var pre [len(http2.ClientPreface)]byte
+	if _, err := io.ReadFull(cc.c.br, pre[:]); err != nil || string(pre[:]) != http2.ClientPreface {
+		_ = nc.Close()
+		return
+	}
+	_ = nc.SetReadDeadline(time.Time{})
+	cc.c.mu.Lock()
+	cc.c.greetLocked(false)
+	cc.c.kickLocked()
+	cc.c.mu.Unlock()
+
+	var w writes
+	for {
+		f, err := cc.c.rd.ReadFrame()
+		if err != nil {
+			var se http2.StreamError
+			if errors.As(err, &se) {
+				cc.resetStream(se.StreamID, se.Code, &w)
+				continue
+			}
+			cc.connError(err)
+			return
+		}
+		if err := cc.onFrame(f, &w); err != nil {
+			var se http2.StreamError
+			if errors.As(err, &se) {
+				cc.resetStream(se.StreamID, se.Code, &w)
+			} else {
+				cc.connError(err)
+				return
+			}
+		}
+		if cc.c.br.Buffered() == 0 {
+			w.flush()
+		}
+	}
+}
+
+// writes is the set of connections a reader goroutine wrote to since it
+// last flushed: it kicks them all once its input is drained, so frames
+// read together leave together.
+type writes struct{ conns []*fconn }
+
+func (w *writes) add(c *fconn) {
+	for _, x := range w.conns {
+		if x == c {
+			return
+		}
+	}
+	w.conns = append(w.conns, c)
+}
+
+func (w *writes) flush() {
+	for i, c := range w.conns {
+		c.mu.Lock()
+		c.kickLocked()
+		c.mu.Unlock()
+		w.conns[i] = nil
+	}
+	w.conns = w.conns[:0]
+}
+
+// connError ends the connection: GOAWAY with the error's code.
+func (cc *clientConn) connError(err error) {
+	code := http2.ErrCodeNo
+	var ce http2.ConnectionError
+	if errors.As(err, &ce) {
+		code = http2.ErrCode(ce)
+	} else if errors.Is(err, http2.ErrFrameTooLarge) {
+		code = http2.ErrCodeFrameSize
+	}
+	c := cc.c
+	c.mu.Lock()
+	if !c.closed && code != http2.ErrCodeNo {
+		cc.mu.Lock()
+		last := cc.maxID
+		cc.mu.Unlock()
+		_ = c.wr.WriteGoAway(last, code, nil)
+	}
+	c.mu.Unlock()
+	c.close(err)
+}
+
+// shutdown ends every stream of a connection that closed.
+func (cc *clientConn) shutdown() {
+	c := cc.c
+	c.close(errClosed)
+	c.mu.Lock()
+	streams := make([]*stream, 0, len(c.halves))
+	for _, h := range c.halves {
+		streams = append(streams, h.s)
+	}
+	c.mu.Unlock()
+	for _, s := range streams {
+		s.clientGone(http2.ErrCodeCancel)
+	}
+	cc.mu.Lock()
+	local := cc.local
+	cc.mu.Unlock()
+	if local != nil {
+		local.c.close(errClosed)
+	}
+}
+
+// goAway refuses new streams and closes the connection once the streams in
+// progress ended.
+func (cc *clientConn) goAway() {
+	cc.mu.Lock()
+	if cc.draining {
+		cc.mu.Unlock()
+		return
+	}
+	cc.draining = true
+	last, idle := cc.maxID, cc.active == 0
+	cc.mu.Unlock()
+	c := cc.c
+	c.mu.Lock()
+	_ = c.wr.WriteGoAway(last, http2.ErrCodeNo, nil)
+	c.kickLocked()
+	c.mu.Unlock()
+	if idle {
+		cc.closeSoon()
+	}
+}
+
+// closeSoon closes a drained connection after a short grace, so the GOAWAY
+// and the last frames reach the client before the FIN.
+func (cc *clientConn) closeSoon() {
+	time.AfterFunc(100*time.Millisecond, func() { cc.c.close(errClosed) })
+}
+
+func (cc *clientConn) onFrame(f http2.Frame, w *writes) error {
+	c := cc.c
+	switch f := f.(type) {
+	case *http2.MetaHeadersFrame:
+		return cc.onHeaders(f, w)
+	case *http2.DataFrame:
+		return cc.onData(f, w)
+	case *http2.RSTStreamFrame:
+		c.mu.Lock()
+		h := c.halves[f.StreamID]
+		c.mu.Unlock()
+		if h != nil {
+			h.s.clientGone(f.ErrCode)
+		}
+	case *http2.SettingsFrame:
+		if f.IsAck() {
+			return nil
+		}
+		c.mu.Lock()
+		err := c.applySettingsLocked(f)
+		if err == nil {
+			_ = c.wr.WriteSettingsAck()
+		}
+		cs := c.drainLocked(nil)
+		c.mu.Unlock()
+		w.add(c)
+		applyCredits(cs)
+		return err
+	case *http2.WindowUpdateFrame:
+		c.mu.Lock()
+		err := c.onWindowUpdateLocked(f)
+		cs := c.drainLocked(nil)
+		c.mu.Unlock()
+		w.add(c)
+		applyCredits(cs)
+		return err
+	case *http2.PingFrame:
+		if !f.IsAck() {
+			c.mu.Lock()
+			_ = c.wr.WritePing(true, f.Data)
+			c.mu.Unlock()
+			w.add(c)
+		}
+	case *http2.GoAwayFrame:
+		// The client opens no more streams; those in progress finish.
+	case *http2.PushPromiseFrame:
+		return http2.ConnectionError(http2.ErrCodeProtocol)
+	}
+	return nil
+}
+
+func (cc *clientConn) onHeaders(f *http2.MetaHeadersFrame, w *writes) error {
+	c := cc.c
+	id := f.StreamID
+	c.mu.Lock()
+	h := c.halves[id]
+	c.mu.Unlock()
+	if h != nil {
+		// Trailers from the client: only a stream relayed as it arrives
+		// can carry them on.
+		return h.s.clientTrailers(f, w)
+	}
+	cc.mu.Lock()
+	if id%2 == 0 || id <= cc.maxID {
+		cc.mu.Unlock()
+		return http2.ConnectionError(http2.ErrCodeProtocol)
+	}
+	cc.maxID = id
+	refuse := cc.draining || uint32(cc.active) >= cc.srv.cfg.maxStreams
+	if !refuse {
+		cc.active++
+	}
+	cc.mu.Unlock()
+	if refuse {
+		return http2.StreamError{StreamID: id, Code: http2.ErrCodeRefusedStream}
+	}
+	if f.Truncated {
+		cc.streamEnded()
+		return http2.StreamError{StreamID: id, Code: http2.ErrCodeFrameSize}
+	}
+	s := &stream{cc: cc, fields: f.Fields}
+	s.call.Start = cc.srv.cfg.now()
+	s.call.Peer = c.nc.RemoteAddr()
+	c.mu.Lock()
+	s.ch = c.addHalfLocked(id, s)
+	c.mu.Unlock()
+
+	method, unary := f.PseudoValue("method"), false
+	path := f.PseudoValue("path")
+	if method == "POST" && strings.HasPrefix(path, "/") && !f.StreamEnded() {
+		unary = cc.srv.h.Unary(path)
+	}
+	plain := true
+	for _, hf := range f.RegularFields() {
+		switch hf.Name {
+		case "content-type":
+			if !strings.HasPrefix(hf.Value, "application/grpc") {
+				plain = false
+			}
+		case "grpc-encoding":
+			if hf.Value != "identity" {
+				plain = false
+			}
+		case "grpc-timeout":
+			d, ok := decodeTimeout(hf.Value)
+			if !ok {
+				plain = false
+			} else {
+				// Real time, as a context's deadline (Start is
+				// the Handler's clock).
+				s.call.Deadline = time.Now().Add(d)
+			}
+		}
+	}
+	s.call.Method = path
+	s.call.Header = f.RegularFields()
+	if unary && plain {
+		s.buffering = true
+		return nil
+	}
+	return s.toLocal(f.StreamEnded(), w)
+}
+
+func (cc *clientConn) onData(f *http2.DataFrame, w *writes) error {
+	c := cc.c
+	id := f.StreamID
+	n := int64(f.Length)
+	c.mu.Lock()
+	h := c.halves[id]
+	if err := c.takeDataLocked(h, n); err != nil {
+		c.mu.Unlock()
+		return err
+	}
+	if pad := n - int64(len(f.Data())); pad > 0 {
+		c.giveBackLocked(h, pad)
+	}
+	if h == nil {
+		// A stream that ended (or never was): its data is owed back.
+		c.giveBackLocked(nil, int64(len(f.Data())))
+		c.mu.Unlock()
+		w.add(c)
+		cc.mu.Lock()
+		known := id <= cc.maxID && id%2 == 1
+		cc.mu.Unlock()
+		if !known {
+			return http2.ConnectionError(http2.ErrCodeProtocol)
+		}
+		return nil
+	}
+	c.mu.Unlock()
+	return h.s.clientData(f.Data(), f.StreamEnded(), w)
+}
+
+// resetStream resets a client stream with code.
+func (cc *clientConn) resetStream(id uint32, code http2.ErrCode, w *writes) {
+	c := cc.c
+	c.mu.Lock()
+	h := c.halves[id]
+	_ = c.wr.WriteRSTStream(id, code)
+	c.mu.Unlock()
+	w.add(c)
+	if h != nil {
+		h.s.clientGone(http2.ErrCodeCancel)
+	}
+}
+
+// streamEnded counts a stream off; the last one of a draining connection
+// closes it.
+func (cc *clientConn) streamEnded() {
+	cc.mu.Lock()
+	cc.active--
+	last := cc.draining && cc.active == 0
+	cc.mu.Unlock()
+	if last {
+		cc.closeSoon()
+	}
+}
+
+// localConn returns the connection to the proxy's own server, opening it.
+func (cc *clientConn) localConn() (*destConn, error) {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	if cc.local != nil && !cc.local.dead() {
+		return cc.local, nil
+	}
+	d, err := cc.srv.local.open(cc.c.nc, cc.srv.cfg)
+	if err != nil {
+		return nil, err
+	}
+	cc.local = d
+	return d, nil
+}
+
+// clientData is a DATA frame of the client's stream.
+func (s *stream) clientData(data []byte, end bool, w *writes) error {
+	s.mu.Lock()
+	if s.done {
+		s.mu.Unlock()
+		s.creditClient(int64(len(data)), w)
+		return nil
+	}
+	if s.buffering {
+		s.call.Body = append(s.call.Body, data...)
+		s.mu.Unlock()
+		s.creditClient(int64(len(data)), w)
+		if len(s.call.Body) > s.cc.srv.cfg.maxBody {
+			s.mu.Lock()
+			s.buffering = false
+			s.mu.Unlock()
+			return s.toLocal(end, w)
+		}
+		if end {
+			s.dispatch(w)
+		}
+		return nil
+	}
+	dest, dh := s.dest, s.dh
+	s.mu.Unlock()
+	if dest == nil {
+		s.creditClient(int64(len(data)), w)
+		return nil
+	}
+	dc := dest.c
+	dc.mu.Lock()
+	due := dc.writeDataLocked(dh, data, end, false, s.ch)
+	dc.mu.Unlock()
+	w.add(dc)
+	if due.n > 0 {
+		s.creditClient(due.n, w)
+	}
+	return nil
+}
+
+func (s *stream) creditClient(n int64, w *writes) {
+	c := s.cc.c
+	c.mu.Lock()
+	c.giveBackLocked(s.ch, n)
+	c.mu.Unlock()
+	w.add(c)
+}
+
+// clientTrailers are headers ending a client stream that is relayed as it
+// arrives.
+func (s *stream) clientTrailers(f *http2.MetaHeadersFrame, w *writes) error {
+	s.mu.Lock()
+	dest, dh, buffering := s.dest, s.dh, s.buffering
+	s.mu.Unlock()
+	if buffering || !f.StreamEnded() {
+		return http2.StreamError{StreamID: f.StreamID, Code: http2.ErrCodeProtocol}
+	}
+	if dest != nil {
+		dest.c.mu.Lock()
+		dest.c.writeHeadersLocked(dh, f.Fields, true)
+		dest.c.mu.Unlock()
+		w.add(dest.c)
+	}
+	return nil
+}
+
+// toLocal relays the stream, from its headers on, to the proxy's own
+// server.
+func (s *stream) toLocal(end bool, w *writes) error {
+	d, err := s.cc.localConn()
+	if err != nil {
+		return http2.StreamError{StreamID: s.ch.id, Code: http2.ErrCodeRefusedStream}
+	}
+	s.mu.Lock()
+	s.local = true
+	body := s.call.Body
+	s.call.Body = nil
+	s.mu.Unlock()
+	d.start(s, s.fields, body, end, w)
+	return nil
+}
+
+// dispatch routes a complete unary request.
+func (s *stream) dispatch(w *writes) {
+	s.mu.Lock()
+	s.buffering = false
+	s.mu.Unlock()
+	p := s.cc.srv.h.Route(&s.call)
+	if p == nil {
+		s.toLocalWhole(w)
+		return
+	}
+	s.mu.Lock()
+	s.pool = p
+	s.mu.Unlock()
+	p.send(s, w)
+}
+
+// toLocalWhole sends a complete request to the proxy's own server.
+func (s *stream) toLocalWhole(w *writes) {
+	d, err := s.cc.localConn()
+	if err != nil {
+		s.cc.resetStream(s.ch.id, http2.ErrCodeRefusedStream, w)
+		return
+	}
+	s.mu.Lock()
+	s.local = true
+	body := s.call.Body
+	s.mu.Unlock()
+	d.start(s, s.fields, body, true, w)
+}
+
+// clientGone ends a stream whose client reset it or went away.
+func (s *stream) clientGone(code http2.ErrCode) {
+	s.mu.Lock()
+	if s.done {
+		s.mu.Unlock()
+		return
+	}
+	dest, dh, routed := s.dest, s.dh, s.pool != nil
+	s.mu.Unlock()
+	if dest != nil {
+		dc := dest.c
+		dc.mu.Lock()
+		if !dh.gone {
+			_ = dc.wr.WriteRSTStream(dh.id, http2.ErrCodeCancel)
+		}
+		dc.kickLocked()
+		dc.mu.Unlock()
+	}
+	var msg string
+	if code == http2.ErrCodeCancel {
+		msg = "client cancelled the call"
+	} else {
+		msg = "client reset the stream: " + code.String()
+	}
+	if !routed {
+		s.finishLocal()
+		return
+	}
+	s.finish(&Result{Err: &Error{Kind: ErrClientGone, Code: 1, Msg: msg}}, nil, nil)
+}
+
+// finishLocal ends a stream relayed to Local, or refused before routing.
+func (s *stream) finishLocal() {
+	s.mu.Lock()
+	if s.done {
+		s.mu.Unlock()
+		return
+	}
+	s.done = true
+	dest, dh := s.dest, s.dh
+	s.mu.Unlock()
+	s.release(dest, dh)
+}
+
+// release forgets both halves of an ended stream.
+func (s *stream) release(dest *destConn, dh *half) { s.releaseAfterSend(dest, dh) }
+
+// finish ends a routed call: Done hears how, and when the relay ended it,
+// the client gets the status Done returns. trailers, when not nil, are the
+// upstream's last headers, to forward.
+func (s *stream) finish(r *Result, trailers []hpack.HeaderField, w *writes) {
+	s.mu.Lock()
+	if s.done {
+		s.mu.Unlock()
+		return
+	}
+	s.done = true
+	if s.timer != nil {
+		s.timer.Stop()
+	}
+	dest, dh := s.dest, s.dh
+	r.Answered = s.answered
+	r.BytesOut = s.bytesOut
+	if !s.sentAt.IsZero() {
+		r.Upstream = s.cc.srv.cfg.now().Sub(s.sentAt)
+	}
+	answered := s.answered
+	s.mu.Unlock()
+
+	code, msg := s.cc.srv.h.Done(&s.call, r)
+	s.call.Body = nil
+	c := s.cc.c
+	c.mu.Lock()
+	switch {
+	case trailers != nil:
+		c.writeHeadersLocked(s.ch, trailers, true)
+	case r.Err != nil && r.Err.Kind != ErrClientGone:
+		c.writeHeadersLocked(s.ch, statusFields(!answered, code, msg), true)
+	}
+	if w == nil {
+		c.kickLocked()
+	}
+	c.mu.Unlock()
+	if w != nil {
+		w.add(c)
+	}
+	s.releaseAfterSend(dest, dh)
+}
+
+// releaseAfterSend forgets the stream's halves; the client's half stays
+// until its queued frames went out, so a response waiting for window is
+// not lost.
+func (s *stream) releaseAfterSend(dest *destConn, dh *half) {
+	c := s.cc.c
+	c.mu.Lock()
+	if len(s.ch.q) == 0 {
+		c.removeHalfLocked(s.ch)
+	} else {
+		s.ch.closeAfterQueue = true
+	}
+	c.mu.Unlock()
+	if dest != nil && dh != nil {
+		dest.forget(dh)
+	}
+	s.cc.streamEnded()
+}
+
+// respHeaders forwards response headers from the destination.
+func (s *stream) respHeaders(f *http2.MetaHeadersFrame, w *writes) {
+	s.mu.Lock()
+	if s.done {
+		s.mu.Unlock()
+		return
+	}
+	first := !s.answered
+	s.answered = true
+	routed := s.pool != nil
+	s.mu.Unlock()
+	end := f.StreamEnded()
+	if end && routed {
+		code, msg, ok := grpcStatus(f.Fields)
+		r := &Result{Status: code, Message: msg}
+		if !ok {
+			r.Status, r.Message = 2, "upstream ended the call without grpc-status" // UNKNOWN
+			if first {
+				r.Status = 13
+			}
+		}
+		s.finish(r, f.Fields, w)
+		return
+	}
+	c := s.cc.c
+	c.mu.Lock()
+	c.writeHeadersLocked(s.ch, f.Fields, end)
+	c.mu.Unlock()
+	w.add(c)
+	if end {
+		s.finishLocal()
+	}
+}
+
+// respData forwards response data from the destination; it returns the
+// credit due to the destination now.
+func (s *stream) respData(data []byte, end bool, w *writes) int64 {
+	s.mu.Lock()
+	if s.done {
+		s.mu.Unlock()
+		return int64(len(data))
+	}
+	s.bytesOut += int64(len(data))
+	dh := s.dh
+	s.mu.Unlock()
+	c := s.cc.c
+	c.mu.Lock()
+	due := c.writeDataLocked(s.ch, data, end, false, dh)
+	c.mu.Unlock()
+	w.add(c)
+	if end {
+		s.mu.Lock()
+		routed := s.pool != nil
+		s.mu.Unlock()
+		if routed {
+			// DATA with END_STREAM: no trailers, no status.
+			s.finish(&Result{Status: 13, Message: "upstream ended the call without trailers"}, nil, w)
+		} else {
+			s.finishLocal()
+		}
+	}
+	return due.n
+}
+
+// destReset is a RST_STREAM from the destination.
+func (s *stream) destReset(code http2.ErrCode, w *writes) {
+	s.mu.Lock()
+	if s.done {
+		s.mu.Unlock()
+		return
+	}
+	routed, answered, p := s.pool != nil, s.answered, s.pool
+	s.mu.Unlock()
+	if routed && code == http2.ErrCodeRefusedStream && !answered {
+		// Never processed: send it again, as gRPC's client does.
+		s.detach()
+		p.send(s, w)
+		return
+	}
+	if routed && code == http2.ErrCodeCancel {
+		// A gRPC server resets a call whose deadline passed with CANCEL;
+		// gRPC's client reports the deadline, and so does the relay.
+		now := time.Now()
+		if s.call.Timeout > 0 && s.call.Deadline.IsZero() && !now.Before(s.sentReal.Add(s.call.Timeout)) {
+			s.timedOut()
+			return
+		}
+		if !s.call.Deadline.IsZero() && !now.Before(s.call.Deadline) {
+			s.finish(&Result{Err: &Error{Kind: ErrReset, Code: 4, Msg: "context deadline exceeded"}}, nil, w)
+			return
+		}
+	}
+	if !routed {
+		c := s.cc.c
+		c.mu.Lock()
+		_ = c.wr.WriteRSTStream(s.ch.id, code)
+		c.mu.Unlock()
+		w.add(c)
+		s.finishLocal()
+		return
+	}
+	s.finish(&Result{Err: &Error{Kind: ErrReset, Code: resetCode(code),
+		Msg: "stream terminated by RST_STREAM with error code: " + code.String()}}, nil, w)
+}
+
+// destLost is the end of the destination's connection under the stream.
+func (s *stream) destLost(err error, retry bool, w *writes) {
+	s.mu.Lock()
+	if s.done {
+		s.mu.Unlock()
+		return
+	}
+	routed, answered, p := s.pool != nil, s.answered, s.pool
+	s.mu.Unlock()
+	if routed && retry && !answered {
+		s.detach()
+		p.send(s, w)
+		return
+	}
+	if !routed {
+		c := s.cc.c
+		c.mu.Lock()
+		if !answered {
+			c.writeHeadersLocked(s.ch, statusFields(true, 14, "connection to the proxy's server lost"), true)
+		} else {
+			_ = c.wr.WriteRSTStream(s.ch.id, http2.ErrCodeInternal)
+		}
+		c.mu.Unlock()
+		w.add(c)
+		s.finishLocal()
+		return
+	}
+	msg := "connection to the upstream lost"
+	if err != nil {
+		msg += ": " + err.Error()
+	}
+	s.finish(&Result{Err: &Error{Kind: ErrUnavailable, Code: 14, Msg: msg}}, nil, w)
+}
+
+// detach forgets the stream's destination before it is sent again.
+func (s *stream) detach() {
+	s.mu.Lock()
+	dest, dh := s.dest, s.dh
+	s.dest, s.dh = nil, nil
+	s.mu.Unlock()
+	if dest != nil && dh != nil {
+		dest.forget(dh)
+	}
+}
+
+// timedOut is Call.Timeout passing.
+func (s *stream) timedOut() {
+	s.mu.Lock()
+	dest, dh := s.dest, s.dh
+	s.mu.Unlock()
+	if dest != nil {
+		dc := dest.c
+		dc.mu.Lock()
+		if !dh.gone {
+			_ = dc.wr.WriteRSTStream(dh.id, http2.ErrCodeCancel)
+		}
+		dc.kickLocked()
+		dc.mu.Unlock()
+	}
+	s.finish(&Result{Err: &Error{Kind: ErrTimeout, Code: 4, Msg: "the proxy's upstream timeout passed"}}, nil, nil)
+}
