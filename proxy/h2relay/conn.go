@@ -27,6 +27,7 @@ type fconn struct {
 	// out holds frames not yet written to nc; spare is the other half of
 	// the double buffer the flusher swaps in.
 	out, spare []byte
+	off        int  // out[:off] is written already
 	flushing   bool // a flusher goroutine owns the writing
 	closed     bool
 	err        error // why it closed
@@ -198,7 +199,7 @@ func (c *fconn) writeDataLocked(h *half, data []byte, end, owned bool, src *half
 		for n > 0 || (len(data) == 0 && end) {
 			k := min(n, int(c.peerMaxFrame))
 			last := k == len(data)
-			_ = c.wr.WriteData(h.id, end && last, data[:k])
+			c.appendData(h.id, end && last, data[:k])
 			h.sendWin -= int64(k)
 			c.sendWin -= int64(k)
 			due.n += int64(k)
@@ -225,9 +226,42 @@ func (c *fconn) writeDataLocked(h *half, data []byte, end, owned bool, src *half
 	return due
 }
 
+// appendData writes one DATA frame into out: what the Framer's WriteData
+// does, without its copy through its own buffer (big tensors are copy-bound).
+func (c *fconn) appendData(id uint32, end bool, data []byte) {
+	var flags byte
+	if end {
+		flags = byte(http2.FlagDataEndStream)
+	}
+	n := len(data)
+	hdr := [9]byte{byte(n >> 16), byte(n >> 8), byte(n), byte(http2.FrameData), flags,
+		byte(id>>24) & 0x7f, byte(id >> 16), byte(id >> 8), byte(id)}
+	if n >= directWrite && c.off == len(c.out) && !c.flushing && !c.closed {
+		// Nothing is waiting to go before this frame: hand it to the
+		// kernel from where it lies and keep only what it did not take.
+		w, err := tryWritev(c.raw, hdr[:], data)
+		if err != nil {
+			c.failLocked(err)
+			return
+		}
+		if w < len(hdr) {
+			c.out = append(c.out, hdr[w:]...)
+			w = len(hdr)
+		}
+		c.out = append(c.out, data[w-len(hdr):]...)
+		return
+	}
+	c.out = append(c.out, hdr[:]...)
+	c.out = append(c.out, data...)
+}
+
+// directWrite is the DATA payload size from which a frame is written
+// straight from its source when the connection has nothing queued.
+const directWrite = 4096
+
 // sendableLocked is how many bytes of n h may send now.
 func (c *fconn) sendableLocked(h *half, n int) int {
-	room := int64(c.cfg.outCap - len(c.out))
+	room := int64(c.cfg.outCap - (len(c.out) - c.off))
 	return int(max(0, min(int64(n), h.sendWin, c.sendWin, room)))
 }
 
@@ -250,7 +284,7 @@ func (c *fconn) drainLocked(credits []credit) []credit {
 			for n > 0 || len(p.data) == 0 {
 				k := min(n, int(c.peerMaxFrame))
 				last := k == len(p.data)
-				_ = c.wr.WriteData(h.id, p.end && last, p.data[:k])
+				c.appendData(h.id, p.end && last, p.data[:k])
 				h.sendWin -= int64(k)
 				c.sendWin -= int64(k)
 				if p.credit.h != nil && k > 0 {
@@ -324,17 +358,19 @@ func applyCredits(cs []credit) {
 // kickLocked starts writing out: one non-blocking write now, and a flusher
 // goroutine for what the kernel did not take.
 func (c *fconn) kickLocked() {
-	if c.flushing || c.closed || len(c.out) == 0 {
+	if c.flushing || c.closed || len(c.out) == c.off {
 		return
 	}
-	n, err := tryWrite(c.raw, c.out)
+	n, err := tryWrite(c.raw, c.out[c.off:])
 	if err != nil {
 		c.failLocked(err)
 		return
 	}
-	rest := copy(c.out, c.out[n:])
-	c.out = c.out[:rest]
-	if rest > 0 {
+	c.off += n
+	if c.off == len(c.out) {
+		c.out, c.off = c.out[:0], 0
+	}
+	if rest := len(c.out) - c.off; rest > 0 {
 		c.flushing = true
 		go c.flusher()
 	} else if len(c.queued) > 0 {
@@ -364,19 +400,20 @@ func (c *fconn) flusher() {
 		if len(c.queued) > 0 {
 			cs = c.drainLocked(nil)
 		}
-		if len(c.out) == 0 {
+		if len(c.out) == c.off {
+			c.out, c.off = c.out[:0], 0
 			c.flushing = false
 			c.mu.Unlock()
 			applyCredits(cs)
 			return
 		}
-		b := c.out
-		c.out = c.spare[:0]
+		full, b := c.out, c.out[c.off:]
+		c.out, c.off = c.spare[:0], 0
 		c.mu.Unlock()
 		applyCredits(cs)
 		_, err := c.nc.Write(b)
 		c.mu.Lock()
-		c.spare = b[:0]
+		c.spare = full[:0]
 		if err != nil {
 			c.flushing = false
 			c.failLocked(err)
@@ -406,8 +443,8 @@ func (c *fconn) failLocked(err error) {
 // close writes what is buffered (best effort, without blocking) and closes.
 func (c *fconn) close(err error) {
 	c.mu.Lock()
-	if !c.flushing && len(c.out) > 0 && !c.closed {
-		_, _ = tryWrite(c.raw, c.out)
+	if !c.flushing && len(c.out) > c.off && !c.closed {
+		_, _ = tryWrite(c.raw, c.out[c.off:])
 	}
 	c.failLocked(err)
 	c.mu.Unlock()

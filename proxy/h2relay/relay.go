@@ -171,6 +171,6 @@ func (o Options) config() *config {
 	}
 	// Frames wait in the output buffer up to this much before data waits
 	// in its stream's queue instead (and its source gets no window).
-	c.outCap = 1 << 20
+	c.outCap = 4 << 20
 	return c
 }

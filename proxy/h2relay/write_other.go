@@ -12,3 +12,5 @@ import (
 func tryWrite(syscall.RawConn, []byte) (int, error) { return 0, nil }
 
 func rawConn(net.Conn) syscall.RawConn { return nil }
+
+func tryWritev(syscall.RawConn, []byte, []byte) (int, error) { return 0, nil }
