@@ -112,27 +112,42 @@ func (c *call) attempt(ctx context.Context, t target, why string) (a attemptResu
 			return a
 		}
 	}
-	resp := new(Frame)
-	a.header, a.trailer, a.upstream, a.err = p.invoke(ctx, t.up, c.method, req, resp, c.opts)
+	x := new(exchange)
+	a.upstream, a.err = p.invoke(ctx, t.up, c.method, req, x, c.opts)
+	a.header, a.trailer = x.header, x.trailer
 	if a.err == nil {
-		a.resp = resp
+		a.resp = &x.resp
 	}
 	return a
 }
 
+// exchange is what one upstream unary call fills in: the response, and
+// the header and trailer gRPC writes through the call options that point
+// at them. One allocation where separate variables took four (the frame,
+// the two escaping MD variables, the options slice).
+type exchange struct {
+	resp            Frame
+	header, trailer metadata.MD
+	// opts backs the call's options: the proxy's (three, four with a
+	// content-subtype), then Header and Trailer.
+	opts [6]grpc.CallOption
+}
+
 // invoke makes one unary upstream call with raw frames: the one upstream
-// call of an attempt and of the batcher's Invoker. It returns the
-// upstream's header and trailer, the call's time, and an *upstreamError.
-func (p *Proxy) invoke(ctx context.Context, up *Upstream, method string, req, resp *Frame,
-	opts []grpc.CallOption) (header, trailer metadata.MD, took time.Duration, err error) {
-	opts = append(opts[:len(opts):len(opts)], grpc.Header(&header), grpc.Trailer(&trailer))
+// call of an attempt and of the batcher's Invoker. It fills x (the
+// response, the upstream's header and trailer) and returns the call's
+// time and an *upstreamError.
+func (p *Proxy) invoke(ctx context.Context, up *Upstream, method string, req *Frame, x *exchange,
+	opts []grpc.CallOption) (took time.Duration, err error) {
+	all := append(x.opts[:0], opts...)
+	all = append(all, grpc.Header(&x.header), grpc.Trailer(&x.trailer))
 	t0 := p.now()
-	err = up.Conn().Invoke(ctx, method, req, resp, opts...)
+	err = up.Conn().Invoke(ctx, method, req, &x.resp, all...)
 	took = since(p.now, t0)
 	if err != nil {
-		err = p.upstreamFailed(ctx, up, method, err, header != nil || len(trailer) > 0)
+		err = p.upstreamFailed(ctx, up, method, err, x.header != nil || len(x.trailer) > 0)
 	}
-	return header, trailer, took, err
+	return took, err
 }
 
 // rewriteTarget returns a copy of a request addressed to model and version.
