@@ -38,7 +38,17 @@ type outcome struct {
 // hedge.go, retry.go, cascade.go) → attempt (attempt.go: batched or not)
 // → reply (reply.go) → finish, which records the status statusOf
 // (status.go) made of the call's error and returns it to gRPC.
-func (p *Proxy) handle(_ any, ss grpc.ServerStream) error {
+func (p *Proxy) handle(_ any, ss grpc.ServerStream) (err error) {
+	// A panic in a call's handler becomes INTERNAL for that call, is
+	// counted and logged with its stack; the server keeps serving. (The
+	// stream pumps and hedges recover on their own goroutines.) Here, not
+	// in a stream interceptor: with any interceptor installed grpc-go
+	// allocates a StreamServerInfo for every call.
+	defer func() {
+		if v := recover(); v != nil {
+			err = statusOf(p.panicked(ss.Context(), v, "call handler"))
+		}
+	}()
 	start := p.now()
 	ctx := ss.Context()
 	method, ok := grpc.MethodFromServerStream(ss)

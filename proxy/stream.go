@@ -109,7 +109,8 @@ func (p *Proxy) stream(ctx context.Context, up *Upstream, method string, kind ta
 
 // recoverPump turns a panic in a stream pump into an *internalError for
 // its call, reported on ret (the pump had not reported yet: reporting is
-// its last step). The interceptor does not see the pumps' goroutines.
+// its last step). The handler's recovery does not see the pumps'
+// goroutines.
 func (p *Proxy) recoverPump(ctx context.Context, ret chan<- error, where string) {
 	if v := recover(); v != nil {
 		ret <- p.panicked(ctx, v, where)
