@@ -48,12 +48,13 @@ const (
 
 // call is one received unary request: what each of its attempts sends.
 type call struct {
-	p              *Proxy
-	ctx            context.Context
-	method         string
-	kind           targetKind
-	req            *Frame
-	opts           []grpc.CallOption
+	p      *Proxy
+	ctx    context.Context
+	method string
+	kind   targetKind
+	req    *Frame
+	// subtype is the client's content-subtype option; nil: none.
+	subtype        grpc.CallOption
 	model, version string
 	// clientDeadline: ctx's deadline is the one the client sent, not the
 	// proxy's upstream timeout (for the breakers: reportTo).
@@ -113,7 +114,7 @@ func (c *call) attempt(ctx context.Context, t target, why string) (a attemptResu
 		}
 	}
 	x := new(exchange)
-	a.upstream, a.err = p.invoke(ctx, t.up, c.method, req, x, c.opts)
+	a.upstream, a.err = p.invoke(ctx, t.up, c.method, req, x, c.subtype)
 	a.header, a.trailer = x.header, x.trailer
 	if a.err == nil {
 		a.resp = &x.resp
@@ -128,18 +129,19 @@ func (c *call) attempt(ctx context.Context, t target, why string) (a attemptResu
 type exchange struct {
 	resp            Frame
 	header, trailer metadata.MD
-	// opts backs the call's options: the proxy's (three, four with a
-	// content-subtype), then Header and Trailer.
+	// opts backs the call's options (callOptions), then Header and
+	// Trailer.
 	opts [6]grpc.CallOption
 }
 
 // invoke makes one unary upstream call with raw frames: the one upstream
-// call of an attempt and of the batcher's Invoker. It fills x (the
-// response, the upstream's header and trailer) and returns the call's
-// time and an *upstreamError.
+// call of an attempt and of the batcher's Invoker, with the client's
+// content-subtype option (nil: none). It fills x (the response, the
+// upstream's header and trailer) and returns the call's time and an
+// *upstreamError.
 func (p *Proxy) invoke(ctx context.Context, up *Upstream, method string, req *Frame, x *exchange,
-	opts []grpc.CallOption) (took time.Duration, err error) {
-	all := append(x.opts[:0], opts...)
+	subtype grpc.CallOption) (took time.Duration, err error) {
+	all := p.callOptions(x.opts[:0], up, subtype)
 	all = append(all, grpc.Header(&x.header), grpc.Trailer(&x.trailer))
 	t0 := p.now()
 	err = up.Conn().Invoke(ctx, method, req, &x.resp, all...)
@@ -148,6 +150,22 @@ func (p *Proxy) invoke(ctx context.Context, up *Upstream, method string, req *Fr
 		err = p.upstreamFailed(ctx, up, method, err, x.header != nil || len(x.trailer) > 0)
 	}
 	return took, err
+}
+
+// callOptions appends to dst the options of a unary upstream call to up:
+// the raw codec; the proxy's message size limits, unless up's connections
+// already default to the same (grpc-go allocates for each limit option on
+// every call); the client's content-subtype option (nil: none).
+func (p *Proxy) callOptions(dst []grpc.CallOption, up *Upstream, subtype grpc.CallOption) []grpc.CallOption {
+	if up.callLimit == p.maxMsgSize {
+		dst = append(dst, p.callOpts[0]) // the codec
+	} else {
+		dst = append(dst, p.callOpts...)
+	}
+	if subtype != nil {
+		dst = append(dst, subtype)
+	}
+	return dst
 }
 
 // rewriteTarget returns a copy of a request addressed to model and version.

@@ -74,7 +74,7 @@ func (p *Proxy) newInvoker(up *Upstream) batcher.Invoker {
 			}
 		}
 		x := new(exchange)
-		_, err = p.invoke(metadata.NewOutgoingContext(ctx, md), up, method, NewFrame(req), x, p.callOpts)
+		_, err = p.invoke(metadata.NewOutgoingContext(ctx, md), up, method, NewFrame(req), x, nil)
 		if err != nil {
 			return nil, x.header, x.trailer, statusOf(err)
 		}

@@ -54,6 +54,10 @@ type Upstream struct {
 	name  string
 	conns []*grpc.ClientConn
 	next  atomic.Uint32
+	// callLimit is the message size limit the connections' default call
+	// options set (DialUpstream); 0 when unknown. A proxy whose limit is
+	// the same leaves its own limit options off unary calls.
+	callLimit int
 }
 
 // NewUpstream returns an Upstream named name (the value of the upstream
@@ -201,5 +205,10 @@ func DialUpstream(target string, opts UpstreamOptions) (*Upstream, error) {
 		cc.Connect()
 		conns = append(conns, cc)
 	}
-	return NewUpstream(o.Name, conns...)
+	u, err := NewUpstream(o.Name, conns...)
+	if err == nil && len(o.DialOptions) == 0 {
+		// Known only without DialOptions, which may set other defaults.
+		u.callLimit = o.MaxMsgSize
+	}
+	return u, err
 }

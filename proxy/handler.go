@@ -81,9 +81,9 @@ func (p *Proxy) handle(_ any, ss grpc.ServerStream) (err error) {
 	}
 
 	outCtx, subtype := outgoingContext(ctx)
-	opts := p.callOpts
+	var subtypeOpt grpc.CallOption // the client's content-subtype; nil: none
 	if subtype != "" {
-		opts = append(opts[:len(opts):len(opts)], grpc.CallContentSubtype(subtype))
+		subtypeOpt = grpc.CallContentSubtype(subtype)
 	}
 	info := lookupMethod(method)
 	var o outcome
@@ -96,7 +96,7 @@ func (p *Proxy) handle(_ any, ss grpc.ServerStream) (err error) {
 			defer cancel()
 			bound, _ = outCtx.Deadline()
 		}
-		o = p.unary(outCtx, bound.IsZero(), up, method, info.target, ss, opts)
+		o = p.unary(outCtx, bound.IsZero(), up, method, info.target, ss, subtypeOpt)
 		// Only when the proxy's own deadline passed: an upstream that
 		// answers DEADLINE_EXCEEDED by itself keeps its word. The clock,
 		// not outCtx.Err(), says so: the upstream got the deadline as
@@ -107,7 +107,7 @@ func (p *Proxy) handle(_ any, ss grpc.ServerStream) (err error) {
 			o.err = &proxyTimeoutError{timeout: p.upstreamTimeout}
 		}
 	} else {
-		o = p.stream(outCtx, up, method, info.target, ss, opts)
+		o = p.stream(outCtx, up, method, info.target, ss, subtypeOpt)
 	}
 	upName := up.name
 	if o.upName != "" {
@@ -126,7 +126,7 @@ func (p *Proxy) handle(_ any, ss grpc.ServerStream) (err error) {
 // goroutines): one, or the router's composition of them.
 // clientDeadline says that ctx's deadline, if any, is the client's.
 func (p *Proxy) unary(ctx context.Context, clientDeadline bool, up *Upstream, method string, kind targetKind,
-	ss grpc.ServerStream, opts []grpc.CallOption) (o outcome) {
+	ss grpc.ServerStream, subtype grpc.CallOption) (o outcome) {
 	req := new(Frame)
 	if err := ss.RecvMsg(req); err != nil {
 		if err == io.EOF {
@@ -141,12 +141,12 @@ func (p *Proxy) unary(ctx context.Context, clientDeadline bool, up *Upstream, me
 	if p.router != nil && o.model != "" && isInference(method) {
 		// A routed call's attempts may outlive this frame (a hedge), so
 		// it lives on the heap; a plain call's stays on the stack.
-		rc := &routedCall{call: call{p: p, ctx: ctx, method: method, kind: kind, req: req, opts: opts,
+		rc := &routedCall{call: call{p: p, ctx: ctx, method: method, kind: kind, req: req, subtype: subtype,
 			model: o.model, version: o.version, clientDeadline: clientDeadline}}
 		defer rc.free()
 		return p.routeUnary(rc, up, ss, o)
 	}
-	c := call{p: p, ctx: ctx, method: method, kind: kind, req: req, opts: opts, model: o.model, version: o.version}
+	c := call{p: p, ctx: ctx, method: method, kind: kind, req: req, subtype: subtype, model: o.model, version: o.version}
 	defer c.free()
 	return p.reply(ss, c.attempt(ctx, target{up: up}, attemptPrimary), monitor.RoutePrimary, "", up, o, nil)
 }

@@ -50,7 +50,8 @@ type Proxy struct {
 	// invokers caches the batcher.Invoker of each *Upstream.
 	invokers sync.Map
 
-	// callOpts are the options of every upstream call; built once.
+	// callOpts are the options of every upstream call, built once: the
+	// raw codec first, then the message size limits (see callOptions).
 	callOpts []grpc.CallOption
 	// gauges caches Recorder.InFlight per *Upstream.
 	gauges sync.Map

@@ -20,7 +20,13 @@ var bidiDesc = grpc.StreamDesc{ServerStreams: true, ClientStreams: true}
 // stream forwards any call frame by frame with one pump per direction,
 // full duplex.
 func (p *Proxy) stream(ctx context.Context, up *Upstream, method string, kind targetKind,
-	ss grpc.ServerStream, opts []grpc.CallOption) (o outcome) {
+	ss grpc.ServerStream, subtype grpc.CallOption) (o outcome) {
+	// The proxy's limits always: a retry may open the stream on another
+	// upstream than up.
+	opts := p.callOpts
+	if subtype != nil {
+		opts = append(opts[:len(opts):len(opts)], subtype)
+	}
 	// Cancelling upCtx aborts the upstream call when the client side fails.
 	upCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
