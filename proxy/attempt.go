@@ -65,6 +65,13 @@ type call struct {
 	keepReq atomic.Bool
 }
 
+// request is a unary call's request frame and the exchange of its one
+// upstream call: one allocation where there were two.
+type request struct {
+	frame Frame
+	first exchange
+}
+
 // free returns the request's buffers to the pool unless something may
 // still read them.
 func (c *call) free() {
@@ -75,7 +82,13 @@ func (c *call) free() {
 
 // attempt sends the call to t once and returns the result without
 // answering the client; why says what the attempt is for (its trace span).
-func (c *call) attempt(ctx context.Context, t target, why string) (a attemptResult) {
+func (c *call) attempt(ctx context.Context, t target, why string) attemptResult {
+	return c.attemptWith(ctx, t, why, nil)
+}
+
+// attemptWith is attempt with the exchange the upstream call fills in
+// (nil: one is allocated), which must be unused.
+func (c *call) attemptWith(ctx context.Context, t target, why string, x *exchange) (a attemptResult) {
 	req, model, version := c.req, c.model, c.version
 	if tr := c.p.tracing; tr != nil {
 		if t.rewrite {
@@ -113,7 +126,9 @@ func (c *call) attempt(ctx context.Context, t target, why string) (a attemptResu
 			return a
 		}
 	}
-	x := new(exchange)
+	if x == nil {
+		x = new(exchange)
+	}
 	a.upstream, a.err = p.invoke(ctx, t.up, c.method, req, x, c.subtype)
 	a.header, a.trailer = x.header, x.trailer
 	if a.err == nil {

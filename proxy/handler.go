@@ -127,7 +127,17 @@ func (p *Proxy) handle(_ any, ss grpc.ServerStream) (err error) {
 // clientDeadline says that ctx's deadline, if any, is the client's.
 func (p *Proxy) unary(ctx context.Context, clientDeadline bool, up *Upstream, method string, kind targetKind,
 	ss grpc.ServerStream, subtype grpc.CallOption) (o outcome) {
-	req := new(Frame)
+	// Without a router a call makes one upstream call, whose exchange is
+	// allocated with the request frame (request). A router's attempts may
+	// run at once (a hedge): each allocates its own.
+	var req *Frame
+	var first *exchange
+	if p.router == nil {
+		r := new(request)
+		req, first = &r.frame, &r.first
+	} else {
+		req = new(Frame)
+	}
 	if err := ss.RecvMsg(req); err != nil {
 		if err == io.EOF {
 			o.err = errNoRequest
@@ -148,7 +158,7 @@ func (p *Proxy) unary(ctx context.Context, clientDeadline bool, up *Upstream, me
 	}
 	c := call{p: p, ctx: ctx, method: method, kind: kind, req: req, subtype: subtype, model: o.model, version: o.version}
 	defer c.free()
-	return p.reply(ss, c.attempt(ctx, target{up: up}, attemptPrimary), monitor.RoutePrimary, "", up, o, nil)
+	return p.reply(ss, c.attemptWith(ctx, target{up: up}, attemptPrimary, first), monitor.RoutePrimary, "", up, o, nil)
 }
 
 // upstreamFailed is the error of a failed upstream call: an
