@@ -48,12 +48,13 @@ const (
 
 // call is one received unary request: what each of its attempts sends.
 type call struct {
-	p              *Proxy
-	ctx            context.Context
-	method         string
-	kind           targetKind
-	req            *Frame
-	opts           []grpc.CallOption
+	p      *Proxy
+	ctx    context.Context
+	method string
+	kind   targetKind
+	req    *Frame
+	// subtype is the client's content-subtype option; nil: none.
+	subtype        grpc.CallOption
 	model, version string
 	// clientDeadline: ctx's deadline is the one the client sent, not the
 	// proxy's upstream timeout (for the breakers: reportTo).
@@ -62,6 +63,13 @@ type call struct {
 	// ends (a batch, a hedge still running): it is then left to the
 	// garbage collector instead of going back to gRPC's buffer pool.
 	keepReq atomic.Bool
+}
+
+// request is a unary call's request frame and the exchange of its one
+// upstream call: one allocation where there were two.
+type request struct {
+	frame Frame
+	first exchange
 }
 
 // free returns the request's buffers to the pool unless something may
@@ -74,7 +82,13 @@ func (c *call) free() {
 
 // attempt sends the call to t once and returns the result without
 // answering the client; why says what the attempt is for (its trace span).
-func (c *call) attempt(ctx context.Context, t target, why string) (a attemptResult) {
+func (c *call) attempt(ctx context.Context, t target, why string) attemptResult {
+	return c.attemptWith(ctx, t, why, nil)
+}
+
+// attemptWith is attempt with the exchange the upstream call fills in
+// (nil: one is allocated), which must be unused.
+func (c *call) attemptWith(ctx context.Context, t target, why string, x *exchange) (a attemptResult) {
 	req, model, version := c.req, c.model, c.version
 	if tr := c.p.tracing; tr != nil {
 		if t.rewrite {
@@ -112,27 +126,61 @@ func (c *call) attempt(ctx context.Context, t target, why string) (a attemptResu
 			return a
 		}
 	}
-	resp := new(Frame)
-	a.header, a.trailer, a.upstream, a.err = p.invoke(ctx, t.up, c.method, req, resp, c.opts)
+	if x == nil {
+		x = new(exchange)
+	}
+	a.upstream, a.err = p.invoke(ctx, t.up, c.method, req, x, c.subtype)
+	a.header, a.trailer = x.header, x.trailer
 	if a.err == nil {
-		a.resp = resp
+		a.resp = &x.resp
 	}
 	return a
 }
 
+// exchange is what one upstream unary call fills in: the response, and
+// the header and trailer gRPC writes through the call options that point
+// at them. One allocation where separate variables took four (the frame,
+// the two escaping MD variables, the options slice).
+type exchange struct {
+	resp            Frame
+	header, trailer metadata.MD
+	// opts backs the call's options (callOptions), then Header and
+	// Trailer.
+	opts [6]grpc.CallOption
+}
+
 // invoke makes one unary upstream call with raw frames: the one upstream
-// call of an attempt and of the batcher's Invoker. It returns the
-// upstream's header and trailer, the call's time, and an *upstreamError.
-func (p *Proxy) invoke(ctx context.Context, up *Upstream, method string, req, resp *Frame,
-	opts []grpc.CallOption) (header, trailer metadata.MD, took time.Duration, err error) {
-	opts = append(opts[:len(opts):len(opts)], grpc.Header(&header), grpc.Trailer(&trailer))
+// call of an attempt and of the batcher's Invoker, with the client's
+// content-subtype option (nil: none). It fills x (the response, the
+// upstream's header and trailer) and returns the call's time and an
+// *upstreamError.
+func (p *Proxy) invoke(ctx context.Context, up *Upstream, method string, req *Frame, x *exchange,
+	subtype grpc.CallOption) (took time.Duration, err error) {
+	all := p.callOptions(x.opts[:0], up, subtype)
+	all = append(all, grpc.Header(&x.header), grpc.Trailer(&x.trailer))
 	t0 := p.now()
-	err = up.Conn().Invoke(ctx, method, req, resp, opts...)
+	err = up.Conn().Invoke(ctx, method, req, &x.resp, all...)
 	took = since(p.now, t0)
 	if err != nil {
-		err = p.upstreamFailed(ctx, up, method, err, header != nil || len(trailer) > 0)
+		err = p.upstreamFailed(ctx, up, method, err, x.header != nil || len(x.trailer) > 0)
 	}
-	return header, trailer, took, err
+	return took, err
+}
+
+// callOptions appends to dst the options of a unary upstream call to up:
+// the raw codec; the proxy's message size limits, unless up's connections
+// already default to the same (grpc-go allocates for each limit option on
+// every call); the client's content-subtype option (nil: none).
+func (p *Proxy) callOptions(dst []grpc.CallOption, up *Upstream, subtype grpc.CallOption) []grpc.CallOption {
+	if up.callLimit == p.maxMsgSize {
+		dst = append(dst, p.callOpts[0]) // the codec
+	} else {
+		dst = append(dst, p.callOpts...)
+	}
+	if subtype != nil {
+		dst = append(dst, subtype)
+	}
+	return dst
 }
 
 // rewriteTarget returns a copy of a request addressed to model and version.

@@ -73,13 +73,13 @@ func (p *Proxy) newInvoker(up *Upstream) batcher.Invoker {
 				defer func() { p.tracing.endClient(span, err, 0, nil) }()
 			}
 		}
-		resp := new(Frame)
-		header, trailer, _, err = p.invoke(metadata.NewOutgoingContext(ctx, md), up, method, NewFrame(req), resp, p.callOpts)
+		x := new(exchange)
+		_, err = p.invoke(metadata.NewOutgoingContext(ctx, md), up, method, NewFrame(req), x, nil)
 		if err != nil {
-			return nil, header, trailer, statusOf(err)
+			return nil, x.header, x.trailer, statusOf(err)
 		}
 		// Not freed: the split responses may alias these bytes after this
 		// returns, so the garbage collector reclaims them, not gRPC's pool.
-		return resp.Bytes(), header, trailer, nil
+		return x.resp.Bytes(), x.header, x.trailer, nil
 	}
 }

@@ -79,6 +79,10 @@ type Upstream struct {
 	// pool size there.
 	relayAddr  string
 	relayConns int
+	// callLimit is the message size limit the connections' default call
+	// options set (DialUpstream); 0 when unknown. A proxy whose limit is
+	// the same leaves its own limit options off unary calls.
+	callLimit int
 }
 
 // NewUpstream returns an Upstream named name (the value of the upstream
@@ -227,9 +231,13 @@ func DialUpstream(target string, opts UpstreamOptions) (*Upstream, error) {
 		conns = append(conns, cc)
 	}
 	up, err := NewUpstream(o.Name, conns...)
-	if err == nil && opts.Credentials == nil && len(o.DialOptions) == 0 {
-		if _, _, e := net.SplitHostPort(target); e == nil && !strings.Contains(target, "/") {
-			up.relayAddr, up.relayConns = target, o.Conns
+	if err == nil && len(o.DialOptions) == 0 {
+		// Known only without DialOptions, which may set other defaults.
+		up.callLimit = o.MaxMsgSize
+		if opts.Credentials == nil {
+			if _, _, e := net.SplitHostPort(target); e == nil && !strings.Contains(target, "/") {
+				up.relayAddr, up.relayConns = target, o.Conns
+			}
 		}
 	}
 	return up, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -345,5 +346,59 @@ func TestOversizedMessageAndGarbage(t *testing.T) {
 		if got[k] != n {
 			t.Errorf("%d records %q, want %d; all: %v", got[k], k, n, got)
 		}
+	}
+}
+
+// TestOversizedResponse: an upstream answer over the proxy's message size
+// limit fails the upstream call with RESOURCE_EXHAUSTED, whether the upstream's connections
+// default to the proxy's limit (the proxy then leaves its own limit
+// options off the call) or to another (the proxy's options then decide).
+func TestOversizedResponse(t *testing.T) {
+	const limit = 64 << 10
+	// The backend answers with as many bytes as x-size asks for.
+	backend := grpc.NewServer(grpc.ForceServerCodecV2(rawCodec{}),
+		grpc.UnknownServiceHandler(func(_ any, ss grpc.ServerStream) error {
+			f := new(Frame)
+			if err := ss.RecvMsg(f); err != nil {
+				return err
+			}
+			f.Free()
+			size, err := strconv.Atoi(metadata.ValueFromIncomingContext(ss.Context(), "x-size")[0])
+			if err != nil {
+				return err
+			}
+			return ss.SendMsg(NewFrame(make([]byte, size)))
+		}))
+	addr := serve(t, backend)
+	for _, tc := range []struct {
+		name          string
+		upstreamLimit int
+	}{{"upstream default equals the proxy's", limit}, {"upstream default larger", 0}} {
+		t.Run(tc.name, func(t *testing.T) {
+			up, err := DialUpstream(addr, UpstreamOptions{MaxMsgSize: tc.upstreamLimit})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := New(StaticDirector(up), WithMaxMsgSize(limit))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = p.Close() })
+			via := dial(t, serve(t, p.NewServer()))
+			req := mustMarshal(t, simpleRequest("simple", 16))
+			for _, size := range []int{limit / 2, limit + 1} {
+				ctx := metadata.AppendToOutgoingContext(ctxT(t), "x-size", strconv.Itoa(size))
+				resp, err := rawInvoke(ctx, via, "/inference.GRPCInferenceService/ModelInfer", req)
+				switch {
+				case size <= limit && (err != nil || len(resp) != size):
+					t.Errorf("%d-byte answer: %v, %d bytes", size, err, len(resp))
+				case size > limit && (status.Code(err) != codes.ResourceExhausted ||
+					// The proxy's upstream call refused it, not its
+					// server's send limit further on.
+					!strings.Contains(status.Convert(err).Message(), "received message larger than max")):
+					t.Errorf("%d-byte answer over the %d-byte limit: %v, want ResourceExhausted from the upstream call", size, limit, err)
+				}
+			}
+		})
 	}
 }

@@ -38,7 +38,17 @@ type outcome struct {
 // hedge.go, retry.go, cascade.go) → attempt (attempt.go: batched or not)
 // → reply (reply.go) → finish, which records the status statusOf
 // (status.go) made of the call's error and returns it to gRPC.
-func (p *Proxy) handle(_ any, ss grpc.ServerStream) error {
+func (p *Proxy) handle(_ any, ss grpc.ServerStream) (err error) {
+	// A panic in a call's handler becomes INTERNAL for that call, is
+	// counted and logged with its stack; the server keeps serving. (The
+	// stream pumps and hedges recover on their own goroutines.) Here, not
+	// in a stream interceptor: with any interceptor installed grpc-go
+	// allocates a StreamServerInfo for every call.
+	defer func() {
+		if v := recover(); v != nil {
+			err = statusOf(p.panicked(ss.Context(), v, "call handler"))
+		}
+	}()
 	start := p.now()
 	ctx := ss.Context()
 	method, ok := grpc.MethodFromServerStream(ss)
@@ -71,9 +81,9 @@ func (p *Proxy) handle(_ any, ss grpc.ServerStream) error {
 	}
 
 	outCtx, subtype := outgoingContext(ctx)
-	opts := p.callOpts
+	var subtypeOpt grpc.CallOption // the client's content-subtype; nil: none
 	if subtype != "" {
-		opts = append(opts[:len(opts):len(opts)], grpc.CallContentSubtype(subtype))
+		subtypeOpt = grpc.CallContentSubtype(subtype)
 	}
 	info := lookupMethod(method)
 	var o outcome
@@ -86,7 +96,7 @@ func (p *Proxy) handle(_ any, ss grpc.ServerStream) error {
 			defer cancel()
 			bound, _ = outCtx.Deadline()
 		}
-		o = p.unary(outCtx, bound.IsZero(), up, method, info.target, ss, opts)
+		o = p.unary(outCtx, bound.IsZero(), up, method, info.target, ss, subtypeOpt)
 		// Only when the proxy's own deadline passed: an upstream that
 		// answers DEADLINE_EXCEEDED by itself keeps its word. The clock,
 		// not outCtx.Err(), says so: the upstream got the deadline as
@@ -97,7 +107,7 @@ func (p *Proxy) handle(_ any, ss grpc.ServerStream) error {
 			o.err = &proxyTimeoutError{timeout: p.upstreamTimeout}
 		}
 	} else {
-		o = p.stream(outCtx, up, method, info.target, ss, opts)
+		o = p.stream(outCtx, up, method, info.target, ss, subtypeOpt)
 	}
 	upName := up.name
 	if o.upName != "" {
@@ -116,8 +126,18 @@ func (p *Proxy) handle(_ any, ss grpc.ServerStream) error {
 // goroutines): one, or the router's composition of them.
 // clientDeadline says that ctx's deadline, if any, is the client's.
 func (p *Proxy) unary(ctx context.Context, clientDeadline bool, up *Upstream, method string, kind targetKind,
-	ss grpc.ServerStream, opts []grpc.CallOption) (o outcome) {
-	req := new(Frame)
+	ss grpc.ServerStream, subtype grpc.CallOption) (o outcome) {
+	// Without a router a call makes one upstream call, whose exchange is
+	// allocated with the request frame (request). A router's attempts may
+	// run at once (a hedge): each allocates its own.
+	var req *Frame
+	var first *exchange
+	if p.router == nil {
+		r := new(request)
+		req, first = &r.frame, &r.first
+	} else {
+		req = new(Frame)
+	}
 	if err := ss.RecvMsg(req); err != nil {
 		if err == io.EOF {
 			o.err = errNoRequest
@@ -131,14 +151,14 @@ func (p *Proxy) unary(ctx context.Context, clientDeadline bool, up *Upstream, me
 	if p.router != nil && o.model != "" && isInference(method) {
 		// A routed call's attempts may outlive this frame (a hedge), so
 		// it lives on the heap; a plain call's stays on the stack.
-		rc := &routedCall{call: call{p: p, ctx: ctx, method: method, kind: kind, req: req, opts: opts,
+		rc := &routedCall{call: call{p: p, ctx: ctx, method: method, kind: kind, req: req, subtype: subtype,
 			model: o.model, version: o.version, clientDeadline: clientDeadline}}
 		defer rc.free()
 		return p.routeUnary(rc, up, ss, o)
 	}
-	c := call{p: p, ctx: ctx, method: method, kind: kind, req: req, opts: opts, model: o.model, version: o.version}
+	c := call{p: p, ctx: ctx, method: method, kind: kind, req: req, subtype: subtype, model: o.model, version: o.version}
 	defer c.free()
-	return p.reply(ss, c.attempt(ctx, target{up: up}, attemptPrimary), monitor.RoutePrimary, "", up, o, nil)
+	return p.reply(ss, c.attemptWith(ctx, target{up: up}, attemptPrimary, first), monitor.RoutePrimary, "", up, o, nil)
 }
 
 // upstreamFailed is the error of a failed upstream call: an

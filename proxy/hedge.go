@@ -91,8 +91,8 @@ func (c *routedCall) hedge(t target, report func(verdict), after time.Duration, 
 	var reported atomic.Bool
 	hedged := make(chan *attemptResult, 1)
 	timer := time.AfterFunc(after, func() {
-		// This goroutine is not the handler's: the server's recovery
-		// interceptor does not see it. A panic fails the hedge only.
+		// This goroutine is not the handler's: the handler's recovery
+		// (handle) does not see it. A panic fails the hedge only.
 		defer func() {
 			if v := recover(); v != nil {
 				err := c.p.panicked(c.ctx, v, "hedge")

@@ -95,7 +95,9 @@ func frameTarget(kind targetKind, f *Frame) (model, version string) {
 	case len(f.data) != 1:
 		return chunkedTarget(kind, f)
 	case kind == targetKServe:
-		model, version, err = wire.ModelInferTarget(f.data[0].ReadOnlyData())
+		var name, ver []byte
+		name, ver, err = wire.ModelInferTargetBytes(f.data[0].ReadOnlyData())
+		model, version = names.get(name), names.get(ver)
 	default:
 		model, version, err = wire.PredictTarget(f.data[0].ReadOnlyData())
 	}

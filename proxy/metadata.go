@@ -31,6 +31,15 @@ func outgoingContext(ctx context.Context) (context.Context, string) {
 	for _, k := range hopHeaders {
 		delete(md, k)
 	}
+	if len(md) == 0 {
+		// Nothing to forward (a client that sends no metadata of its
+		// own): ctx as it is saves two allocations per call, unless it
+		// carries outgoing metadata the client's empty set must replace
+		// (FromOutgoingContext allocates only when there is some).
+		if _, ok := metadata.FromOutgoingContext(ctx); !ok {
+			return ctx, subtype
+		}
+	}
 	return metadata.NewOutgoingContext(ctx, md), subtype
 }
 

@@ -3,11 +3,15 @@ package proxy
 import (
 	"bytes"
 	"io"
+	"reflect"
 	"strings"
 	"testing"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
@@ -198,4 +202,83 @@ func TestUnknownServiceStreams(t *testing.T) {
 			t.Errorf("got %q", resp.Value)
 		}
 	})
+}
+
+// TestUnaryAnswerShapePassesThrough checks that a unary answer keeps the
+// shape the upstream gave it: a header frame then the message, a header
+// frame then an error status, or a trailers-only error (no header frame,
+// so the client's header is nil). The proxy skips setting a header that
+// holds nothing gRPC would write when a message follows; this catches it
+// skipping one that makes the difference.
+func TestUnaryAnswerShapePassesThrough(t *testing.T) {
+	backend := grpc.NewServer(grpc.ForceServerCodecV2(rawCodec{}),
+		grpc.UnknownServiceHandler(func(_ any, ss grpc.ServerStream) error {
+			f := new(Frame)
+			if err := ss.RecvMsg(f); err != nil {
+				return err
+			}
+			defer f.Free()
+			mode := metadata.ValueFromIncomingContext(ss.Context(), "x-shape")
+			switch {
+			case len(mode) == 0:
+			case mode[0] == "header-then-error":
+				if err := ss.SendHeader(nil); err != nil {
+					return err
+				}
+				return status.Error(codes.FailedPrecondition, "after a header")
+			case mode[0] == "trailers-only":
+				return status.Error(codes.FailedPrecondition, "without a header")
+			case mode[0] == "custom-header":
+				if err := ss.SetHeader(metadata.Pairs("x-h", "1")); err != nil {
+					return err
+				}
+			}
+			return ss.SendMsg(f)
+		}))
+	addr := serve(t, backend)
+	up, err := DialUpstream(addr, UpstreamOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := New(StaticDirector(up))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	direct, via := dial(t, addr), dial(t, serve(t, p.NewServer()))
+	req := mustMarshal(t, simpleRequest("simple", 16))
+
+	type answer struct {
+		header metadata.MD
+		code   codes.Code
+		msg    string
+		resp   []byte
+	}
+	call := func(cc *grpc.ClientConn, shape string) answer {
+		ctx := ctxT(t)
+		if shape != "" {
+			ctx = metadata.AppendToOutgoingContext(ctx, "x-shape", shape)
+		}
+		var a answer
+		resp := new(Frame)
+		err := cc.Invoke(ctx, "/inference.GRPCInferenceService/ModelInfer", NewFrame(req), resp,
+			grpc.ForceCodecV2(Codec()), grpc.Header(&a.header))
+		a.resp = bytes.Clone(resp.Bytes())
+		resp.Free()
+		s := status.Convert(err)
+		a.code, a.msg = s.Code(), s.Message()
+		return a
+	}
+	for _, shape := range []string{"", "custom-header", "header-then-error", "trailers-only"} {
+		t.Run("shape="+shape, func(t *testing.T) {
+			want, got := call(direct, shape), call(via, shape)
+			if (want.header == nil) != (got.header == nil) || !reflect.DeepEqual(want.header, got.header) {
+				t.Errorf("header through the proxy %v, direct %v", got.header, want.header)
+			}
+			if got.code != want.code || got.msg != want.msg || !bytes.Equal(got.resp, want.resp) {
+				t.Errorf("through the proxy %v %q (%d bytes), direct %v %q (%d bytes)",
+					got.code, got.msg, len(got.resp), want.code, want.msg, len(want.resp))
+			}
+		})
+	}
 }

@@ -12,7 +12,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
 	"google.golang.org/grpc"
 	_ "google.golang.org/grpc/encoding/gzip" // accept gzip-compressed calls from clients
 	"google.golang.org/grpc/experimental"
@@ -52,7 +51,8 @@ type Proxy struct {
 	// invokers caches the batcher.Invoker of each *Upstream.
 	invokers sync.Map
 
-	// callOpts are the options of every upstream call; built once.
+	// callOpts are the options of every upstream call, built once: the
+	// raw codec first, then the message size limits (see callOptions).
 	callOpts []grpc.CallOption
 	// gauges caches Recorder.InFlight per *Upstream.
 	gauges sync.Map
@@ -125,13 +125,6 @@ func (p *Proxy) ServerOptions() []grpc.ServerOption {
 		// call is deep) took 10% of the proxy's CPU; enough idle workers
 		// for the usual concurrency cost a few KiB of stack each.
 		grpc.NumStreamWorkers(uint32(streamWorkers())),
-		// A panic in a call's handler becomes INTERNAL for that call, is
-		// counted and logged with its stack; the server keeps serving.
-		// (The stream pumps recover on their own: see handler.go.)
-		grpc.ChainStreamInterceptor(recovery.StreamServerInterceptor(
-			recovery.WithRecoveryHandlerContext(func(ctx context.Context, v any) error {
-				return statusOf(p.panicked(ctx, v, "call handler"))
-			}))),
 		grpc.ForceServerCodecV2(rawCodec{}),
 		grpc.MaxRecvMsgSize(p.maxMsgSize),
 		grpc.MaxSendMsgSize(p.maxMsgSize),

@@ -1,7 +1,10 @@
 package proxy
 
 import (
+	"strings"
+
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/infergate/infergate/monitor"
 )
@@ -28,8 +31,14 @@ func (p *Proxy) reply(ss grpc.ServerStream, a attemptResult, route, reason strin
 		}
 	}
 	// SetHeader and SetTrailer fail only once headers went out, which
-	// cannot have happened yet.
-	if header != nil {
+	// cannot have happened yet. SetHeader copies the header (three
+	// allocations per call); it is skipped when a message follows and the
+	// header holds only keys gRPC's server never writes (the upstream's
+	// content-type): the message makes gRPC send the same header frame
+	// anyway. An error needs it set: a set header is what makes gRPC send
+	// a header frame before the trailers, as the upstream did, instead of
+	// a trailers-only answer.
+	if header != nil && (a.err != nil || !onlyUnwritten(header)) {
 		_ = ss.SetHeader(header)
 	}
 	if len(a.trailer) > 0 {
@@ -48,4 +57,17 @@ func (p *Proxy) reply(ss grpc.ServerStream, a attemptResult, route, reason strin
 		ctr.degraded.Add(1)
 	}
 	return o
+}
+
+// onlyUnwritten reports whether gRPC's server would write none of md's
+// keys into a header frame: pseudo-headers and content-type, which it
+// writes itself (a subset of the keys its transport skips, so the answer
+// errs towards setting a header, never towards dropping one).
+func onlyUnwritten(md metadata.MD) bool {
+	for k := range md {
+		if k != "content-type" && !strings.HasPrefix(k, ":") {
+			return false
+		}
+	}
+	return true
 }

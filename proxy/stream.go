@@ -20,7 +20,13 @@ var bidiDesc = grpc.StreamDesc{ServerStreams: true, ClientStreams: true}
 // stream forwards any call frame by frame with one pump per direction,
 // full duplex.
 func (p *Proxy) stream(ctx context.Context, up *Upstream, method string, kind targetKind,
-	ss grpc.ServerStream, opts []grpc.CallOption) (o outcome) {
+	ss grpc.ServerStream, subtype grpc.CallOption) (o outcome) {
+	// The proxy's limits always: a retry may open the stream on another
+	// upstream than up.
+	opts := p.callOpts
+	if subtype != nil {
+		opts = append(opts[:len(opts):len(opts)], subtype)
+	}
 	// Cancelling upCtx aborts the upstream call when the client side fails.
 	upCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -109,7 +115,8 @@ func (p *Proxy) stream(ctx context.Context, up *Upstream, method string, kind ta
 
 // recoverPump turns a panic in a stream pump into an *internalError for
 // its call, reported on ret (the pump had not reported yet: reporting is
-// its last step). The interceptor does not see the pumps' goroutines.
+// its last step). The handler's recovery does not see the pumps'
+// goroutines.
 func (p *Proxy) recoverPump(ctx context.Context, ret chan<- error, where string) {
 	if v := recover(); v != nil {
 		ret <- p.panicked(ctx, v, where)

@@ -51,17 +51,26 @@ func malformedErr(what string, err error) error {
 // ModelStatisticsRequest, whose name and version are fields 1 and 2 too.
 // Missing fields give "". Malformed bytes give an error wrapping ErrMalformed.
 func ModelInferTarget(b []byte) (model, version string, err error) {
+	name, ver, err := ModelInferTargetBytes(b)
+	return string(name), string(ver), err
+}
+
+// ModelInferTargetBytes is ModelInferTarget with the name and version as
+// slices of b (nil when missing), for a caller that keeps strings of its
+// own (the proxy interns the names it has seen rather than allocating
+// them per call).
+func ModelInferTargetBytes(b []byte) (model, version []byte, err error) {
 	var name, ver []byte
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 {
-			return "", "", malformed("ModelInferRequest tag", n)
+			return nil, nil, malformed("ModelInferRequest tag", n)
 		}
 		b = b[n:]
 		if typ == protowire.BytesType && (num == kserveName || num == kserveVersion) {
 			v, n := protowire.ConsumeBytes(b)
 			if n < 0 {
-				return "", "", malformed("ModelInferRequest name", n)
+				return nil, nil, malformed("ModelInferRequest name", n)
 			}
 			if num == kserveName {
 				name = v
@@ -73,11 +82,11 @@ func ModelInferTarget(b []byte) (model, version string, err error) {
 		}
 		n = protowire.ConsumeFieldValue(num, typ, b)
 		if n < 0 {
-			return "", "", malformed("ModelInferRequest field", n)
+			return nil, nil, malformed("ModelInferRequest field", n)
 		}
 		b = b[n:]
 	}
-	return string(name), string(ver), nil
+	return name, ver, nil
 }
 
 // specTarget accumulates what the ModelSpec occurrences of a request say;
