@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"encoding/base64"
 	"strings"
 	"time"
 
@@ -88,39 +89,41 @@ func (r relayHandler) Unary(method string) bool {
 }
 
 // Route takes a call on the fast path when nothing but forwarding it is to
-// be done; nil sends it to the proxy's grpc.Server.
-func (r relayHandler) Route(c *h2relay.Call) *h2relay.Pool {
+// be done, and serves it with the proxy's handler (Serve) otherwise. A
+// request that is not one uncompressed message goes to the grpc.Server,
+// which answers it as it always did.
+func (r relayHandler) Route(c *h2relay.Call) (*h2relay.Pool, bool) {
 	p := r.p
+	msg, ok := c.Message()
+	if !ok {
+		return nil, false
+	}
 	if p.tracing != nil {
-		return nil
+		return nil, true
 	}
 	fd, ok := p.director.(fixedDirector)
 	if !ok {
-		return nil
+		return nil, true
 	}
 	up := fd.fixed()
 	if up.relayAddr == "" {
-		return nil
+		return nil, true
 	}
 	if subtype := contentSubtypeOf(c); subtype != "" && subtype != "proto" {
-		return nil // a codec the proxy only knows through gRPC's registry
-	}
-	msg, ok := c.Message()
-	if !ok {
-		return nil
+		return nil, true // not protobuf: no model name to read
 	}
 	info := lookupMethod(c.Method)
 	model, version := bytesTarget(info.target, msg)
 	if p.batcher != nil && model != "" && p.batcher.Handles(c.Method, model) {
-		return nil
+		return nil, true
 	}
 	if p.router != nil && model != "" && isInference(c.Method) && !p.router.plain(up, model) {
-		return nil
+		return nil, true
 	}
 	if n := p.calls.Add(1); p.maxInFlight > 0 && n > p.maxInFlight {
-		// The gRPC path refuses it, counts and records the refusal.
+		// The handler refuses it, counts and records the refusal.
 		p.calls.Add(-1)
-		return nil
+		return nil, true
 	}
 	if p.rec != nil {
 		p.inFlight(up).Inc()
@@ -129,7 +132,7 @@ func (r relayHandler) Route(c *h2relay.Call) *h2relay.Pool {
 		c.Timeout = p.upstreamTimeout
 	}
 	c.Data = &relayCall{up: up, model: model, version: version, bytesIn: int64(len(msg))}
-	return p.relay.Pool(up.relayAddr, up.relayConns)
+	return p.relay.Pool(up.relayAddr, up.relayConns), false
 }
 
 // Done records a relayed call as finish records every call, and returns
@@ -194,14 +197,35 @@ func contentSubtypeOf(c *h2relay.Call) string {
 	return ""
 }
 
-// relayMetadata is the call's metadata, as a grpc.Server would give it.
+// relayMetadata is the call's metadata as grpc-go's server makes it
+// (operateHeaders): reserved headers left out but content-type,
+// user-agent and grpc-accept-encoding, binary values decoded from base64.
 func relayMetadata(c *h2relay.Call) metadata.MD {
 	md := make(metadata.MD, len(c.Header))
 	for _, f := range c.Header {
-		k := strings.ToLower(f.Name)
-		md[k] = append(md[k], f.Value)
+		k, v := strings.ToLower(f.Name), f.Value
+		switch {
+		case k == "content-type" || k == "user-agent" || k == "grpc-accept-encoding":
+		case isReservedHeader(k) || k == "connection":
+			continue
+		case strings.HasSuffix(k, "-bin"):
+			b, err := decodeBinHeader(v)
+			if err != nil {
+				continue
+			}
+			v = string(b)
+		}
+		md[k] = append(md[k], v)
 	}
 	return md
+}
+
+// decodeBinHeader decodes a binary header value, padded or not.
+func decodeBinHeader(v string) ([]byte, error) {
+	if len(v)%4 == 0 {
+		return base64.StdEncoding.DecodeString(v)
+	}
+	return base64.RawStdEncoding.DecodeString(v)
 }
 
 // relayContext stands in for a relayed call's server context where finish

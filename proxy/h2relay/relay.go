@@ -16,10 +16,13 @@ type Handler interface {
 	// method go to Local as they arrive.
 	Unary(method string) bool
 	// Route decides where a unary call goes once its whole request has
-	// arrived: a Pool, or nil for Local (the proxy's own server, which
-	// then does everything it would have done without the relay). It may
-	// set c.Timeout and c.Data.
-	Route(c *Call) *Pool
+	// arrived: a Pool; or serve, and the relay calls Serve on a goroutine
+	// of its own to answer it; or neither, and the call goes to Local (the
+	// proxy's own server, which then does everything it would have done
+	// without the relay). It may set c.Timeout and c.Data.
+	Route(c *Call) (p *Pool, serve bool)
+	// Serve answers a call Route chose to serve, through r. It may block.
+	Serve(c *Call, r *Responder)
 	// Done is called once for every call Route sent to a Pool, when it
 	// ended. When r.Err is set the relay ends the call itself and sends
 	// the client the status Done returns (unless the client is gone).

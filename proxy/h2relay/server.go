@@ -585,7 +585,11 @@ func (s *stream) dispatch(w *writes) {
 	s.mu.Lock()
 	s.buffering = false
 	s.mu.Unlock()
-	p := s.cc.srv.h.Route(&s.call)
+	p, serve := s.cc.srv.h.Route(&s.call)
+	if serve {
+		s.serve()
+		return
+	}
 	if p == nil {
 		s.toLocalWhole(w)
 		return
@@ -649,8 +653,11 @@ func (s *stream) finishLocal() {
 		return
 	}
 	s.done = true
-	dest, dh := s.dest, s.dh
+	dest, dh, cancel := s.dest, s.dh, s.cancel
 	s.mu.Unlock()
+	if cancel != nil {
+		cancel() // a served call's handler sees its client gone
+	}
 	s.release(dest, dh)
 }
 

@@ -1,6 +1,7 @@
 package h2relay
 
 import (
+	"context"
 	"strconv"
 	"sync"
 	"time"
@@ -31,6 +32,8 @@ type stream struct {
 	bytesOut  int64
 	done      bool
 	timer     *time.Timer
+	// cancel ends a served call's context (Responder).
+	cancel context.CancelFunc
 }
 
 // requestFields are the header fields sent upstream for a routed call: the
@@ -140,9 +143,9 @@ func grpcStatus(fields []hpack.HeaderField) (code uint32, msg string, ok bool) {
 	return code, msg, ok
 }
 
-// encodeGrpcMessage percent-encodes a grpc-message value, as the gRPC
+// EncodeGrpcMessage percent-encodes a grpc-message value, as the gRPC
 // HTTP/2 spec asks.
-func encodeGrpcMessage(msg string) string {
+func EncodeGrpcMessage(msg string) string {
 	const hex = "0123456789ABCDEF"
 	clean := true
 	for i := 0; i < len(msg); i++ {
@@ -203,7 +206,7 @@ func statusFields(trailersOnly bool, code uint32, msg string) []hpack.HeaderFiel
 	}
 	f = append(f, hpack.HeaderField{Name: "grpc-status", Value: strconv.FormatUint(uint64(code), 10)})
 	if msg != "" {
-		f = append(f, hpack.HeaderField{Name: "grpc-message", Value: encodeGrpcMessage(msg)})
+		f = append(f, hpack.HeaderField{Name: "grpc-message", Value: EncodeGrpcMessage(msg)})
 	}
 	return f
 }
