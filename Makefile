@@ -8,7 +8,7 @@ PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
 BIN := bin
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
 
-.PHONY: all build test test-allocs test-short vet fmt proto proto-tools demo bench-overhead bench-matrix clean
+.PHONY: all build test test-grpc-path test-allocs test-short vet fmt proto proto-tools demo bench-overhead bench-matrix clean
 
 all: build
 
@@ -28,7 +28,13 @@ fmt:
 # page's screenshots) under _artifacts/; each test logs its folder.
 test: fmt vet build
 	$(GO) test -race -count=1 -timeout 20m -artifacts ./...
+	$(MAKE) test-grpc-path
 	$(MAKE) test-allocs
+
+# test-grpc-path runs the proxy's tests once more with clients served by the
+# grpc.Server alone (fast_path off); by default they go through the relay.
+test-grpc-path:
+	INFERGATE_TEST_GRPC_PATH=1 $(GO) test -race -count=1 ./proxy/
 
 # test-allocs runs the allocation budgets, which -race would distort.
 test-allocs:

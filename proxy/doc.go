@@ -19,11 +19,19 @@
 //   - WithLogger, WithLogRequests, WithMaxMsgSize.
 //
 // Known unary methods (KServe v2 except ModelStreamInfer, TF-Serving's
-// PredictionService, grpc.health.v1.Health/Check) take a fast path with one
+// PredictionService, grpc.health.v1.Health/Check) are answered with one
 // Invoke; everything else is pumped as a bidirectional stream.
+//
+// In front of the grpc.Server sits the relay (Relay, package h2relay),
+// which owns the client connections: a plain unary call (nothing to do but
+// forward it) is relayed frame by frame to the upstream and recorded by
+// finish (fastpath.go); any other unary call is answered by handle on the
+// relay's side of the connection (fastpath_serve.go); streams go on to the
+// grpc.Server.
 //
 // One call, in the order its code runs, one decision per file:
 //
+//	fastpath.go  the relay's Route: forward, serve, or the grpc.Server
 //	handler.go   handle: the in-flight cap, the Director, the proxy's
 //	             deadline; unary reads the request; finish records
 //	pick.go      Router.Pick: the route, its reason, the targets (decide
@@ -39,7 +47,21 @@
 //
 // # Where the time goes
 //
-// Profiled on a 2-core machine (CPU, block, mutex, allocation profiles and
+// The fast path (fastpath.go, package h2relay) exists because of what
+// follows: through grpc-go, the gRPC path below, a small call cost more CPU
+// than nginx. Relayed frame by frame, the same call (8 callers, 1
+// connection, 4 KiB, a busy machine) costs about 80-90 µs of CPU against
+// nginx's 90-110 and the gRPC path's 140-170, and adds 50 allocations
+// instead of 141 (TestProxyAllocBudget guards both). What is left is
+// mostly the kernel: write syscalls are about 35% of the relay's CPU, one
+// write per hop and direction, then frame reading, HPACK (headers are
+// decoded and encoded again, each connection keeps its own table) and the
+// recording. A 1 MiB call costs it about 2.3 ms of CPU against 2.8-3.1 ms
+// on the gRPC path: the request is read into one buffer sized from its
+// length prefix and written from there; response frames go to the kernel
+// from the read buffer with one writev when nothing is queued.
+//
+// The gRPC path, profiled on a 2-core machine (CPU, block, mutex, allocation profiles and
 // a scheduler trace of a running infergate with --pprof; 8 callers on one
 // connection, 4 KiB ModelInfer to simserver's identity_fp32, so the
 // upstream costs next to nothing), the proxy spends about 125 µs of CPU

@@ -93,6 +93,19 @@ func (r relayHandler) Unary(method string) bool {
 // request that is not one uncompressed message goes to the grpc.Server,
 // which answers it as it always did.
 func (r relayHandler) Route(c *h2relay.Call) (*h2relay.Pool, bool) {
+	pool, serve := r.route(c)
+	switch {
+	case pool != nil:
+		r.p.forwarded.Add(1)
+	case serve:
+		r.p.served.Add(1)
+	default:
+		r.p.handedOn.Add(1)
+	}
+	return pool, serve
+}
+
+func (r relayHandler) route(c *h2relay.Call) (*h2relay.Pool, bool) {
 	p := r.p
 	msg, ok := c.Message()
 	if !ok {

@@ -60,6 +60,8 @@ type Proxy struct {
 	// relay is the fast path (fastpath.go), made by Relay.
 	relay     *h2relay.Server
 	relayOnce sync.Once
+	// unary calls the relay routed, by where they went.
+	forwarded, served, handedOn atomic.Int64
 }
 
 // New returns a Proxy that routes with director. It fails on a nil director
@@ -159,11 +161,18 @@ type Stats struct {
 	// Panics counts recovered panics (each failed the calls it touched
 	// with INTERNAL).
 	Panics int64
+	// The unary calls the relay routed (Relay), by path: Forwarded frame
+	// by frame to the upstream, Served by the proxy's handler on the
+	// relay's side, HandedOn to the grpc.Server (a request that is not one
+	// uncompressed message). Streams and the proxy's own services go to
+	// the grpc.Server uncounted here.
+	Forwarded, Served, HandedOn int64
 }
 
 // Stats returns the proxy's counters; safe for concurrent use.
 func (p *Proxy) Stats() Stats {
-	return Stats{InFlight: p.calls.Load(), RejectedInFlight: p.rejected.Load(), Panics: p.panics.Load()}
+	return Stats{InFlight: p.calls.Load(), RejectedInFlight: p.rejected.Load(), Panics: p.panics.Load(),
+		Forwarded: p.forwarded.Load(), Served: p.served.Load(), HandedOn: p.handedOn.Load()}
 }
 
 // panicked counts and logs a recovered panic and returns the error of the

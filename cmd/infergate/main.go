@@ -107,7 +107,21 @@ func proxyCollectors(p *proxy.Proxy) []prometheus.Collector {
 			Name: "infergate_panics_total",
 			Help: "Panics recovered in the proxy's call path; each failed the calls it touched with INTERNAL.",
 		}, func() float64 { return float64(p.Stats().Panics) }),
+		fastPathCounter(p, "forwarded", func(s proxy.Stats) int64 { return s.Forwarded }),
+		fastPathCounter(p, "served", func(s proxy.Stats) int64 { return s.Served }),
+		fastPathCounter(p, "grpc_server", func(s proxy.Stats) int64 { return s.HandedOn }),
 	}
+}
+
+// fastPathCounter is infergate_fast_path_calls_total for one path.
+func fastPathCounter(p *proxy.Proxy, path string, get func(proxy.Stats) int64) prometheus.Collector {
+	return prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "infergate_fast_path_calls_total",
+		Help: "Unary calls the fast path (--fast-path) routed, by path: forwarded (relayed frame by frame to the upstream), " +
+			"served (answered by the proxy's handler on the relay: batched, routed, breakers, tracing), " +
+			"grpc_server (handed to the gRPC server: not one uncompressed message).",
+		ConstLabels: prometheus.Labels{"path": path},
+	}, func() float64 { return float64(get(p.Stats())) })
 }
 
 // serve wires the parts, serves until ctx ends, then drains.

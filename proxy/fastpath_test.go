@@ -1,0 +1,123 @@
+package proxy
+
+import (
+	"context"
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/infergate/infergate/monitor"
+	"github.com/infergate/infergate/proto/kservepb"
+)
+
+// TestFastPathTakesEachCallItsWay checks which path the relay gives each
+// kind of call, so a change that quietly sends plain calls back through
+// the gRPC stacks (a content-type it does not expect, a director it cannot
+// see through) fails here and not only in a benchmark: plain calls are
+// forwarded, a routed model's calls served by the handler, a malformed
+// request handed to the grpc.Server, and each is recorded alike.
+func TestFastPathTakesEachCallItsWay(t *testing.T) {
+	if grpcPathOnly {
+		t.Skip("the relay is off in this run")
+	}
+	b := startBackend(t)
+	up, err := DialUpstream(b.addr, UpstreamOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = up.Close() })
+	r, err := NewRouter(RouterOptions{Routes: []RouteConfig{{Model: "routed", Fallback: &FallbackTarget{Model: "simple"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close() })
+	rec := newFakeRecorder()
+	p, err := New(UpstreamDirector(up), WithRecorder(rec), WithRouter(r))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	cc := dial(t, serveFront(t, p, p.NewServer()))
+	ks := kservepb.NewGRPCInferenceServiceClient(cc)
+
+	want := Stats{}
+	check := func(what string) {
+		t.Helper()
+		got := p.Stats()
+		if got.Forwarded != want.Forwarded || got.Served != want.Served || got.HandedOn != want.HandedOn {
+			t.Fatalf("after %s: forwarded/served/handed on %d/%d/%d, want %d/%d/%d", what,
+				got.Forwarded, got.Served, got.HandedOn, want.Forwarded, want.Served, want.HandedOn)
+		}
+	}
+	record := func(model string) monitor.Sample {
+		t.Helper()
+		r := rec.next(t)
+		if r.key.Model != model || r.key.Method != "/inference.GRPCInferenceService/ModelInfer" || r.key.CodeClass != "ok" {
+			t.Fatalf("record %+v, want an ok ModelInfer of %s", r.key, model)
+		}
+		return r.sm
+	}
+
+	req := simpleRequest("simple", 64)
+	if _, err := ks.ModelInfer(ctxT(t), req); err != nil {
+		t.Fatal(err)
+	}
+	want.Forwarded++
+	check("a plain call")
+	if sm := record("simple"); sm.BytesIn != int64(len(mustMarshal(t, req))) || sm.BytesOut == 0 || sm.Upstream <= 0 {
+		t.Errorf("forwarded call's sample %+v: bytes in should be the request's %d, out and upstream time set", sm, len(mustMarshal(t, req)))
+	}
+
+	if _, err := ks.ModelInfer(ctxT(t), simpleRequest("routed", 64)); err != nil {
+		t.Fatal(err)
+	}
+	want.Served++
+	check("a routed model's call")
+	record("routed")
+
+	// Two messages where one belongs: the grpc.Server answers, as it
+	// always did.
+	cs, err := cc.NewStream(ctxT(t), &grpc.StreamDesc{ClientStreams: true, ServerStreams: true},
+		"/inference.GRPCInferenceService/ModelInfer", grpc.ForceCodecV2(Codec()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	one := NewFrame(mustMarshal(t, req))
+	if err := cs.SendMsg(one); err != nil {
+		t.Fatal(err)
+	}
+	if err := cs.SendMsg(one); err != nil {
+		t.Fatal(err)
+	}
+	if err := cs.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	// The handler reads the first and answers it, as it always did.
+	if err := cs.RecvMsg(new(Frame)); err != nil {
+		t.Fatal(err)
+	}
+	want.HandedOn++
+	check("a request of two messages")
+	record("simple")
+
+	// A client's cancel reaches the upstream through the forwarded path.
+	ctx, cancel := context.WithCancel(ctxT(t))
+	done := make(chan error, 1)
+	go func() {
+		_, err := ks.ModelInfer(ctx, simpleRequest("block", 16))
+		done <- err
+	}()
+	<-b.entered
+	cancel()
+	if err := <-done; status.Code(err) != codes.Canceled {
+		t.Fatalf("cancelled call: %v, want Canceled", err)
+	}
+	if rep := <-b.blocked; rep.err == nil {
+		t.Error("the upstream did not see the client's cancel")
+	}
+	if r := rec.next(t); r.key.Model != "block" || r.key.CodeClass != monitor.CodeClassClientError {
+		t.Errorf("cancelled call recorded as %+v, want model block, client_error", r.key)
+	}
+}
