@@ -154,13 +154,17 @@ func (s *relayStream) RecvMsg(m any) error {
 func (s *relayStream) finish(err error) {
 	st := status.Convert(err)
 	s.mu.Lock()
+	if !s.headerSent && len(s.header) > 0 {
+		// Headers set but not sent go in a header frame of their own
+		// before the trailers, as grpc-go's server sends them.
+		s.mu.Unlock()
+		s.writeHeader()
+		s.mu.Lock()
+	}
 	var fields []hpack.HeaderField
 	if !s.headerSent {
-		s.headerSent = true
-		fields = s.statusLine(make([]hpack.HeaderField, 0, 4+len(s.header)+len(s.trailer)))
-		// Trailers-only: headers set but never sent travel here, as
-		// grpc-go's server sends them.
-		fields = appendMD(fields, s.header)
+		s.headerSent = true // trailers-only
+		fields = s.statusLine(make([]hpack.HeaderField, 0, 4+len(s.trailer)))
 	}
 	fields = append(fields, hpack.HeaderField{Name: "grpc-status", Value: strconv.Itoa(int(st.Code()))},
 		hpack.HeaderField{Name: "grpc-message", Value: h2relay.EncodeGrpcMessage(st.Message())})
