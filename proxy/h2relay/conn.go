@@ -282,10 +282,26 @@ func (c *fconn) drainLocked(credits []credit) []credit {
 	return credits
 }
 
-// giveBack returns window to the peer for n bytes of h that left (h nil:
-// connection level only). Updates go out in batches of a quarter window,
-// as gRPC's transports do, so a small call costs no WINDOW_UPDATE frame.
+// giveBackLocked returns stream window to the peer for n bytes of h that
+// left (nothing once h is forgotten). Updates go out in batches of a
+// quarter window, as gRPC's transports do, so a small call costs no
+// WINDOW_UPDATE frame. The connection's window is given back as data
+// arrives (takeDataLocked), not here.
 func (c *fconn) giveBackLocked(h *half, n int64) {
+	if c.closed || n <= 0 || h == nil || h.gone {
+		return
+	}
+	h.recvUnacked += n
+	if h.recvUnacked >= int64(c.cfg.streamWindow)/4 {
+		_ = c.wr.WriteWindowUpdate(h.id, uint32(h.recvUnacked))
+		h.recvAvail += h.recvUnacked
+		h.recvUnacked = 0
+	}
+}
+
+// giveBackConnLocked returns connection window to the peer for n bytes
+// received.
+func (c *fconn) giveBackConnLocked(n int64) {
 	if c.closed || n <= 0 {
 		return
 	}
@@ -294,15 +310,6 @@ func (c *fconn) giveBackLocked(h *half, n int64) {
 		_ = c.wr.WriteWindowUpdate(0, uint32(c.recvUnacked))
 		c.recvAvail += c.recvUnacked
 		c.recvUnacked = 0
-	}
-	if h == nil || h.gone {
-		return
-	}
-	h.recvUnacked += n
-	if h.recvUnacked >= int64(c.cfg.streamWindow)/4 {
-		_ = c.wr.WriteWindowUpdate(h.id, uint32(h.recvUnacked))
-		h.recvAvail += h.recvUnacked
-		h.recvUnacked = 0
 	}
 }
 
@@ -449,12 +456,18 @@ func (c *fconn) onWindowUpdateLocked(f *http2.WindowUpdateFrame) error {
 	return nil
 }
 
-// takeData accounts for n received bytes against our windows.
+// takeData accounts for n received bytes against our windows. The
+// connection's window is given back at once, as grpc-go's transports do:
+// what a stream holds is bounded by its own window, and holding the
+// connection's window until the data left would let one client that does
+// not read (or resets while its response waits) use up a shared upstream
+// connection's window and stall every call on it.
 func (c *fconn) takeDataLocked(h *half, n int64) error {
 	c.recvAvail -= n
 	if c.recvAvail < 0 {
 		return http2.ConnectionError(http2.ErrCodeFlowControl)
 	}
+	c.giveBackConnLocked(n)
 	if h != nil {
 		h.recvAvail -= n
 		if h.recvAvail < 0 {

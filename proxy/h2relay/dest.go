@@ -171,11 +171,7 @@ func (d *destConn) onFrame(f http2.Frame, w *writes) error {
 			c.mu.Unlock()
 			return err
 		}
-		owed := n - int64(len(f.Data()))
-		if h == nil {
-			owed = n
-		}
-		c.giveBackLocked(h, owed)
+		c.giveBackLocked(h, n-int64(len(f.Data()))) // padding
 		c.mu.Unlock()
 		w.add(c)
 		if h != nil {

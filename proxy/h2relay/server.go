@@ -311,6 +311,7 @@ func (cc *clientConn) onFrame(f http2.Frame, w *writes) error {
 		c.mu.Unlock()
 		if h != nil {
 			h.s.clientGone(f.ErrCode)
+			cc.forgetHalf(h)
 		}
 	case *http2.SettingsFrame:
 		if f.IsAck() {
@@ -435,8 +436,7 @@ func (cc *clientConn) onData(f *http2.DataFrame, w *writes) error {
 		c.giveBackLocked(h, pad)
 	}
 	if h == nil {
-		// A stream that ended (or never was): its data is owed back.
-		c.giveBackLocked(nil, int64(len(f.Data())))
+		// A stream that ended (or never was): nothing more is owed.
 		c.mu.Unlock()
 		w.add(c)
 		cc.mu.Lock()
@@ -461,7 +461,19 @@ func (cc *clientConn) resetStream(id uint32, code http2.ErrCode, w *writes) {
 	w.add(c)
 	if h != nil {
 		h.s.clientGone(http2.ErrCodeCancel)
+		cc.forgetHalf(h)
 	}
+}
+
+// forgetHalf drops a reset stream's client half. A stream that had ended
+// keeps its half while its last frames wait for window (releaseAfterSend);
+// once reset, that window never comes, so without this the half and its
+// queued response stayed until the connection closed.
+func (cc *clientConn) forgetHalf(h *half) {
+	c := cc.c
+	c.mu.Lock()
+	c.removeHalfLocked(h)
+	c.mu.Unlock()
 }
 
 // streamEnded counts a stream off; the last one of a draining connection
