@@ -36,3 +36,16 @@ func (s *Server) openHalves() int {
 	}
 	return n
 }
+
+// poolConns is how many connections the pool to addr holds.
+func (s *Server) poolConns(addr string) int {
+	s.mu.Lock()
+	p := s.pools[addr]
+	s.mu.Unlock()
+	if p == nil {
+		return 0
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.conns)
+}

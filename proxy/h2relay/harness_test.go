@@ -44,12 +44,15 @@ func (rawCodec) Name() string { return "proto" }
 //   - .../Echo answers with the request.
 //   - .../Hang waits for the call's end; it reports its context on hung.
 //   - .../Size answers with as many bytes as the request's decimal text.
+//   - .../Wait reports its context on hung and echoes once release closes.
 type upstream struct {
 	addr string
 	srv  *grpc.Server
 	name string // put in every response's "who" header
 	hung chan context.Context
-	seen chan string // methods called, when not nil
+	// release lets .../Wait calls answer: they report their context on
+	// hung, then echo once release is closed.
+	release chan struct{}
 }
 
 func startUpstream(t testing.TB, addr, name string, opts ...grpc.ServerOption) *upstream {
@@ -58,7 +61,7 @@ func startUpstream(t testing.TB, addr, name string, opts ...grpc.ServerOption) *
 	if err != nil {
 		t.Fatal(err)
 	}
-	u := &upstream{addr: lis.Addr().String(), name: name, hung: make(chan context.Context, 256)}
+	u := &upstream{addr: lis.Addr().String(), name: name, hung: make(chan context.Context, 256), release: make(chan struct{})}
 	opts = append([]grpc.ServerOption{grpc.ForceServerCodec(rawCodec{}), grpc.UnknownServiceHandler(u.handle),
 		grpc.MaxRecvMsgSize(64 << 20)}, opts...)
 	u.srv = grpc.NewServer(opts...)
@@ -81,6 +84,14 @@ func (u *upstream) handle(_ any, ss grpc.ServerStream) error {
 		u.hung <- ss.Context()
 		<-ss.Context().Done()
 		return ss.Context().Err()
+	case strings.HasSuffix(method, "/Wait"):
+		u.hung <- ss.Context()
+		select {
+		case <-u.release:
+		case <-ss.Context().Done():
+			return ss.Context().Err()
+		}
+		return ss.SendMsg(&req)
 	case strings.HasSuffix(method, "/Size"):
 		n, err := strconv.Atoi(string(req))
 		if err != nil {
@@ -163,7 +174,7 @@ func newRelayEnvTo(t testing.TB, upAddr string, up *upstream, o Options) *relayE
 	e := &relayEnv{t: t, up: up, h: &fakeHandler{done: make(chan *Result, 1024), dones: map[*Call]int{}}}
 	e.relay = NewServer(e.h, o)
 	e.h.pool = func() *Pool { return e.relay.Pool(upAddr, 1) }
-	e.local = &upstream{name: "local", hung: make(chan context.Context, 256)}
+	e.local = &upstream{name: "local", hung: make(chan context.Context, 256), release: make(chan struct{})}
 	e.local.srv = grpc.NewServer(grpc.ForceServerCodec(rawCodec{}), grpc.UnknownServiceHandler(e.local.handle), grpc.MaxRecvMsgSize(64<<20))
 	go func() { _ = e.local.srv.Serve(e.relay.LocalListener()) }()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")

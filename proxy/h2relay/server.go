@@ -581,7 +581,9 @@ func (s *stream) toLocal(end bool, w *writes) error {
 	body := s.call.Body
 	s.call.Body = nil
 	s.mu.Unlock()
-	d.start(s, s.fields, body, end, w)
+	if !d.start(s, s.fields, body, end, false, w) {
+		return http2.StreamError{StreamID: s.ch.id, Code: http2.ErrCodeRefusedStream}
+	}
 	return nil
 }
 
@@ -612,7 +614,9 @@ func (s *stream) toLocalWhole(w *writes) {
 	s.local = true
 	body := s.call.Body
 	s.mu.Unlock()
-	d.start(s, s.fields, body, true, w)
+	if !d.start(s, s.fields, body, true, false, w) {
+		s.cc.resetStream(s.ch.id, http2.ErrCodeRefusedStream, w)
+	}
 }
 
 // clientGone ends a stream whose client reset it or went away.
@@ -794,9 +798,15 @@ func (s *stream) destReset(code http2.ErrCode, w *writes) {
 		return
 	}
 	routed, answered, p := s.pool != nil, s.answered, s.pool
+	retry := routed && code == http2.ErrCodeRefusedStream && !answered && !s.retried
+	if retry {
+		s.retried = true
+	}
 	s.mu.Unlock()
-	if routed && code == http2.ErrCodeRefusedStream && !answered {
-		// Never processed: send it again, as gRPC's client does.
+	if retry {
+		// Never processed: send it again, once, as gRPC's client does
+		// (an upstream that refuses every stream got the call again
+		// and again, for as long as the client waited).
 		s.detach()
 		p.send(s, w)
 		return
@@ -835,8 +845,12 @@ func (s *stream) destLost(err error, retry bool, w *writes) {
 		return
 	}
 	routed, answered, p := s.pool != nil, s.answered, s.pool
+	retry = routed && retry && !answered && !s.retried
+	if retry {
+		s.retried = true
+	}
 	s.mu.Unlock()
-	if routed && retry && !answered {
+	if retry {
 		s.detach()
 		p.send(s, w)
 		return
