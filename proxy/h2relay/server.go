@@ -293,9 +293,23 @@ func (cc *clientConn) goAway() {
 }
 
 // closeSoon closes a drained connection after a short grace, so the GOAWAY
-// and the last frames reach the client before the FIN.
+// and the last frames reach the client before the FIN. It waits while
+// responses are still queued or being written: a stream counts as ended
+// when its trailers were queued, and closing then cut off responses that
+// waited for the client's window or for the socket (a graceful stop
+// truncated large responses in flight).
 func (cc *clientConn) closeSoon() {
-	time.AfterFunc(100*time.Millisecond, func() { cc.c.close(errClosed) })
+	time.AfterFunc(100*time.Millisecond, func() {
+		c := cc.c
+		c.mu.Lock()
+		busy := !c.closed && (len(c.halves) > 0 || len(c.out) > 0 || c.flushing)
+		c.mu.Unlock()
+		if busy {
+			cc.closeSoon()
+			return
+		}
+		c.close(errClosed)
+	})
 }
 
 func (cc *clientConn) onFrame(f http2.Frame, w *writes) error {
