@@ -225,6 +225,20 @@ func (c *fconn) writeDataLocked(h *half, data []byte, end, owned bool, src *half
 	return due
 }
 
+// errCalm ends a connection whose peer makes the relay queue control
+// frames (PING and SETTINGS acknowledgements, resets) faster than it
+// reads them.
+var errCalm = http2.ConnectionError(http2.ErrCodeEnhanceYourCalm)
+
+// controlRoomLocked says whether one more control frame the peer asked
+// for may be queued. Data stops at outCap; past outCap plus this margin
+// the peer is not reading what it asks for (a PING flood from a client
+// that reads nothing grew the output without bound), as x/net's server
+// limits its queued control frames.
+func (c *fconn) controlRoomLocked() bool {
+	return len(c.out) < c.cfg.outCap+256<<10
+}
+
 // sendableLocked is how many bytes of n h may send now.
 func (c *fconn) sendableLocked(h *half, n int) int {
 	room := int64(c.cfg.outCap - len(c.out))
@@ -423,6 +437,12 @@ func (c *fconn) close(err error) {
 // applySettings takes in the peer's SETTINGS.
 func (c *fconn) applySettingsLocked(f *http2.SettingsFrame) error {
 	return f.ForeachSetting(func(s http2.Setting) error {
+		// Out-of-range values end the connection (RFC 9113 6.5.2): a
+		// MAX_FRAME_SIZE of 0 made every DATA write loop for ever on
+		// empty frames, holding the connection's lock.
+		if err := s.Valid(); err != nil {
+			return err
+		}
 		switch s.ID {
 		case http2.SettingMaxFrameSize:
 			c.peerMaxFrame = s.Val
@@ -431,6 +451,9 @@ func (c *fconn) applySettingsLocked(f *http2.SettingsFrame) error {
 			c.peerInitWin = int32(s.Val)
 			for _, h := range c.halves {
 				h.sendWin += d
+				if h.sendWin > 1<<31-1 {
+					return http2.ConnectionError(http2.ErrCodeFlowControl)
+				}
 			}
 		case http2.SettingMaxConcurrentStreams:
 			c.peerMaxStreams = s.Val
@@ -452,6 +475,9 @@ func (c *fconn) onWindowUpdateLocked(f *http2.WindowUpdateFrame) error {
 	}
 	if h := c.halves[f.StreamID]; h != nil {
 		h.sendWin += int64(f.Increment)
+		if h.sendWin > 1<<31-1 {
+			return http2.StreamError{StreamID: f.StreamID, Code: http2.ErrCodeFlowControl}
+		}
 	}
 	return nil
 }

@@ -474,3 +474,14 @@ func (e *relayEnv) stillServes(ctx context.Context) {
 	}
 	_ = cc.Close()
 }
+
+func rawConnTo(t testing.TB, addr string) net.Conn {
+	t.Helper()
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = nc.Close() })
+	_ = nc.SetDeadline(time.Now().Add(waitFor))
+	return nc
+}

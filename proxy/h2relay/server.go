@@ -332,6 +332,10 @@ func (cc *clientConn) onFrame(f http2.Frame, w *writes) error {
 			return nil
 		}
 		c.mu.Lock()
+		if !c.controlRoomLocked() {
+			c.mu.Unlock()
+			return errCalm
+		}
 		err := c.applySettingsLocked(f)
 		if err == nil {
 			_ = c.wr.WriteSettingsAck()
@@ -352,6 +356,10 @@ func (cc *clientConn) onFrame(f http2.Frame, w *writes) error {
 	case *http2.PingFrame:
 		if !f.IsAck() {
 			c.mu.Lock()
+			if !c.controlRoomLocked() {
+				c.mu.Unlock()
+				return errCalm
+			}
 			_ = c.wr.WritePing(true, f.Data)
 			c.mu.Unlock()
 			w.add(c)
@@ -470,7 +478,11 @@ func (cc *clientConn) resetStream(id uint32, code http2.ErrCode, w *writes) {
 	c := cc.c
 	c.mu.Lock()
 	h := c.halves[id]
-	_ = c.wr.WriteRSTStream(id, code)
+	if c.controlRoomLocked() {
+		_ = c.wr.WriteRSTStream(id, code)
+	} else {
+		c.failLocked(errCalm) // resets it does not read
+	}
 	c.mu.Unlock()
 	w.add(c)
 	if h != nil {
