@@ -57,9 +57,12 @@ func TestProtocolAbuse(t *testing.T) {
 			}
 		}, false},
 		{"SETTINGS_MAX_FRAME_SIZE 0", func(t *testing.T, c *rawClient) {
-			_ = c.fr.WriteSettings(http2.Setting{ID: http2.SettingMaxFrameSize, Val: 0})
+			// A call first, so that a response is on its way when
+			// the setting is read (the relay ends the connection at
+			// the setting; writes after it could fail).
 			c.headers(1, "/t.S/Echo", false)
 			c.message(1, []byte("hello"))
+			_ = c.fr.WriteSettings(http2.Setting{ID: http2.SettingMaxFrameSize, Val: 0})
 		}, false},
 		{"SETTINGS_INITIAL_WINDOW_SIZE over 2^31-1", func(t *testing.T, c *rawClient) {
 			_ = c.fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1 << 31})
