@@ -37,6 +37,9 @@ func TestProtocolAbuse(t *testing.T) {
 			c.headers(1, "/t.S/Echo", false, hpack.HeaderField{Name: "x-a", Value: v},
 				hpack.HeaderField{Name: "x-b", Value: v}, hpack.HeaderField{Name: "x-c", Value: v})
 		}, true},
+		{"malformed header field", func(t *testing.T, c *rawClient) {
+			c.headers(1, "/t.S/Echo", false, hpack.HeaderField{Name: "Upper-Case", Value: "x"})
+		}, true},
 		{"frame over the max frame size", func(t *testing.T, c *rawClient) {
 			c.headers(1, "/t.S/Echo", false)
 			writeRawFrame(c, http2.FrameData, 0, 1, make([]byte, 2<<20))

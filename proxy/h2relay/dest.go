@@ -140,11 +140,10 @@ func (d *destConn) read() {
 				_ = c.wr.WriteRSTStream(se.StreamID, se.Code)
 				c.mu.Unlock()
 				w.add(c)
-				continue
+			} else {
+				break
 			}
-			break
-		}
-		if err = d.onFrame(f, &w); err != nil {
+		} else if err = d.onFrame(f, &w); err != nil {
 			break
 		}
 		if c.br.Buffered() == 0 {

@@ -183,14 +183,15 @@ func (s *Server) serveConn(nc net.Conn) {
 		f, err := cc.c.rd.ReadFrame()
 		if err != nil {
 			var se http2.StreamError
-			if errors.As(err, &se) {
-				cc.resetStream(se.StreamID, se.Code, &w)
-				continue
+			if !errors.As(err, &se) {
+				cc.connError(err)
+				return
 			}
-			cc.connError(err)
-			return
-		}
-		if err := cc.onFrame(f, &w); err != nil {
+			// A malformed stream (bad header fields): reset it,
+			// and flush below like any frame (the reset used to
+			// wait for the client's next frame).
+			cc.resetStream(se.StreamID, se.Code, &w)
+		} else if err := cc.onFrame(f, &w); err != nil {
 			var se http2.StreamError
 			if errors.As(err, &se) {
 				cc.resetStream(se.StreamID, se.Code, &w)
@@ -766,6 +767,17 @@ func (s *stream) respHeaders(f *http2.MetaHeadersFrame, w *writes) {
 	end := f.StreamEnded()
 	if end && routed {
 		code, msg, ok := grpcStatus(f.Fields)
+		if ok && code == 4 && s.proxyTimeoutPassed(time.Now()) {
+			// The upstream got the proxy's timeout as grpc-timeout
+			// and its timer fired first (it started later): the
+			// call ended by the proxy's timeout all the same, and
+			// says so, as when the relay's own timer wins.
+			s.mu.Lock()
+			s.answered = !first
+			s.mu.Unlock()
+			s.finish(&Result{Err: &Error{Kind: ErrTimeout, Code: 4, Msg: "the proxy's upstream timeout passed"}}, nil, w)
+			return
+		}
 		r := &Result{Status: code, Message: msg}
 		if !ok {
 			r.Status, r.Message = 2, "upstream ended the call without grpc-status" // UNKNOWN
@@ -841,7 +853,7 @@ func (s *stream) destReset(code http2.ErrCode, w *writes) {
 		// A gRPC server resets a call whose deadline passed with CANCEL;
 		// gRPC's client reports the deadline, and so does the relay.
 		now := time.Now()
-		if s.call.Timeout > 0 && s.call.Deadline.IsZero() && !now.Before(s.sentReal.Add(s.call.Timeout)) {
+		if s.proxyTimeoutPassed(now) {
 			s.timedOut()
 			return
 		}
@@ -910,6 +922,15 @@ func (s *stream) detach() {
 	if dest != nil && dh != nil {
 		dest.forget(dh)
 	}
+}
+
+// proxyTimeoutPassed says whether Call.Timeout, the proxy's deadline for a
+// call sent without one, has passed at now.
+func (s *stream) proxyTimeoutPassed(now time.Time) bool {
+	s.mu.Lock()
+	sent := s.sentReal
+	s.mu.Unlock()
+	return s.call.Timeout > 0 && s.call.Deadline.IsZero() && !sent.IsZero() && !now.Before(sent.Add(s.call.Timeout))
 }
 
 // timedOut is Call.Timeout passing.
