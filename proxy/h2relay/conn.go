@@ -259,6 +259,20 @@ func (c *fconn) appendData(id uint32, end bool, data []byte) {
 // straight from its source when the connection has nothing queued.
 const directWrite = 4096
 
+// errCalm ends a connection whose peer makes the relay queue control
+// frames (PING and SETTINGS acknowledgements, resets) faster than it
+// reads them.
+var errCalm = http2.ConnectionError(http2.ErrCodeEnhanceYourCalm)
+
+// controlRoomLocked says whether one more control frame the peer asked
+// for may be queued. Data stops at outCap; past outCap plus this margin
+// the peer is not reading what it asks for (a PING flood from a client
+// that reads nothing grew the output without bound), as x/net's server
+// limits its queued control frames.
+func (c *fconn) controlRoomLocked() bool {
+	return len(c.out)-c.off < c.cfg.outCap+256<<10
+}
+
 // sendableLocked is how many bytes of n h may send now.
 func (c *fconn) sendableLocked(h *half, n int) int {
 	room := int64(c.cfg.outCap - (len(c.out) - c.off))
@@ -316,10 +330,26 @@ func (c *fconn) drainLocked(credits []credit) []credit {
 	return credits
 }
 
-// giveBack returns window to the peer for n bytes of h that left (h nil:
-// connection level only). Updates go out in batches of a quarter window,
-// as gRPC's transports do, so a small call costs no WINDOW_UPDATE frame.
+// giveBackLocked returns stream window to the peer for n bytes of h that
+// left (nothing once h is forgotten). Updates go out in batches of a
+// quarter window, as gRPC's transports do, so a small call costs no
+// WINDOW_UPDATE frame. The connection's window is given back as data
+// arrives (takeDataLocked), not here.
 func (c *fconn) giveBackLocked(h *half, n int64) {
+	if c.closed || n <= 0 || h == nil || h.gone {
+		return
+	}
+	h.recvUnacked += n
+	if h.recvUnacked >= int64(c.cfg.streamWindow)/4 {
+		_ = c.wr.WriteWindowUpdate(h.id, uint32(h.recvUnacked))
+		h.recvAvail += h.recvUnacked
+		h.recvUnacked = 0
+	}
+}
+
+// giveBackConnLocked returns connection window to the peer for n bytes
+// received.
+func (c *fconn) giveBackConnLocked(n int64) {
 	if c.closed || n <= 0 {
 		return
 	}
@@ -328,15 +358,6 @@ func (c *fconn) giveBackLocked(h *half, n int64) {
 		_ = c.wr.WriteWindowUpdate(0, uint32(c.recvUnacked))
 		c.recvAvail += c.recvUnacked
 		c.recvUnacked = 0
-	}
-	if h == nil || h.gone {
-		return
-	}
-	h.recvUnacked += n
-	if h.recvUnacked >= int64(c.cfg.streamWindow)/4 {
-		_ = c.wr.WriteWindowUpdate(h.id, uint32(h.recvUnacked))
-		h.recvAvail += h.recvUnacked
-		h.recvUnacked = 0
 	}
 }
 
@@ -453,6 +474,12 @@ func (c *fconn) close(err error) {
 // applySettings takes in the peer's SETTINGS.
 func (c *fconn) applySettingsLocked(f *http2.SettingsFrame) error {
 	return f.ForeachSetting(func(s http2.Setting) error {
+		// Out-of-range values end the connection (RFC 9113 6.5.2): a
+		// MAX_FRAME_SIZE of 0 made every DATA write loop for ever on
+		// empty frames, holding the connection's lock.
+		if err := s.Valid(); err != nil {
+			return err
+		}
 		switch s.ID {
 		case http2.SettingMaxFrameSize:
 			c.peerMaxFrame = s.Val
@@ -461,6 +488,9 @@ func (c *fconn) applySettingsLocked(f *http2.SettingsFrame) error {
 			c.peerInitWin = int32(s.Val)
 			for _, h := range c.halves {
 				h.sendWin += d
+				if h.sendWin > 1<<31-1 {
+					return http2.ConnectionError(http2.ErrCodeFlowControl)
+				}
 			}
 		case http2.SettingMaxConcurrentStreams:
 			c.peerMaxStreams = s.Val
@@ -482,16 +512,25 @@ func (c *fconn) onWindowUpdateLocked(f *http2.WindowUpdateFrame) error {
 	}
 	if h := c.halves[f.StreamID]; h != nil {
 		h.sendWin += int64(f.Increment)
+		if h.sendWin > 1<<31-1 {
+			return http2.StreamError{StreamID: f.StreamID, Code: http2.ErrCodeFlowControl}
+		}
 	}
 	return nil
 }
 
-// takeData accounts for n received bytes against our windows.
+// takeData accounts for n received bytes against our windows. The
+// connection's window is given back at once, as grpc-go's transports do:
+// what a stream holds is bounded by its own window, and holding the
+// connection's window until the data left would let one client that does
+// not read (or resets while its response waits) use up a shared upstream
+// connection's window and stall every call on it.
 func (c *fconn) takeDataLocked(h *half, n int64) error {
 	c.recvAvail -= n
 	if c.recvAvail < 0 {
 		return http2.ConnectionError(http2.ErrCodeFlowControl)
 	}
+	c.giveBackConnLocked(n)
 	if h != nil {
 		h.recvAvail -= n
 		if h.recvAvail < 0 {

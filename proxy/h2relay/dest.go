@@ -23,7 +23,12 @@ type destConn struct {
 	nextID    uint32
 	active    uint32
 	goingAway bool
-	lastOK    uint32 // GOAWAY's last stream ID
+	// settled: the peer's first SETTINGS arrived. Until then its stream
+	// limit is unknown, and streams opened on a new connection in that
+	// time (every call waiting for it) were refused by an upstream with
+	// a limit.
+	settled bool
+	lastOK  uint32 // GOAWAY's last stream ID
 }
 
 func newDestConn(nc net.Conn, cfg *config, pool *Pool) *destConn {
@@ -45,23 +50,46 @@ func (d *destConn) dead() bool {
 
 // canTake says whether d can open one more stream now.
 func (d *destConn) canTakeLocked() bool {
-	return !d.c.closed && !d.goingAway && d.active < d.c.peerMaxStreams && d.nextID < 1<<31-1
+	return d.settled && !d.c.closed && !d.goingAway && d.active < d.c.peerMaxStreams
 }
 
-// start opens s's stream on d with fields and body.
-func (d *destConn) start(s *stream, fields []hpack.HeaderField, body []byte, end bool, w *writes) {
+// start opens s's stream on d with fields and body. reserved says that
+// pickLocked counted the stream in d.active already. It returns false,
+// sending nothing, when d closed (or, for a pool's stream, began going
+// away) after it was picked: d's streams were ended then, and one added
+// now would never be, so the call hung until the client gave up.
+func (d *destConn) start(s *stream, fields []hpack.HeaderField, body []byte, end, reserved bool, w *writes) bool {
 	c := d.c
 	c.mu.Lock()
-	d.startLocked(s, fields, body, end)
+	if c.closed || reserved && d.goingAway {
+		if reserved {
+			d.active--
+		}
+		c.mu.Unlock()
+		return false
+	}
+	d.startLocked(s, fields, body, end, reserved)
+	// Stream IDs run out: the connection takes no more and leaves the
+	// pool, which dials another, as after a GOAWAY.
+	exhausted := d.nextID >= 1<<31-1 && !d.goingAway
+	if exhausted {
+		d.goingAway = true
+	}
 	c.mu.Unlock()
 	w.add(c)
+	if exhausted && d.pool != nil {
+		d.pool.dropConn(d)
+	}
+	return true
 }
 
-func (d *destConn) startLocked(s *stream, fields []hpack.HeaderField, body []byte, end bool) {
+func (d *destConn) startLocked(s *stream, fields []hpack.HeaderField, body []byte, end, reserved bool) {
 	c := d.c
 	id := d.nextID
 	d.nextID += 2
-	d.active++
+	if !reserved {
+		d.active++
+	}
 	h := c.addHalfLocked(id, s)
 	s.mu.Lock()
 	s.dest, s.dh = d, h
@@ -112,11 +140,10 @@ func (d *destConn) read() {
 				_ = c.wr.WriteRSTStream(se.StreamID, se.Code)
 				c.mu.Unlock()
 				w.add(c)
-				continue
+			} else {
+				break
 			}
-			break
-		}
-		if err = d.onFrame(f, &w); err != nil {
+		} else if err = d.onFrame(f, &w); err != nil {
 			break
 		}
 		if c.br.Buffered() == 0 {
@@ -171,11 +198,7 @@ func (d *destConn) onFrame(f http2.Frame, w *writes) error {
 			c.mu.Unlock()
 			return err
 		}
-		owed := n - int64(len(f.Data()))
-		if h == nil {
-			owed = n
-		}
-		c.giveBackLocked(h, owed)
+		c.giveBackLocked(h, n-int64(len(f.Data()))) // padding
 		c.mu.Unlock()
 		w.add(c)
 		if h != nil {
@@ -194,6 +217,7 @@ func (d *destConn) onFrame(f http2.Frame, w *writes) error {
 		c.mu.Lock()
 		err := c.applySettingsLocked(f)
 		_ = c.wr.WriteSettingsAck()
+		d.settled = true
 		cs := c.drainLocked(nil)
 		c.mu.Unlock()
 		w.add(c)
@@ -293,7 +317,10 @@ func (p *Pool) send(s *stream, w *writes) {
 	}
 	if d := p.pickLocked(); d != nil {
 		p.mu.Unlock()
-		d.start(s, s.requestFields(p.authority), s.call.Body, true, w)
+		if !d.start(s, s.requestFields(p.authority), s.call.Body, true, true, w) {
+			p.send(s, w) // d is gone; it is not picked again
+			return
+		}
 		s.armTimer()
 		return
 	}
@@ -312,6 +339,11 @@ func (p *Pool) pickLocked() *destConn {
 		ok := d.canTakeLocked()
 		if ok {
 			// Reserve the slot before unlocking; start uses it.
+			// Without this, readers of several client
+			// connections picking at once all saw the last free
+			// slot and opened more streams than the upstream
+			// allows, which it refused.
+			d.active++
 			d.c.mu.Unlock()
 			p.next = (p.next + i + 1) % n
 			return d
@@ -324,7 +356,10 @@ func (p *Pool) pickLocked() *destConn {
 // growLocked dials another connection when the pool has fewer than its
 // size.
 func (p *Pool) growLocked() {
-	if p.closed || p.dialing > 0 || len(p.conns) >= p.size && len(p.waiting) == 0 {
+	// Never more than size: calls wait for a stream slot instead. (Calls
+	// waiting used to dial one more connection each time, without bound,
+	// while the upstream's stream limit was reached.)
+	if p.closed || p.dialing > 0 || len(p.conns) >= p.size {
 		return
 	}
 	p.dialing++
@@ -386,7 +421,10 @@ func (p *Pool) wake() {
 		if done {
 			continue
 		}
-		d.start(s, s.requestFields(p.authority), s.call.Body, true, &w)
+		if !d.start(s, s.requestFields(p.authority), s.call.Body, true, true, &w) {
+			p.send(s, &w)
+			continue
+		}
 		s.armTimer()
 	}
 	w.flush()

@@ -26,9 +26,11 @@
 //     needed.
 //
 // It is an HTTP/2 implementation of its own, so it keeps HTTP/2's rules on
-// both sides: flow control windows in both directions (a window is granted
-// to the sender only once the data left for the other side, so a slow
-// reader on either end holds back its own streams and no others), the
+// both sides: flow control windows in both directions (a stream's window
+// is granted to the sender only once the data left for the other side, so
+// a slow reader on either end holds back its own streams and no others; a
+// connection's window is granted as data arrives, as grpc-go does, so
+// those held-back streams cannot use up a shared connection's), the
 // peers' frame size, header table size and concurrent-stream limits,
 // SETTINGS, PING, GOAWAY and RST_STREAM. Headers are decoded and encoded
 // again (each connection has its own HPACK state); their fields pass

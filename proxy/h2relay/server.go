@@ -183,14 +183,15 @@ func (s *Server) serveConn(nc net.Conn) {
 		f, err := cc.c.rd.ReadFrame()
 		if err != nil {
 			var se http2.StreamError
-			if errors.As(err, &se) {
-				cc.resetStream(se.StreamID, se.Code, &w)
-				continue
+			if !errors.As(err, &se) {
+				cc.connError(err)
+				return
 			}
-			cc.connError(err)
-			return
-		}
-		if err := cc.onFrame(f, &w); err != nil {
+			// A malformed stream (bad header fields): reset it,
+			// and flush below like any frame (the reset used to
+			// wait for the client's next frame).
+			cc.resetStream(se.StreamID, se.Code, &w)
+		} else if err := cc.onFrame(f, &w); err != nil {
 			var se http2.StreamError
 			if errors.As(err, &se) {
 				cc.resetStream(se.StreamID, se.Code, &w)
@@ -293,9 +294,23 @@ func (cc *clientConn) goAway() {
 }
 
 // closeSoon closes a drained connection after a short grace, so the GOAWAY
-// and the last frames reach the client before the FIN.
+// and the last frames reach the client before the FIN. It waits while
+// responses are still queued or being written: a stream counts as ended
+// when its trailers were queued, and closing then cut off responses that
+// waited for the client's window or for the socket (a graceful stop
+// truncated large responses in flight).
 func (cc *clientConn) closeSoon() {
-	time.AfterFunc(100*time.Millisecond, func() { cc.c.close(errClosed) })
+	time.AfterFunc(100*time.Millisecond, func() {
+		c := cc.c
+		c.mu.Lock()
+		busy := !c.closed && (len(c.halves) > 0 || len(c.out) > 0 || c.flushing)
+		c.mu.Unlock()
+		if busy {
+			cc.closeSoon()
+			return
+		}
+		c.close(errClosed)
+	})
 }
 
 func (cc *clientConn) onFrame(f http2.Frame, w *writes) error {
@@ -311,12 +326,17 @@ func (cc *clientConn) onFrame(f http2.Frame, w *writes) error {
 		c.mu.Unlock()
 		if h != nil {
 			h.s.clientGone(f.ErrCode)
+			cc.forgetHalf(h)
 		}
 	case *http2.SettingsFrame:
 		if f.IsAck() {
 			return nil
 		}
 		c.mu.Lock()
+		if !c.controlRoomLocked() {
+			c.mu.Unlock()
+			return errCalm
+		}
 		err := c.applySettingsLocked(f)
 		if err == nil {
 			_ = c.wr.WriteSettingsAck()
@@ -337,6 +357,10 @@ func (cc *clientConn) onFrame(f http2.Frame, w *writes) error {
 	case *http2.PingFrame:
 		if !f.IsAck() {
 			c.mu.Lock()
+			if !c.controlRoomLocked() {
+				c.mu.Unlock()
+				return errCalm
+			}
 			_ = c.wr.WritePing(true, f.Data)
 			c.mu.Unlock()
 			w.add(c)
@@ -435,8 +459,7 @@ func (cc *clientConn) onData(f *http2.DataFrame, w *writes) error {
 		c.giveBackLocked(h, pad)
 	}
 	if h == nil {
-		// A stream that ended (or never was): its data is owed back.
-		c.giveBackLocked(nil, int64(len(f.Data())))
+		// A stream that ended (or never was): nothing more is owed.
 		c.mu.Unlock()
 		w.add(c)
 		cc.mu.Lock()
@@ -456,12 +479,28 @@ func (cc *clientConn) resetStream(id uint32, code http2.ErrCode, w *writes) {
 	c := cc.c
 	c.mu.Lock()
 	h := c.halves[id]
-	_ = c.wr.WriteRSTStream(id, code)
+	if c.controlRoomLocked() {
+		_ = c.wr.WriteRSTStream(id, code)
+	} else {
+		c.failLocked(errCalm) // resets it does not read
+	}
 	c.mu.Unlock()
 	w.add(c)
 	if h != nil {
 		h.s.clientGone(http2.ErrCodeCancel)
+		cc.forgetHalf(h)
 	}
+}
+
+// forgetHalf drops a reset stream's client half. A stream that had ended
+// keeps its half while its last frames wait for window (releaseAfterSend);
+// once reset, that window never comes, so without this the half and its
+// queued response stayed until the connection closed.
+func (cc *clientConn) forgetHalf(h *half) {
+	c := cc.c
+	c.mu.Lock()
+	c.removeHalfLocked(h)
+	c.mu.Unlock()
 }
 
 // streamEnded counts a stream off; the last one of a draining connection
@@ -576,7 +615,9 @@ func (s *stream) toLocal(end bool, w *writes) error {
 	body := s.call.Body
 	s.call.Body = nil
 	s.mu.Unlock()
-	d.start(s, s.fields, body, end, w)
+	if !d.start(s, s.fields, body, end, false, w) {
+		return http2.StreamError{StreamID: s.ch.id, Code: http2.ErrCodeRefusedStream}
+	}
 	return nil
 }
 
@@ -611,7 +652,9 @@ func (s *stream) toLocalWhole(w *writes) {
 	s.local = true
 	body := s.call.Body
 	s.mu.Unlock()
-	d.start(s, s.fields, body, true, w)
+	if !d.start(s, s.fields, body, true, false, w) {
+		s.cc.resetStream(s.ch.id, http2.ErrCodeRefusedStream, w)
+	}
 }
 
 // clientGone ends a stream whose client reset it or went away.
@@ -738,6 +781,17 @@ func (s *stream) respHeaders(f *http2.MetaHeadersFrame, w *writes) {
 	end := f.StreamEnded()
 	if end && routed {
 		code, msg, ok := grpcStatus(f.Fields)
+		if ok && code == 4 && s.proxyTimeoutPassed(time.Now()) {
+			// The upstream got the proxy's timeout as grpc-timeout
+			// and its timer fired first (it started later): the
+			// call ended by the proxy's timeout all the same, and
+			// says so, as when the relay's own timer wins.
+			s.mu.Lock()
+			s.answered = !first
+			s.mu.Unlock()
+			s.finish(&Result{Err: &Error{Kind: ErrTimeout, Code: 4, Msg: "the proxy's upstream timeout passed"}}, nil, w)
+			return
+		}
 		r := &Result{Status: code, Message: msg}
 		if !ok {
 			r.Status, r.Message = 2, "upstream ended the call without grpc-status" // UNKNOWN
@@ -796,9 +850,15 @@ func (s *stream) destReset(code http2.ErrCode, w *writes) {
 		return
 	}
 	routed, answered, p := s.pool != nil, s.answered, s.pool
+	retry := routed && code == http2.ErrCodeRefusedStream && !answered && !s.retried
+	if retry {
+		s.retried = true
+	}
 	s.mu.Unlock()
-	if routed && code == http2.ErrCodeRefusedStream && !answered {
-		// Never processed: send it again, as gRPC's client does.
+	if retry {
+		// Never processed: send it again, once, as gRPC's client does
+		// (an upstream that refuses every stream got the call again
+		// and again, for as long as the client waited).
 		s.detach()
 		p.send(s, w)
 		return
@@ -807,7 +867,7 @@ func (s *stream) destReset(code http2.ErrCode, w *writes) {
 		// A gRPC server resets a call whose deadline passed with CANCEL;
 		// gRPC's client reports the deadline, and so does the relay.
 		now := time.Now()
-		if s.call.Timeout > 0 && s.call.Deadline.IsZero() && !now.Before(s.sentReal.Add(s.call.Timeout)) {
+		if s.proxyTimeoutPassed(now) {
 			s.timedOut()
 			return
 		}
@@ -837,8 +897,12 @@ func (s *stream) destLost(err error, retry bool, w *writes) {
 		return
 	}
 	routed, answered, p := s.pool != nil, s.answered, s.pool
+	retry = routed && retry && !answered && !s.retried
+	if retry {
+		s.retried = true
+	}
 	s.mu.Unlock()
-	if routed && retry && !answered {
+	if retry {
 		s.detach()
 		p.send(s, w)
 		return
@@ -872,6 +936,15 @@ func (s *stream) detach() {
 	if dest != nil && dh != nil {
 		dest.forget(dh)
 	}
+}
+
+// proxyTimeoutPassed says whether Call.Timeout, the proxy's deadline for a
+// call sent without one, has passed at now.
+func (s *stream) proxyTimeoutPassed(now time.Time) bool {
+	s.mu.Lock()
+	sent := s.sentReal
+	s.mu.Unlock()
+	return s.call.Timeout > 0 && s.call.Deadline.IsZero() && !sent.IsZero() && !now.Before(sent.Add(s.call.Timeout))
 }
 
 // timedOut is Call.Timeout passing.

@@ -29,6 +29,7 @@ type stream struct {
 	sentAt    time.Time // by the Handler's clock
 	sentReal  time.Time // by the real one, for the proxy's deadline
 	answered  bool      // response headers came back
+	retried   bool      // sent again after the upstream refused it
 	bytesOut  int64
 	done      bool
 	timer     *time.Timer

@@ -1,0 +1,101 @@
+package h2relay
+
+import (
+	"bytes"
+	"fmt"
+	"strconv"
+	"sync"
+	"testing"
+
+	"golang.org/x/net/http2"
+)
+
+// Requests and responses far over every window and frame size come
+// through byte for byte, both ways.
+func TestLargeMessagesByteIdentical(t *testing.T) {
+	e := newRelayEnv(t, Options{MaxBody: 64 << 20})
+	cc := e.dial()
+	ctx := testCtx(t)
+	for _, n := range []int{1 << 20, 16 << 20} {
+		want := pattern(n, byte(n>>20))
+		got, err := call(ctx, cc, "/t.S/Echo", want)
+		if err != nil {
+			t.Fatalf("%d bytes: %v", n, err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("%d bytes: the echo came back different (%d bytes)", n, len(got))
+		}
+		got, err = call(ctx, cc, "/t.S/Size", []byte(strconv.Itoa(n)))
+		if err != nil || !bytes.Equal(got, pattern(n, 7)) {
+			t.Fatalf("%d-byte response: %v, %d bytes", n, err, len(got))
+		}
+		if r := <-e.h.done; r.Err != nil || r.Status != 0 {
+			t.Fatalf("Done heard %+v", r)
+		}
+	}
+	e.settled()
+}
+
+// A client whose frames are small (the relay must split at the peer's
+// max frame size) gets the same bytes.
+func TestResponseSplitAtPeerMaxFrameSize(t *testing.T) {
+	e := newRelayEnv(t, Options{})
+	c := e.dialRaw(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1 << 30})
+	c.readLoop()
+	_ = c.fr.WriteWindowUpdate(0, 1<<30)
+	c.headers(1, "/t.S/Size", false)
+	c.message(1, []byte("3000000"))
+	var sizes []int
+	var data []byte
+	for {
+		f := c.expect("response", func(http2.Frame) bool { return true })
+		if f == nil {
+			t.Fatal("connection ended")
+		}
+		if d, ok := f.(*dataFrame); ok && d.id == 1 {
+			sizes = append(sizes, len(d.data))
+			data = append(data, d.data...)
+		}
+		if h, ok := f.(*headersFrame); ok && h.end {
+			break
+		}
+	}
+	if !bytes.Equal(data[5:], pattern(3000000, 7)) {
+		t.Fatal("the response came back different")
+	}
+	for _, n := range sizes {
+		if n > 16384 {
+			t.Fatalf("a DATA frame of %d bytes: over the client's 16384", n)
+		}
+	}
+}
+
+// 200 calls of mixed sizes at once on one connection.
+func TestConcurrentMixedSizes(t *testing.T) {
+	e := newRelayEnv(t, Options{})
+	cc := e.dial()
+	ctx := testCtx(t)
+	sizes := []int{0, 1, 100, 16 << 10, 70 << 10, 1 << 20}
+	var wg sync.WaitGroup
+	errs := make(chan error, 200)
+	for i := range 200 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			want := pattern(sizes[i%len(sizes)], byte(i))
+			got, err := call(ctx, cc, "/t.S/Echo", want)
+			if err == nil && !bytes.Equal(got, want) {
+				err = fmt.Errorf("call %d: %d bytes came back different", i, len(want))
+			}
+			if err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	e.settled()
+}
