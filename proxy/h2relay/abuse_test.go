@@ -148,3 +148,29 @@ func writeRawFrame(c *rawClient, typ http2.FrameType, flags http2.Flags, id uint
 	binary.BigEndian.PutUint32(h[5:], id)
 	_, _ = c.nc.Write(append(h[:], payload...))
 }
+
+// DATA after the client's END_STREAM is a stream error (RFC 9113 5.1): the
+// relay resets that stream with STREAM_CLOSED and forwards nothing more;
+// the connection serves on.
+func TestDataAfterEndStream(t *testing.T) {
+	e := newRelayEnv(t, Options{})
+	c := e.dialRaw()
+	c.readLoop()
+	c.headers(1, "/t.S/Hang", false) // open until reset
+	c.message(1, []byte("hello"))
+	if err := c.fr.WriteData(1, false, []byte("late")); err != nil {
+		t.Fatal(err)
+	}
+	f := c.expect("RST_STREAM STREAM_CLOSED", func(f http2.Frame) bool {
+		r, ok := f.(*rstFrame)
+		return ok && r.id == 1 && r.code == http2.ErrCodeStreamClosed
+	})
+	if f == nil {
+		t.Fatal("connection ended instead of the stream")
+	}
+	c.headers(3, "/t.S/Echo", false)
+	c.message(3, []byte("again"))
+	if data, st := c.response(3); st != "0" || !bytes.HasSuffix(data, []byte("again")) {
+		t.Fatalf("next call on the connection: status %q, data %q", st, data)
+	}
+}

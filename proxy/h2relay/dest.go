@@ -95,9 +95,6 @@ func (d *destConn) startLocked(s *stream, fields []hpack.HeaderField, body []byt
 	s.dest, s.dh = d, h
 	if s.pool != nil {
 		s.sentAt = c.cfg.now()
-		if s.sentReal.IsZero() {
-			s.sentReal = time.Now()
-		}
 	}
 	s.mu.Unlock()
 	c.writeHeadersLocked(h, fields, end && len(body) == 0)
@@ -306,6 +303,9 @@ func (s *Server) Pool(addr string, size int) *Pool {
 // send sends s's request on one of the pool's connections, or queues it
 // until one can take it.
 func (p *Pool) send(s *stream, w *writes) {
+	// The proxy's deadline runs from here, waiting for a connection
+	// included.
+	s.armTimer()
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
@@ -321,7 +321,6 @@ func (p *Pool) send(s *stream, w *writes) {
 			p.send(s, w) // d is gone; it is not picked again
 			return
 		}
-		s.armTimer()
 		return
 	}
 	p.waiting = append(p.waiting, s)
@@ -463,6 +462,7 @@ func (s *stream) armTimer() {
 	}
 	s.mu.Lock()
 	if !s.done && s.timer == nil {
+		s.timeoutAt = time.Now().Add(s.call.Timeout)
 		s.timer = time.AfterFunc(s.call.Timeout, s.timedOut)
 	}
 	s.mu.Unlock()

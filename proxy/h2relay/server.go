@@ -442,6 +442,9 @@ func (cc *clientConn) onHeaders(f *http2.MetaHeadersFrame, w *writes) error {
 		s.buffering = true
 		return nil
 	}
+	s.mu.Lock()
+	s.clientEnded = f.StreamEnded()
+	s.mu.Unlock()
 	return s.toLocal(f.StreamEnded(), w)
 }
 
@@ -533,6 +536,13 @@ func (cc *clientConn) localConn() (*destConn, error) {
 // clientData is a DATA frame of the client's stream.
 func (s *stream) clientData(data []byte, end bool, w *writes) error {
 	s.mu.Lock()
+	if s.clientEnded {
+		// RFC 9113 5.1: DATA after END_STREAM is a stream error.
+		s.mu.Unlock()
+		s.creditClient(int64(len(data)), w)
+		return http2.StreamError{StreamID: s.ch.id, Code: http2.ErrCodeStreamClosed}
+	}
+	s.clientEnded = end
 	if s.done {
 		s.mu.Unlock()
 		s.creditClient(int64(len(data)), w)
@@ -589,9 +599,10 @@ func (s *stream) creditClient(n int64, w *writes) {
 // arrives.
 func (s *stream) clientTrailers(f *http2.MetaHeadersFrame, w *writes) error {
 	s.mu.Lock()
-	dest, dh, buffering := s.dest, s.dh, s.buffering
+	dest, dh, buffering, ended := s.dest, s.dh, s.buffering, s.clientEnded
+	s.clientEnded = true
 	s.mu.Unlock()
-	if buffering || !f.StreamEnded() {
+	if buffering || ended || !f.StreamEnded() {
 		return http2.StreamError{StreamID: f.StreamID, Code: http2.ErrCodeProtocol}
 	}
 	if dest != nil {
@@ -942,9 +953,9 @@ func (s *stream) detach() {
 // call sent without one, has passed at now.
 func (s *stream) proxyTimeoutPassed(now time.Time) bool {
 	s.mu.Lock()
-	sent := s.sentReal
+	at := s.timeoutAt
 	s.mu.Unlock()
-	return s.call.Timeout > 0 && s.call.Deadline.IsZero() && !sent.IsZero() && !now.Before(sent.Add(s.call.Timeout))
+	return !at.IsZero() && !now.Before(at)
 }
 
 // timedOut is Call.Timeout passing.

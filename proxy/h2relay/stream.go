@@ -27,9 +27,13 @@ type stream struct {
 	dest      *destConn
 	dh        *half     // the destination's side; guarded by dest.c.mu
 	sentAt    time.Time // by the Handler's clock
-	sentReal  time.Time // by the real one, for the proxy's deadline
-	answered  bool      // response headers came back
-	retried   bool      // sent again after the upstream refused it
+	// clientEnded: the client sent END_STREAM.
+	clientEnded bool
+	// timeoutAt is when Call.Timeout passes (real time); zero when the
+	// call has none.
+	timeoutAt time.Time
+	answered  bool // response headers came back
+	retried   bool // sent again after the upstream refused it
 	bytesOut  int64
 	done      bool
 	timer     *time.Timer
@@ -47,6 +51,11 @@ func (s *stream) requestFields(authority string) []hpack.HeaderField {
 		timeout = max(s.call.Deadline.Sub(time.Now()), time.Microsecond)
 	} else if s.call.Timeout > 0 {
 		timeout = s.call.Timeout
+		s.mu.Lock()
+		if !s.timeoutAt.IsZero() {
+			timeout = max(time.Until(s.timeoutAt), time.Microsecond)
+		}
+		s.mu.Unlock()
 	}
 	for _, f := range s.fields {
 		switch f.Name {
