@@ -119,6 +119,35 @@ func newFconn(nc net.Conn, cfg *config, onClose func(*fconn, error)) *fconn {
 	return c
 }
 
+// inData is a DATA frame read in place: data lies in the connection's read
+// buffer until the reader discards it.
+type inData struct {
+	id   uint32
+	end  bool
+	data []byte
+}
+
+// readFrame reads the next frame, on the reader goroutine. An unpadded
+// DATA frame that fits the read buffer comes back as in (isData), its
+// payload still in the buffer: it is written on from there, not copied
+// through the Framer's own buffer first (big tensors are copy-bound). The
+// caller discards it once used (c.br.Discard).
+func (c *fconn) readFrame() (f http2.Frame, in inData, isData bool, err error) {
+	fh, err := c.rd.ReadFrameHeader()
+	if err != nil {
+		return nil, in, false, err
+	}
+	if fh.Type == http2.FrameData && fh.StreamID != 0 && !fh.Flags.Has(http2.FlagDataPadded) && int(fh.Length) <= c.br.Size() {
+		data, err := c.br.Peek(int(fh.Length))
+		if err != nil {
+			return nil, in, false, err
+		}
+		return nil, inData{id: fh.StreamID, end: fh.Flags.Has(http2.FlagDataEndStream), data: data}, true, nil
+	}
+	f, err = c.rd.ReadFrameForHeader(fh)
+	return f, in, false, err
+}
+
 // greet writes our SETTINGS and the connection window update every
 // connection starts with.
 func (c *fconn) greetLocked(client bool) {
@@ -227,7 +256,7 @@ func (c *fconn) writeDataLocked(h *half, data []byte, end, owned bool, src *half
 }
 
 // appendData writes one DATA frame into out: what the Framer's WriteData
-// does, without its copy through its own buffer (big tensors are copy-bound).
+// does, without its copy through its own buffer.
 func (c *fconn) appendData(id uint32, end bool, data []byte) {
 	var flags byte
 	if end {
@@ -236,28 +265,21 @@ func (c *fconn) appendData(id uint32, end bool, data []byte) {
 	n := len(data)
 	hdr := [9]byte{byte(n >> 16), byte(n >> 8), byte(n), byte(http2.FrameData), flags,
 		byte(id>>24) & 0x7f, byte(id >> 16), byte(id >> 8), byte(id)}
-	if n >= directWrite && c.off == len(c.out) && !c.flushing && !c.closed {
-		// Nothing is waiting to go before this frame: hand it to the
-		// kernel from where it lies and keep only what it did not take.
-		w, err := tryWritev(c.raw, hdr[:], data)
-		if err != nil {
-			c.failLocked(err)
-			return
-		}
-		if w < len(hdr) {
-			c.out = append(c.out, hdr[w:]...)
-			w = len(hdr)
-		}
-		c.out = append(c.out, data[w-len(hdr):]...)
-		return
-	}
 	c.out = append(c.out, hdr[:]...)
 	c.out = append(c.out, data...)
+	if len(c.out)-c.off >= writeAt {
+		// A big message: write as it grows, not all at the end of the
+		// reader's batch. (Not kickLocked: this may run inside
+		// drainLocked.)
+		c.writeOutLocked()
+	}
 }
 
-// directWrite is the DATA payload size from which a frame is written
-// straight from its source when the connection has nothing queued.
-const directWrite = 4096
+// writeAt is how much output makes a write start at once. Frames of a big
+// message are 16 KiB (gRPC's peers use HTTP/2's default): written one by
+// one (a writev each, tried first) they cost more in syscalls than the
+// copy into the buffer saves.
+const writeAt = 256 << 10
 
 // errCalm ends a connection whose peer makes the relay queue control
 // frames (PING and SETTINGS acknowledgements, resets) faster than it
@@ -379,29 +401,59 @@ func applyCredits(cs []credit) {
 // kickLocked starts writing out: one non-blocking write now, and a flusher
 // goroutine for what the kernel did not take.
 func (c *fconn) kickLocked() {
-	if c.flushing || c.closed || len(c.out) == c.off {
+	if !c.writeOutLocked() {
 		return
+	}
+	if len(c.queued) > 0 {
+		// Room in the buffer again: queued data may go. Draining may
+		// itself start a flusher (writeAt); never a second one.
+		cs := c.drainLocked(nil)
+		switch {
+		case !c.flushing && (len(cs) > 0 || len(c.out) > c.off):
+			c.startFlusherLocked(cs)
+		case len(cs) > 0:
+			go applyCredits(cs)
+		}
+	}
+}
+
+// writeOutLocked tries one non-blocking write of out and leaves the rest to
+// a flusher goroutine. It reports whether out is empty and no flusher
+// writes: then, and only then, may the caller drain queued data.
+func (c *fconn) writeOutLocked() bool {
+	if c.flushing || c.closed {
+		return false
+	}
+	if len(c.out) == c.off {
+		return true
 	}
 	n, err := tryWrite(c.raw, c.out[c.off:])
 	if err != nil {
 		c.failLocked(err)
-		return
+		return false
 	}
 	c.off += n
 	if c.off == len(c.out) {
 		c.out, c.off = c.out[:0], 0
+		return true
 	}
-	if rest := len(c.out) - c.off; rest > 0 {
-		c.flushing = true
-		go c.flusher()
-	} else if len(c.queued) > 0 {
-		// Room in the buffer again: queued data may go.
-		if cs := c.drainLocked(nil); len(cs) > 0 || len(c.out) > 0 {
-			c.flushing = true
-			go c.flushWith(cs)
-		}
-	}
+	c.startFlusherLocked(nil)
+	return false
 }
+
+// startFlusherLocked hands the writing to a flusher goroutine, which first
+// gives back cs. There is at most one: two would write their buffers in
+// either order.
+func (c *fconn) startFlusherLocked(cs []credit) {
+	if c.flushing && checkInvariants {
+		panic("h2relay: a second flusher")
+	}
+	c.flushing = true
+	go c.flushWith(cs)
+}
+
+// checkInvariants makes broken invariants panic; the tests set it.
+var checkInvariants = false
 
 func (c *fconn) flushWith(cs []credit) {
 	applyCredits(cs)

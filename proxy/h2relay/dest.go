@@ -127,9 +127,15 @@ func (d *destConn) read() {
 	var w writes
 	var err error
 	for {
-		var f http2.Frame
-		f, err = c.rd.ReadFrame()
-		if err != nil {
+		f, in, isData, rerr := c.readFrame()
+		err = rerr
+		if isData {
+			err = d.onData(in.id, int64(len(in.data)), in.data, in.end, &w)
+			_, _ = c.br.Discard(len(in.data))
+			if err != nil {
+				break
+			}
+		} else if err != nil {
 			var se http2.StreamError
 			if errors.As(err, &se) {
 				d.onReset(se.StreamID, se.Code, &w)
@@ -188,23 +194,7 @@ func (d *destConn) onFrame(f http2.Frame, w *writes) error {
 			h.s.respHeaders(f, w)
 		}
 	case *http2.DataFrame:
-		n := int64(f.Length)
-		c.mu.Lock()
-		h := c.halves[f.StreamID]
-		if err := c.takeDataLocked(h, n); err != nil {
-			c.mu.Unlock()
-			return err
-		}
-		c.giveBackLocked(h, n-int64(len(f.Data()))) // padding
-		c.mu.Unlock()
-		w.add(c)
-		if h != nil {
-			if due := h.s.respData(f.Data(), f.StreamEnded(), w); due > 0 {
-				c.mu.Lock()
-				c.giveBackLocked(h, due)
-				c.mu.Unlock()
-			}
-		}
+		return d.onData(f.StreamID, int64(f.Length), f.Data(), f.StreamEnded(), w)
 	case *http2.RSTStreamFrame:
 		d.onReset(f.StreamID, f.ErrCode, w)
 	case *http2.SettingsFrame:
@@ -257,6 +247,29 @@ func (d *destConn) onFrame(f http2.Frame, w *writes) error {
 		}
 		if idle {
 			c.close(errClosed)
+		}
+	}
+	return nil
+}
+
+// onData is a DATA frame from the destination: n bytes with padding, data
+// without.
+func (d *destConn) onData(id uint32, n int64, data []byte, end bool, w *writes) error {
+	c := d.c
+	c.mu.Lock()
+	h := c.halves[id]
+	if err := c.takeDataLocked(h, n); err != nil {
+		c.mu.Unlock()
+		return err
+	}
+	c.giveBackLocked(h, n-int64(len(data))) // padding
+	c.mu.Unlock()
+	w.add(c)
+	if h != nil {
+		if due := h.s.respData(data, end, w); due > 0 {
+			c.mu.Lock()
+			c.giveBackLocked(h, due)
+			c.mu.Unlock()
 		}
 	}
 	return nil

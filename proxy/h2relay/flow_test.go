@@ -3,6 +3,7 @@ package h2relay
 import (
 	"bytes"
 	"fmt"
+	"google.golang.org/grpc"
 	"strconv"
 	"sync"
 	"testing"
@@ -96,6 +97,37 @@ func TestConcurrentMixedSizes(t *testing.T) {
 	close(errs)
 	for err := range errs {
 		t.Error(err)
+	}
+	e.settled()
+}
+
+// Eight 4 MiB calls at once on one client connection whose windows (1 MiB
+// a stream, 2 MiB in all) hold responses back: data waits in its queues,
+// and the client's window updates let it go in drains that pass the write
+// threshold. There a second flusher goroutine once started beside the
+// first and interleaved their frames (INTERNAL and UNAVAILABLE under
+// bench overhead with 16 MiB calls).
+func TestConcurrentLargeMessages(t *testing.T) {
+	e := newRelayEnv(t, Options{MaxBody: 64 << 20})
+	cc := e.dial(grpc.WithInitialWindowSize(1<<20), grpc.WithInitialConnWindowSize(2<<20))
+	ctx := testCtx(t)
+	for round := range 3 {
+		errs := make(chan error, 8)
+		for i := range 8 {
+			go func() {
+				want := pattern(4<<20, byte(round*8+i))
+				got, err := call(ctx, cc, "/t.S/Echo", want)
+				if err == nil && !bytes.Equal(got, want) {
+					err = fmt.Errorf("call %d: the echo came back different (%d bytes)", i, len(got))
+				}
+				errs <- err
+			}()
+		}
+		for range 8 {
+			if err := <-errs; err != nil {
+				t.Fatalf("round %d: %v", round, err)
+			}
+		}
 	}
 	e.settled()
 }

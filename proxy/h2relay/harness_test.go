@@ -24,7 +24,10 @@ import (
 
 // TestMain fails the package if a test leaves goroutines behind: readers,
 // flushers, dialers or timers' functions.
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	checkInvariants = true
+	goleak.VerifyTestMain(m)
+}
 
 // waitFor bounds every wait of these tests; reaching it is a failure.
 const waitFor = 10 * time.Second

@@ -180,8 +180,19 @@ func (s *Server) serveConn(nc net.Conn) {
 
 	var w writes
 	for {
-		f, err := cc.c.rd.ReadFrame()
-		if err != nil {
+		f, in, isData, err := cc.c.readFrame()
+		if isData {
+			err = cc.onData(in.id, int64(len(in.data)), in.data, in.end, &w)
+			_, _ = cc.c.br.Discard(len(in.data))
+			if err != nil {
+				var se http2.StreamError
+				if !errors.As(err, &se) {
+					cc.connError(err)
+					return
+				}
+				cc.resetStream(se.StreamID, se.Code, &w)
+			}
+		} else if err != nil {
 			var se http2.StreamError
 			if !errors.As(err, &se) {
 				cc.connError(err)
@@ -319,7 +330,7 @@ func (cc *clientConn) onFrame(f http2.Frame, w *writes) error {
 	case *http2.MetaHeadersFrame:
 		return cc.onHeaders(f, w)
 	case *http2.DataFrame:
-		return cc.onData(f, w)
+		return cc.onData(f.StreamID, int64(f.Length), f.Data(), f.StreamEnded(), w)
 	case *http2.RSTStreamFrame:
 		c.mu.Lock()
 		h := c.halves[f.StreamID]
@@ -448,17 +459,17 @@ func (cc *clientConn) onHeaders(f *http2.MetaHeadersFrame, w *writes) error {
 	return s.toLocal(f.StreamEnded(), w)
 }
 
-func (cc *clientConn) onData(f *http2.DataFrame, w *writes) error {
+// onData is a DATA frame of the client's: n bytes with padding, data
+// without.
+func (cc *clientConn) onData(id uint32, n int64, data []byte, end bool, w *writes) error {
 	c := cc.c
-	id := f.StreamID
-	n := int64(f.Length)
 	c.mu.Lock()
 	h := c.halves[id]
 	if err := c.takeDataLocked(h, n); err != nil {
 		c.mu.Unlock()
 		return err
 	}
-	if pad := n - int64(len(f.Data())); pad > 0 {
+	if pad := n - int64(len(data)); pad > 0 {
 		c.giveBackLocked(h, pad)
 	}
 	if h == nil {
@@ -474,7 +485,7 @@ func (cc *clientConn) onData(f *http2.DataFrame, w *writes) error {
 		return nil
 	}
 	c.mu.Unlock()
-	return h.s.clientData(f.Data(), f.StreamEnded(), w)
+	return h.s.clientData(data, end, w)
 }
 
 // resetStream resets a client stream with code.

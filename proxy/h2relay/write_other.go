@@ -12,5 +12,3 @@ import (
 func tryWrite(syscall.RawConn, []byte) (int, error) { return 0, nil }
 
 func rawConn(net.Conn) syscall.RawConn { return nil }
-
-func tryWritev(syscall.RawConn, []byte, []byte) (int, error) { return 0, nil }

@@ -6,8 +6,6 @@ import (
 	"errors"
 	"net"
 	"syscall"
-
-	"golang.org/x/sys/unix"
 )
 
 // tryWrite writes what the kernel takes of b at once, without blocking:
@@ -50,32 +48,4 @@ func rawConn(nc net.Conn) syscall.RawConn {
 		return nil
 	}
 	return rc
-}
-
-// tryWritev is tryWrite for a frame header and its payload in one
-// writev(2), so a big payload goes to the kernel from where it lies.
-func tryWritev(rc syscall.RawConn, hdr, data []byte) (int, error) {
-	if rc == nil {
-		return 0, nil
-	}
-	var n int
-	var werr error
-	iov := [2][]byte{hdr, data}
-	if err := rc.Write(func(fd uintptr) bool {
-		for {
-			n, werr = unix.Writev(int(fd), iov[:])
-			if !errors.Is(werr, syscall.EINTR) {
-				return true
-			}
-		}
-	}); err != nil {
-		return 0, err
-	}
-	if n < 0 {
-		n = 0
-	}
-	if werr != nil && !errors.Is(werr, syscall.EAGAIN) {
-		return n, werr
-	}
-	return n, nil
 }
