@@ -523,6 +523,49 @@ func (c *fconn) close(err error) {
 	c.mu.Unlock()
 }
 
+// onControl handles the connection's own frames, the same on either side:
+// SETTINGS (applied and acknowledged), WINDOW_UPDATE (queued data that now
+// fits goes) and PING (answered). A peer that asks for acknowledgements
+// faster than it reads them loses the connection (errCalm). settings says
+// that a peer's SETTINGS (not an ack) was applied.
+func (c *fconn) onControl(f http2.Frame, w *writes) (settings bool, err error) {
+	var cs []credit
+	c.mu.Lock()
+	switch f := f.(type) {
+	case *http2.SettingsFrame:
+		if f.IsAck() {
+			c.mu.Unlock()
+			return false, nil
+		}
+		if !c.controlRoomLocked() {
+			c.mu.Unlock()
+			return false, errCalm
+		}
+		if err = c.applySettingsLocked(f); err == nil {
+			_ = c.wr.WriteSettingsAck()
+			settings = true
+		}
+		cs = c.drainLocked(nil)
+	case *http2.WindowUpdateFrame:
+		err = c.onWindowUpdateLocked(f)
+		cs = c.drainLocked(nil)
+	case *http2.PingFrame:
+		if f.IsAck() {
+			c.mu.Unlock()
+			return false, nil
+		}
+		if !c.controlRoomLocked() {
+			c.mu.Unlock()
+			return false, errCalm
+		}
+		_ = c.wr.WritePing(true, f.Data)
+	}
+	c.mu.Unlock()
+	w.add(c)
+	applyCredits(cs)
+	return settings, err
+}
+
 // applySettings takes in the peer's SETTINGS.
 func (c *fconn) applySettingsLocked(f *http2.SettingsFrame) error {
 	return f.ForeachSetting(func(s http2.Setting) error {

@@ -197,37 +197,17 @@ func (d *destConn) onFrame(f http2.Frame, w *writes) error {
 		return d.onData(f.StreamID, int64(f.Length), f.Data(), f.StreamEnded(), w)
 	case *http2.RSTStreamFrame:
 		d.onReset(f.StreamID, f.ErrCode, w)
-	case *http2.SettingsFrame:
-		if f.IsAck() {
-			return nil
-		}
-		c.mu.Lock()
-		err := c.applySettingsLocked(f)
-		_ = c.wr.WriteSettingsAck()
-		d.settled = true
-		cs := c.drainLocked(nil)
-		c.mu.Unlock()
-		w.add(c)
-		applyCredits(cs)
-		if d.pool != nil {
-			d.pool.wake()
-		}
-		return err
-	case *http2.WindowUpdateFrame:
-		c.mu.Lock()
-		err := c.onWindowUpdateLocked(f)
-		cs := c.drainLocked(nil)
-		c.mu.Unlock()
-		w.add(c)
-		applyCredits(cs)
-		return err
-	case *http2.PingFrame:
-		if !f.IsAck() {
+	case *http2.SettingsFrame, *http2.WindowUpdateFrame, *http2.PingFrame:
+		settings, err := c.onControl(f, w)
+		if settings {
 			c.mu.Lock()
-			_ = c.wr.WritePing(true, f.Data)
+			d.settled = true
 			c.mu.Unlock()
-			w.add(c)
+			if d.pool != nil {
+				d.pool.wake()
+			}
 		}
+		return err
 	case *http2.GoAwayFrame:
 		c.mu.Lock()
 		d.goingAway, d.lastOK = true, f.LastStreamID

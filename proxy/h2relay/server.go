@@ -339,43 +339,9 @@ func (cc *clientConn) onFrame(f http2.Frame, w *writes) error {
 			h.s.clientGone(f.ErrCode)
 			cc.forgetHalf(h)
 		}
-	case *http2.SettingsFrame:
-		if f.IsAck() {
-			return nil
-		}
-		c.mu.Lock()
-		if !c.controlRoomLocked() {
-			c.mu.Unlock()
-			return errCalm
-		}
-		err := c.applySettingsLocked(f)
-		if err == nil {
-			_ = c.wr.WriteSettingsAck()
-		}
-		cs := c.drainLocked(nil)
-		c.mu.Unlock()
-		w.add(c)
-		applyCredits(cs)
+	case *http2.SettingsFrame, *http2.WindowUpdateFrame, *http2.PingFrame:
+		_, err := c.onControl(f, w)
 		return err
-	case *http2.WindowUpdateFrame:
-		c.mu.Lock()
-		err := c.onWindowUpdateLocked(f)
-		cs := c.drainLocked(nil)
-		c.mu.Unlock()
-		w.add(c)
-		applyCredits(cs)
-		return err
-	case *http2.PingFrame:
-		if !f.IsAck() {
-			c.mu.Lock()
-			if !c.controlRoomLocked() {
-				c.mu.Unlock()
-				return errCalm
-			}
-			_ = c.wr.WritePing(true, f.Data)
-			c.mu.Unlock()
-			w.add(c)
-		}
 	case *http2.GoAwayFrame:
 		// The client opens no more streams; those in progress finish.
 	case *http2.PushPromiseFrame:
