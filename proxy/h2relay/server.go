@@ -837,18 +837,9 @@ func (s *stream) destReset(code http2.ErrCode, w *writes) {
 		s.mu.Unlock()
 		return
 	}
-	routed, answered, p := s.pool != nil, s.answered, s.pool
-	retry := routed && code == http2.ErrCodeRefusedStream && !answered && !s.retried
-	if retry {
-		s.retried = true
-	}
+	routed := s.pool != nil
 	s.mu.Unlock()
-	if retry {
-		// Never processed: send it again, once, as gRPC's client does
-		// (an upstream that refuses every stream got the call again
-		// and again, for as long as the client waited).
-		s.detach()
-		p.send(s, w)
+	if s.retryOnce(code == http2.ErrCodeRefusedStream, w) {
 		return
 	}
 	if routed && code == http2.ErrCodeCancel {
@@ -877,6 +868,26 @@ func (s *stream) destReset(code http2.ErrCode, w *writes) {
 		Msg: "stream terminated by RST_STREAM with error code: " + code.String()}}, nil, w)
 }
 
+// retryOnce sends a routed call that the upstream never processed
+// (refused) again, once, as gRPC's client does (an upstream that refuses
+// every stream got the call again and again, for as long as the client
+// waited). It reports whether it did.
+func (s *stream) retryOnce(refused bool, w *writes) bool {
+	s.mu.Lock()
+	p := s.pool
+	retry := refused && p != nil && !s.answered && !s.retried && !s.done
+	if retry {
+		s.retried = true
+	}
+	s.mu.Unlock()
+	if !retry {
+		return false
+	}
+	s.detach()
+	p.send(s, w)
+	return true
+}
+
 // destLost is the end of the destination's connection under the stream.
 func (s *stream) destLost(err error, retry bool, w *writes) {
 	s.mu.Lock()
@@ -884,15 +895,9 @@ func (s *stream) destLost(err error, retry bool, w *writes) {
 		s.mu.Unlock()
 		return
 	}
-	routed, answered, p := s.pool != nil, s.answered, s.pool
-	retry = routed && retry && !answered && !s.retried
-	if retry {
-		s.retried = true
-	}
+	routed, answered := s.pool != nil, s.answered
 	s.mu.Unlock()
-	if retry {
-		s.detach()
-		p.send(s, w)
+	if s.retryOnce(retry, w) {
 		return
 	}
 	if !routed {
