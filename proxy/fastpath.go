@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"encoding/base64"
+	"fmt"
 	"strings"
 	"time"
 
@@ -159,7 +160,8 @@ func (r relayHandler) Done(c *h2relay.Call, res *h2relay.Result) (uint32, string
 	}
 	ctx := context.Context(relayContext{deadline: c.Deadline})
 	if p.reqLog != nil {
-		ctx = metadata.NewIncomingContext(ctx, relayMetadata(c))
+		md, _ := relayMetadata(c)
+		ctx = metadata.NewIncomingContext(ctx, md)
 	}
 	o := outcome{upstream: res.Upstream, bytesIn: rc.bytesIn, bytesOut: max(res.BytesOut-5, 0),
 		model: rc.model, version: rc.version, upName: rc.up.name}
@@ -213,7 +215,10 @@ func contentSubtypeOf(c *h2relay.Call) string {
 // relayMetadata is the call's metadata as grpc-go's server makes it
 // (operateHeaders): reserved headers left out but content-type,
 // user-agent and grpc-accept-encoding, binary values decoded from base64.
-func relayMetadata(c *h2relay.Call) metadata.MD {
+// A binary value that is not base64 is left out and reported, as grpc-go's
+// server refuses such a call.
+func relayMetadata(c *h2relay.Call) (metadata.MD, error) {
+	var bad error
 	md := make(metadata.MD, len(c.Header))
 	for _, f := range c.Header {
 		k, v := strings.ToLower(f.Name), f.Value
@@ -224,13 +229,16 @@ func relayMetadata(c *h2relay.Call) metadata.MD {
 		case strings.HasSuffix(k, "-bin"):
 			b, err := decodeBinHeader(v)
 			if err != nil {
+				if bad == nil {
+					bad = fmt.Errorf("malformed binary metadata %q in header %q: %v", v, k, err)
+				}
 				continue
 			}
 			v = string(b)
 		}
 		md[k] = append(md[k], v)
 	}
-	return md
+	return md, bad
 }
 
 // decodeBinHeader decodes a binary header value, padded or not.

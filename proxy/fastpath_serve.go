@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
@@ -31,9 +32,15 @@ import (
 func (r relayHandler) Serve(c *h2relay.Call, resp *h2relay.Responder) {
 	msg, _ := c.Message()
 	st := &relayStream{resp: resp, method: c.Method, req: msg}
-	md := relayMetadata(c)
+	md, bad := relayMetadata(c)
 	if ct := md["content-type"]; len(ct) > 0 {
 		st.subtype = contentSubtype(ct[0])
+	}
+	if bad != nil {
+		// grpc-go's server refuses the call before any handler runs.
+		st.ctx = resp.Context()
+		st.finish(status.Error(codes.Internal, bad.Error()))
+		return
 	}
 	ctx := metadata.NewIncomingContext(resp.Context(), md)
 	ctx = peer.NewContext(ctx, &peer.Peer{Addr: c.Peer})

@@ -2,7 +2,11 @@ package proxy
 
 import (
 	"context"
+	"reflect"
 	"testing"
+
+	"golang.org/x/net/http2/hpack"
+	"google.golang.org/grpc/metadata"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -10,6 +14,7 @@ import (
 
 	"github.com/infergate/infergate/monitor"
 	"github.com/infergate/infergate/proto/kservepb"
+	"github.com/infergate/infergate/proxy/h2relay"
 )
 
 // TestFastPathTakesEachCallItsWay checks which path the relay gives each
@@ -119,5 +124,30 @@ func TestFastPathTakesEachCallItsWay(t *testing.T) {
 	}
 	if r := rec.next(t); r.key.Model != "block" || r.key.CodeClass != monitor.CodeClassClientError {
 		t.Errorf("cancelled call recorded as %+v, want model block, client_error", r.key)
+	}
+}
+
+// relayMetadata makes the metadata grpc-go's server would: reserved
+// headers out (but content-type, user-agent, grpc-accept-encoding), binary
+// values decoded padded or not, and a value that is not base64 reported.
+func TestRelayMetadataAsGRPCGo(t *testing.T) {
+	c := &h2relay.Call{Header: []hpack.HeaderField{
+		{Name: "content-type", Value: "application/grpc"}, {Name: "user-agent", Value: "ua"},
+		{Name: "te", Value: "trailers"}, {Name: "grpc-timeout", Value: "1S"}, {Name: "grpc-encoding", Value: "identity"},
+		{Name: "x-id", Value: "a"}, {Name: "x-id", Value: "b"},
+		{Name: "x-raw-bin", Value: "AQI"}, {Name: "x-pad-bin", Value: "AQI="},
+	}}
+	md, err := relayMetadata(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := metadata.MD{"content-type": {"application/grpc"}, "user-agent": {"ua"}, "x-id": {"a", "b"},
+		"x-raw-bin": {"\x01\x02"}, "x-pad-bin": {"\x01\x02"}}
+	if !reflect.DeepEqual(md, want) {
+		t.Errorf("metadata %v, want %v", md, want)
+	}
+	c.Header = append(c.Header, hpack.HeaderField{Name: "x-bad-bin", Value: "!!"})
+	if _, err := relayMetadata(c); err == nil {
+		t.Error("a -bin value that is not base64 passed")
 	}
 }
