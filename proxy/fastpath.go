@@ -146,7 +146,17 @@ func (r relayHandler) route(c *h2relay.Call) (*h2relay.Pool, bool) {
 		c.Timeout = p.upstreamTimeout
 	}
 	c.Data = &relayCall{up: up, model: model, version: version, bytesIn: int64(len(msg))}
-	return p.relay.Pool(up.relayAddr, up.relayConns), false
+	return p.relayPool(up), false
+}
+
+// relayPool returns the relay's pool to up, asking the relay (whose map is
+// behind a lock) once per upstream.
+func (p *Proxy) relayPool(up *Upstream) *h2relay.Pool {
+	if v, ok := p.relayPools.Load(up); ok {
+		return v.(*h2relay.Pool)
+	}
+	v, _ := p.relayPools.LoadOrStore(up, p.relay.Pool(up.relayAddr, up.relayConns))
+	return v.(*h2relay.Pool)
 }
 
 // Done records a relayed call as finish records every call, and returns

@@ -58,8 +58,9 @@ type Proxy struct {
 	gauges sync.Map
 
 	// relay is the fast path (fastpath.go), made by Relay.
-	relay     *h2relay.Server
-	relayOnce sync.Once
+	relay      *h2relay.Server
+	relayOnce  sync.Once
+	relayPools sync.Map // *Upstream → its *h2relay.Pool
 	// unary calls the relay routed, by where they went.
 	forwarded, served, handedOn atomic.Int64
 }

@@ -689,11 +689,8 @@ func (s *stream) finishLocal() {
 	if cancel != nil {
 		cancel() // a served call's handler sees its client gone
 	}
-	s.release(dest, dh)
+	s.releaseAfterSend(dest, dh)
 }
-
-// release forgets both halves of an ended stream.
-func (s *stream) release(dest *destConn, dh *half) { s.releaseAfterSend(dest, dh) }
 
 // finish ends a routed call: Done hears how, and when the relay ended it,
 // the client gets the status Done returns. trailers, when not nil, are the
