@@ -9,9 +9,9 @@ import (
 // without the proxy (both run the client and the echo backend in this
 // process, so the difference is the proxy's own).
 const (
-	// relayAllocBudget is the fast path's (fastpath.go, h2relay): 50
+	// relayAllocBudget is the fast path's (fastpath.go, h2relay): 46
 	// when set; 154 through grpc-go before it.
-	relayAllocBudget = 54
+	relayAllocBudget = 50
 	// grpcAllocBudget is the gRPC path's (fast_path off, or a call the
 	// relay hands on): its server stream, its upstream stream, the
 	// metadata copies both ways and the proxy's bookkeeping. 141 when
