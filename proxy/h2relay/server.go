@@ -652,17 +652,9 @@ func (s *stream) clientGone(code http2.ErrCode) {
 		s.mu.Unlock()
 		return
 	}
-	dest, dh, routed := s.dest, s.dh, s.pool != nil
+	routed := s.pool != nil
 	s.mu.Unlock()
-	if dest != nil {
-		dc := dest.c
-		dc.mu.Lock()
-		if !dh.gone {
-			_ = dc.wr.WriteRSTStream(dh.id, http2.ErrCodeCancel)
-		}
-		dc.kickLocked()
-		dc.mu.Unlock()
-	}
+	s.cancelDest()
 	var msg string
 	if code == http2.ErrCodeCancel {
 		msg = "client cancelled the call"
@@ -937,19 +929,26 @@ func (s *stream) proxyTimeoutPassed(now time.Time) bool {
 	return !at.IsZero() && !now.Before(at)
 }
 
-// timedOut is Call.Timeout passing.
-func (s *stream) timedOut() {
+// cancelDest resets the stream's destination side with CANCEL, if it has
+// one: the upstream (or the proxy's server) stops working on it.
+func (s *stream) cancelDest() {
 	s.mu.Lock()
 	dest, dh := s.dest, s.dh
 	s.mu.Unlock()
-	if dest != nil {
-		dc := dest.c
-		dc.mu.Lock()
-		if !dh.gone {
-			_ = dc.wr.WriteRSTStream(dh.id, http2.ErrCodeCancel)
-		}
-		dc.kickLocked()
-		dc.mu.Unlock()
+	if dest == nil {
+		return
 	}
+	dc := dest.c
+	dc.mu.Lock()
+	if !dh.gone {
+		_ = dc.wr.WriteRSTStream(dh.id, http2.ErrCodeCancel)
+	}
+	dc.kickLocked()
+	dc.mu.Unlock()
+}
+
+// timedOut is Call.Timeout passing.
+func (s *stream) timedOut() {
+	s.cancelDest()
 	s.finish(&Result{Err: &Error{Kind: ErrTimeout, Code: 4, Msg: "the proxy's upstream timeout passed"}}, nil, nil)
 }
