@@ -529,18 +529,24 @@ func (c *fconn) close(err error) {
 // faster than it reads them loses the connection (errCalm). settings says
 // that a peer's SETTINGS (not an ack) was applied.
 func (c *fconn) onControl(f http2.Frame, w *writes) (settings bool, err error) {
-	var cs []credit
-	c.mu.Lock()
 	switch f := f.(type) {
 	case *http2.SettingsFrame:
 		if f.IsAck() {
-			c.mu.Unlock()
 			return false, nil
 		}
-		if !c.controlRoomLocked() {
-			c.mu.Unlock()
-			return false, errCalm
+	case *http2.PingFrame:
+		if f.IsAck() {
+			return false, nil
 		}
+	}
+	var cs []credit
+	c.mu.Lock()
+	if _, wu := f.(*http2.WindowUpdateFrame); !wu && !c.controlRoomLocked() {
+		c.mu.Unlock()
+		return false, errCalm
+	}
+	switch f := f.(type) {
+	case *http2.SettingsFrame:
 		if err = c.applySettingsLocked(f); err == nil {
 			_ = c.wr.WriteSettingsAck()
 			settings = true
@@ -550,14 +556,6 @@ func (c *fconn) onControl(f http2.Frame, w *writes) (settings bool, err error) {
 		err = c.onWindowUpdateLocked(f)
 		cs = c.drainLocked(nil)
 	case *http2.PingFrame:
-		if f.IsAck() {
-			c.mu.Unlock()
-			return false, nil
-		}
-		if !c.controlRoomLocked() {
-			c.mu.Unlock()
-			return false, errCalm
-		}
 		_ = c.wr.WritePing(true, f.Data)
 	}
 	c.mu.Unlock()

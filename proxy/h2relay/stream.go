@@ -72,15 +72,20 @@ func (s *stream) requestFields(authority string) []hpack.HeaderField {
 	return out
 }
 
+// timeoutUnits are grpc-timeout's units, finest first.
+var timeoutUnits = [...]struct {
+	u time.Duration
+	c byte
+}{{time.Nanosecond, 'n'}, {time.Microsecond, 'u'}, {time.Millisecond, 'm'}, {time.Second, 'S'}, {time.Minute, 'M'}, {time.Hour, 'H'}}
+
 // encodeTimeout writes d as a grpc-timeout value: at most 8 digits, in the
 // finest unit that fits, rounded up.
 func encodeTimeout(d time.Duration) string {
-	units := [...]struct {
-		u time.Duration
-		c byte
-	}{{time.Nanosecond, 'n'}, {time.Microsecond, 'u'}, {time.Millisecond, 'm'}, {time.Second, 'S'}, {time.Minute, 'M'}, {time.Hour, 'H'}}
-	for _, x := range units {
-		v := (d + x.u - 1) / x.u
+	for _, x := range timeoutUnits {
+		v := d / x.u // rounded up below; d + x.u - 1 overflows near the maximum
+		if d%x.u != 0 {
+			v++
+		}
 		if v < 1e8 {
 			return strconv.FormatInt(int64(v), 10) + string(x.c)
 		}
@@ -97,27 +102,16 @@ func decodeTimeout(s string) (time.Duration, bool) {
 	if err != nil || v < 0 {
 		return 0, false
 	}
-	var u time.Duration
-	switch s[len(s)-1] {
-	case 'n':
-		u = time.Nanosecond
-	case 'u':
-		u = time.Microsecond
-	case 'm':
-		u = time.Millisecond
-	case 'S':
-		u = time.Second
-	case 'M':
-		u = time.Minute
-	case 'H':
-		u = time.Hour
-	default:
-		return 0, false
+	for _, x := range timeoutUnits {
+		if x.c != s[len(s)-1] {
+			continue
+		}
+		if v > int64((1<<63-1)/x.u) {
+			return 1<<63 - 1, true
+		}
+		return time.Duration(v) * x.u, true
 	}
-	if v > int64((1<<63-1)/u) {
-		return 1<<63 - 1, true
-	}
-	return time.Duration(v) * u, true
+	return 0, false
 }
 
 // resetCode is the gRPC code grpc-go reports for a stream its peer reset
