@@ -1,7 +1,6 @@
 package h2relay
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"net"
@@ -19,7 +18,7 @@ import (
 type fconn struct {
 	nc  net.Conn
 	raw syscall.RawConn // for tryWrite; nil: the flusher writes
-	br  *bufio.Reader
+	br  *readBuf
 	rd  *http2.Framer // reads only, on the reader goroutine
 	cfg *config
 
@@ -100,7 +99,7 @@ func newFconn(nc net.Conn, cfg *config, onClose func(*fconn, error)) *fconn {
 	c := &fconn{
 		nc:             nc,
 		raw:            rawConn(nc),
-		br:             bufio.NewReaderSize(nc, cfg.bufSize),
+		br:             newReadBuf(nc, cfg.bufSize),
 		cfg:            cfg,
 		peerMaxFrame:   16384,
 		peerInitWin:    65535,
@@ -137,7 +136,8 @@ func (c *fconn) readFrame() (f http2.Frame, in inData, isData bool, err error) {
 	if err != nil {
 		return nil, in, false, err
 	}
-	if fh.Type == http2.FrameData && fh.StreamID != 0 && !fh.Flags.Has(http2.FlagDataPadded) && int(fh.Length) <= c.br.Size() {
+	if fh.Type == http2.FrameData && fh.StreamID != 0 && !fh.Flags.Has(http2.FlagDataPadded) &&
+		fh.Length <= c.cfg.maxReadFrame && int(fh.Length) <= c.br.Size() {
 		data, err := c.br.Peek(int(fh.Length))
 		if err != nil {
 			return nil, in, false, err

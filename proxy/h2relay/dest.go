@@ -34,6 +34,11 @@ type destConn struct {
 func newDestConn(nc net.Conn, cfg *config, pool *Pool) *destConn {
 	d := &destConn{pool: pool, nextID: 1}
 	d.c = newFconn(nc, cfg, nil)
+	if pool != nil {
+		// An upstream connection carries many clients' responses:
+		// it reads with a big buffer from its first read.
+		d.c.br.full = true
+	}
 	d.c.mu.Lock()
 	d.c.greetLocked(true)
 	d.c.kickLocked()
@@ -131,7 +136,7 @@ func (d *destConn) read() {
 		err = rerr
 		if isData {
 			err = d.onData(in.id, int64(len(in.data)), in.data, in.end, &w)
-			_, _ = c.br.Discard(len(in.data))
+			c.br.Discard(len(in.data))
 			if err != nil {
 				break
 			}
@@ -154,6 +159,7 @@ func (d *destConn) read() {
 		}
 	}
 	w.flush()
+	c.br.release()
 	d.lost(err)
 }
 

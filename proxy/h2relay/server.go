@@ -156,6 +156,7 @@ func (s *Server) serveConn(nc net.Conn) {
 	s.conns[cc] = struct{}{}
 	s.mu.Unlock()
 	defer func() {
+		cc.c.br.release()
 		cc.shutdown()
 		s.mu.Lock()
 		delete(s.conns, cc)
@@ -183,7 +184,7 @@ func (s *Server) serveConn(nc net.Conn) {
 		f, in, isData, err := cc.c.readFrame()
 		if isData {
 			err = cc.onData(in.id, int64(len(in.data)), in.data, in.end, &w)
-			_, _ = cc.c.br.Discard(len(in.data))
+			cc.c.br.Discard(len(in.data))
 			if err != nil {
 				var se http2.StreamError
 				if !errors.As(err, &se) {
