@@ -51,6 +51,9 @@ const (
 	// breakers.
 	PathInfergateB = "infergate-b"
 	PathNginx      = "nginx"
+	// PathByteRelay is a TCP byte relay (bench relay, package
+	// byterelay): the floor of what a second hop costs on this machine.
+	PathByteRelay = "tcp-relay"
 )
 
 // OverheadConfig configures RunOverhead. Zero values are documented
@@ -69,6 +72,9 @@ type OverheadConfig struct {
 	Nginx string
 	// NginxWorkers is nginx's worker_processes; empty means "auto".
 	NginxWorkers string
+	// ByteRelay is the bench binary, run as "bench relay" for the path
+	// tcp-relay; empty leaves that path out.
+	ByteRelay string
 
 	// Proto is the protocol of every request; zero is KServe.
 	Proto load.Protocol
@@ -211,7 +217,7 @@ func (c *OverheadConfig) Validate() error {
 			errs = append(errs, fmt.Errorf("overhead: %d callers on %d conns: ghz needs at least one caller per connection", fewest, conns))
 		}
 	}
-	for _, b := range []struct{ name, path string }{{"simserver", c.Simserver}, {"infergate", c.Infergate}, {"nginx", c.Nginx}} {
+	for _, b := range []struct{ name, path string }{{"simserver", c.Simserver}, {"infergate", c.Infergate}, {"nginx", c.Nginx}, {"byte relay (bench)", c.ByteRelay}} {
 		if b.name == "simserver" && b.path == "" {
 			errs = append(errs, errors.New("overhead: simserver: binary path required"))
 			continue
@@ -234,6 +240,7 @@ type Path struct {
 
 var (
 	simserverLine = regexp.MustCompile(`simserver: grpc=(\S+) admin=(\S+)`)
+	byteRelayLine = regexp.MustCompile(`bench: relay: listen=(\S+)`)
 	infergateLine = regexp.MustCompile(`infergate: grpc=(\S+) admin=(\S+)`)
 )
 
@@ -299,6 +306,19 @@ func RunOverhead(ctx context.Context, cfg OverheadConfig) (*OverheadReport, erro
 		defer ng.Stop()
 		paths = append(paths, Path{PathNginx, listen})
 		fmt.Fprintf(cfg.Log, "bench: overhead: nginx pid %d grpc=%s workers=%s\n", ng.Pid(), listen, cfg.NginxWorkers)
+	}
+	if cfg.ByteRelay != "" {
+		br, m, err := StartProcess(ctx, StartSpec{
+			Name: "tcp-relay", Bin: cfg.ByteRelay,
+			Args:    []string{"relay", "-listen", "127.0.0.1:0", "-upstream", simAddr},
+			LogPath: filepath.Join(dir, "tcp-relay.log"), ReadyLine: byteRelayLine,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("overhead: %w", err)
+		}
+		defer br.Stop()
+		paths = append(paths, Path{PathByteRelay, m[1]})
+		fmt.Fprintf(cfg.Log, "bench: overhead: tcp-relay pid %d grpc=%s\n", br.Pid(), m[1])
 	}
 	cfg.WorkDir = dir // ghz writes its request file and reports there
 	return MeasureOverhead(ctx, cfg, paths)

@@ -243,6 +243,10 @@ func newOverheadReport(cfg OverheadConfig, paths []Path) *OverheadReport {
 			r.Setup.Notes = append(r.Setup.Notes, fmt.Sprintf(
 				"nginx: worker_processes %s, HTTP/2 (h2c) grpc_pass with upstream keepalive 32; infergate: one Go process, GOMAXPROCS = its default (all cores).", cfg.NginxWorkers))
 		}
+		if p.Name == PathByteRelay {
+			r.Setup.Notes = append(r.Setup.Notes,
+				"tcp-relay: a TCP byte relay (bench relay): one upstream connection per client connection, bytes moved with splice(2), nothing parsed. It pays only what any proxy pays for a second TCP hop, so its throughput against direct bounds any proxy's on this machine.")
+		}
 	}
 	for _, ps := range cfg.Payloads {
 		r.Payloads = append(r.Payloads, PayloadSummary{PayloadSpec: ps})

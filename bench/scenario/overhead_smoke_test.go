@@ -3,6 +3,7 @@ package scenario
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -11,7 +12,8 @@ import (
 )
 
 // TestOverheadSmoke runs the real scenario, tiny, against bin/simserver and
-// bin/infergate when they are built (make build), through nginx when it is
+// bin/infergate when they are built (make build), through bench's byte
+// relay (bin/bench relay, the path tcp-relay), through nginx when it is
 // installed, and with ghz beside the project's load when ghz is installed
 // (.ci/run installs it): a small call and a 16 MiB one on every path, so
 // that every path's and both clients' message size limits are exercised.
@@ -21,13 +23,14 @@ func TestOverheadSmoke(t *testing.T) {
 		t.Skip("starts processes")
 	}
 	sim, ig := filepath.Join("..", "..", "bin", "simserver"), filepath.Join("..", "..", "bin", "infergate")
-	for _, b := range []string{sim, ig} {
+	benchBin := filepath.Join("..", "..", "bin", "bench")
+	for _, b := range []string{sim, ig, benchBin} {
 		if _, err := os.Stat(b); err != nil {
 			t.Skipf("%s not built", b)
 		}
 	}
 	cfg := OverheadConfig{
-		Simserver: sim, Infergate: ig, NginxWorkers: "1",
+		Simserver: sim, Infergate: ig, NginxWorkers: "1", ByteRelay: benchBin,
 		// Stop at once at the end instead of after the default 5 s of
 		// draining for a load balancer.
 		InfergateArgs: []string{"--drain-delay", "0"},
@@ -58,6 +61,9 @@ func TestOverheadSmoke(t *testing.T) {
 		tools = 2
 	}
 	paths := len(rep.Setup.Paths)
+	if !slices.ContainsFunc(rep.Setup.Paths, func(p Path) bool { return p.Name == PathByteRelay }) {
+		t.Errorf("paths %v lack %s", rep.Setup.Paths, PathByteRelay)
+	}
 	for _, p := range rep.Payloads {
 		if len(p.Runs) != 2*tools*paths || len(p.Cells) != 2*tools {
 			t.Errorf("%s: %d runs, %d cells; want %d and %d", p.Name, len(p.Runs), len(p.Cells), 2*tools*paths, 2*tools)

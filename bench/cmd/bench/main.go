@@ -39,6 +39,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runDetect(ctx, args[1:], stdout, stderr)
 	case "failover":
 		err = runFailover(ctx, args[1:], stdout, stderr)
+	case "relay":
+		err = runRelay(ctx, args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		usage(stdout)
 		return 0
@@ -73,6 +75,7 @@ func usage(w io.Writer) {
 commands:
   load      one closed- or open-loop run against a loopback gRPC target
   overhead  direct vs infergate vs nginx, small and 1 MiB payloads
+            (-byte-relay: and vs a TCP byte relay, the floor of any proxy)
   batching  batching off vs static vs adaptive under open-loop load
   soak      a long production-like mix through infergate: RSS, goroutines,
             /metrics and latency sampled over time, with a leak verdict
@@ -83,6 +86,8 @@ commands:
             injected on the primary (hang, errors, slowdown, dropped
             connections, kill): time to fall over and back, failed calls,
             route flips
+  relay     a TCP byte relay (splice, parses nothing): the path
+            tcp-relay of bench overhead
 
 Run "bench <command> -h" for the flags of a command.
 `)

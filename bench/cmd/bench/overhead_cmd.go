@@ -49,6 +49,7 @@ func runOverhead(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		openFrac  = fs.Float64("open-frac", 0.5, "open-loop rate as a fraction of -open-base's max throughput")
 		outDir    = fs.String("out", "", "write overhead.json, overhead.md and runs.md into this folder")
 		keep      = fs.Bool("keep", false, "keep the work folder (logs, nginx config)")
+		byteRelay = fs.Bool("byte-relay", false, "also measure a TCP byte relay (path tcp-relay: splice, parses nothing), the floor of any proxy's cost")
 	)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -109,6 +110,13 @@ func runOverhead(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		OpenBase: *openBase, OpenFraction: *openFrac,
 		Ghz: ghzBin, GhzSkipped: ghzSkipped, ProtoDir: *protoDir,
 		KeepWorkDir: *keep, Log: stderr,
+	}
+	if *byteRelay {
+		self, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("overhead: -byte-relay: %w", err)
+		}
+		cfg.ByteRelay = self
 	}
 	if ghzSkipped != "" {
 		fmt.Fprintf(stderr, "bench: overhead: ghz skipped: %s\n", ghzSkipped)
