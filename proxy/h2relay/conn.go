@@ -31,8 +31,12 @@ type fconn struct {
 	closed     bool
 	err        error // why it closed
 	wr         *http2.Framer
-	enc        *hpack.Encoder
-	hbuf       bytes.Buffer
+	// iov and vhdr are writeVecLocked's scratch: the buffers of one
+	// writev and its frame headers.
+	iov  [][]byte
+	vhdr []byte
+	enc  *hpack.Encoder
+	hbuf bytes.Buffer
 
 	// The peer's settings and our send window toward it.
 	peerMaxFrame   uint32
@@ -225,6 +229,19 @@ func (c *fconn) encodeHeadersLocked(id uint32, fields []hpack.HeaderField, end b
 func (c *fconn) writeDataLocked(h *half, data []byte, end, owned bool, src *half) (due credit) {
 	if len(h.q) == 0 {
 		n := c.sendableLocked(h, len(data))
+		if owned {
+			if k := c.writeVecLocked(h.id, data, n, end); k > 0 {
+				h.sendWin -= int64(k)
+				c.sendWin -= int64(k)
+				due.n += int64(k)
+				data = data[k:]
+				n -= k
+				if len(data) == 0 { // its last frame carried end
+					due.h = src
+					return due
+				}
+			}
+		}
 		for n > 0 || (len(data) == 0 && end) {
 			k := min(n, int(c.peerMaxFrame))
 			last := k == len(data)
@@ -275,6 +292,90 @@ func (c *fconn) appendData(id uint32, end bool, data []byte) {
 	}
 }
 
+// writeVecLocked sends data[:n] on stream id as DATA frames written
+// straight from data with one writev(2), after what out holds, instead of
+// copying them into out first: for a big request that copy was the
+// relay's largest cost in user space. data must be the relay's own (a
+// request read whole, a queued frame's bytes) and no flusher may be
+// writing. end goes on the frame that ends data, if one does.
+//
+// It returns how many bytes of data went into frames: written, or the
+// unwritten rest of a frame the kernel took part of, copied to out so the
+// frame is whole. The caller sends the rest as before. It returns 0, having
+// written no frame, when n is small (copying is cheaper than a syscall
+// more) or the kernel did not take out's bytes first.
+func (c *fconn) writeVecLocked(id uint32, data []byte, n int, end bool) int {
+	if n < vecMin || c.flushing || c.closed || c.raw == nil {
+		return 0
+	}
+	maxF := int(c.peerMaxFrame)
+	frames := min((n+maxF-1)/maxF, maxVecFrames)
+	if c.vhdr == nil {
+		c.vhdr = make([]byte, 9*maxVecFrames)
+	}
+	iov := c.iov[:0]
+	prefix := len(c.out) - c.off
+	if prefix > 0 {
+		iov = append(iov, c.out[c.off:])
+	}
+	covered := 0
+	for i := range frames {
+		k := min(n-covered, maxF)
+		var flags byte
+		if end && covered+k == len(data) {
+			flags = byte(http2.FlagDataEndStream)
+		}
+		hdr := c.vhdr[9*i : 9*i+9]
+		hdr[0], hdr[1], hdr[2], hdr[3], hdr[4] = byte(k>>16), byte(k>>8), byte(k), byte(http2.FrameData), flags
+		hdr[5], hdr[6], hdr[7], hdr[8] = byte(id>>24)&0x7f, byte(id>>16), byte(id>>8), byte(id)
+		iov = append(iov, hdr, data[covered:covered+k])
+		covered += k
+	}
+	written, err := tryWritev(c.raw, iov)
+	clear(iov) // holds no request past the call
+	c.iov = iov[:0]
+	if err != nil {
+		c.failLocked(err)
+		return covered // the connection is gone; nothing more is sent
+	}
+	if written < prefix {
+		c.off += written
+		return 0
+	}
+	c.out, c.off = c.out[:0], 0
+	rest := written - prefix
+	done := 0
+	for i := range frames {
+		k := min(n-done, maxF)
+		hdr := c.vhdr[9*i : 9*i+9]
+		switch {
+		case rest >= 9+k:
+			rest -= 9 + k
+			done += k
+			continue
+		case rest > 0: // the kernel took part of this frame: out gets the rest
+			if rest < 9 {
+				c.out = append(c.out, hdr[rest:]...)
+				c.out = append(c.out, data[done:done+k]...)
+			} else {
+				c.out = append(c.out, data[done+rest-9:done+k]...)
+			}
+			done += k
+		}
+		break
+	}
+	return done
+}
+
+const (
+	// vecMin is the least data writeVecLocked writes from its own
+	// memory: below it a copy costs less than the syscall it may add.
+	vecMin = 16 << 10
+	// maxVecFrames bounds one writev: two buffers a frame, within
+	// IOV_MAX (1024).
+	maxVecFrames = 256
+)
+
 // writeAt is how much output makes a write start at once. Frames of a big
 // message are 16 KiB (gRPC's peers use HTTP/2's default): written one by
 // one (a writev each, tried first) they cost more in syscalls than the
@@ -316,6 +417,19 @@ func (c *fconn) drainLocked(credits []credit) []credit {
 			n := c.sendableLocked(h, len(p.data))
 			if n == 0 && len(p.data) > 0 {
 				break
+			}
+			if k := c.writeVecLocked(h.id, p.data, n, p.end); k > 0 {
+				h.sendWin -= int64(k)
+				c.sendWin -= int64(k)
+				if p.credit.h != nil {
+					credits = append(credits, credit{h: p.credit.h, n: int64(k)})
+				}
+				p.data = p.data[k:]
+				n -= k
+				if len(p.data) == 0 {
+					h.q = h.q[1:]
+					continue
+				}
 			}
 			for n > 0 || len(p.data) == 0 {
 				k := min(n, int(c.peerMaxFrame))

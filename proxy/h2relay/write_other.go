@@ -11,4 +11,6 @@ import (
 // written without blocking.
 func tryWrite(syscall.RawConn, []byte) (int, error) { return 0, nil }
 
+func tryWritev(syscall.RawConn, [][]byte) (int, error) { return 0, nil }
+
 func rawConn(net.Conn) syscall.RawConn { return nil }

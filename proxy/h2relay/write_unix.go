@@ -6,6 +6,8 @@ import (
 	"errors"
 	"net"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // tryWrite writes what the kernel takes of b at once, without blocking:
@@ -21,6 +23,29 @@ func tryWrite(rc syscall.RawConn, b []byte) (int, error) {
 	if err := rc.Write(func(fd uintptr) bool {
 		for {
 			n, werr = syscall.Write(int(fd), b)
+			if !errors.Is(werr, syscall.EINTR) {
+				return true
+			}
+		}
+	}); err != nil {
+		return 0, err
+	}
+	if n < 0 {
+		n = 0
+	}
+	if werr != nil && !errors.Is(werr, syscall.EAGAIN) {
+		return n, werr
+	}
+	return n, nil
+}
+
+// tryWritev is tryWrite for several buffers: one writev(2).
+func tryWritev(rc syscall.RawConn, bufs [][]byte) (int, error) {
+	var n int
+	var werr error
+	if err := rc.Write(func(fd uintptr) bool {
+		for {
+			n, werr = unix.Writev(int(fd), bufs)
 			if !errors.Is(werr, syscall.EINTR) {
 				return true
 			}

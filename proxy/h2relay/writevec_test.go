@@ -1,0 +1,87 @@
+package h2relay
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"net"
+	"testing"
+	"time"
+
+	"golang.org/x/net/http2"
+)
+
+// Big data the relay owns goes out by writev straight from its memory;
+// when the kernel takes only part of it (a small socket buffer and a peer
+// that reads late), the frames still arrive whole and in order, with
+// END_STREAM on the last, whatever is left going out through out and the
+// flusher, and after other frames already waiting in out.
+func TestVectoredWriteSurvivesPartialWrites(t *testing.T) {
+	for _, sndbuf := range []int{8 << 10, 64 << 10, 1 << 20} {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		accepted := make(chan net.Conn, 1)
+		go func() {
+			c, _ := ln.Accept()
+			accepted <- c
+		}()
+		wc, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		rc := <-accepted
+		ln.Close()
+		_ = wc.(*net.TCPConn).SetWriteBuffer(sndbuf)
+
+		rng := rand.New(rand.NewPCG(uint64(sndbuf), 9))
+		body := make([]byte, 3<<20+777)
+		for i := range body {
+			body[i] = byte(rng.Uint32())
+		}
+		c := newFconn(wc, Options{}.config(), nil)
+		c.mu.Lock()
+		// A frame already waiting in out goes first.
+		_ = c.wr.WritePing(false, [8]byte{1, 2, 3})
+		h := c.addHalfLocked(1, nil)
+		h.sendWin, c.sendWin = 1<<30, 1<<30
+		c.writeDataLocked(h, body[:1<<20], false, true, nil) // the request read whole
+		c.writeDataLocked(h, body[1<<20:], true, true, nil)  // more, then the end
+		c.kickLocked()
+		c.mu.Unlock()
+
+		time.Sleep(10 * time.Millisecond) // the peer reads late: the socket fills
+		fr := http2.NewFramer(nil, rc)
+		fr.SetMaxReadFrameSize(1 << 24)
+		f, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := f.(*http2.PingFrame); !ok {
+			t.Fatalf("sndbuf %d: first frame %v, want the PING waiting in out", sndbuf, f.Header())
+		}
+		var got []byte
+		for {
+			f, err := fr.ReadFrame()
+			if err != nil {
+				t.Fatalf("sndbuf %d: after %d bytes: %v", sndbuf, len(got), err)
+			}
+			d, ok := f.(*http2.DataFrame)
+			if !ok || d.StreamID != 1 {
+				t.Fatalf("sndbuf %d: unexpected frame %v", sndbuf, f.Header())
+			}
+			if len(d.Data()) > 16384 {
+				t.Fatalf("sndbuf %d: a %d-byte frame, over the peer's max", sndbuf, len(d.Data()))
+			}
+			got = append(got, d.Data()...)
+			if d.StreamEnded() {
+				break
+			}
+		}
+		if !bytes.Equal(got, body) {
+			t.Fatalf("sndbuf %d: %d bytes arrived, not the %d sent (or not in order)", sndbuf, len(got), len(body))
+		}
+		c.close(errClosed)
+		rc.Close()
+	}
+}
