@@ -109,12 +109,17 @@
 // Big messages cost what a second TCP hop costs. A 1 MiB call spends
 // about 60% of the relay's CPU in read and write syscalls (in the kernel:
 // copies into and out of socket buffers, TCP's send and receive path,
-// wakeups) and 15% in memmove (the request into its buffer, frames into
-// the output buffer). Payloads are never decoded. bench overhead
-// -byte-relay measures the floor: a TCP relay that parses nothing and
-// moves bytes with splice(2) (bench/byterelay). On a 2-core machine where
-// client, simserver and proxy share the cores and the model does no work,
-// that relay keeps 0.78x of a direct connection's throughput at 1 MiB and
-// 0.68x at 16 MiB; infergate keeps 0.69x and 0.69x, nginx 0.35x and
-// 0.29x (same run, 2026-12-03).
+// wakeups) and 7% in memmove: the request into its buffer, response frames
+// into the output buffer. Requests (and queued frames) go to the kernel by
+// writev straight from their own memory, which halved memmove's share.
+// Payloads are never decoded. bench overhead -byte-relay measures the
+// floor: a TCP relay that parses nothing and moves bytes with splice(2)
+// (bench/byterelay). On a 2-core machine where client, simserver and proxy
+// share the cores and the model does no work, that relay keeps 0.66-0.79x
+// of a direct connection's throughput at 1 MiB and 0.68-0.78x at 16 MiB;
+// infergate keeps 0.59-0.71x and 0.61-0.69x, nginx 0.24-0.36x (three runs,
+// 2026-12-03). What is left to take: the copy of the request into its
+// buffer and that buffer's zeroing, and at 16 MiB the wait for the whole
+// request before it is sent on (cut-through would give up retrying a
+// refused stream with the request in hand).
 package proxy
