@@ -42,4 +42,12 @@
 // what the kernel did not take is left to a flusher goroutine. So a client
 // that stops reading cannot stall the shared upstream reader, and through
 // it everyone else.
+//
+// Big messages are what a relay pays for in copies. DATA payloads are
+// read in place from the connection's read buffer, which grows from 64 KiB
+// to 512 KiB while the peer sends faster than it is read (readbuf.go; at
+// most 64 such buffers at once). Data the relay owns, a request read
+// whole or frames queued for window, goes to the kernel by writev from
+// its own memory when nothing else is being written (writeVecLocked);
+// other frames are copied into the output buffer and written together.
 package h2relay
