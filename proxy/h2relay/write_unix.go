@@ -14,7 +14,12 @@ import (
 // one write(2) on the non-blocking socket. It returns 0 and no error when
 // the socket buffer is full, and falls back to 0 (the flusher's blocking
 // write) for connections without a file descriptor.
-func tryWrite(rc syscall.RawConn, b []byte) (int, error) {
+func tryWrite(rc syscall.RawConn, b []byte) (int, error) { return tryWriteAny(rc, b, nil) }
+
+// tryWritev is tryWrite for several buffers: one writev(2).
+func tryWritev(rc syscall.RawConn, bufs [][]byte) (int, error) { return tryWriteAny(rc, nil, bufs) }
+
+func tryWriteAny(rc syscall.RawConn, b []byte, bufs [][]byte) (int, error) {
 	if rc == nil {
 		return 0, nil
 	}
@@ -22,30 +27,11 @@ func tryWrite(rc syscall.RawConn, b []byte) (int, error) {
 	var werr error
 	if err := rc.Write(func(fd uintptr) bool {
 		for {
-			n, werr = syscall.Write(int(fd), b)
-			if !errors.Is(werr, syscall.EINTR) {
-				return true
+			if bufs != nil {
+				n, werr = unix.Writev(int(fd), bufs)
+			} else {
+				n, werr = syscall.Write(int(fd), b)
 			}
-		}
-	}); err != nil {
-		return 0, err
-	}
-	if n < 0 {
-		n = 0
-	}
-	if werr != nil && !errors.Is(werr, syscall.EAGAIN) {
-		return n, werr
-	}
-	return n, nil
-}
-
-// tryWritev is tryWrite for several buffers: one writev(2).
-func tryWritev(rc syscall.RawConn, bufs [][]byte) (int, error) {
-	var n int
-	var werr error
-	if err := rc.Write(func(fd uintptr) bool {
-		for {
-			n, werr = unix.Writev(int(fd), bufs)
 			if !errors.Is(werr, syscall.EINTR) {
 				return true
 			}
