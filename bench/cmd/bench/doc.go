@@ -6,7 +6,8 @@
 //	bench load -target 127.0.0.1:8500 -proto tf -model half_plus_two -rate 2000 -arrival poisson
 //	bench load -target 127.0.0.1:8001 -model llm_stream -stream -c 4 -d 10s
 //	bench overhead [-quick] [-repeat N] [-open-base direct|slowest] [-out DIR]
-//	bench overhead -size simple,1MiB,16MiB -c 8,32 -conns 1,4 -repeat 3 [-ghz PATH]
+//	bench overhead -size simple,1MiB,16MiB -c 8,32 -conns 1,4 -repeat 3 [-ghz PATH] [-byte-relay]
+//	bench relay -listen 127.0.0.1:9000 -upstream 127.0.0.1:8001
 //	bench batching [-quick] [-static 64:2ms,32:5ms] [-out DIR]
 //	bench soak [-rate 150] [-d 10m] [-sample 30s] [-infergate-args "..."] [-out DIR]
 //	bench detect [-days 14] [-scale 1440] [-light 10m] [-out DIR]
@@ -20,7 +21,10 @@
 // as infergate measures them. overhead starts simserver, infergate
 // and nginx itself and compares the three paths for a small and a 1 MiB
 // payload (or -size's), at each -c caller count on each -conns connection
-// count, and runs ghz beside its own client when installed. batching compares batching off, static and adaptive against
+// count, and runs ghz beside its own client when installed; with
+// -byte-relay it also measures relay (path tcp-relay), a TCP byte relay
+// that parses nothing and splices, the floor of any proxy's cost on the
+// machine. batching compares batching off, static and adaptive against
 // offered load and draws a plot. soak starts simserver and infergate and
 // drives an open-loop, production-like mix through infergate for a long
 // time (KServe ModelInfer on resnet50 with 1 to 4 rows and simple, TF Predict on
