@@ -131,3 +131,35 @@ func TestConcurrentLargeMessages(t *testing.T) {
 	}
 	e.settled()
 }
+
+// A client may send DATA frames up to the relay's SETTINGS_MAX_FRAME_SIZE
+// (1 MiB), larger than even the big read buffer, mixed with tiny ones: the
+// message still arrives byte for byte (frames too big to read in place
+// take the framer's own buffer).
+func TestFramesOfEverySizeUpToTheMax(t *testing.T) {
+	e := newRelayEnv(t, Options{MaxBody: 8 << 20})
+	// Window enough for the whole answer: this client sends no updates.
+	c := e.dialRaw(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1 << 30})
+	if err := c.fr.WriteWindowUpdate(0, 1<<30); err != nil {
+		t.Fatal(err)
+	}
+	c.readLoop()
+	msg := make([]byte, 3<<20)
+	for i := range msg {
+		msg[i] = byte(i*31 + i>>11)
+	}
+	b := grpcFrame(msg)
+	c.headers(1, "/t.S/Echo", false)
+	for i, size := 0, 0; len(b) > 0; i++ {
+		size = []int{1 << 20, 1, 600 << 10, 16384, 7, bigBufSize + 1}[i%6]
+		n := min(size, len(b))
+		if err := c.fr.WriteData(1, n == len(b), b[:n]); err != nil {
+			t.Fatal(err)
+		}
+		b = b[n:]
+	}
+	data, st := c.response(1)
+	if st != "0" || !bytes.Equal(data, grpcFrame(msg)) {
+		t.Fatalf("status %q, %d bytes back, want the %d sent", st, len(data), 5+len(msg))
+	}
+}
