@@ -228,32 +228,10 @@ func (c *fconn) encodeHeadersLocked(id uint32, fields []hpack.HeaderField, end b
 // the queue drains.
 func (c *fconn) writeDataLocked(h *half, data []byte, end, owned bool, src *half) (due credit) {
 	if len(h.q) == 0 {
-		n := c.sendableLocked(h, len(data))
-		if owned {
-			if k := c.writeVecLocked(h.id, data, n, end); k > 0 {
-				h.sendWin -= int64(k)
-				c.sendWin -= int64(k)
-				due.n += int64(k)
-				data = data[k:]
-				n -= k
-				if len(data) == 0 { // its last frame carried end
-					due.h = src
-					return due
-				}
-			}
-		}
-		for n > 0 || (len(data) == 0 && end) {
-			k := min(n, int(c.peerMaxFrame))
-			last := k == len(data)
-			c.appendData(h.id, end && last, data[:k])
-			h.sendWin -= int64(k)
-			c.sendWin -= int64(k)
+		if n := c.sendableLocked(h, len(data)); n > 0 || (len(data) == 0 && end) {
+			k := c.sendDataLocked(h, data, n, end, owned)
 			due.n += int64(k)
 			data = data[k:]
-			n -= k
-			if last {
-				break
-			}
 		}
 		if len(data) == 0 {
 			due.h = src
@@ -270,6 +248,30 @@ func (c *fconn) writeDataLocked(h *half, data []byte, end, owned bool, src *half
 	}
 	due.h = src
 	return due
+}
+
+// sendDataLocked sends data[:n] on h as DATA frames, END_STREAM on the
+// frame that ends data when end (empty data goes as one empty frame), and
+// takes them from h's and the connection's send windows; n must fit both.
+// own says data is the relay's own, which writeVecLocked may write from
+// where it lies. It returns how many bytes of data it sent.
+func (c *fconn) sendDataLocked(h *half, data []byte, n int, end, own bool) int {
+	if len(data) == 0 {
+		c.appendData(h.id, end, nil)
+		return 0
+	}
+	sent := 0
+	if own {
+		sent = c.writeVecLocked(h.id, data, n, end)
+	}
+	for sent < n {
+		k := min(n-sent, int(c.peerMaxFrame))
+		c.appendData(h.id, end && sent+k == len(data), data[sent:sent+k])
+		sent += k
+	}
+	h.sendWin -= int64(sent)
+	c.sendWin -= int64(sent)
+	return sent
 }
 
 // appendData writes one DATA frame into out: what the Framer's WriteData
@@ -418,34 +420,11 @@ func (c *fconn) drainLocked(credits []credit) []credit {
 			if n == 0 && len(p.data) > 0 {
 				break
 			}
-			if k := c.writeVecLocked(h.id, p.data, n, p.end); k > 0 {
-				h.sendWin -= int64(k)
-				c.sendWin -= int64(k)
-				if p.credit.h != nil {
-					credits = append(credits, credit{h: p.credit.h, n: int64(k)})
-				}
-				p.data = p.data[k:]
-				n -= k
-				if len(p.data) == 0 {
-					h.q = h.q[1:]
-					continue
-				}
+			k := c.sendDataLocked(h, p.data, n, p.end, true)
+			if p.credit.h != nil && k > 0 {
+				credits = append(credits, credit{h: p.credit.h, n: int64(k)})
 			}
-			for n > 0 || len(p.data) == 0 {
-				k := min(n, int(c.peerMaxFrame))
-				last := k == len(p.data)
-				c.appendData(h.id, p.end && last, p.data[:k])
-				h.sendWin -= int64(k)
-				c.sendWin -= int64(k)
-				if p.credit.h != nil && k > 0 {
-					credits = append(credits, credit{h: p.credit.h, n: int64(k)})
-				}
-				p.data = p.data[k:]
-				n -= k
-				if last {
-					break
-				}
-			}
+			p.data = p.data[k:]
 			if len(p.data) > 0 {
 				break
 			}

@@ -37,7 +37,7 @@ func newDestConn(nc net.Conn, cfg *config, pool *Pool) *destConn {
 	if pool != nil {
 		// An upstream connection carries many clients' responses:
 		// it reads with a big buffer from its first read.
-		d.c.br.full = true
+		d.c.br.startBig()
 	}
 	d.c.mu.Lock()
 	d.c.greetLocked(true)

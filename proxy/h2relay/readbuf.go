@@ -80,6 +80,11 @@ func (b *readBuf) Size() int { return len(b.buf) }
 
 func (b *readBuf) big() bool { return len(b.buf) != len(b.small) }
 
+// startBig makes the first read take a big buffer (if one is free), as if
+// a read had filled the small one: for a connection known to carry many
+// streams' data.
+func (b *readBuf) startBig() { b.full = true }
+
 // release gives a big buffer back; the reader calls it as it ends.
 func (b *readBuf) release() {
 	if b.big() {

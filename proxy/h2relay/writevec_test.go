@@ -45,8 +45,14 @@ func TestVectoredWriteSurvivesPartialWrites(t *testing.T) {
 		_ = c.wr.WritePing(false, [8]byte{1, 2, 3})
 		h := c.addHalfLocked(1, nil)
 		h.sendWin, c.sendWin = 1<<30, 1<<30
-		c.writeDataLocked(h, body[:1<<20], false, true, nil) // the request read whole
-		c.writeDataLocked(h, body[1<<20:], true, true, nil)  // more, then the end
+		first := 1<<20 + 100<<10                             // not a multiple of writeAt's frames
+		c.writeDataLocked(h, body[:first], false, true, nil) // the request read whole
+		if sndbuf == 1<<20 && len(c.out)-c.off > 0 {
+			// Room for it all in the socket: nothing is copied to out
+			// (copied, the frames after the last writeAt would wait).
+			t.Fatalf("sndbuf %d: %d bytes copied to out, want none", sndbuf, len(c.out)-c.off)
+		}
+		c.writeDataLocked(h, body[first:], true, true, nil) // more, then the end
 		c.kickLocked()
 		c.mu.Unlock()
 
