@@ -1,0 +1,296 @@
+package h2relay
+
+import (
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+)
+
+// How a stream ends: its response relayed back, resets and losses on
+// either side, the proxy's own timeout.
+
+// finishLocal ends a stream relayed to Local, or refused before routing.
+func (s *stream) finishLocal() {
+	s.mu.Lock()
+	if s.done {
+		s.mu.Unlock()
+		return
+	}
+	s.done = true
+	dest, dh, cancel := s.dest, s.dh, s.cancel
+	s.mu.Unlock()
+	if cancel != nil {
+		cancel() // a served call's handler sees its client gone
+	}
+	s.releaseAfterSend(dest, dh)
+}
+
+// finish ends a routed call: Done hears how, and when the relay ended it,
+// the client gets the status Done returns. trailers, when not nil, are the
+// upstream's last headers, to forward.
+func (s *stream) finish(r *Result, trailers []hpack.HeaderField, w *writes) {
+	s.mu.Lock()
+	if s.done {
+		s.mu.Unlock()
+		return
+	}
+	s.done = true
+	if s.timer != nil {
+		s.timer.Stop()
+	}
+	dest, dh := s.dest, s.dh
+	r.Answered = s.answered
+	r.BytesOut = s.bytesOut
+	if !s.sentAt.IsZero() {
+		r.Upstream = s.cc.srv.cfg.now().Sub(s.sentAt)
+	}
+	answered := s.answered
+	s.mu.Unlock()
+
+	code, msg := s.cc.srv.h.Done(&s.call, r)
+	s.call.Body = nil
+	c := s.cc.c
+	c.mu.Lock()
+	switch {
+	case trailers != nil:
+		c.writeHeadersLocked(s.ch, trailers, true)
+	case r.Err != nil && r.Err.Kind != ErrClientGone:
+		c.writeHeadersLocked(s.ch, statusFields(!answered, code, msg), true)
+	}
+	if w == nil {
+		c.kickLocked()
+	}
+	c.mu.Unlock()
+	if w != nil {
+		w.add(c)
+	}
+	s.releaseAfterSend(dest, dh)
+}
+
+// releaseAfterSend forgets the stream's halves; the client's half stays
+// until its queued frames went out, so a response waiting for window is
+// not lost.
+func (s *stream) releaseAfterSend(dest *destConn, dh *half) {
+	c := s.cc.c
+	c.mu.Lock()
+	if len(s.ch.q) == 0 {
+		c.removeHalfLocked(s.ch)
+	} else {
+		s.ch.closeAfterQueue = true
+	}
+	c.mu.Unlock()
+	if dest != nil && dh != nil {
+		dest.forget(dh)
+	}
+	s.cc.streamEnded()
+}
+
+// respHeaders forwards response headers from the destination.
+func (s *stream) respHeaders(f *http2.MetaHeadersFrame, w *writes) {
+	s.mu.Lock()
+	if s.done {
+		s.mu.Unlock()
+		return
+	}
+	first := !s.answered
+	s.answered = true
+	routed := s.pool != nil
+	s.mu.Unlock()
+	end := f.StreamEnded()
+	if end && routed {
+		code, msg, ok := grpcStatus(f.Fields)
+		if ok && code == 4 && s.proxyTimeoutPassed(time.Now()) {
+			// The upstream got the proxy's timeout as grpc-timeout
+			// and its timer fired first (it started later): the
+			// call ended by the proxy's timeout all the same, and
+			// says so, as when the relay's own timer wins.
+			s.mu.Lock()
+			s.answered = !first
+			s.mu.Unlock()
+			s.finish(&Result{Err: &Error{Kind: ErrTimeout, Code: 4, Msg: "the proxy's upstream timeout passed"}}, nil, w)
+			return
+		}
+		r := &Result{Status: code, Message: msg}
+		if !ok {
+			r.Status, r.Message = 2, "upstream ended the call without grpc-status" // UNKNOWN
+			if first {
+				r.Status = 13
+			}
+		}
+		s.finish(r, f.Fields, w)
+		return
+	}
+	c := s.cc.c
+	c.mu.Lock()
+	c.writeHeadersLocked(s.ch, f.Fields, end)
+	c.mu.Unlock()
+	w.add(c)
+	if end {
+		s.finishLocal()
+	}
+}
+
+// respData forwards response data from the destination; it returns the
+// credit due to the destination now.
+func (s *stream) respData(data []byte, end bool, w *writes) int64 {
+	s.mu.Lock()
+	if s.done {
+		s.mu.Unlock()
+		return int64(len(data))
+	}
+	s.bytesOut += int64(len(data))
+	dh := s.dh
+	s.mu.Unlock()
+	c := s.cc.c
+	c.mu.Lock()
+	due := c.writeDataLocked(s.ch, data, end, false, dh)
+	c.mu.Unlock()
+	w.add(c)
+	if end {
+		s.mu.Lock()
+		routed := s.pool != nil
+		s.mu.Unlock()
+		if routed {
+			// DATA with END_STREAM: no trailers, no status.
+			s.finish(&Result{Status: 13, Message: "upstream ended the call without trailers"}, nil, w)
+		} else {
+			s.finishLocal()
+		}
+	}
+	return due.n
+}
+
+// destReset is a RST_STREAM from the destination.
+func (s *stream) destReset(code http2.ErrCode, w *writes) {
+	s.mu.Lock()
+	if s.done {
+		s.mu.Unlock()
+		return
+	}
+	routed := s.pool != nil
+	s.mu.Unlock()
+	if s.retryOnce(code == http2.ErrCodeRefusedStream, w) {
+		return
+	}
+	if routed && code == http2.ErrCodeCancel {
+		// A gRPC server resets a call whose deadline passed with CANCEL;
+		// gRPC's client reports the deadline, and so does the relay.
+		now := time.Now()
+		if s.proxyTimeoutPassed(now) {
+			s.timedOut()
+			return
+		}
+		if !s.call.Deadline.IsZero() && !now.Before(s.call.Deadline) {
+			s.finish(&Result{Err: &Error{Kind: ErrReset, Code: 4, Msg: "context deadline exceeded"}}, nil, w)
+			return
+		}
+	}
+	if !routed {
+		c := s.cc.c
+		c.mu.Lock()
+		_ = c.wr.WriteRSTStream(s.ch.id, code)
+		c.mu.Unlock()
+		w.add(c)
+		s.finishLocal()
+		return
+	}
+	s.finish(&Result{Err: &Error{Kind: ErrReset, Code: resetCode(code),
+		Msg: "stream terminated by RST_STREAM with error code: " + code.String()}}, nil, w)
+}
+
+// retryOnce sends a routed call that the upstream never processed
+// (refused) again, once, as gRPC's client does (an upstream that refuses
+// every stream got the call again and again, for as long as the client
+// waited). It reports whether it did.
+func (s *stream) retryOnce(refused bool, w *writes) bool {
+	s.mu.Lock()
+	p := s.pool
+	retry := refused && p != nil && !s.answered && !s.retried && !s.done
+	if retry {
+		s.retried = true
+	}
+	s.mu.Unlock()
+	if !retry {
+		return false
+	}
+	s.detach()
+	p.send(s, w)
+	return true
+}
+
+// destLost is the end of the destination's connection under the stream.
+func (s *stream) destLost(err error, retry bool, w *writes) {
+	s.mu.Lock()
+	if s.done {
+		s.mu.Unlock()
+		return
+	}
+	routed, answered := s.pool != nil, s.answered
+	s.mu.Unlock()
+	if s.retryOnce(retry, w) {
+		return
+	}
+	if !routed {
+		c := s.cc.c
+		c.mu.Lock()
+		if !answered {
+			c.writeHeadersLocked(s.ch, statusFields(true, 14, "connection to the proxy's server lost"), true)
+		} else {
+			_ = c.wr.WriteRSTStream(s.ch.id, http2.ErrCodeInternal)
+		}
+		c.mu.Unlock()
+		w.add(c)
+		s.finishLocal()
+		return
+	}
+	msg := "connection to the upstream lost"
+	if err != nil {
+		msg += ": " + err.Error()
+	}
+	s.finish(&Result{Err: &Error{Kind: ErrUnavailable, Code: 14, Msg: msg}}, nil, w)
+}
+
+// detach forgets the stream's destination before it is sent again.
+func (s *stream) detach() {
+	s.mu.Lock()
+	dest, dh := s.dest, s.dh
+	s.dest, s.dh = nil, nil
+	s.mu.Unlock()
+	if dest != nil && dh != nil {
+		dest.forget(dh)
+	}
+}
+
+// proxyTimeoutPassed says whether Call.Timeout, the proxy's deadline for a
+// call sent without one, has passed at now.
+func (s *stream) proxyTimeoutPassed(now time.Time) bool {
+	s.mu.Lock()
+	at := s.timeoutAt
+	s.mu.Unlock()
+	return !at.IsZero() && !now.Before(at)
+}
+
+// cancelDest resets the stream's destination side with CANCEL, if it has
+// one: the upstream (or the proxy's server) stops working on it.
+func (s *stream) cancelDest() {
+	s.mu.Lock()
+	dest, dh := s.dest, s.dh
+	s.mu.Unlock()
+	if dest == nil {
+		return
+	}
+	dc := dest.c
+	dc.mu.Lock()
+	if !dh.gone {
+		_ = dc.wr.WriteRSTStream(dh.id, http2.ErrCodeCancel)
+	}
+	dc.kickLocked()
+	dc.mu.Unlock()
+}
+
+// timedOut is Call.Timeout passing.
+func (s *stream) timedOut() {
+	s.cancelDest()
+	s.finish(&Result{Err: &Error{Kind: ErrTimeout, Code: 4, Msg: "the proxy's upstream timeout passed"}}, nil, nil)
+}
