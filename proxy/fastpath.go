@@ -39,6 +39,11 @@ func (p *Proxy) Relay(srv *grpc.Server) *h2relay.Server {
 		}
 		p.relay = h2relay.NewServer(relayHandler{p: p, own: own}, h2relay.Options{
 			MaxBody:       min(p.maxMsgSize, relayMaxBody),
+			MaxMessage:    p.maxMsgSize,
+			MaxStreams:    p.frontDoor.MaxConcurrentStreams,
+			MaxConns:      p.frontDoor.MaxConnections,
+			IdleTimeout:   p.frontDoor.idle(),
+			MaxBuffered:   p.frontDoor.MaxBufferedBytes,
 			StreamWindow:  transportWindow,
 			ConnWindow:    transportConnWindow,
 			BufferSize:    relayBuffer,
@@ -193,6 +198,25 @@ func (r relayHandler) Done(c *h2relay.Call, res *h2relay.Result) (uint32, string
 	}
 	st := status.Convert(p.finish(ctx, nil, c.Start, c.Method, rc.up.name, o))
 	return uint32(st.Code()), st.Message()
+}
+
+// Refused records a call the relay answered itself, as finish records
+// every call.
+func (r relayHandler) Refused(c *h2relay.Call, code uint32, msg string) {
+	p := r.p
+	o := outcome{err: status.Error(codes.Code(code), msg)}
+	if b := c.Body; len(b) >= 5 {
+		// The first message says the model, of a body of two too.
+		if n := int(b[1])<<24 | int(b[2])<<16 | int(b[3])<<8 | int(b[4]); n <= len(b)-5 {
+			o.model, o.version = bytesTarget(lookupMethod(c.Method).target, b[5:5+n])
+			o.bytesIn = int64(n)
+		}
+	}
+	upName := ""
+	if fd, ok := p.director.(fixedDirector); ok {
+		upName = fd.fixed().name
+	}
+	_ = p.finish(relayContext{deadline: c.Deadline}, nil, c.Start, c.Method, upName, o)
 }
 
 // bytesTarget is frameTarget for a request held in one slice.

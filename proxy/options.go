@@ -47,6 +47,7 @@ type options struct {
 	upstreamTimeout time.Duration
 	maxInFlight     int
 	tracing         *tracing
+	frontDoor       FrontDoor
 }
 
 // DefaultUpstreamTimeout is a suggested WithUpstreamTimeout: long enough
@@ -124,3 +125,60 @@ func WithMaxMsgSize(n int) Option {
 func WithRouter(r *Router) Option {
 	return optionFunc(func(o *options) { o.router = r })
 }
+
+// FrontDoor bounds what clients can make the proxy hold (issue 27): bytes
+// held for calls, streams per connection, connections, idle time. Zero
+// fields take the defaults documented on each.
+type FrontDoor struct {
+	// MaxBufferedBytes is the budget for every byte the proxy holds for
+	// calls: requests read whole, frames queued for a slow reader. When it
+	// is spent, senders get no more HTTP/2 window and wait. Zero means
+	// DefaultMaxBufferedBytes.
+	MaxBufferedBytes int64
+	// MaxConcurrentStreams is the streams one client connection may have
+	// open at once (advertised in SETTINGS; over it, REFUSED_STREAM).
+	// Zero means DefaultMaxConcurrentStreams.
+	MaxConcurrentStreams uint32
+	// MaxConnections caps client connections; past it new ones are closed
+	// at once. Zero means no cap.
+	MaxConnections int
+	// IdleTimeout closes, with GOAWAY first, a client connection that had
+	// no stream open for this long. Zero means DefaultIdleTimeout;
+	// negative means never.
+	IdleTimeout time.Duration
+}
+
+const (
+	// DefaultMaxBufferedBytes is the budget where no container memory
+	// limit says otherwise.
+	DefaultMaxBufferedBytes = 128 << 20
+	// DefaultMaxConcurrentStreams: a gRPC client opens streams up to the
+	// limit and queues the rest itself, so a few hundred keep a busy
+	// client's connection full while bounding what one connection holds.
+	DefaultMaxConcurrentStreams = 256
+	// DefaultIdleTimeout matches what load balancers in front of gRPC
+	// servers commonly use for idle connections.
+	DefaultIdleTimeout = 5 * time.Minute
+)
+
+// WithFrontDoor sets the limits of the client-facing side.
+func WithFrontDoor(f FrontDoor) Option {
+	return optionFunc(func(o *options) { o.frontDoor = f })
+}
+
+// withDefaults fills f's zero fields.
+func (f FrontDoor) withDefaults() FrontDoor {
+	if f.MaxBufferedBytes <= 0 {
+		f.MaxBufferedBytes = DefaultMaxBufferedBytes
+	}
+	if f.MaxConcurrentStreams == 0 {
+		f.MaxConcurrentStreams = DefaultMaxConcurrentStreams
+	}
+	if f.IdleTimeout == 0 {
+		f.IdleTimeout = DefaultIdleTimeout
+	}
+	return f
+}
+
+// idle is the idle timeout as the transports take it: 0 for never.
+func (f FrontDoor) idle() time.Duration { return max(f.IdleTimeout, 0) }

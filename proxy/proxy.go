@@ -33,6 +33,7 @@ type Proxy struct {
 	reqLog     *slog.Logger
 	failures   *failureLog
 	maxMsgSize int
+	frontDoor  FrontDoor
 	now        func() time.Time
 	// batcher takes ModelInfer and Predict calls of batchable models; nil:
 	// no batching (see batch.go).
@@ -87,6 +88,7 @@ func New(director Director, opts ...Option) (*Proxy, error) {
 	if o.now == nil {
 		o.now = time.Now
 	}
+	o.frontDoor = o.frontDoor.withDefaults()
 	reqLog := o.requestLogger
 	if reqLog == nil && o.logRequests {
 		reqLog = o.logger
@@ -104,6 +106,7 @@ func New(director Director, opts ...Option) (*Proxy, error) {
 		tracing:         o.tracing,
 		upstreamTimeout: max(o.upstreamTimeout, 0),
 		maxInFlight:     int64(max(o.maxInFlight, 0)),
+		frontDoor:       o.frontDoor,
 		callOpts: []grpc.CallOption{
 			grpc.ForceCodecV2(rawCodec{}),
 			grpc.MaxCallRecvMsgSize(o.maxMsgSize),
@@ -143,6 +146,10 @@ func (p *Proxy) ServerOptions() []grpc.ServerOption {
 			MinTime:             10 * time.Second,
 			PermitWithoutStream: true,
 		}),
+		// The front door's limits hold on the gRPC path too (a TLS
+		// listener, or the fast path off).
+		grpc.MaxConcurrentStreams(p.frontDoor.MaxConcurrentStreams),
+		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: p.frontDoor.idle()}),
 	}
 }
 

@@ -68,7 +68,11 @@ type half struct {
 
 	recvAvail   int64
 	recvUnacked int64
-	gone        bool // removed from c.halves
+	// win is the receive window kept open for the stream: the initial
+	// window at first, widened while its data leaves as fast as it
+	// comes (widenLocked), or to a whole request the budget admitted.
+	win  int64
+	gone bool // removed from c.halves
 	// closeAfterQueue: the stream ended; forget h once its queue is out.
 	closeAfterQueue bool
 }
@@ -159,7 +163,7 @@ func (c *fconn) greetLocked(client bool) {
 		c.out = append(c.out, http2.ClientPreface...)
 	}
 	st := []http2.Setting{
-		{ID: http2.SettingInitialWindowSize, Val: uint32(c.cfg.streamWindow)},
+		{ID: http2.SettingInitialWindowSize, Val: uint32(c.cfg.initWindow)},
 		{ID: http2.SettingMaxFrameSize, Val: c.cfg.maxReadFrame},
 		{ID: http2.SettingMaxHeaderListSize, Val: c.cfg.maxHeaderList},
 	}
@@ -177,7 +181,7 @@ func (c *fconn) greetLocked(client bool) {
 
 // addHalf registers stream s under id on c.
 func (c *fconn) addHalfLocked(id uint32, s *stream) *half {
-	h := &half{c: c, id: id, s: s, sendWin: int64(c.peerInitWin), recvAvail: int64(c.cfg.streamWindow)}
+	h := &half{c: c, id: id, s: s, sendWin: int64(c.peerInitWin), recvAvail: c.cfg.initWindow, win: c.cfg.initWindow}
 	c.halves[id] = h
 	return h
 }
@@ -455,11 +459,44 @@ func (c *fconn) giveBackLocked(h *half, n int64) {
 		return
 	}
 	h.recvUnacked += n
-	if h.recvUnacked >= int64(c.cfg.streamWindow)/4 {
+	if h.recvUnacked >= h.win/4 {
 		_ = c.wr.WriteWindowUpdate(h.id, uint32(h.recvUnacked))
 		h.recvAvail += h.recvUnacked
 		h.recvUnacked = 0
 	}
+}
+
+// flowingLocked says whether data of n bytes, written with due as the
+// result, left at once for a peer that reads: none of it queued, and the
+// output not backed up.
+func (c *fconn) flowingLocked(due credit, n int) bool {
+	return n > 0 && due.n == int64(n) && len(c.out)-c.off < c.cfg.outCap/4
+}
+
+// widenLocked doubles h's window, up to the relay's stream window, for a
+// stream whose data just left as fast as it came: its destination reads,
+// so a wider window costs no memory and saves round trips. A stream whose
+// destination stops reading keeps the window it had, so what the relay
+// holds of it stays bounded by that (a client that never reads its
+// responses used to let each stream's upstream send the whole 4 MiB
+// window into the relay's queues).
+func (c *fconn) widenLocked(h *half) {
+	if h == nil || h.gone || c.closed || h.win >= c.cfg.streamWindow {
+		return
+	}
+	c.growLocked(h, min(h.win*2, c.cfg.streamWindow))
+}
+
+// growLocked opens h's window to win at once.
+func (c *fconn) growLocked(h *half, win int64) {
+	if h == nil || h.gone || c.closed || win <= h.win {
+		return
+	}
+	d := win - h.win
+	h.win = win
+	h.recvAvail += d + h.recvUnacked
+	_ = c.wr.WriteWindowUpdate(h.id, uint32(d+h.recvUnacked))
+	h.recvUnacked = 0
 }
 
 // giveBackConnLocked returns connection window to the peer for n bytes

@@ -154,7 +154,7 @@ func (d *destConn) read() {
 		} else if err = d.onFrame(f, &w); err != nil {
 			break
 		}
-		if c.br.Buffered() == 0 {
+		if !c.br.wholeFrame() {
 			w.flush()
 		}
 	}
@@ -252,9 +252,12 @@ func (d *destConn) onData(id uint32, n int64, data []byte, end bool, w *writes) 
 	c.mu.Unlock()
 	w.add(c)
 	if h != nil {
-		if due := h.s.respData(data, end, w); due > 0 {
+		if due, fast := h.s.respData(data, end, w); due > 0 {
 			c.mu.Lock()
 			c.giveBackLocked(h, due)
+			if fast {
+				c.widenLocked(h)
+			}
 			c.mu.Unlock()
 		}
 	}

@@ -150,6 +150,16 @@ func TestFramesOfEverySizeUpToTheMax(t *testing.T) {
 	}
 	b := grpcFrame(msg)
 	c.headers(1, "/t.S/Echo", false)
+	// The length prefix first: the relay grants the window for the
+	// whole message when it knows its size.
+	if err := c.fr.WriteData(1, false, b[:5]); err != nil {
+		t.Fatal(err)
+	}
+	b = b[5:]
+	c.expect("the window for the message", func(f http2.Frame) bool {
+		w, ok := f.(*windowFrame)
+		return ok && w.id == 1 && int(w.inc)+64<<10 >= len(b)
+	})
 	for i, size := 0, 0; len(b) > 0; i++ {
 		size = []int{1 << 20, 1, 600 << 10, 16384, 7, bigBufSize + 1}[i%6]
 		n := min(size, len(b))

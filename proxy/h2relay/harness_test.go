@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -56,6 +57,8 @@ type upstream struct {
 	// release lets .../Wait calls answer: they report their context on
 	// hung, then echo once release is closed.
 	release chan struct{}
+	// calls counts the calls its handler began.
+	calls atomic.Int64
 }
 
 func startUpstream(t testing.TB, addr, name string, opts ...grpc.ServerOption) *upstream {
@@ -74,6 +77,7 @@ func startUpstream(t testing.TB, addr, name string, opts ...grpc.ServerOption) *
 }
 
 func (u *upstream) handle(_ any, ss grpc.ServerStream) error {
+	u.calls.Add(1)
 	method, _ := grpc.MethodFromServerStream(ss)
 	var req []byte
 	if err := ss.RecvMsg(&req); err != nil {
@@ -125,6 +129,7 @@ type fakeHandler struct {
 	waiting chan struct{} // a served call started to wait
 	mu      sync.Mutex
 	dones   map[*Call]int
+	refused atomic.Int64
 }
 
 func (h *fakeHandler) Unary(method string) bool { return !strings.HasSuffix(method, "Stream") }
@@ -158,6 +163,8 @@ func (h *fakeHandler) Serve(c *Call, r *Responder) {
 	r.WriteMessage(msg)
 	r.Finish([]hpack.HeaderField{{Name: "grpc-status", Value: "0"}, {Name: "x-trailer", Value: "t"}})
 }
+
+func (h *fakeHandler) Refused(*Call, uint32, string) { h.refused.Add(1) }
 
 func (h *fakeHandler) Done(c *Call, r *Result) (uint32, string) {
 	h.mu.Lock()
@@ -278,7 +285,14 @@ type rawClient struct {
 // what comes back unless manualRead.
 func (e *relayEnv) dialRaw(settings ...http2.Setting) *rawClient {
 	e.t.Helper()
-	nc, err := net.Dial("tcp", e.addr)
+	return dialRawTo(e.t, e.addr, settings...)
+}
+
+// dialRawTo is dialRaw to any HTTP/2 server at addr.
+func dialRawTo(t testing.TB, addr string, settings ...http2.Setting) *rawClient {
+	t.Helper()
+	e := struct{ t testing.TB }{t}
+	nc, err := net.Dial("tcp", addr)
 	if err != nil {
 		e.t.Fatal(err)
 	}

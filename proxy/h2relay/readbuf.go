@@ -174,3 +174,15 @@ func (b *readBuf) Read(p []byte) (int, error) {
 	b.r += n
 	return n, nil
 }
+
+// wholeFrame says whether the buffer holds a whole HTTP/2 frame, header
+// and payload: when it does not, the next read may block, so what the
+// reader has for others must go first.
+func (b *readBuf) wholeFrame() bool {
+	n := b.w - b.r
+	if n < 9 {
+		return false
+	}
+	l := int(b.buf[b.r])<<16 | int(b.buf[b.r+1])<<8 | int(b.buf[b.r+2])
+	return n >= 9+l
+}

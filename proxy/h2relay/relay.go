@@ -27,6 +27,11 @@ type Handler interface {
 	// ended. When r.Err is set the relay ends the call itself and sends
 	// the client the status Done returns (unless the client is gone).
 	Done(c *Call, r *Result) (code uint32, msg string)
+	// Refused is called for a unary call the relay answered itself
+	// before routing it (no request message or two, a message over
+	// MaxMessage, no room in the budget before its deadline), with the
+	// status it sent, so that the call is counted like any other.
+	Refused(c *Call, code uint32, msg string)
 }
 
 // Call is one unary call the relay read whole.
@@ -116,6 +121,17 @@ type Options struct {
 	// MaxBody is the largest unary request read whole, in bytes; a larger
 	// one goes to Local, which applies the message size limit.
 	MaxBody int
+	// MaxMessage is the largest request message accepted: a unary call
+	// whose length prefix says more is answered RESOURCE_EXHAUSTED at
+	// once and reset. Zero leaves the check to Local.
+	MaxMessage int
+	// MaxConns caps client connections (0: none); IdleTimeout closes a
+	// connection with no stream open for that long (0: never).
+	MaxConns    int
+	IdleTimeout time.Duration
+	// MaxBuffered is the budget of bytes held for requests read whole
+	// (budget.go); zero means 128 MiB.
+	MaxBuffered int64
 	// StreamWindow and ConnWindow are the receive windows granted to
 	// peers; BufferSize the read buffer of each connection.
 	StreamWindow, ConnWindow, BufferSize int
@@ -131,7 +147,11 @@ type Options struct {
 
 // config is Options with defaults.
 type config struct {
-	maxBody                  int
+	maxBody, maxMessage      int
+	maxBuffered              int64
+	initWindow               int64
+	maxConns                 int
+	idleTimeout              time.Duration
 	streamWindow, connWindow int64
 	bufSize                  int
 	maxStreams               uint32
@@ -144,7 +164,9 @@ type config struct {
 
 func (o Options) config() *config {
 	c := &config{
-		maxBody: o.MaxBody, streamWindow: int64(o.StreamWindow), connWindow: int64(o.ConnWindow),
+		maxBody: o.MaxBody, maxMessage: o.MaxMessage, maxConns: o.MaxConns, idleTimeout: o.IdleTimeout,
+		maxBuffered:  o.MaxBuffered,
+		streamWindow: int64(o.StreamWindow), connWindow: int64(o.ConnWindow),
 		bufSize: o.BufferSize, maxStreams: o.MaxStreams, maxHeaderList: o.MaxHeaderList,
 		maxReadFrame: 1 << 20, dialTimeout: o.DialTimeout, now: o.Now,
 	}
@@ -154,6 +176,17 @@ func (o Options) config() *config {
 	if c.streamWindow <= 0 {
 		c.streamWindow = 4 << 20
 	}
+	if c.maxBuffered <= 0 {
+		c.maxBuffered = 128 << 20
+	}
+	// No request larger than half the budget is read whole: it could
+	// never share it. (Larger ones go to Local, relayed as they come.)
+	c.maxBody = int(min(int64(c.maxBody), c.maxBuffered/2))
+	// Every stream may send this much before the relay grants more: what
+	// a stream can make the relay hold unasked. Windows widen from here
+	// while data flows (widenLocked), and a request read whole gets its
+	// size at once from the budget.
+	c.initWindow = min(c.streamWindow, 64<<10)
 	if c.connWindow < c.streamWindow {
 		c.connWindow = max(c.streamWindow, 16<<20)
 	}
@@ -161,7 +194,7 @@ func (o Options) config() *config {
 		c.bufSize = 64 << 10
 	}
 	if c.maxStreams == 0 {
-		c.maxStreams = 1 << 20
+		c.maxStreams = 256
 	}
 	if c.maxHeaderList == 0 {
 		c.maxHeaderList = 16 << 20

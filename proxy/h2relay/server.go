@@ -6,6 +6,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/net/http2"
@@ -13,9 +14,10 @@ import (
 
 // Server accepts client connections and relays their calls.
 type Server struct {
-	h     Handler
-	cfg   *config
-	local *localListener
+	h      Handler
+	cfg    *config
+	local  *localListener
+	budget *budget
 
 	mu      sync.Mutex
 	conns   map[*clientConn]struct{}
@@ -28,8 +30,9 @@ type Server struct {
 // NewServer returns a relay that routes with h. Serve its LocalListener
 // with the proxy's grpc.Server: calls the relay does not route go there.
 func NewServer(h Handler, o Options) *Server {
+	cfg := o.config()
 	return &Server{
-		h: h, cfg: o.config(), local: newLocalListener(),
+		h: h, cfg: cfg, local: newLocalListener(), budget: newBudget(cfg.maxBuffered),
 		conns: make(map[*clientConn]struct{}), pools: make(map[string]*Pool),
 		idle: make(chan struct{}),
 	}
@@ -141,6 +144,16 @@ type clientConn struct {
 	maxID    uint32    // highest stream ID the client opened
 	active   int
 	draining bool // GOAWAY sent: no new streams
+	closed   bool
+	lim      connLimits
+	reserved int64 // of the budget; guarded by the budget's lock
+	// resetIDs are the streams the relay reset last: frames the client
+	// sent on them before it saw the reset are ignored (RFC 9113 5.1).
+	resetIDs [16]uint32
+	resetAt  int
+	// calm: its wasted streams passed the budget (limits.go); the
+	// reader ends the connection after the frame it read.
+	calm atomic.Bool
 }
 
 func (s *Server) serveConn(nc net.Conn) {
@@ -152,9 +165,18 @@ func (s *Server) serveConn(nc net.Conn) {
 		_ = nc.Close()
 		return
 	}
-	s.conns[cc] = struct{}{}
+	over := s.cfg.maxConns > 0 && len(s.conns) >= s.cfg.maxConns
+	if !over {
+		s.conns[cc] = struct{}{}
+	}
 	s.mu.Unlock()
+	if over {
+		refuseConn(cc.c)
+		cc.c.br.release()
+		return
+	}
 	defer func() {
+		cc.stopIdleTimer()
 		cc.c.br.release()
 		cc.shutdown()
 		s.mu.Lock()
@@ -177,6 +199,9 @@ func (s *Server) serveConn(nc net.Conn) {
 	cc.c.greetLocked(false)
 	cc.c.kickLocked()
 	cc.c.mu.Unlock()
+	cc.mu.Lock()
+	cc.becameIdleLocked()
+	cc.mu.Unlock()
 
 	var w writes
 	for {
@@ -200,7 +225,11 @@ func (s *Server) serveConn(nc net.Conn) {
 			}
 			// A malformed stream (bad header fields): reset it,
 			// and flush below like any frame (the reset used to
-			// wait for the client's next frame).
+			// wait for the client's next frame). It was opened all
+			// the same: its later frames are a reset stream's, not
+			// an idle one's (its DATA used to end the connection,
+			// and every good call on it).
+			cc.opened(se.StreamID)
 			cc.resetStream(se.StreamID, se.Code, &w)
 		} else if err := cc.onFrame(f, &w); err != nil {
 			var se http2.StreamError
@@ -211,16 +240,36 @@ func (s *Server) serveConn(nc net.Conn) {
 				return
 			}
 		}
-		if cc.c.br.Buffered() == 0 {
+		if !cc.c.br.wholeFrame() {
 			w.flush()
 		}
+		if cc.calm.Load() {
+			w.flush()
+			cc.connError(errCalm)
+			return
+		}
 	}
+}
+
+// opened notes that the client opened stream id, if it is a new one.
+func (cc *clientConn) opened(id uint32) {
+	cc.mu.Lock()
+	if id%2 == 1 && id > cc.maxID {
+		cc.maxID = id
+	}
+	cc.mu.Unlock()
 }
 
 // writes is the set of connections a reader goroutine wrote to since it
 // last flushed: it kicks them all once its input is drained, so frames
 // read together leave together.
-type writes struct{ conns []*fconn }
+type writes struct {
+	conns []*fconn
+	// ready are client streams whose request is complete, routed when
+	// the reader's input is drained: a stream the client reset in the
+	// frames read with it (Rapid Reset) is never sent anywhere.
+	ready []*stream
+}
 
 func (w *writes) add(c *fconn) {
 	for _, x := range w.conns {
@@ -232,6 +281,12 @@ func (w *writes) add(c *fconn) {
 }
 
 func (w *writes) flush() {
+	for i := 0; i < len(w.ready); i++ {
+		s := w.ready[i]
+		w.ready[i] = nil
+		s.dispatch(w)
+	}
+	w.ready = w.ready[:0]
 	for i, c := range w.conns {
 		c.mu.Lock()
 		c.kickLocked()
@@ -336,7 +391,7 @@ func (cc *clientConn) onFrame(f http2.Frame, w *writes) error {
 		h := c.halves[f.StreamID]
 		c.mu.Unlock()
 		if h != nil {
-			h.s.clientGone(f.ErrCode)
+			h.s.clientReset(f.ErrCode)
 			cc.forgetHalf(h)
 		}
 	case *http2.SettingsFrame, *http2.WindowUpdateFrame, *http2.PingFrame:
@@ -362,33 +417,51 @@ func (cc *clientConn) onHeaders(f *http2.MetaHeadersFrame, w *writes) error {
 		return h.s.clientTrailers(f, w)
 	}
 	cc.mu.Lock()
-	if id%2 == 0 || id <= cc.maxID {
+	if id%2 == 0 {
 		cc.mu.Unlock()
 		return http2.ConnectionError(http2.ErrCodeProtocol)
 	}
-	cc.maxID = id
-	refuse := cc.draining || uint32(cc.active) >= cc.srv.cfg.maxStreams
-	if !refuse {
-		cc.active++
+	if id <= cc.maxID {
+		// One the relay reset: the client sent this before it saw the
+		// reset, ignored (RFC 9113 5.1). Any other: a stream ID that
+		// went down, as x/net's server ends it (5.1.1).
+		reset := cc.wasResetLocked(id)
+		cc.mu.Unlock()
+		if reset {
+			return nil
+		}
+		return http2.ConnectionError(http2.ErrCodeProtocol)
 	}
+	cc.maxID = id
+	draining := cc.draining
 	cc.mu.Unlock()
-	if refuse {
+	if draining {
 		return http2.StreamError{StreamID: id, Code: http2.ErrCodeRefusedStream}
 	}
 	if f.Truncated {
-		cc.streamEnded()
 		return http2.StreamError{StreamID: id, Code: http2.ErrCodeFrameSize}
 	}
-	s := &stream{cc: cc, fields: f.Fields}
+	if connectionSpecific(f.RegularFields()) {
+		return http2.StreamError{StreamID: id, Code: http2.ErrCodeProtocol}
+	}
+	s := &stream{cc: cc, fields: f.Fields, opened: time.Now()}
 	s.call.Start = cc.srv.cfg.now()
 	s.call.Peer = c.nc.RemoteAddr()
 	c.mu.Lock()
+	if cc.admitLocked() {
+		c.mu.Unlock()
+		return http2.StreamError{StreamID: id, Code: http2.ErrCodeRefusedStream}
+	}
 	s.ch = c.addHalfLocked(id, s)
 	c.mu.Unlock()
+	cc.mu.Lock()
+	cc.active++
+	cc.lim.idleSince = time.Time{}
+	cc.mu.Unlock()
 
 	method, unary := f.PseudoValue("method"), false
 	path := f.PseudoValue("path")
-	if method == "POST" && strings.HasPrefix(path, "/") && !f.StreamEnded() {
+	if method == "POST" && strings.HasPrefix(path, "/") {
 		unary = cc.srv.h.Unary(path)
 	}
 	plain := true
@@ -416,6 +489,13 @@ func (cc *clientConn) onHeaders(f *http2.MetaHeadersFrame, w *writes) error {
 	s.call.Method = path
 	s.call.Header = f.RegularFields()
 	if unary && plain {
+		if f.StreamEnded() {
+			// No request message: grpc-go's server's answer, given
+			// here (each of these used to cost a stream to the
+			// proxy's own server).
+			s.refuse(13, msgNoRequest, w)
+			return nil
+		}
 		s.buffering = true
 		return nil
 	}
@@ -451,10 +531,13 @@ func (cc *clientConn) onData(id uint32, n int64, data []byte, end bool, w *write
 		return nil
 	}
 	c.mu.Unlock()
+	w.add(c) // the connection's window update, if one is due
 	return h.s.clientData(data, end, w)
 }
 
-// resetStream resets a client stream with code.
+// resetStream resets a client stream with code. Unless the connection is
+// draining (a stream racing our GOAWAY is nobody's fault), the stream
+// counts as wasted.
 func (cc *clientConn) resetStream(id uint32, code http2.ErrCode, w *writes) {
 	c := cc.c
 	c.mu.Lock()
@@ -466,10 +549,33 @@ func (cc *clientConn) resetStream(id uint32, code http2.ErrCode, w *writes) {
 	}
 	c.mu.Unlock()
 	w.add(c)
+	cc.mu.Lock()
+	cc.noteResetLocked(id)
+	draining := cc.draining
+	cc.mu.Unlock()
 	if h != nil {
+		h.s.markWasted(!draining)
 		h.s.clientGone(http2.ErrCodeCancel)
 		cc.forgetHalf(h)
+	} else if !draining {
+		cc.wasted()
 	}
+}
+
+// noteResetLocked remembers that the relay reset stream id.
+func (cc *clientConn) noteResetLocked(id uint32) {
+	cc.resetIDs[cc.resetAt%len(cc.resetIDs)] = id
+	cc.resetAt++
+}
+
+// wasResetLocked says whether the relay reset stream id lately.
+func (cc *clientConn) wasResetLocked(id uint32) bool {
+	for _, x := range cc.resetIDs {
+		if x == id {
+			return true
+		}
+	}
+	return false
 }
 
 // forgetHalf drops a reset stream's client half. A stream that had ended
@@ -483,12 +589,18 @@ func (cc *clientConn) forgetHalf(h *half) {
 	c.mu.Unlock()
 }
 
-// streamEnded counts a stream off; the last one of a draining connection
-// closes it.
-func (cc *clientConn) streamEnded() {
+// streamEnded counts a stream off, wasted or completed; the last one of
+// a draining connection closes it.
+func (cc *clientConn) streamEnded(wasted bool) {
 	cc.mu.Lock()
 	cc.active--
+	if cc.lim.noteEndedLocked(wasted) {
+		cc.calm.Store(true)
+	}
 	last := cc.draining && cc.active == 0
+	if cc.active == 0 {
+		cc.becameIdleLocked()
+	}
 	cc.mu.Unlock()
 	if last {
 		cc.closeSoon()

@@ -34,7 +34,17 @@ type stream struct {
 	retried   bool // sent again after the upstream refused it
 	bytesOut  int64
 	done      bool
-	timer     *time.Timer
+	// opened is when its headers arrived (real time); wasted: it
+	// answered nobody (limits.go).
+	opened time.Time
+	wasted bool
+	// sized: the request's length prefix was read. budgeted: it holds
+	// (or waits for) room in the budget; reserved and want are guarded
+	// by the budget's lock, waitTimer ends a wait.
+	sized, budgeted bool
+	reserved, want  int64
+	waitTimer       *time.Timer
+	timer           *time.Timer
 	// cancel ends a served call's context (Responder).
 	cancel context.CancelFunc
 }

@@ -1,6 +1,9 @@
 package h2relay
 
 import (
+	"fmt"
+	"time"
+
 	"golang.org/x/net/http2"
 )
 
@@ -22,26 +25,7 @@ func (s *stream) clientData(data []byte, end bool, w *writes) error {
 		return nil
 	}
 	if s.buffering {
-		if s.call.Body == nil && len(data) >= 5 {
-			// The message's length prefix says how much is coming:
-			// one allocation of the right size, not a doubling series
-			// of copies (a 16 MiB tensor made 25 of them).
-			n := int(data[1])<<24 | int(data[2])<<16 | int(data[3])<<8 | int(data[4])
-			s.call.Body = make([]byte, 0, 5+min(n, s.cc.srv.cfg.maxBody))
-		}
-		s.call.Body = append(s.call.Body, data...)
-		s.mu.Unlock()
-		s.creditClient(int64(len(data)), w)
-		if len(s.call.Body) > s.cc.srv.cfg.maxBody {
-			s.mu.Lock()
-			s.buffering = false
-			s.mu.Unlock()
-			return s.toLocal(end, w)
-		}
-		if end {
-			s.dispatch(w)
-		}
-		return nil
+		return s.bufferData(data, end, w)
 	}
 	dest, dh := s.dest, s.dh
 	s.mu.Unlock()
@@ -52,12 +36,101 @@ func (s *stream) clientData(data []byte, end bool, w *writes) error {
 	dc := dest.c
 	dc.mu.Lock()
 	due := dc.writeDataLocked(dh, data, end, false, s.ch)
+	fast := dc.flowingLocked(due, len(data))
 	dc.mu.Unlock()
 	w.add(dc)
 	if due.n > 0 {
-		s.creditClient(due.n, w)
+		c := s.cc.c
+		c.mu.Lock()
+		c.giveBackLocked(s.ch, due.n)
+		if fast {
+			c.widenLocked(s.ch)
+		}
+		c.mu.Unlock()
+		w.add(c)
 	}
 	return nil
+}
+
+// bufferData takes a DATA frame of a unary request read whole; s.mu is
+// held and released. The stream gets no window back for what it sends:
+// its initial window covers a small request, and a bigger one gets its
+// whole size at once, from the budget, when its length prefix arrives.
+func (s *stream) bufferData(data []byte, end bool, w *writes) error {
+	var need int64
+	if !s.sized {
+		var p [5]byte
+		k := copy(p[:], s.call.Body)
+		if k += copy(p[k:], data); k == 5 {
+			s.sized = true
+			n := int(p[1])<<24 | int(p[2])<<16 | int(p[3])<<8 | int(p[4])
+			if max := s.cc.srv.cfg.maxMessage; max > 0 && n > max {
+				// Answered now, as grpc-go's server answers it, and
+				// reset: no more window for a body nobody reads.
+				s.mu.Unlock()
+				s.refuse(8, fmt.Sprintf("grpc: received message larger than max (%d vs. %d)", n, max), w)
+				return nil
+			}
+			need = 5 + int64(n)
+			if need > int64(s.cc.srv.cfg.maxBody) {
+				// Too big to hold: relayed to Local as it comes.
+				s.buffering = false
+				s.call.Body = append(s.call.Body, data...)
+				s.mu.Unlock()
+				return s.toLocal(end, w)
+			}
+			if need > s.cc.srv.cfg.initWindow {
+				s.budgeted = true
+			} else {
+				s.sizeBodyLocked(need)
+				need = 0
+			}
+		}
+	}
+	s.call.Body = append(s.call.Body, data...)
+	s.mu.Unlock()
+	if need > 0 && s.cc.srv.budget.reserve(s, need) {
+		s.admit(need)
+	}
+	if end {
+		// Routed once the reader's input is drained (writes.flush): if
+		// the client reset it in the same read, it goes nowhere.
+		w.ready = append(w.ready, s)
+	}
+	return nil
+}
+
+// sizeBodyLocked makes room for the whole request of need bytes: one
+// allocation of the right size, not a doubling series of copies (a 16 MiB
+// tensor made 25 of them).
+func (s *stream) sizeBodyLocked(need int64) {
+	if int64(cap(s.call.Body)) >= need {
+		return
+	}
+	b := make([]byte, len(s.call.Body), need)
+	copy(b, s.call.Body)
+	s.call.Body = b
+}
+
+// admit gives a stream the budget took need bytes for the window to send
+// its whole request.
+func (s *stream) admit(need int64) {
+	s.mu.Lock()
+	if t := s.waitTimer; t != nil {
+		t.Stop()
+		s.waitTimer = nil
+	}
+	if s.done {
+		s.mu.Unlock()
+		return // its end gives the room back
+	}
+	s.sizeBodyLocked(need)
+	s.mu.Unlock()
+	c := s.cc.c
+	c.mu.Lock()
+	c.growLocked(s.ch, need)
+	c.kickLocked()
+	c.mu.Unlock()
 }
 
 func (s *stream) creditClient(n int64, w *writes) {
@@ -75,7 +148,11 @@ func (s *stream) clientTrailers(f *http2.MetaHeadersFrame, w *writes) error {
 	dest, dh, buffering, ended := s.dest, s.dh, s.buffering, s.clientEnded
 	s.clientEnded = true
 	s.mu.Unlock()
-	if buffering || ended || !f.StreamEnded() {
+	if ended {
+		// HEADERS on a half-closed (remote) stream (RFC 9113 5.1).
+		return http2.StreamError{StreamID: f.StreamID, Code: http2.ErrCodeStreamClosed}
+	}
+	if buffering || !f.StreamEnded() {
 		return http2.StreamError{StreamID: f.StreamID, Code: http2.ErrCodeProtocol}
 	}
 	if dest != nil {
@@ -108,8 +185,20 @@ func (s *stream) toLocal(end bool, w *writes) error {
 // dispatch routes a complete unary request.
 func (s *stream) dispatch(w *writes) {
 	s.mu.Lock()
+	if s.done {
+		s.mu.Unlock()
+		return // reset before it was routed: nothing of it went anywhere
+	}
 	s.buffering = false
 	s.mu.Unlock()
+	switch countMessages(s.call.Body) {
+	case 0:
+		s.refuse(13, msgNoRequest, w)
+		return
+	case 2:
+		s.refuse(13, msgMultiple, w)
+		return
+	}
 	p, serve := s.cc.srv.h.Route(&s.call)
 	if serve {
 		s.serve()
@@ -162,4 +251,86 @@ func (s *stream) clientGone(code http2.ErrCode) {
 		return
 	}
 	s.finish(&Result{Err: &Error{Kind: ErrClientGone, Code: 1, Msg: msg}}, nil, nil)
+}
+
+// clientReset is the client's RST_STREAM for s; one within prematureReset
+// of its headers is wasted.
+func (s *stream) clientReset(code http2.ErrCode) {
+	s.markWasted(time.Since(s.opened) < prematureReset)
+	s.clientGone(code)
+}
+
+// markWasted marks s as having answered nobody, when wasted.
+func (s *stream) markWasted(wasted bool) {
+	if !wasted {
+		return
+	}
+	s.mu.Lock()
+	s.wasted = true
+	s.mu.Unlock()
+}
+
+// The texts of grpc-go's server for a unary call without exactly one
+// request message (its status is INTERNAL).
+const (
+	msgNoRequest = "cardinality violation: received no request message from non-client-streaming RPC"
+	msgMultiple  = "cardinality violation: received multiple request messages for non-client-streaming RPC"
+)
+
+// refuse answers a call the relay routed nowhere with a status of its own
+// (trailers-only) and counts it wasted. A client still sending gets
+// RST_STREAM NO_ERROR after the status, as from grpc-go's server: it
+// stops, and what it sent meanwhile is ignored.
+func (s *stream) refuse(code uint32, msg string, w *writes) {
+	s.mu.Lock()
+	if s.done {
+		s.mu.Unlock()
+		return
+	}
+	s.wasted = true
+	s.buffering = false
+	ended := s.clientEnded
+	s.mu.Unlock()
+	s.cc.srv.h.Refused(&s.call, code, msg)
+	s.mu.Lock()
+	s.call.Body = nil
+	s.mu.Unlock()
+	cc := s.cc
+	c := cc.c
+	c.mu.Lock()
+	c.writeHeadersLocked(s.ch, statusFields(true, code, msg), true)
+	if !ended {
+		_ = c.wr.WriteRSTStream(s.ch.id, http2.ErrCodeNo)
+	}
+	c.mu.Unlock()
+	w.add(c)
+	if !ended {
+		cc.mu.Lock()
+		cc.noteResetLocked(s.ch.id)
+		cc.mu.Unlock()
+	}
+	s.finishLocal()
+	if !ended {
+		cc.forgetHalf(s.ch)
+	}
+}
+
+// countMessages is how many gRPC messages body holds: 0, 1, or 2 for two
+// or more; -1 when it does not end where a message does.
+func countMessages(body []byte) int {
+	n := 0
+	for len(body) > 0 {
+		if len(body) < 5 {
+			return -1
+		}
+		l := int(body[1])<<24 | int(body[2])<<16 | int(body[3])<<8 | int(body[4])
+		if l > len(body)-5 {
+			return -1
+		}
+		body = body[5+l:]
+		if n++; n == 2 {
+			return 2
+		}
+	}
+	return n
 }

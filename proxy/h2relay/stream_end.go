@@ -83,7 +83,17 @@ func (s *stream) releaseAfterSend(dest *destConn, dh *half) {
 	if dest != nil && dh != nil {
 		dest.forget(dh)
 	}
-	s.cc.streamEnded()
+	s.mu.Lock()
+	wasted, budgeted, timer := s.wasted, s.budgeted, s.waitTimer
+	s.waitTimer = nil
+	s.mu.Unlock()
+	if timer != nil {
+		timer.Stop()
+	}
+	if budgeted {
+		s.cc.srv.budget.release(s)
+	}
+	s.cc.streamEnded(wasted)
 }
 
 // respHeaders forwards response headers from the destination.
@@ -132,12 +142,13 @@ func (s *stream) respHeaders(f *http2.MetaHeadersFrame, w *writes) {
 }
 
 // respData forwards response data from the destination; it returns the
-// credit due to the destination now.
-func (s *stream) respData(data []byte, end bool, w *writes) int64 {
+// credit due to the destination now, and whether the data left as fast as
+// it came (its window may widen).
+func (s *stream) respData(data []byte, end bool, w *writes) (int64, bool) {
 	s.mu.Lock()
 	if s.done {
 		s.mu.Unlock()
-		return int64(len(data))
+		return int64(len(data)), false
 	}
 	s.bytesOut += int64(len(data))
 	dh := s.dh
@@ -145,6 +156,7 @@ func (s *stream) respData(data []byte, end bool, w *writes) int64 {
 	c := s.cc.c
 	c.mu.Lock()
 	due := c.writeDataLocked(s.ch, data, end, false, dh)
+	fast := c.flowingLocked(due, len(data))
 	c.mu.Unlock()
 	w.add(c)
 	if end {
@@ -158,7 +170,7 @@ func (s *stream) respData(data []byte, end bool, w *writes) int64 {
 			s.finishLocal()
 		}
 	}
-	return due.n
+	return due.n, fast
 }
 
 // destReset is a RST_STREAM from the destination.

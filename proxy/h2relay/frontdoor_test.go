@@ -1,0 +1,366 @@
+package h2relay
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"testing"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+	"google.golang.org/grpc"
+)
+
+// The front door's rules (issue 27), each from the client's side of the
+// wire: what a misbehaving stream costs, and that its neighbours live.
+
+// statusOf waits for stream id's trailers and returns grpc-status and
+// grpc-message, and whether a RST_STREAM followed with code rst.
+func (c *rawClient) statusOf(id uint32) (st, msg string) {
+	c.t.Helper()
+	f := c.expect("trailers", func(f http2.Frame) bool {
+		h, ok := f.(*headersFrame)
+		return ok && h.id == id && h.end
+	})
+	if f == nil {
+		c.t.Fatalf("stream %d: the connection ended", id)
+	}
+	for _, hf := range f.(*headersFrame).fields {
+		switch hf.Name {
+		case "grpc-status":
+			st = hf.Value
+		case "grpc-message":
+			msg = decodeGrpcMessage(hf.Value)
+		}
+	}
+	return st, msg
+}
+
+// unaryServer is a grpc-go server with one real unary method,
+// /t.U/Echo, to compare the relay's answers with grpc-go's own.
+func unaryServer(t *testing.T) string {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer(grpc.ForceServerCodec(rawCodec{}))
+	srv.RegisterService(&grpc.ServiceDesc{
+		ServiceName: "t.U", HandlerType: (*any)(nil),
+		Methods: []grpc.MethodDesc{{MethodName: "Echo", Handler: func(_ any, _ context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
+			var b []byte
+			if err := dec(&b); err != nil {
+				return nil, err
+			}
+			return &b, nil
+		}}},
+	}, struct{}{})
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	return lis.Addr().String()
+}
+
+// A unary call with no request message, or two, gets the status and text
+// grpc-go's server gives, from the relay itself: nothing goes upstream.
+func TestCardinalityAsGRPCGo(t *testing.T) {
+	direct := unaryServer(t)
+	e := newRelayEnv(t, Options{})
+	for _, tc := range []struct {
+		name string
+		send func(c *rawClient, id uint32, method string)
+	}{
+		{"no message", func(c *rawClient, id uint32, method string) { c.headers(id, method, true) }},
+		{"empty DATA", func(c *rawClient, id uint32, method string) {
+			c.headers(id, method, false)
+			_ = c.fr.WriteData(id, true, nil)
+		}},
+		{"two messages", func(c *rawClient, id uint32, method string) {
+			c.headers(id, method, false)
+			_ = c.fr.WriteData(id, true, append(grpcFrame([]byte("one")), grpcFrame([]byte("two"))...))
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := dialRawTo(t, direct)
+			g.readLoop()
+			tc.send(g, 1, "/t.U/Echo")
+			wantSt, wantMsg := g.statusOf(1)
+			if wantSt != "13" {
+				t.Fatalf("grpc-go answered %s %q; the test expects INTERNAL", wantSt, wantMsg)
+			}
+			before := e.up.calls.Load()
+			c := e.dialRaw()
+			c.readLoop()
+			tc.send(c, 1, "/t.S/Echo")
+			st, msg := c.statusOf(1)
+			if st != wantSt || msg != wantMsg {
+				t.Fatalf("relay: %s %q; grpc-go: %s %q", st, msg, wantSt, wantMsg)
+			}
+			if n := e.up.calls.Load() - before; n != 0 {
+				t.Fatalf("the upstream ran %d calls", n)
+			}
+			// The connection serves on.
+			c.headers(3, "/t.S/Echo", false)
+			c.message(3, []byte("next"))
+			if data, st := c.response(3); st != "0" || !bytes.Equal(data, grpcFrame([]byte("next"))) {
+				t.Fatalf("next call: %s", st)
+			}
+		})
+	}
+}
+
+// A malformed stream is reset; the frames its client sent after it are
+// ignored, and a good call beside it on the same connection is answered
+// (the relay used to answer the malformed stream's DATA with GOAWAY,
+// losing the good call).
+func TestMalformedNeighbourKeepsTheGoodCall(t *testing.T) {
+	for _, bad := range []hpack.HeaderField{
+		{Name: "Upper-Case", Value: "x"},
+		{Name: ":path", Value: "/t.S/Echo"}, // a second :path
+		{Name: "connection", Value: "keep-alive"},
+		{Name: "te", Value: "gzip"},
+	} {
+		t.Run(bad.Name, func(t *testing.T) {
+			e := newRelayEnv(t, Options{})
+			c := e.dialRaw()
+			c.readLoop()
+			c.headers(1, "/t.S/Echo", false)
+			c.headers(3, "/t.S/Echo", false, bad)
+			_ = c.fr.WriteData(3, false, grpcFrame([]byte("bad")))
+			c.headers(3, "/t.S/Echo", true) // trailers of the reset stream: ignored too
+			c.message(1, []byte("good"))
+			gotReset := false
+			timeout := time.After(waitFor)
+			for done := false; !done; {
+				select {
+				case f, ok := <-c.frames:
+					if !ok {
+						t.Fatal("the connection ended")
+					}
+					switch f := f.(type) {
+					case *goAwayFrame:
+						t.Fatalf("GOAWAY %v", f.code)
+					case *rstFrame:
+						if f.id == 1 {
+							t.Fatalf("the good stream was reset: %v", f.code)
+						}
+						if f.id == 3 && f.code == http2.ErrCodeProtocol {
+							gotReset = true
+						}
+					case *headersFrame:
+						if f.id == 1 && f.end {
+							done = true
+						}
+					}
+				case <-timeout:
+					t.Fatal("no answer to the good call")
+				}
+			}
+			if !gotReset {
+				t.Fatal("the malformed stream was not reset with PROTOCOL_ERROR")
+			}
+		})
+	}
+}
+
+// HEADERS on a half-closed (remote) stream: STREAM_CLOSED for that
+// stream (RFC 9113 5.1, h2spec http2/5.1/6).
+func TestHeadersOnHalfClosedStream(t *testing.T) {
+	e := newRelayEnv(t, Options{})
+	c := e.dialRaw()
+	c.readLoop()
+	c.headers(1, "/t.S/Hang", false)
+	c.message(1, []byte("x")) // END_STREAM: half-closed (remote)
+	<-e.up.hung
+	c.headers(1, "/t.S/Hang", true)
+	if c.expect("RST_STREAM STREAM_CLOSED", func(f http2.Frame) bool {
+		r, ok := f.(*rstFrame)
+		return ok && r.id == 1 && r.code == http2.ErrCodeStreamClosed
+	}) == nil {
+		t.Fatal("the connection ended")
+	}
+}
+
+// A request whose length prefix is over the message limit is answered at
+// once (grpc-go's text) and reset; the body the client goes on sending is
+// not taken in, and the connection serves on.
+func TestOversizeAnsweredThenReset(t *testing.T) {
+	e := newRelayEnv(t, Options{MaxMessage: 1 << 20})
+	c := e.dialRaw()
+	c.readLoop()
+	c.headers(1, "/t.S/Echo", false)
+	_ = c.fr.WriteData(1, false, []byte{0, 0x40, 0, 0, 0}) // 1 GiB coming
+	st, msg := c.statusOf(1)
+	if st != "8" || msg != "grpc: received message larger than max (1073741824 vs. 1048576)" {
+		t.Fatalf("status %s %q", st, msg)
+	}
+	if c.expect("RST_STREAM NO_ERROR", func(f http2.Frame) bool {
+		r, ok := f.(*rstFrame)
+		return ok && r.id == 1 && r.code == http2.ErrCodeNo
+	}) == nil {
+		t.Fatal("the connection ended")
+	}
+	// Its window is not given back: what the client may still send is
+	// what it had, and no WINDOW_UPDATE for stream 1 comes.
+	for range 16 {
+		_ = c.fr.WriteData(1, false, make([]byte, 16<<10))
+	}
+	c.headers(3, "/t.S/Echo", false)
+	c.message(3, []byte("after"))
+	for {
+		select {
+		case f := <-c.frames:
+			if w, ok := f.(*windowFrame); ok && w.id == 1 {
+				t.Fatal("window granted to the refused stream")
+			}
+			if h, ok := f.(*headersFrame); ok && h.id == 3 && h.end {
+				if e.up.calls.Load() != 1 {
+					t.Fatalf("the upstream ran %d calls, want 1", e.up.calls.Load())
+				}
+				return
+			}
+		case <-time.After(waitFor):
+			t.Fatal("no answer on stream 3")
+		}
+	}
+}
+
+// Rapid Reset (CVE-2023-44487): HEADERS, DATA and RST_STREAM, stream
+// after stream. None of the reset calls reaches the upstream, the
+// connection gets GOAWAY ENHANCE_YOUR_CALM after the waste budget, and
+// other clients are served.
+func TestRapidResetCostsTheAttacker(t *testing.T) {
+	e := newRelayEnv(t, Options{})
+	c := e.dialRaw()
+	c.readLoop()
+	var buf bytes.Buffer
+	fr := http2.NewFramer(&buf, nil)
+	enc := hpack.NewEncoder(&c.hbuf)
+	sent := 0
+	for id := uint32(1); id < 20000; id += 2 {
+		buf.Reset()
+		c.hbuf.Reset()
+		for _, f := range []hpack.HeaderField{{Name: ":method", Value: "POST"}, {Name: ":scheme", Value: "http"},
+			{Name: ":path", Value: "/t.S/Echo"}, {Name: ":authority", Value: "relay"},
+			{Name: "content-type", Value: "application/grpc"}, {Name: "te", Value: "trailers"}} {
+			_ = enc.WriteField(f)
+		}
+		_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: c.hbuf.Bytes(), EndHeaders: true})
+		_ = fr.WriteData(id, true, grpcFrame([]byte("reset me")))
+		_ = fr.WriteRSTStream(id, http2.ErrCodeCancel)
+		if _, err := c.nc.Write(buf.Bytes()); err != nil {
+			break
+		}
+		sent++
+	}
+	code, goaway := c.closedWith()
+	if !goaway || code != http2.ErrCodeEnhanceYourCalm {
+		t.Fatalf("after %d reset calls: GOAWAY %v (%v), want ENHANCE_YOUR_CALM", sent, goaway, code)
+	}
+	if sent > 5000 {
+		t.Fatalf("the relay took %d reset calls before cutting the client off", sent)
+	}
+	if n := e.up.calls.Load(); n != 0 {
+		t.Fatalf("the upstream ran %d of %d reset calls", n, sent)
+	}
+	e.stillServes(testCtx(t))
+}
+
+// Resets after a stream completed count nothing against the client: a
+// client that cancels as many calls as it completes keeps its
+// connection.
+func TestCancelsOfAWellBehavedClientKeepItsConnection(t *testing.T) {
+	e := newRelayEnv(t, Options{})
+	cc := e.dial()
+	ctx := testCtx(t)
+	for range 300 {
+		if _, err := call(ctx, cc, "/t.S/Echo", []byte("ok")); err != nil {
+			t.Fatal(err)
+		}
+		c, cancel := context.WithCancel(ctx)
+		go func() { <-e.up.hung; cancel() }()
+		_, _ = call(c, cc, "/t.S/Hang", []byte("x"))
+	}
+	if _, err := call(ctx, cc, "/t.S/Echo", []byte("still")); err != nil {
+		t.Fatalf("after 300 cancels and 300 calls: %v", err)
+	}
+}
+
+// Streams over the concurrent-streams limit are refused; a stream counts
+// for as long as the relay holds its response, so a client that does not
+// read cannot make responses pile up by opening more.
+func TestConcurrentStreamsLimit(t *testing.T) {
+	e := newRelayEnv(t, Options{MaxStreams: 4})
+	c := e.dialRaw()
+	c.readLoop()
+	for id := uint32(1); id <= 7; id += 2 {
+		c.headers(id, "/t.S/Hang", false)
+		c.message(id, []byte("x"))
+		<-e.up.hung
+	}
+	c.headers(9, "/t.S/Echo", false)
+	if c.expect("REFUSED_STREAM", func(f http2.Frame) bool {
+		r, ok := f.(*rstFrame)
+		return ok && r.id == 9 && r.code == http2.ErrCodeRefusedStream
+	}) == nil {
+		t.Fatal("the connection ended")
+	}
+	if n := e.up.calls.Load(); n != 4 {
+		t.Fatalf("the upstream ran %d calls, want 4", n)
+	}
+}
+
+// An idle connection gets GOAWAY, then is closed; a busy one is not.
+func TestIdleTimeout(t *testing.T) {
+	e := newRelayEnv(t, Options{IdleTimeout: 50 * time.Millisecond})
+	busy := e.dialRaw()
+	busy.readLoop()
+	busy.headers(1, "/t.S/Hang", false)
+	busy.message(1, []byte("x"))
+	<-e.up.hung
+	idle := e.dialRaw()
+	idle.readLoop()
+	code, goaway := idle.closedWith()
+	if !goaway || code != http2.ErrCodeNo {
+		t.Fatalf("idle connection: GOAWAY %v (%v), want NO_ERROR", goaway, code)
+	}
+	// The busy one still has its stream and takes a call.
+	busy.headers(3, "/t.S/Echo", false)
+	busy.message(3, []byte("alive"))
+	if _, st := busy.response(3); st != "0" {
+		t.Fatalf("busy connection: status %s", st)
+	}
+}
+
+// Past the connection limit, a new connection gets GOAWAY and is closed;
+// those within it are served.
+func TestConnectionLimit(t *testing.T) {
+	e := newRelayEnv(t, Options{MaxConns: 1})
+	first := e.dialRaw()
+	first.readLoop()
+	first.headers(1, "/t.S/Echo", false)
+	first.message(1, []byte("in"))
+	if _, st := first.response(1); st != "0" {
+		t.Fatalf("first connection: %s", st)
+	}
+	// (No preface needed: the relay answers at once.)
+	nc := rawConnTo(t, e.addr)
+	fr := http2.NewFramer(nil, nc)
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("second connection ended without GOAWAY: %v", err)
+		}
+		if g, ok := f.(*http2.GoAwayFrame); ok {
+			if g.ErrCode != http2.ErrCodeEnhanceYourCalm || g.LastStreamID != 0 {
+				t.Fatalf("second connection: GOAWAY %v, last stream %d", g.ErrCode, g.LastStreamID)
+			}
+			break
+		}
+	}
+	first.headers(3, "/t.S/Echo", false)
+	first.message(3, []byte("still in"))
+	if _, st := first.response(3); st != "0" {
+		t.Fatalf("first connection after the refusal: %s", st)
+	}
+}
