@@ -431,6 +431,14 @@ type container struct {
 		Name          string `yaml:"name"`
 		ContainerPort int    `yaml:"containerPort"`
 	} `yaml:"ports"`
+	Env []struct {
+		Name  string `yaml:"name"`
+		Value string `yaml:"value"`
+	} `yaml:"env"`
+	Resources struct {
+		Requests map[string]string `yaml:"requests"`
+		Limits   map[string]string `yaml:"limits"`
+	} `yaml:"resources"`
 	ReadinessProbe *probe `yaml:"readinessProbe"`
 	LivenessProbe  *probe `yaml:"livenessProbe"`
 	Lifecycle      struct {
@@ -815,6 +823,7 @@ func TestKubernetes(t *testing.T) {
 		}
 	}
 
+	t.Run("Memory", func(t *testing.T) { checkK8sMemory(t, s) })
 	t.Run("PodMonitor", func(t *testing.T) { checkPodMonitor(t, s) })
 	t.Run("PrometheusRule", func(t *testing.T) { checkPrometheusRule(t, s) })
 }

@@ -3,6 +3,6 @@
 // Prometheus scrape configuration and a systemd unit. deploy_test.go runs
 // `infergate --check-config` with exactly the arguments and configuration
 // files they give, and checks the ports, probes, scrape settings, exported
-// rules and shutdown timings they share, so that they cannot drift from the
-// binary.
+// rules, shutdown timings and memory limits they share (memory_test.go), so
+// that they cannot drift from the binary.
 package deploy

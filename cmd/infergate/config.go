@@ -37,6 +37,9 @@ type Config struct {
 	// max_message_bytes, upstream_conns, upstream_timeout,
 	// upstream_keepalive_time, max_in_flight.
 	proxy.Config `yaml:",inline"`
+	// FrontDoor bounds what clients can make the proxy hold: the memory
+	// budget, streams per connection, connections, idle time.
+	FrontDoor FrontDoorConfig `yaml:"front_door"`
 	// Admin is the HTTP address for /metrics, /healthz, /readyz and the API.
 	// Default "127.0.0.1:9091": loopback unless told otherwise.
 	Admin string `yaml:"admin"`
@@ -140,6 +143,7 @@ func defaultConfig() Config {
 	return Config{
 		Listen:          ":9001",
 		Config:          proxy.DefaultConfig(),
+		FrontDoor:       defaultFrontDoor(),
 		Admin:           "127.0.0.1:9091",
 		ShutdownTimeout: 30 * time.Second,
 		DrainDelay:      5 * time.Second,
@@ -246,6 +250,7 @@ func (c *Config) validate() error {
 	errs = slices.Concat(errs,
 		section("", c.Config.Problems()),
 		section("", routeErrs),
+		section("front_door", c.FrontDoor.Problems()),
 		section("monitor", c.Monitor.Problems()),
 		section("log", c.Log.Problems()),
 		section("readiness", c.Readiness.Problems()),
@@ -389,11 +394,13 @@ type flagRow struct {
 type binder func(fs *flag.FlagSet, name, usage string, c *Config, errs *[]error)
 
 // to binds a flag to the field get returns.
-func to[T int | string | bool | time.Duration](get func(*Config) *T) binder {
+func to[T int | int64 | string | bool | time.Duration](get func(*Config) *T) binder {
 	return func(fs *flag.FlagSet, name, usage string, c *Config, _ *[]error) {
 		switch p := any(get(c)).(type) {
 		case *int:
 			fs.IntVar(p, name, *p, usage)
+		case *int64:
+			fs.Int64Var(p, name, *p, usage)
 		case *string:
 			fs.StringVar(p, name, *p, usage)
 		case *bool:
@@ -463,6 +470,13 @@ var flags = []flagRow{
 	{"upstream-keepalive-time", "upstream_keepalive_time", "ping interval to the upstream while calls are in flight (servers must allow it)",
 		to(func(c *Config) *time.Duration { return &c.UpstreamKeepaliveTime })},
 	{"max-in-flight", "max_in_flight", "cap on calls in progress; beyond it RESOURCE_EXHAUSTED (0 = no cap)", to(func(c *Config) *int { return &c.MaxInFlight })},
+	{"max-buffered-bytes", "front_door.max_buffered_bytes", "memory budget for every byte held for calls; when spent, senders wait (0 = auto: a quarter of the container's memory limit, at least 32 MiB, else 128 MiB)",
+		to(func(c *Config) *int64 { return &c.FrontDoor.MaxBufferedBytes })},
+	{"max-concurrent-streams", "front_door.max_concurrent_streams", "streams one client connection may have open; over it REFUSED_STREAM",
+		to(func(c *Config) *int { return &c.FrontDoor.MaxConcurrentStreams })},
+	{"max-connections", "front_door.max_connections", "cap on client connections; new ones past it are closed (0 = no cap)", to(func(c *Config) *int { return &c.FrontDoor.MaxConnections })},
+	{"idle-timeout", "front_door.idle_timeout", "close, GOAWAY first, a client connection without streams for this long (0 = the default, negative = never)",
+		to(func(c *Config) *time.Duration { return &c.FrontDoor.IdleTimeout })},
 	{"max-series", "monitor.max_series", "cap on latency series; beyond it calls count as \"other\"", to(func(c *Config) *int { return &c.Monitor.MaxSeries })},
 	{"series-idle-timeout", "monitor.series_idle_timeout", "drop a latency series after this long without calls",
 		to(func(c *Config) *time.Duration { return &c.Monitor.SeriesIdleTimeout })},
@@ -582,6 +596,7 @@ func parseConfig(args []string) (Config, error) {
 		errs = append(errs, c.gpuFlags()...)
 	}
 	c.GPU = c.GPU.Resolved()
+	c.FrontDoor.fromFlag = given["max-buffered-bytes"]
 	// validate keeps what it converts (the routing plan, the alerting
 	// config) in c: it runs before c is returned.
 	err := c.validate()

@@ -150,7 +150,8 @@ func yamlOf(field, v string) string {
 // message names the flag or the field), and --check-config exits 2; where
 // 0 means "none" both are accepted.
 func TestExplicitZeroSameInFileAndFlag(t *testing.T) {
-	zeroMeansNone := map[string]bool{"drain-delay": true, "upstream-timeout": true, "max-in-flight": true, "batch-max-delay": true}
+	zeroMeansNone := map[string]bool{"drain-delay": true, "upstream-timeout": true, "max-in-flight": true, "batch-max-delay": true,
+		"max-buffered-bytes": true, "max-connections": true, "idle-timeout": true} // auto, no cap, the default
 	var path string
 	var errs []error
 	d := defaultConfig()
@@ -160,7 +161,7 @@ func TestExplicitZeroSameInFileAndFlag(t *testing.T) {
 		zero := ""
 		if g, ok := fs.Lookup(r.name).Value.(flag.Getter); ok {
 			switch g.Get().(type) {
-			case int:
+			case int, int64:
 				zero = "0"
 			case time.Duration:
 				zero = "0s"
@@ -229,6 +230,8 @@ func TestDefaultsAreTheLibraries(t *testing.T) {
 		"max-message-bytes": strconv.Itoa(proxy.DefaultMaxMsgSize), "max-series": strconv.Itoa(monitor.DefaultMaxSeries),
 		"upstream-keepalive-time": proxy.DefaultKeepaliveTime.String(), "batch-slo": batcher.DefaultSLO.String(),
 		"gpu-interval": gpu.DefaultInterval.String(), "log-level": "warn", "batching": "off",
+		"max-concurrent-streams": strconv.Itoa(proxy.DefaultMaxConcurrentStreams), "idle-timeout": proxy.DefaultIdleTimeout.String(),
+		"max-buffered-bytes": "0",
 	} {
 		if got := fs.Lookup(name).DefValue; got != want {
 			t.Errorf("-help default of --%s = %q, want %q", name, got, want)

@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/infergate/infergate/alert"
+	"github.com/infergate/infergate/internal/memlimit"
 	"github.com/infergate/infergate/internal/statefile"
 	"github.com/infergate/infergate/monitor"
 	"github.com/infergate/infergate/proxy"
@@ -61,10 +62,13 @@ func run(args []string) int {
 		fmt.Println("infergate: configuration is valid")
 		return 0
 	}
+	// Go's soft memory limit follows the container's before anything is
+	// allocated for calls; the memory budget is sized from the same limit.
+	mem := memlimit.Apply()
 	log := newLogger(cfg.Log)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	if err := serve(ctx, cfg, log); err != nil {
+	if err := serve(ctx, cfg, mem, log); err != nil {
 		fmt.Fprintln(os.Stderr, "infergate:", err)
 		return 1
 	}
@@ -124,8 +128,9 @@ func fastPathCounter(p *proxy.Proxy, path string, get func(proxy.Stats) int64) p
 	}, func() float64 { return float64(get(p.Stats())) })
 }
 
-// serve wires the parts, serves until ctx ends, then drains.
-func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
+// serve wires the parts, serves until ctx ends, then drains; mem is the
+// container's memory limit as memlimit.Apply found it.
+func serve(ctx context.Context, cfg Config, mem memlimit.Result, log *slog.Logger) error {
 	srvCreds, err := serverCreds(cfg.TLS)
 	if err != nil {
 		return err
@@ -176,6 +181,8 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	defer stopTracing() // after the server: the calls' spans are ended
 	defer bat.Close()   // after the server and the proxy: batches in flight end first
+	fd, budgetSource := cfg.FrontDoor.frontDoor(mem)
+	budgetWarnings(fd.MaxBufferedBytes, budgetSource, mem, log)
 	p, err := proxy.New(proxy.UpstreamDirector(up),
 		append(cfg.Config.Options(),
 			proxy.WithRouter(rt.router),
@@ -184,6 +191,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 			proxy.WithLogger(log),
 			proxy.WithLogInterval(cfg.Log.Interval),
 			proxy.WithRequestLogger(requestLogger(cfg.Log)),
+			proxy.WithFrontDoor(fd),
 			traceOpt,
 		)...,
 	)
@@ -267,13 +275,16 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 			errc <- fmt.Errorf("admin: %w", err)
 		}
 	}()
-	// The one start line: tests and scripts read the bound addresses from it.
+	// The one start line: tests and scripts read the bound addresses from
+	// it. Every value is one word: memory_limit and buffer_budget end it.
 	ver, _, _ := buildInfo()
-	fmt.Fprintf(os.Stderr, "infergate: grpc=%s admin=%s upstream=%s tls=%t upstream_tls=%t version=%s%s\n",
-		lis.Addr(), adminLis.Addr(), up.Name(), srvCreds != nil, upCreds != nil, ver, rt.describe())
+	fmt.Fprintf(os.Stderr, "infergate: grpc=%s admin=%s upstream=%s tls=%t upstream_tls=%t version=%s%s memory_limit=%s buffer_budget=%d(%s)\n",
+		lis.Addr(), adminLis.Addr(), up.Name(), srvCreds != nil, upCreds != nil, ver, rt.describe(), mem, fd.MaxBufferedBytes, budgetSource)
 	startWarnings(cfg, log)
 	log.Info("serving", "grpc", lis.Addr().String(), "admin", adminLis.Addr().String(),
-		"upstream", up.Name(), "upstream_tls", upCreds != nil)
+		"upstream", up.Name(), "upstream_tls", upCreds != nil,
+		"memory_limit", mem.Limit, "gomemlimit", mem.SoftLimit, "gomemlimit_source", mem.Source,
+		"buffer_budget", fd.MaxBufferedBytes, "buffer_budget_source", budgetSource)
 
 	select {
 	case <-ctx.Done():
