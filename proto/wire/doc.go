@@ -22,6 +22,11 @@
 //     RegressionRequest).
 //   - ModelInferTargetChunks, PredictTargetChunks: the same scans for a
 //     message held in several buffers, as gRPC receives a large one.
+//   - TargetScanner: the same scans for a request body that is still
+//     arriving (its gRPC framing included), fed chunk by chunk with O(1)
+//     state, so that the proxy can route a request from its first bytes,
+//     forward the rest as it passes, and still learn whether a later field
+//     changed the target (cut-through, issue 27).
 //   - ModelInferConfidence, PredictConfidence: the responses
 //     (inference.ModelInferResponse, tensorflow.serving.PredictResponse),
 //     for cascade routing: how confident the small model that answered is
