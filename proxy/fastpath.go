@@ -51,7 +51,16 @@ func (p *Proxy) Relay(srv *grpc.Server) *h2relay.Server {
 			Now:           p.now,
 		})
 	})
+	p.relayServing.Store(p.relay)
 	return p.relay
+}
+
+// bufferStats are the relay's budget figures, zero without a relay.
+func (p *Proxy) bufferStats() h2relay.BudgetStats {
+	if r := p.relayServing.Load(); r != nil {
+		return r.BudgetStats()
+	}
+	return h2relay.BudgetStats{}
 }
 
 const (

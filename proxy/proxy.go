@@ -61,6 +61,8 @@ type Proxy struct {
 	// relay is the fast path (fastpath.go), made by Relay.
 	relay      *h2relay.Server
 	relayOnce  sync.Once
+	// relayServing is relay for readers off the call path (Stats).
+	relayServing atomic.Pointer[h2relay.Server]
 	relayPools sync.Map // *Upstream → its *h2relay.Pool
 	// unary calls the relay routed, by where they went.
 	forwarded, served, handedOn atomic.Int64
@@ -175,12 +177,18 @@ type Stats struct {
 	// uncompressed message). Streams and the proxy's own services go to
 	// the grpc.Server uncounted here.
 	Forwarded, Served, HandedOn int64
+	// Buffer is the fast path's byte budget (WithFrontDoor): its limit,
+	// the bytes requests hold of it now, the requests that waited for
+	// room and those refused because none came in time. Zero without
+	// the fast path.
+	Buffer h2relay.BudgetStats
 }
 
 // Stats returns the proxy's counters; safe for concurrent use.
 func (p *Proxy) Stats() Stats {
 	return Stats{InFlight: p.calls.Load(), RejectedInFlight: p.rejected.Load(), Panics: p.panics.Load(),
-		Forwarded: p.forwarded.Load(), Served: p.served.Load(), HandedOn: p.handedOn.Load()}
+		Forwarded: p.forwarded.Load(), Served: p.served.Load(), HandedOn: p.handedOn.Load(),
+		Buffer: p.bufferStats()}
 }
 
 // panicked counts and logs a recovered panic and returns the error of the

@@ -104,7 +104,7 @@ func proxyCollectors(p *proxy.Proxy) []prometheus.Collector {
 	return []prometheus.Collector{
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name:        "infergate_rejected_calls_total",
-			Help:        "Calls the proxy refused at once, by reason: max_in_flight (--max-in-flight reached).",
+			Help:        "Calls the proxy refused at once, by reason: max_in_flight (--max-in-flight reached), buffer_budget (no room in the memory budget, --max-buffered-bytes, before the call's deadline).",
 			ConstLabels: prometheus.Labels{"reason": "max_in_flight"},
 		}, func() float64 { return float64(p.Stats().RejectedInFlight) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
@@ -114,6 +114,23 @@ func proxyCollectors(p *proxy.Proxy) []prometheus.Collector {
 		fastPathCounter(p, "forwarded", func(s proxy.Stats) int64 { return s.Forwarded }),
 		fastPathCounter(p, "served", func(s proxy.Stats) int64 { return s.Served }),
 		fastPathCounter(p, "grpc_server", func(s proxy.Stats) int64 { return s.HandedOn }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "infergate_buffered_bytes",
+			Help: "Bytes requests read whole hold now of the memory budget (--max-buffered-bytes).",
+		}, func() float64 { return float64(p.Stats().Buffer.Held) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "infergate_buffer_budget_bytes",
+			Help: "The memory budget for bytes held for calls (--max-buffered-bytes, auto from the container's limit).",
+		}, func() float64 { return float64(p.Stats().Buffer.Limit) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "infergate_buffer_waits_total",
+			Help: "Requests that waited for room in the memory budget (their senders got no window meanwhile).",
+		}, func() float64 { return float64(p.Stats().Buffer.Waits) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name:        "infergate_rejected_calls_total",
+			Help:        "Calls the proxy refused at once, by reason: max_in_flight (--max-in-flight reached), buffer_budget (no room in the memory budget, --max-buffered-bytes, before the call's deadline).",
+			ConstLabels: prometheus.Labels{"reason": "buffer_budget"},
+		}, func() float64 { return float64(p.Stats().Buffer.Refusals) }),
 	}
 }
 
