@@ -121,27 +121,67 @@ func (r relayHandler) Route(c *h2relay.Call) (*h2relay.Pool, bool) {
 }
 
 func (r relayHandler) route(c *h2relay.Call) (*h2relay.Pool, bool) {
-	p := r.p
 	msg, ok := c.Message()
 	if !ok {
 		return nil, false
 	}
-	if p.tracing != nil {
+	if !r.forwardable(c) {
 		return nil, true
+	}
+	model, version := bytesTarget(lookupMethod(c.Method).target, msg)
+	return r.routeTo(c, model, version, int64(len(msg)))
+}
+
+// forwardable says whether c's way may be decided from its target alone:
+// no tracing, one fixed upstream the relay reaches, protobuf.
+func (r relayHandler) forwardable(c *h2relay.Call) bool {
+	p := r.p
+	if p.tracing != nil {
+		return false
 	}
 	fd, ok := p.director.(fixedDirector)
-	if !ok {
-		return nil, true
+	if !ok || fd.fixed().relayAddr == "" {
+		return false
 	}
-	up := fd.fixed()
-	if up.relayAddr == "" {
-		return nil, true
+	subtype := contentSubtypeOf(c)
+	return subtype == "" || subtype == "proto" // else no model name to read
+}
+
+// Scan says which requests name their model where the relay can read it
+// as they arrive.
+func (r relayHandler) Scan(method string) wire.TargetKind {
+	switch lookupMethod(method).target {
+	case targetKServe:
+		return wire.KServeTarget
+	case targetNone:
+		return 0
 	}
-	if subtype := contentSubtypeOf(c); subtype != "" && subtype != "proto" {
-		return nil, true // not protobuf: no model name to read
+	return wire.TFServingTarget
+}
+
+// RouteEarly forwards a big request as it arrives when nothing but
+// forwarding is to be done with it; anything else (batching, a route,
+// serving it) needs it whole.
+func (r relayHandler) RouteEarly(c *h2relay.Call, model, version string) *h2relay.Pool {
+	if !r.forwardable(c) {
+		return nil
 	}
-	info := lookupMethod(c.Method)
-	model, version := bytesTarget(info.target, msg)
+	var size int64
+	if b := c.Body; len(b) >= 5 {
+		size = int64(b[1])<<24 | int64(b[2])<<16 | int64(b[3])<<8 | int64(b[4])
+	}
+	pool, _ := r.routeTo(c, model, version, size)
+	if pool != nil {
+		r.p.forwarded.Add(1)
+	}
+	return pool
+}
+
+// routeTo is route once the call's target is known: a pool to forward
+// it to, or serve.
+func (r relayHandler) routeTo(c *h2relay.Call, model, version string, bytesIn int64) (*h2relay.Pool, bool) {
+	p := r.p
+	up := p.director.(fixedDirector).fixed()
 	if p.batcher != nil && model != "" && p.batcher.Handles(c.Method, model) {
 		return nil, true
 	}
@@ -159,7 +199,7 @@ func (r relayHandler) route(c *h2relay.Call) (*h2relay.Pool, bool) {
 	if c.Deadline.IsZero() && p.upstreamTimeout > 0 {
 		c.Timeout = p.upstreamTimeout
 	}
-	c.Data = &relayCall{up: up, model: model, version: version, bytesIn: int64(len(msg))}
+	c.Data = &relayCall{up: up, model: model, version: version, bytesIn: bytesIn}
 	return p.relayPool(up), false
 }
 
@@ -196,6 +236,8 @@ func (r relayHandler) Done(c *h2relay.Call, res *h2relay.Result) (uint32, string
 			err: status.Error(codes.Code(res.Status), res.Message)}
 	case e.Kind == h2relay.ErrTimeout:
 		o.err = &proxyTimeoutError{timeout: p.upstreamTimeout}
+	case e.Kind == h2relay.ErrTargetChanged:
+		o.err = status.Error(codes.InvalidArgument, e.Msg)
 	case e.Kind == h2relay.ErrClientGone:
 		code := codes.Canceled
 		if !c.Deadline.IsZero() && !time.Now().Before(c.Deadline) {

@@ -59,11 +59,11 @@ type Proxy struct {
 	gauges sync.Map
 
 	// relay is the fast path (fastpath.go), made by Relay.
-	relay      *h2relay.Server
-	relayOnce  sync.Once
+	relay     *h2relay.Server
+	relayOnce sync.Once
 	// relayServing is relay for readers off the call path (Stats).
 	relayServing atomic.Pointer[h2relay.Server]
-	relayPools sync.Map // *Upstream → its *h2relay.Pool
+	relayPools   sync.Map // *Upstream → its *h2relay.Pool
 	// unary calls the relay routed, by where they went.
 	forwarded, served, handedOn atomic.Int64
 }

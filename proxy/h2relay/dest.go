@@ -73,7 +73,7 @@ func (d *destConn) start(s *stream, fields []hpack.HeaderField, body []byte, end
 		c.mu.Unlock()
 		return false
 	}
-	d.startLocked(s, fields, body, end, reserved)
+	due := d.startLocked(s, fields, body, end, reserved)
 	// Stream IDs run out: the connection takes no more and leaves the
 	// pool, which dials another, as after a GOAWAY.
 	exhausted := d.nextID >= 1<<31-1 && !d.goingAway
@@ -82,13 +82,19 @@ func (d *destConn) start(s *stream, fields []hpack.HeaderField, body []byte, end
 	}
 	c.mu.Unlock()
 	w.add(c)
+	if due.h != nil && due.n > 0 {
+		due.h.s.creditClient(due.n, w)
+	}
 	if exhausted && d.pool != nil {
 		d.pool.dropConn(d)
 	}
 	return true
 }
 
-func (d *destConn) startLocked(s *stream, fields []hpack.HeaderField, body []byte, end, reserved bool) {
+// A stream relayed as it arrives (cut) sends what arrived so far instead
+// of body, and its end only if it came; the client's window for those
+// bytes is due (returned) as they leave.
+func (d *destConn) startLocked(s *stream, fields []hpack.HeaderField, body []byte, end, reserved bool) (due credit) {
 	c := d.c
 	id := d.nextID
 	d.nextID += 2
@@ -96,16 +102,22 @@ func (d *destConn) startLocked(s *stream, fields []hpack.HeaderField, body []byt
 		d.active++
 	}
 	h := c.addHalfLocked(id, s)
+	var src *half
 	s.mu.Lock()
 	s.dest, s.dh = d, h
+	if s.cut {
+		body, end, src = s.call.Body, s.clientEnded, s.ch
+		s.call.Body = nil
+	}
 	if s.pool != nil {
 		s.sentAt = c.cfg.now()
 	}
 	s.mu.Unlock()
 	c.writeHeadersLocked(h, fields, end && len(body) == 0)
 	if len(body) > 0 {
-		c.writeDataLocked(h, body, end, true, nil)
+		due = c.writeDataLocked(h, body, end, true, src)
 	}
+	return due
 }
 
 // forget drops h once its stream ended.

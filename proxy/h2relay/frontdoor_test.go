@@ -3,13 +3,21 @@ package h2relay
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/infergate/infergate/proto/kservepb"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 )
 
 // The front door's rules (issue 27), each from the client's side of the
@@ -362,5 +370,151 @@ func TestConnectionLimit(t *testing.T) {
 	first.message(3, []byte("still in"))
 	if _, st := first.response(3); st != "0" {
 		t.Fatalf("first connection after the refusal: %s", st)
+	}
+}
+
+// inferRequest is a ModelInferRequest for model with n bytes of raw input,
+// marshalled; a second model name after the tensor when later is set.
+func inferRequest(t *testing.T, model string, n int, later string) []byte {
+	t.Helper()
+	b, err := proto.Marshal(&kservepb.ModelInferRequest{ModelName: model, ModelVersion: "1", RawInputContents: [][]byte{pattern(n, 5)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if later != "" {
+		b = protowire.AppendTag(b, 1, protowire.BytesType)
+		b = protowire.AppendString(b, later)
+	}
+	return b
+}
+
+// A big request is relayed as it arrives (cut-through): routed from its
+// first bytes, byte for byte, holding nothing of the budget; one that
+// names another model further on is reset before its end reaches the
+// upstream.
+func TestCutThrough(t *testing.T) {
+	e := newRelayEnv(t, Options{MaxBody: 64 << 20, MaxBuffered: 8 << 20})
+	cc := e.dial()
+	ctx := testCtx(t)
+	// Bigger than the budget: read whole it could not pass.
+	want := inferRequest(t, "big", 16<<20, "")
+	got, err := call(ctx, cc, "/t.Cut/Echo", want)
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("16 MiB relayed as it came: %v (%d bytes back)", err, len(got))
+	}
+	if r := <-e.h.done; r.Err != nil || r.Status != 0 {
+		t.Fatalf("Done heard %+v", r)
+	}
+	if st := e.relay.BudgetStats(); st.Waits != 0 || st.Held != 0 {
+		t.Fatalf("budget %+v: a relayed request held room", st)
+	}
+	e.h.mu.Lock()
+	early := append([]string(nil), e.h.early...)
+	e.h.mu.Unlock()
+	if len(early) != 1 || early[0] != "big" {
+		t.Fatalf("RouteEarly saw %q", early)
+	}
+
+	// A second model_name after the tensor: reset, INVALID_ARGUMENT.
+	_, err = call(ctx, cc, "/t.Cut/Echo", inferRequest(t, "big", 1<<20, "other"))
+	if st := status.Convert(err); st.Code() != codes.InvalidArgument || !strings.Contains(st.Message(), "another model") {
+		t.Fatalf("a target changed midway: %v", err)
+	}
+	if r := <-e.h.done; r.Err == nil || r.Err.Kind != ErrTargetChanged {
+		t.Fatalf("Done heard %+v", r)
+	}
+
+	// A model the Handler wants whole is read whole, under the budget.
+	want = inferRequest(t, "whole", 1<<20, "")
+	if got, err := call(ctx, cc, "/t.Cut/Echo", want); err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("read whole: %v", err)
+	}
+	<-e.h.done
+	e.settled()
+}
+
+// The budget makes requests read whole wait instead of fail: with room
+// for one 3 MiB request at a time, eight at once all come through.
+func TestBudgetMakesRequestsWait(t *testing.T) {
+	e := newRelayEnv(t, Options{MaxBody: 4 << 20, MaxBuffered: 8 << 20})
+	ctx := testCtx(t)
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cc := e.dial()
+			want := pattern(3<<20, byte(i))
+			got, err := call(ctx, cc, "/t.S/Echo", want)
+			if err == nil && !bytes.Equal(got, want) {
+				err = fmt.Errorf("echo differs")
+			}
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	st := e.relay.BudgetStats()
+	t.Logf("budget after: %+v", st)
+	if st.Held != 0 || st.Refusals != 0 {
+		t.Fatalf("budget %+v", st)
+	}
+	e.settled()
+}
+
+// A request still waiting for room at its deadline gets RESOURCE_EXHAUSTED
+// naming the budget.
+func TestBudgetRefusesAtTheDeadline(t *testing.T) {
+	e := newRelayEnv(t, Options{MaxBody: 4 << 20, MaxBuffered: 8 << 20})
+	ctx := testCtx(t)
+	hold := e.dial()
+	// One 4 MiB request holds half the budget (a connection's share) on
+	// a call the upstream keeps open; a second connection's two take
+	// the rest.
+	go func() { _, _ = call(ctx, hold, "/t.S/Hang", pattern(4<<20-5, 1)) }()
+	<-e.up.hung
+	other := e.dial()
+	go func() { _, _ = call(ctx, other, "/t.S/Hang", pattern(4<<20-5, 2)) }()
+	<-e.up.hung
+	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	_, err := call(short, e.dial(), "/t.S/Echo", pattern(1<<20, 3))
+	st := status.Convert(err)
+	if st.Code() != codes.ResourceExhausted || !strings.Contains(st.Message(), "buffer budget") {
+		// The client's own deadline may win the race: then it says so.
+		if st.Code() != codes.DeadlineExceeded {
+			t.Fatalf("no room before the deadline: %v", err)
+		}
+	}
+	if e.relay.BudgetStats().Waits == 0 {
+		t.Fatal("the request did not wait")
+	}
+}
+
+// A big request whose target is not in the first 64 KiB (the window a
+// stream has unasked) is read whole; one too big to hold goes to Local as
+// it comes, and neither waits for ever for window.
+func TestTargetAfterTheInitialWindow(t *testing.T) {
+	e := newRelayEnv(t, Options{MaxBody: 4 << 20, MaxBuffered: 8 << 20})
+	cc := e.dial()
+	ctx := testCtx(t)
+	for _, n := range []int{1 << 20, 6 << 20} {
+		// The tensor first, the name after it.
+		b, err := proto.Marshal(&kservepb.ModelInferRequest{RawInputContents: [][]byte{pattern(n, 9)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b = protowire.AppendTag(b, 1, protowire.BytesType)
+		b = protowire.AppendString(b, "late")
+		got, err := call(ctx, cc, "/t.Cut/Echo", b)
+		if err != nil || !bytes.Equal(got, b) {
+			t.Fatalf("%d bytes, name last: %v", n, err)
+		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/infergate/infergate/proto/wire"
 	"go.uber.org/goleak"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
@@ -130,6 +131,7 @@ type fakeHandler struct {
 	mu      sync.Mutex
 	dones   map[*Call]int
 	refused atomic.Int64
+	early   []string // models RouteEarly routed
 }
 
 func (h *fakeHandler) Unary(method string) bool { return !strings.HasSuffix(method, "Stream") }
@@ -165,6 +167,28 @@ func (h *fakeHandler) Serve(c *Call, r *Responder) {
 }
 
 func (h *fakeHandler) Refused(*Call, uint32, string) { h.refused.Add(1) }
+
+// Scan reads KServe targets of methods naming "Cut".
+func (h *fakeHandler) Scan(method string) wire.TargetKind {
+	if strings.Contains(method, "Cut") {
+		return wire.KServeTarget
+	}
+	return 0
+}
+
+// RouteEarly relays as they arrive the calls of every model but "whole".
+func (h *fakeHandler) RouteEarly(c *Call, model, _ string) *Pool {
+	if model == "whole" {
+		return nil
+	}
+	h.mu.Lock()
+	h.early = append(h.early, model)
+	h.mu.Unlock()
+	if c.Deadline.IsZero() {
+		c.Timeout = h.timeout
+	}
+	return h.pool()
+}
 
 func (h *fakeHandler) Done(c *Call, r *Result) (uint32, string) {
 	h.mu.Lock()

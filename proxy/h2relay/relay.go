@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"golang.org/x/net/http2/hpack"
+
+	"github.com/infergate/infergate/proto/wire"
 )
 
 // Handler routes the unary calls the relay reads whole and hears how each
@@ -27,6 +29,16 @@ type Handler interface {
 	// ended. When r.Err is set the relay ends the call itself and sends
 	// the client the status Done returns (unless the client is gone).
 	Done(c *Call, r *Result) (code uint32, msg string)
+	// Scan says how method's request names its target, for the relay to
+	// read it from a big request's first bytes (RouteEarly); 0 means it
+	// does not, and big requests are read whole.
+	Scan(method string) wire.TargetKind
+	// RouteEarly is Route for a big request still arriving, once its
+	// first bytes named model and version: the pool to relay it to as it
+	// arrives (cut-through), or nil to read it whole and Route it at its
+	// end. It may set c.Timeout and c.Data; Done is called for a call it
+	// routed. c.Body holds only the request's first bytes.
+	RouteEarly(c *Call, model, version string) *Pool
 	// Refused is called for a unary call the relay answered itself
 	// before routing it (no request message or two, a message over
 	// MaxMessage, no room in the budget before its deadline), with the
@@ -104,6 +116,14 @@ const (
 	// ErrClientGone: the client reset the stream or its connection
 	// closed. Nothing is sent to it.
 	ErrClientGone
+	// ErrRefused: the upstream refused a call relayed as it arrived (or
+	// went away before processing it); what was sent cannot be sent
+	// again, so the client gets REFUSED_STREAM and retries it itself.
+	ErrRefused
+	// ErrTargetChanged: a request relayed as it arrived named another
+	// model or version further on than its first bytes; it is reset on
+	// both sides, so that no client can dodge a route.
+	ErrTargetChanged
 )
 
 // Error is a call the relay ended.

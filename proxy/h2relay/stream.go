@@ -5,6 +5,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/infergate/infergate/proto/wire"
+
 	"golang.org/x/net/http2/hpack"
 )
 
@@ -44,7 +46,16 @@ type stream struct {
 	sized, budgeted bool
 	reserved, want  int64
 	waitTimer       *time.Timer
-	timer           *time.Timer
+	// scan reads a big request's target as it arrives; cut: the request
+	// is relayed to the pool as it arrives (RouteEarly). Until the pool
+	// starts it, what arrives collects in call.Body.
+	scan *wire.TargetScanner
+	cut  bool
+	// need is the request's size from its length prefix; admitted: it
+	// asked the budget for it.
+	need     int64
+	admitted bool
+	timer    *time.Timer
 	// cancel ends a served call's context (Responder).
 	cancel context.CancelFunc
 }

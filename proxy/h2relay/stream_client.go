@@ -1,9 +1,11 @@
 package h2relay
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
+	"github.com/infergate/infergate/proto/wire"
 	"golang.org/x/net/http2"
 )
 
@@ -28,9 +30,20 @@ func (s *stream) clientData(data []byte, end bool, w *writes) error {
 		return s.bufferData(data, end, w)
 	}
 	dest, dh := s.dest, s.dh
+	if dest == nil && s.cut {
+		// Routed, waiting for its pool to start it: what comes is held
+		// (no window given back) and goes first when it starts.
+		s.call.Body = append(s.call.Body, data...)
+		s.mu.Unlock()
+		s.checkTarget(data, w)
+		return nil
+	}
 	s.mu.Unlock()
 	if dest == nil {
 		s.creditClient(int64(len(data)), w)
+		return nil
+	}
+	if !s.checkTarget(data, w) {
 		return nil
 	}
 	dc := dest.c
@@ -58,6 +71,7 @@ func (s *stream) clientData(data []byte, end bool, w *writes) error {
 // whole size at once, from the budget, when its length prefix arrives.
 func (s *stream) bufferData(data []byte, end bool, w *writes) error {
 	var need int64
+	fresh := false
 	if !s.sized {
 		var p [5]byte
 		k := copy(p[:], s.call.Body)
@@ -72,25 +86,55 @@ func (s *stream) bufferData(data []byte, end bool, w *writes) error {
 				return nil
 			}
 			need = 5 + int64(n)
-			if need > int64(s.cc.srv.cfg.maxBody) {
-				// Too big to hold: relayed to Local as it comes.
-				s.buffering = false
-				s.call.Body = append(s.call.Body, data...)
+			s.need = need
+			kind := s.cc.srv.h.Scan(s.call.Method)
+			if need > int64(s.cc.srv.cfg.maxBody) && (kind == 0 || need <= s.cc.srv.cfg.initWindow) {
 				s.mu.Unlock()
-				return s.toLocal(end, w)
+				return s.tooBigToHold(data, end, w)
 			}
-			if need > s.cc.srv.cfg.initWindow {
-				s.budgeted = true
-			} else {
+			switch {
+			case need <= s.cc.srv.cfg.initWindow:
 				s.sizeBodyLocked(need)
-				need = 0
+			case kind != 0:
+				// Read its target from its first bytes: it may be
+				// relayed as it arrives (early), holding nothing.
+				s.scan = wire.NewTargetScanner(kind)
+				fresh = true
+			default:
+				s.budgeted = true
 			}
 		}
 	}
 	s.call.Body = append(s.call.Body, data...)
+	var early, hold bool
+	if s.scan != nil && !s.budgeted {
+		chunk := data
+		if fresh {
+			chunk = s.call.Body
+		}
+		err := s.scan.Feed(chunk)
+		switch {
+		case err == nil && s.scan.Known():
+			early = true
+		case err != nil || int64(len(s.call.Body)) >= s.cc.srv.cfg.initWindow:
+			// Unreadable, or no target within what the client may
+			// send unasked: read whole, under the budget.
+			s.scan, s.budgeted, hold = nil, true, true
+		}
+	}
+	need = s.need
 	s.mu.Unlock()
-	if need > 0 && s.cc.srv.budget.reserve(s, need) {
-		s.admit(need)
+	if early {
+		hold = !s.routeEarly(w)
+	}
+	if hold && need > int64(s.cc.srv.cfg.maxBody) {
+		return s.tooBigToHold(nil, end, w)
+	}
+	if hold || (need > 0 && s.budgeted && !s.admitted) {
+		s.admitted = true
+		if s.cc.srv.budget.reserve(s, need) {
+			s.admit(need)
+		}
 	}
 	if end {
 		// Routed once the reader's input is drained (writes.flush): if
@@ -98,6 +142,61 @@ func (s *stream) bufferData(data []byte, end bool, w *writes) error {
 		w.ready = append(w.ready, s)
 	}
 	return nil
+}
+
+// tooBigToHold relays a request too big to read whole to Local as it
+// comes, data (not yet in Body) after what arrived before it.
+func (s *stream) tooBigToHold(data []byte, end bool, w *writes) error {
+	s.mu.Lock()
+	s.buffering, s.scan, s.budgeted = false, nil, false
+	s.call.Body = append(s.call.Body, data...)
+	s.mu.Unlock()
+	return s.toLocal(end, w)
+}
+
+// routeEarly asks the Handler for a pool for a request whose first bytes
+// named its target, and relays it as it arrives if it got one; it reports
+// whether it did.
+func (s *stream) routeEarly(w *writes) bool {
+	model, version := s.scan.Target()
+	p := s.cc.srv.h.RouteEarly(&s.call, model, version)
+	if p == nil {
+		s.mu.Lock()
+		s.scan, s.budgeted = nil, true
+		s.mu.Unlock()
+		return false
+	}
+	s.mu.Lock()
+	s.cut, s.pool, s.buffering = true, p, false
+	s.mu.Unlock()
+	p.send(s, w)
+	return true
+}
+
+// checkTarget reads the target in data of a request relayed as it
+// arrives, before data goes on: one that names another model or version
+// than its first bytes did is reset on both sides (ErrTargetChanged), so
+// no client can dodge a route, a breaker or its series by naming one
+// model first and another later. It reports whether the stream goes on.
+func (s *stream) checkTarget(data []byte, w *writes) bool {
+	sc := s.scan
+	if sc == nil {
+		return true
+	}
+	err := sc.Feed(data)
+	if sc.Changed() || errors.Is(err, wire.ErrUnroutable) {
+		s.scan = nil
+		s.cancelDest()
+		s.finish(&Result{Err: &Error{Kind: ErrTargetChanged, Code: 3,
+			Msg: "infergate: the request names another model or version after its first bytes"}}, nil, w)
+		return false
+	}
+	if err != nil || sc.Done() {
+		// Malformed: the upstream says so; done: a later message
+		// names nothing the upstream routes by.
+		s.scan = nil
+	}
+	return true
 }
 
 // sizeBodyLocked makes room for the whole request of need bytes: one
@@ -178,6 +277,11 @@ func (s *stream) toLocal(end bool, w *writes) error {
 	s.mu.Unlock()
 	if !d.start(s, s.fields, body, end, false, w) {
 		return http2.StreamError{StreamID: s.ch.id, Code: http2.ErrCodeRefusedStream}
+	}
+	if !end && len(body) > 0 {
+		// The window the client spent on what was read so far comes
+		// back, or a client that spent it all would wait for ever.
+		s.creditClient(int64(len(body)), w)
 	}
 	return nil
 }

@@ -49,14 +49,25 @@ func (s *stream) finish(r *Result, trailers []hpack.HeaderField, w *writes) {
 	s.mu.Unlock()
 
 	code, msg := s.cc.srv.h.Done(&s.call, r)
+	s.mu.Lock()
 	s.call.Body = nil
+	// A request relayed as it arrives may still be coming: the client
+	// is told to stop (as grpc-go's server does after its status).
+	stop := s.cut && !s.clientEnded && (r.Err == nil || r.Err.Kind != ErrClientGone)
+	s.mu.Unlock()
 	c := s.cc.c
 	c.mu.Lock()
 	switch {
 	case trailers != nil:
 		c.writeHeadersLocked(s.ch, trailers, true)
+	case r.Err != nil && r.Err.Kind == ErrRefused:
+		_ = c.wr.WriteRSTStream(s.ch.id, http2.ErrCodeRefusedStream)
+		stop = false
 	case r.Err != nil && r.Err.Kind != ErrClientGone:
 		c.writeHeadersLocked(s.ch, statusFields(!answered, code, msg), true)
+	}
+	if stop {
+		_ = c.wr.WriteRSTStream(s.ch.id, http2.ErrCodeNo)
 	}
 	if w == nil {
 		c.kickLocked()
@@ -222,9 +233,15 @@ func (s *stream) retryOnce(refused bool, w *writes) bool {
 	if retry {
 		s.retried = true
 	}
+	cut := s.cut
 	s.mu.Unlock()
 	if !retry {
 		return false
+	}
+	if cut {
+		// What was relayed is gone: the client sends it again.
+		s.finish(&Result{Err: &Error{Kind: ErrRefused, Code: 14, Msg: "the upstream refused the stream"}}, nil, w)
+		return true
 	}
 	s.detach()
 	p.send(s, w)
