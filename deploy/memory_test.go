@@ -12,7 +12,7 @@ import (
 
 // infergate's memory rules (cmd/infergate/frontdoor.go, internal/memlimit),
 // which the files here must agree with: an auto budget is a quarter of the
-// container's memory limit, at least 32 MiB, else 128 MiB; Go's soft limit
+// container's memory limit, at least 32 MiB, else 64 MiB; Go's soft limit
 // is 90% of the limit unless GOMEMLIMIT is set.
 const (
 	minAutoBudget     = 32 << 20

@@ -151,7 +151,7 @@ type FrontDoor struct {
 const (
 	// DefaultMaxBufferedBytes is the budget where no container memory
 	// limit says otherwise.
-	DefaultMaxBufferedBytes = 128 << 20
+	DefaultMaxBufferedBytes = 64 << 20
 	// DefaultMaxConcurrentStreams: a gRPC client opens streams up to the
 	// limit and queues the rest itself, so a few hundred keep a busy
 	// client's connection full while bounding what one connection holds.

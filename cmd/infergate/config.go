@@ -470,7 +470,7 @@ var flags = []flagRow{
 	{"upstream-keepalive-time", "upstream_keepalive_time", "ping interval to the upstream while calls are in flight (servers must allow it)",
 		to(func(c *Config) *time.Duration { return &c.UpstreamKeepaliveTime })},
 	{"max-in-flight", "max_in_flight", "cap on calls in progress; beyond it RESOURCE_EXHAUSTED (0 = no cap)", to(func(c *Config) *int { return &c.MaxInFlight })},
-	{"max-buffered-bytes", "front_door.max_buffered_bytes", "memory budget for every byte held for calls; when spent, senders wait (0 = auto: a quarter of the container's memory limit, at least 32 MiB, else 128 MiB)",
+	{"max-buffered-bytes", "front_door.max_buffered_bytes", "memory budget for every byte held for calls; when spent, senders wait (0 = auto: a quarter of the container's memory limit, at least 32 MiB, else 64 MiB)",
 		to(func(c *Config) *int64 { return &c.FrontDoor.MaxBufferedBytes })},
 	{"max-concurrent-streams", "front_door.max_concurrent_streams", "streams one client connection may have open; over it REFUSED_STREAM",
 		to(func(c *Config) *int { return &c.FrontDoor.MaxConcurrentStreams })},

@@ -107,11 +107,6 @@ func (b *budget) takeLocked(cc *clientConn, n int64) {
 // release gives back what s holds and admits the streams waiting that
 // now fit, in order.
 func (b *budget) release(s *stream) {
-	type admission struct {
-		s *stream
-		n int64
-	}
-	var admitted []admission
 	b.mu.Lock()
 	n := s.reserved
 	if n > 0 {
@@ -123,6 +118,22 @@ func (b *budget) release(s *stream) {
 	if s.want > 0 {
 		b.dropLocked(s)
 	}
+	admitted := b.admitLocked()
+	b.mu.Unlock()
+	for _, a := range admitted {
+		a.s.admit(a.n)
+	}
+}
+
+// admission is a waiting stream the budget took room for.
+type admission struct {
+	s *stream
+	n int64
+}
+
+// admitLocked takes room for the waiting streams that now fit.
+func (b *budget) admitLocked() []admission {
+	var admitted []admission
 	keep := b.waiting[:0]
 	blocked := false
 	for _, x := range b.waiting {
@@ -142,9 +153,40 @@ func (b *budget) release(s *stream) {
 	}
 	clear(b.waiting[len(keep):])
 	b.waiting = keep
+	return admitted
+}
+
+// tryTake takes n bytes for a window that widens, if they are free and
+// nobody waits for them; it never waits.
+func (b *budget) tryTake(n int64) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.waiting) > 0 || b.held+n > b.limit {
+		return false
+	}
+	b.held += n
+	b.heldNow.Store(b.held)
+	return true
+}
+
+// giveBack returns n bytes tryTake took. It runs under a connection's
+// lock, so streams it makes room for are admitted on a goroutine of
+// their own (admitting takes connection locks).
+func (b *budget) giveBack(n int64) {
+	b.mu.Lock()
+	b.held -= n
+	b.heldNow.Store(b.held)
+	var admitted []admission
+	if len(b.waiting) > 0 {
+		admitted = b.admitLocked()
+	}
 	b.mu.Unlock()
-	for _, a := range admitted {
-		a.s.admit(a.n)
+	if len(admitted) > 0 {
+		go func() {
+			for _, a := range admitted {
+				a.s.admit(a.n)
+			}
+		}()
 	}
 }
 

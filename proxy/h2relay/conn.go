@@ -71,8 +71,11 @@ type half struct {
 	// win is the receive window kept open for the stream: the initial
 	// window at first, widened while its data leaves as fast as it
 	// comes (widenLocked), or to a whole request the budget admitted.
-	win  int64
-	gone bool // removed from c.halves
+	win int64
+	// extra is what widening took of the budget, given back when h is
+	// forgotten.
+	extra int64
+	gone  bool // removed from c.halves
 	// closeAfterQueue: the stream ended; forget h once its queue is out.
 	closeAfterQueue bool
 }
@@ -194,6 +197,10 @@ func (c *fconn) removeHalfLocked(h *half) {
 	h.gone = true
 	h.q = nil
 	delete(c.halves, h.id)
+	if h.extra > 0 {
+		c.cfg.budget.giveBack(h.extra)
+		h.extra = 0
+	}
 }
 
 // writeHeadersLocked writes a HEADERS frame (and CONTINUATIONs) for h, or
@@ -484,7 +491,14 @@ func (c *fconn) widenLocked(h *half) {
 	if h == nil || h.gone || c.closed || h.win >= c.cfg.streamWindow {
 		return
 	}
-	c.growLocked(h, min(h.win*2, c.cfg.streamWindow))
+	// What a wider window lets a sender put in the relay's queues is
+	// the budget's: it widens only while there is room.
+	win := min(h.win*2, c.cfg.streamWindow)
+	if !c.cfg.budget.tryTake(win - h.win) {
+		return
+	}
+	h.extra += win - h.win
+	c.growLocked(h, win)
 }
 
 // growLocked opens h's window to win at once.

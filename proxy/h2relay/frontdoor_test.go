@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -516,5 +517,38 @@ func TestTargetAfterTheInitialWindow(t *testing.T) {
 		if err != nil || !bytes.Equal(got, b) {
 			t.Fatalf("%d bytes, name last: %v", n, err)
 		}
+	}
+}
+
+// Whatever widened windows took of the budget comes back when the calls
+// and the connections end: after big calls both ways and a client that
+// left with a response queued, the budget holds nothing.
+func TestBudgetComesBack(t *testing.T) {
+	e := newRelayEnv(t, Options{MaxBody: 64 << 20})
+	ctx := testCtx(t)
+	cc := e.dial()
+	for _, n := range []int{1 << 20, 8 << 20} {
+		if _, err := call(ctx, cc, "/t.Cut/Echo", inferRequest(t, "m", n, "")); err != nil {
+			t.Fatal(err)
+		}
+		<-e.h.done
+		if _, err := call(ctx, cc, "/t.S/Size", []byte(strconv.Itoa(n))); err != nil {
+			t.Fatal(err)
+		}
+		<-e.h.done
+	}
+	// A client that does not read a big answer, then goes away.
+	c := e.dialRaw()
+	c.headers(1, "/t.S/Size", false)
+	c.message(1, []byte(strconv.Itoa(8<<20)))
+	time.Sleep(100 * time.Millisecond) // (not a timing assertion: lets the answer start)
+	_ = c.nc.Close()
+	e.settled()
+	deadline := time.Now().Add(waitFor)
+	for e.relay.BudgetStats().Held != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the budget holds %d bytes with no call left", e.relay.BudgetStats().Held)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

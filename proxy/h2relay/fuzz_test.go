@@ -35,7 +35,11 @@ import (
 //	       sees EOF at once), else it reads until the relay goes quiet
 //
 // The seeds are valid and broken frame sequences built with http2.Framer;
-// `go test` runs them as a normal test.
+// `go test` runs them as a normal test. Connections are Unix socket pairs
+// handed to the relay's Serve (pairListener), so a long run needs no port
+// per input. To fuzz:
+//
+//	go test -run XXX -fuzz FuzzClientBytes -fuzztime 120s ./proxy/h2relay/
 func FuzzClientBytes(f *testing.F) {
 	for _, s := range fuzzSeeds() {
 		for mode := byte(0); mode < 4; mode++ {

@@ -150,7 +150,7 @@ type Options struct {
 	MaxConns    int
 	IdleTimeout time.Duration
 	// MaxBuffered is the budget of bytes held for requests read whole
-	// (budget.go); zero means 128 MiB.
+	// (budget.go); zero means 64 MiB.
 	MaxBuffered int64
 	// StreamWindow and ConnWindow are the receive windows granted to
 	// peers; BufferSize the read buffer of each connection.
@@ -169,6 +169,7 @@ type Options struct {
 type config struct {
 	maxBody, maxMessage      int
 	maxBuffered              int64
+	budget                   *budget // the Server's
 	initWindow               int64
 	maxConns                 int
 	idleTimeout              time.Duration
@@ -197,7 +198,7 @@ func (o Options) config() *config {
 		c.streamWindow = 4 << 20
 	}
 	if c.maxBuffered <= 0 {
-		c.maxBuffered = 128 << 20
+		c.maxBuffered = 64 << 20
 	}
 	// No request larger than half the budget is read whole: it could
 	// never share it. (Larger ones go to Local, relayed as they come.)

@@ -31,8 +31,9 @@ type Server struct {
 // with the proxy's grpc.Server: calls the relay does not route go there.
 func NewServer(h Handler, o Options) *Server {
 	cfg := o.config()
+	cfg.budget = newBudget(cfg.maxBuffered)
 	return &Server{
-		h: h, cfg: cfg, local: newLocalListener(), budget: newBudget(cfg.maxBuffered),
+		h: h, cfg: cfg, local: newLocalListener(), budget: cfg.budget,
 		conns: make(map[*clientConn]struct{}), pools: make(map[string]*Pool),
 		idle: make(chan struct{}),
 	}
@@ -330,6 +331,14 @@ func (cc *clientConn) shutdown() {
 	for _, s := range streams {
 		s.clientGone(http2.ErrCodeCancel)
 	}
+	// Halves kept for responses that would have waited for window are
+	// forgotten with the connection, and what they took of the budget
+	// given back.
+	c.mu.Lock()
+	for _, h := range c.halves {
+		c.removeHalfLocked(h)
+	}
+	c.mu.Unlock()
 	cc.mu.Lock()
 	local := cc.local
 	cc.mu.Unlock()
