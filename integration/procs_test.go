@@ -28,7 +28,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binDir = dir
-	build := exec.Command("go", "build", "-o", dir+"/", "../cmd/infergate", "../examples/simserver")
+	build := exec.Command("go", "build", "-o", dir+"/", "../cmd/infergate", "../examples/simserver", "../bench/cmd/bench")
 	build.Stdout, build.Stderr = os.Stdout, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "build:", err)

@@ -12,6 +12,8 @@
 //	bench soak [-rate 150] [-d 10m] [-sample 30s] [-infergate-args "..."] [-out DIR]
 //	bench detect [-days 14] [-scale 1440] [-light 10m] [-out DIR]
 //	bench failover [-rate 200] [-fault 20s] [-recovery 20s] [-flags-only] [-out DIR]
+//	bench attack rapid-reset -addr 127.0.0.1:9001 [-d 5s] [-json]
+//	bench attack big-uploads -addr 127.0.0.1:9001 [-c 100] [-bytes 4194304] [-d 10s]
 //
 // load runs one closed-loop (-c) or open-loop (-rate) measurement against a
 // loopback model server or proxy and prints a Markdown table (and writes
@@ -49,5 +51,10 @@
 // dropped connections and a SIGKILL of the primary one after another, and
 // reports per fault the time to fall over and back, failed calls, p99 and
 // route flips, with every call accounted for (failover.md, .json, .png,
-// calls.csv). Run "bench <command> -h" for the flags.
+// calls.csv). attack runs one misbehaving HTTP/2 client from bench/attack
+// (raw frames: rapid-reset, empty-headers, hold-streams, never-read,
+// huge-length, malformed-neighbour; or big-uploads, 100 honest grpc-go
+// callers with 4 MiB requests) against a loopback server or proxy and
+// prints its report (-json: as JSON): frames and streams sent, the GOAWAY
+// and when it came, the resets received. Run "bench <command> -h" for the flags.
 package main

@@ -41,6 +41,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runFailover(ctx, args[1:], stdout, stderr)
 	case "relay":
 		err = runRelay(ctx, args[1:], stdout, stderr)
+	case "attack":
+		err = runAttack(ctx, args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		usage(stdout)
 		return 0
@@ -88,6 +90,10 @@ commands:
             route flips
   relay     a TCP byte relay (splice, parses nothing): the path
             tcp-relay of bench overhead
+  attack    one misbehaving HTTP/2 client against a loopback server or
+            proxy (rapid-reset, empty-headers, hold-streams, never-read,
+            huge-length, malformed-neighbour, big-uploads); prints what it
+            sent and how the server answered
 
 Run "bench <command> -h" for the flags of a command.
 `)
