@@ -552,3 +552,123 @@ func TestBudgetComesBack(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// headersOf sends HEADERS with exactly fields.
+func (c *rawClient) headersOf(id uint32, end bool, prio http2.PriorityParam, fields ...hpack.HeaderField) {
+	c.t.Helper()
+	c.hbuf.Reset()
+	for _, f := range fields {
+		_ = c.enc.WriteField(f)
+	}
+	if err := c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: c.hbuf.Bytes(), EndHeaders: true, EndStream: end, Priority: prio}); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// RFC 9113's stream errors end that stream with the right code, and the
+// connection's other calls live; its connection errors end the
+// connection (as h2spec checks them).
+func TestProtocolEdges(t *testing.T) {
+	fields := func(drop string) []hpack.HeaderField {
+		var out []hpack.HeaderField
+		for _, f := range []hpack.HeaderField{{Name: ":method", Value: "POST"}, {Name: ":scheme", Value: "http"},
+			{Name: ":path", Value: "/t.S/Echo"}, {Name: ":authority", Value: "relay"},
+			{Name: "content-type", Value: "application/grpc"}} {
+			if f.Name == drop {
+				continue
+			}
+			if drop == "empty :path" && f.Name == ":path" {
+				f.Value = ""
+			}
+			out = append(out, f)
+		}
+		return out
+	}
+	stream := func(t *testing.T, c *rawClient, id uint32, code http2.ErrCode) {
+		t.Helper()
+		if c.expect(fmt.Sprintf("RST_STREAM %v", code), func(f http2.Frame) bool {
+			r, ok := f.(*rstFrame)
+			return ok && r.id == id && r.code == code
+		}) == nil {
+			t.Fatal("the connection ended")
+		}
+		c.headers(101, "/t.S/Echo", false)
+		c.message(101, []byte("alive"))
+		if _, st := c.response(101); st != "0" {
+			t.Fatalf("the next call: %s", st)
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		send func(c *rawClient)
+		// stream, when not 0, is the code stream 1 is reset with;
+		// otherwise the connection ends with GOAWAY conn.
+		stream, conn http2.ErrCode
+	}{
+		{"no :method", func(c *rawClient) { c.headersOf(1, false, http2.PriorityParam{}, fields(":method")...) }, http2.ErrCodeProtocol, 0},
+		{"no :scheme", func(c *rawClient) { c.headersOf(1, false, http2.PriorityParam{}, fields(":scheme")...) }, http2.ErrCodeProtocol, 0},
+		{"no :path", func(c *rawClient) { c.headersOf(1, false, http2.PriorityParam{}, fields(":path")...) }, http2.ErrCodeProtocol, 0},
+		{"empty :path", func(c *rawClient) { c.headersOf(1, false, http2.PriorityParam{}, fields("empty :path")...) }, http2.ErrCodeProtocol, 0},
+		{"HEADERS depending on itself", func(c *rawClient) {
+			c.headersOf(1, false, http2.PriorityParam{StreamDep: 1, Weight: 10}, fields("")...)
+		}, http2.ErrCodeProtocol, 0},
+		{"PRIORITY depending on itself", func(c *rawClient) {
+			_ = c.fr.WritePriority(1, http2.PriorityParam{StreamDep: 1, Weight: 10})
+		}, http2.ErrCodeProtocol, 0},
+		{"DATA after the client's reset", func(c *rawClient) {
+			c.headers(1, "/t.S/Hang", false)
+			_ = c.fr.WriteRSTStream(1, http2.ErrCodeCancel)
+			_ = c.fr.WriteData(1, true, grpcFrame([]byte("late")))
+		}, http2.ErrCodeStreamClosed, 0},
+		{"RST_STREAM on an idle stream", func(c *rawClient) { _ = c.fr.WriteRSTStream(7, http2.ErrCodeCancel) }, 0, http2.ErrCodeProtocol},
+		{"WINDOW_UPDATE on an idle stream", func(c *rawClient) { _ = c.fr.WriteWindowUpdate(7, 100) }, 0, http2.ErrCodeProtocol},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newRelayEnv(t, Options{})
+			c := e.dialRaw()
+			c.readLoop()
+			tc.send(c)
+			if tc.stream != 0 {
+				stream(t, c, 1, tc.stream)
+				return
+			}
+			if code, goaway := c.closedWith(); !goaway || code != tc.conn {
+				t.Fatalf("GOAWAY %v (%v), want %v", goaway, code, tc.conn)
+			}
+			e.stillServes(testCtx(t))
+		})
+	}
+}
+
+// A content-length the DATA does not match makes the request malformed
+// (RFC 9113 8.1.1): that stream is reset, the connection serves on.
+func TestContentLengthMismatch(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		declared string
+		frames   [][]byte
+	}{
+		{"less DATA", "100", [][]byte{grpcFrame([]byte("short"))}},
+		{"more DATA", "6", [][]byte{grpcFrame([]byte("one")), grpcFrame([]byte("two"))}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newRelayEnv(t, Options{})
+			c := e.dialRaw()
+			c.readLoop()
+			c.headers(1, "/t.S/Echo", false, hpack.HeaderField{Name: "content-length", Value: tc.declared})
+			for i, f := range tc.frames {
+				_ = c.fr.WriteData(1, i == len(tc.frames)-1, f)
+			}
+			if c.expect("RST_STREAM PROTOCOL_ERROR", func(f http2.Frame) bool {
+				r, ok := f.(*rstFrame)
+				return ok && r.id == 1 && r.code == http2.ErrCodeProtocol
+			}) == nil {
+				t.Fatal("the connection ended")
+			}
+			if n := e.up.calls.Load(); n != 0 {
+				t.Fatalf("the upstream ran %d calls", n)
+			}
+			e.stillServes(testCtx(t))
+		})
+	}
+}

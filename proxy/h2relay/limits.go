@@ -4,7 +4,6 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
-	"golang.org/x/net/http2/hpack"
 )
 
 // What one client connection may cost the proxy, decided in one place:
@@ -78,12 +77,17 @@ func (cc *clientConn) admitLocked() (refuse bool) {
 	return len(c.out)-c.off > c.cfg.outCap
 }
 
-// connectionSpecific are the header fields that make a request malformed
-// in HTTP/2 (RFC 9113 8.2.2); te may only be "trailers". grpc-go's server
-// resets such a stream with PROTOCOL_ERROR, and so does the relay, before
-// anything of it goes on.
-func connectionSpecific(fields []hpack.HeaderField) bool {
-	for _, f := range fields {
+// malformedRequest says whether a request's header block makes it
+// malformed (RFC 9113 8.3.1): no :method, no :scheme or an empty :path
+// (but for CONNECT), or a connection-specific field (8.2.2: te may only
+// be "trailers"). grpc-go's server resets such a stream with
+// PROTOCOL_ERROR, and so does the relay, before anything of it goes on.
+func malformedRequest(f *http2.MetaHeadersFrame) bool {
+	method := f.PseudoValue("method")
+	if method == "" || method != "CONNECT" && (f.PseudoValue("scheme") == "" || f.PseudoValue("path") == "") {
+		return true
+	}
+	for _, f := range f.RegularFields() {
 		switch f.Name {
 		case "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade":
 			return true

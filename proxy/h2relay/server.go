@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -396,6 +397,9 @@ func (cc *clientConn) onFrame(f http2.Frame, w *writes) error {
 	case *http2.DataFrame:
 		return cc.onData(f.StreamID, int64(f.Length), f.Data(), f.StreamEnded(), w)
 	case *http2.RSTStreamFrame:
+		if cc.idle(f.StreamID) {
+			return http2.ConnectionError(http2.ErrCodeProtocol) // RFC 9113 6.4
+		}
 		c.mu.Lock()
 		h := c.halves[f.StreamID]
 		c.mu.Unlock()
@@ -403,7 +407,18 @@ func (cc *clientConn) onFrame(f http2.Frame, w *writes) error {
 			h.s.clientReset(f.ErrCode)
 			cc.forgetHalf(h)
 		}
-	case *http2.SettingsFrame, *http2.WindowUpdateFrame, *http2.PingFrame:
+	case *http2.PriorityFrame:
+		if f.StreamDep == f.StreamID {
+			// A stream that depends on itself (RFC 9113 5.3.1).
+			return http2.StreamError{StreamID: f.StreamID, Code: http2.ErrCodeProtocol}
+		}
+	case *http2.WindowUpdateFrame:
+		if f.StreamID != 0 && cc.idle(f.StreamID) {
+			return http2.ConnectionError(http2.ErrCodeProtocol) // RFC 9113 5.1
+		}
+		_, err := c.onControl(f, w)
+		return err
+	case *http2.SettingsFrame, *http2.PingFrame:
 		_, err := c.onControl(f, w)
 		return err
 	case *http2.GoAwayFrame:
@@ -450,7 +465,7 @@ func (cc *clientConn) onHeaders(f *http2.MetaHeadersFrame, w *writes) error {
 	if f.Truncated {
 		return http2.StreamError{StreamID: id, Code: http2.ErrCodeFrameSize}
 	}
-	if connectionSpecific(f.RegularFields()) {
+	if f.HasPriority() && f.Priority.StreamDep == id || malformedRequest(f) {
 		return http2.StreamError{StreamID: id, Code: http2.ErrCodeProtocol}
 	}
 	s := &stream{cc: cc, fields: f.Fields, opened: time.Now()}
@@ -484,6 +499,14 @@ func (cc *clientConn) onHeaders(f *http2.MetaHeadersFrame, w *writes) error {
 			if hf.Value != "identity" {
 				plain = false
 			}
+		case "content-length":
+			// gRPC sends none; one that the DATA does not match
+			// makes the request malformed (RFC 9113 8.1.1).
+			n, err := strconv.ParseInt(hf.Value, 10, 64)
+			if err != nil || n < 0 {
+				return http2.StreamError{StreamID: id, Code: http2.ErrCodeProtocol}
+			}
+			s.declared = n + 1
 		case "grpc-timeout":
 			d, ok := decodeTimeout(hf.Value)
 			if !ok {
@@ -533,11 +556,16 @@ func (cc *clientConn) onData(id uint32, n int64, data []byte, end bool, w *write
 		w.add(c)
 		cc.mu.Lock()
 		known := id <= cc.maxID && id%2 == 1
+		reset := cc.wasResetLocked(id)
 		cc.mu.Unlock()
-		if !known {
+		switch {
+		case !known:
 			return http2.ConnectionError(http2.ErrCodeProtocol)
+		case reset:
+			return nil // sent before the client saw our reset
 		}
-		return nil
+		// Closed: the client is told, that stream alone (RFC 9113 5.1).
+		return http2.StreamError{StreamID: id, Code: http2.ErrCodeStreamClosed}
 	}
 	c.mu.Unlock()
 	w.add(c) // the connection's window update, if one is due
@@ -560,15 +588,31 @@ func (cc *clientConn) resetStream(id uint32, code http2.ErrCode, w *writes) {
 	w.add(c)
 	cc.mu.Lock()
 	cc.noteResetLocked(id)
-	draining := cc.draining
+	// Resets that answer frames on a closed stream, or a stream racing
+	// our GOAWAY, are nobody's waste.
+	notWasted := cc.draining || code == http2.ErrCodeStreamClosed && h == nil
 	cc.mu.Unlock()
 	if h != nil {
-		h.s.markWasted(!draining)
+		h.s.markWasted(!notWasted)
 		h.s.clientGone(http2.ErrCodeCancel)
 		cc.forgetHalf(h)
-	} else if !draining {
+	} else if !notWasted {
 		cc.wasted()
 	}
+}
+
+// resetSent notes a RST_STREAM written to the client for stream id.
+func (cc *clientConn) resetSent(id uint32) {
+	cc.mu.Lock()
+	cc.noteResetLocked(id)
+	cc.mu.Unlock()
+}
+
+// idle says whether stream id was never opened by the client.
+func (cc *clientConn) idle(id uint32) bool {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	return id > cc.maxID
 }
 
 // noteResetLocked remembers that the relay reset stream id.

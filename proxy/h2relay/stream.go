@@ -55,7 +55,10 @@ type stream struct {
 	// asked the budget for it.
 	need     int64
 	admitted bool
-	timer    *time.Timer
+	// declared is content-length + 1 when the request has one; got the
+	// DATA bytes that came.
+	declared, got int64
+	timer         *time.Timer
 	// cancel ends a served call's context (Responder).
 	cancel context.CancelFunc
 }

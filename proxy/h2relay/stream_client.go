@@ -21,6 +21,14 @@ func (s *stream) clientData(data []byte, end bool, w *writes) error {
 		return http2.StreamError{StreamID: s.ch.id, Code: http2.ErrCodeStreamClosed}
 	}
 	s.clientEnded = end
+	if s.declared > 0 {
+		s.got += int64(len(data))
+		if s.got > s.declared-1 || end && s.got != s.declared-1 {
+			s.mu.Unlock()
+			s.creditClient(int64(len(data)), w)
+			return http2.StreamError{StreamID: s.ch.id, Code: http2.ErrCodeProtocol}
+		}
+	}
 	if s.done {
 		s.mu.Unlock()
 		s.creditClient(int64(len(data)), w)

@@ -55,6 +55,7 @@ func (s *stream) finish(r *Result, trailers []hpack.HeaderField, w *writes) {
 	// is told to stop (as grpc-go's server does after its status).
 	stop := s.cut && !s.clientEnded && (r.Err == nil || r.Err.Kind != ErrClientGone)
 	s.mu.Unlock()
+	reset := false
 	c := s.cc.c
 	c.mu.Lock()
 	switch {
@@ -62,17 +63,21 @@ func (s *stream) finish(r *Result, trailers []hpack.HeaderField, w *writes) {
 		c.writeHeadersLocked(s.ch, trailers, true)
 	case r.Err != nil && r.Err.Kind == ErrRefused:
 		_ = c.wr.WriteRSTStream(s.ch.id, http2.ErrCodeRefusedStream)
-		stop = false
+		stop, reset = false, true
 	case r.Err != nil && r.Err.Kind != ErrClientGone:
 		c.writeHeadersLocked(s.ch, statusFields(!answered, code, msg), true)
 	}
 	if stop {
 		_ = c.wr.WriteRSTStream(s.ch.id, http2.ErrCodeNo)
+		reset = true
 	}
 	if w == nil {
 		c.kickLocked()
 	}
 	c.mu.Unlock()
+	if reset {
+		s.cc.resetSent(s.ch.id)
+	}
 	if w != nil {
 		w.add(c)
 	}
@@ -215,6 +220,7 @@ func (s *stream) destReset(code http2.ErrCode, w *writes) {
 		_ = c.wr.WriteRSTStream(s.ch.id, code)
 		c.mu.Unlock()
 		w.add(c)
+		s.cc.resetSent(s.ch.id)
 		s.finishLocal()
 		return
 	}
