@@ -14,16 +14,39 @@
 //
 // What it does per client stream:
 //
-//   - A unary call (the Handler says which methods are) is read whole
-//     (store and forward, as the proxy's gRPC path does), then the Handler
-//     routes it: to an upstream Pool, or to Local. Its response is relayed
-//     as it arrives, and the Handler hears how it ended (Done).
+//   - A small unary call (the Handler says which methods are) is read
+//     whole (store and forward, as the proxy's gRPC path does), then the
+//     Handler routes it: to an upstream Pool, or to Local. Its response is
+//     relayed as it arrives, and the Handler hears how it ended (Done).
+//   - A big one (over the 64 KiB a stream may send unasked) whose first
+//     bytes name its model is routed from them (RouteEarly) and relayed
+//     as it arrives, cut-through, the rest of it scanned as it passes (a
+//     later model name that changes the target resets it). One the
+//     Handler needs whole (batching, routes) is read whole under the
+//     budget.
 //   - Any other stream, and any call the Handler sends to Local, is relayed
 //     as it arrives to the Local connection: the proxy's own grpc.Server,
 //     which does everything the fast path does not (streams, batching,
 //     routes, tracing, compression, oversize messages). Local connections
 //     are socket pairs, one per client connection, opened when first
 //     needed.
+//
+// The front door (issue 27): whatever a client sends is bounded by what
+// the relay grants, never by what the client wants.
+//
+//   - Flow control is the lever: every stream starts with a 64 KiB
+//     window and gets more only as its data leaves for the other side
+//     (widening, doubling, while it flows and the budget has room), or, for
+//     a request read whole, its whole size at once from the budget
+//     (budget.go). So what the relay holds is the budget plus 64 KiB per
+//     open stream, and a sender that meets a spent budget waits.
+//   - Streams, connections and idle time have limits, and a client whose
+//     wasted streams (Rapid Reset and its family) outrun its calls gets
+//     GOAWAY ENHANCE_YOUR_CALM (limits.go). A request complete in the
+//     frames read with its reset is never sent anywhere.
+//   - A stream's error ends that stream: frames the client sent on a
+//     stream the relay reset are ignored, and malformed requests get the
+//     stream error RFC 9113 names, never a GOAWAY for their neighbours.
 //
 // It is an HTTP/2 implementation of its own, so it keeps HTTP/2's rules on
 // both sides: flow control windows in both directions (a stream's window
