@@ -73,8 +73,8 @@ type half struct {
 	// comes (widenLocked), or to a whole request the budget admitted.
 	win int64
 	// extra is what widening took of the budget, given back when h is
-	// forgotten.
-	extra int64
+	// forgotten; got counts the bytes received on h.
+	extra, got int64
 	gone  bool // removed from c.halves
 	// closeAfterQueue: the stream ended; forget h once its queue is out.
 	closeAfterQueue bool
@@ -488,7 +488,10 @@ func (c *fconn) flowingLocked(due credit, n int) bool {
 // responses used to let each stream's upstream send the whole 4 MiB
 // window into the relay's queues).
 func (c *fconn) widenLocked(h *half) {
-	if h == nil || h.gone || c.closed || h.win >= c.cfg.streamWindow {
+	// Only a stream that moved half its window already: a small call
+	// never widens (it would cost a WINDOW_UPDATE and a trip to the
+	// budget's lock for nothing).
+	if h == nil || h.gone || c.closed || h.win >= c.cfg.streamWindow || h.got < h.win/2 {
 		return
 	}
 	// What a wider window lets a sender put in the relay's queues is
@@ -769,6 +772,7 @@ func (c *fconn) takeDataLocked(h *half, n int64) error {
 	}
 	c.giveBackConnLocked(n)
 	if h != nil {
+		h.got += n
 		h.recvAvail -= n
 		if h.recvAvail < 0 {
 			return http2.StreamError{StreamID: h.id, Code: http2.ErrCodeFlowControl}
