@@ -331,7 +331,7 @@ func (p *Pool) send(s *stream, w *writes) {
 	}
 	if d := p.pickLocked(); d != nil {
 		p.mu.Unlock()
-		if !d.start(s, s.requestFields(p.authority), s.call.Body, true, true, w) {
+		if !d.start(s, s.requestFields(p.authority), s.wholeBody(), true, true, w) {
 			p.send(s, w) // d is gone; it is not picked again
 			return
 		}
@@ -434,7 +434,7 @@ func (p *Pool) wake() {
 		if done {
 			continue
 		}
-		if !d.start(s, s.requestFields(p.authority), s.call.Body, true, true, &w) {
+		if !d.start(s, s.requestFields(p.authority), s.wholeBody(), true, true, &w) {
 			p.send(s, &w)
 			continue
 		}

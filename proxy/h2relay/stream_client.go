@@ -207,6 +207,18 @@ func (s *stream) checkTarget(data []byte, w *writes) bool {
 	return true
 }
 
+// wholeBody is the request to send of a call read whole; nil for one
+// relayed as it arrives, whose reader may be adding to call.Body
+// (startLocked takes what came, under the stream's lock).
+func (s *stream) wholeBody() []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cut {
+		return nil
+	}
+	return s.call.Body
+}
+
 // sizeBodyLocked makes room for the whole request of need bytes: one
 // allocation of the right size, not a doubling series of copies (a 16 MiB
 // tensor made 25 of them).
