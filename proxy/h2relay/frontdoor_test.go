@@ -672,3 +672,25 @@ func TestContentLengthMismatch(t *testing.T) {
 		})
 	}
 }
+
+// A call relayed as it arrives cannot be sent again by the relay (what
+// went is gone): when the upstream refuses it, the client gets
+// REFUSED_STREAM, and gRPC's client sends it again itself. (grpc-go keeps
+// a request for that up to its retry buffer, 256 KiB by default; a bigger
+// one fails UNAVAILABLE, as it would against the upstream directly.)
+func TestCutThroughRefusedIsRetriedByTheClient(t *testing.T) {
+	u := startFakeUpstream(t, 1)
+	e := newRelayEnvTo(t, u.addr, nil, Options{})
+	got, err := call(testCtx(t), e.dial(), "/t.Cut/Echo", inferRequest(t, "m", 128<<10, ""))
+	if err != nil || string(got) != "ok" {
+		t.Fatalf("got %q, %v", got, err)
+	}
+	if n := u.seen(); n != 2 {
+		t.Fatalf("upstream saw %d streams, want 2 (the client's own retry)", n)
+	}
+	first := <-e.h.done
+	if first.Err == nil || first.Err.Kind != ErrRefused {
+		t.Fatalf("the refused attempt: %+v", first)
+	}
+	e.settled()
+}
