@@ -92,6 +92,11 @@ func TestMTLS(t *testing.T) {
 	if resp.Id != "tls" {
 		t.Fatalf("id %q", resp.Id)
 	}
+	// B's relay ended TLS and forwarded the call itself: the front
+	// door's limits hold on a TLS listener too.
+	if n := counterSum(scrape(t, b.admin), "infergate_fast_path_calls_total", map[string]string{"path": "forwarded"}); n < 1 {
+		t.Fatalf("B's fast path forwarded %v calls, want some", n)
+	}
 
 	pool := x509.NewCertPool()
 	caPEM, _ := os.ReadFile(p.caFile)

@@ -462,7 +462,7 @@ var flags = []flagRow{
 	{"admin", "admin", "HTTP admin address: /metrics, /healthz, /readyz", to(func(c *Config) *string { return &c.Admin })},
 	{"max-message-bytes", "max_message_bytes", "largest gRPC message in either direction", to(func(c *Config) *int { return &c.MaxMessageBytes })},
 	{"upstream-conns", "upstream_conns", "pooled HTTP/2 connections to the upstream", to(func(c *Config) *int { return &c.UpstreamConns })},
-	{"fast-path", "fast_path", "relay plain unary calls frame by frame, not through the gRPC stack (off on a TLS listener)", to(func(c *Config) *bool { return &c.FastPath })},
+	{"fast-path", "fast_path", "relay plain unary calls frame by frame, not through the gRPC stack (the relay ends TLS on a TLS listener)", to(func(c *Config) *bool { return &c.FastPath })},
 	{"shutdown-timeout", "shutdown_timeout", "drain limit for in-flight calls on SIGTERM", to(func(c *Config) *time.Duration { return &c.ShutdownTimeout })},
 	{"drain-delay", "drain_delay", "after SIGTERM, keep serving this long with /readyz at 503 before closing the listener",
 		to(func(c *Config) *time.Duration { return &c.DrainDelay })},

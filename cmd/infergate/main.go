@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -219,7 +220,12 @@ func serve(ctx context.Context, cfg Config, mem memlimit.Result, log *slog.Logge
 	reg.MustRegister(proxyCollectors(p)...)
 
 	var sopts []grpc.ServerOption
-	if srvCreds != nil {
+	// With the fast path the relay ends TLS (the front door's limits
+	// hold for every client) and the grpc.Server behind it gets the
+	// relay's plaintext socket pairs; without it, the grpc.Server ends
+	// TLS itself.
+	tlsAtRelay := cfg.FastPath && srvCreds != nil
+	if srvCreds != nil && !tlsAtRelay {
 		sopts = append(sopts, grpc.Creds(srvCreds))
 	}
 	gs := p.NewServer(sopts...)
@@ -280,7 +286,15 @@ func serve(ctx context.Context, cfg Config, mem memlimit.Result, log *slog.Logge
 	// The fast path (proxy.Relay) owns the client connections when on: it
 	// relays plain unary calls itself and hands every other call to gs.
 	var relay *h2relay.Server
-	if cfg.FastPath && srvCreds == nil {
+	if cfg.FastPath {
+		if tlsAtRelay {
+			tc, err := serverTLS(cfg.TLS)
+			if err != nil {
+				return err
+			}
+			tc.NextProtos = []string{"h2"} // gRPC clients insist on it
+			lis = tls.NewListener(lis, tc)
+		}
 		relay = p.Relay(gs)
 		go func() { _ = gs.Serve(relay.LocalListener()) }()
 		go func() { errc <- relay.Serve(lis) }()

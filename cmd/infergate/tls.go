@@ -12,6 +12,15 @@ import (
 // serverCreds builds the listener's transport credentials, nil for
 // plaintext. With a client CA, client certificates are required (mTLS).
 func serverCreds(c ServerTLS) (credentials.TransportCredentials, error) {
+	cfg, err := serverTLS(c)
+	if cfg == nil || err != nil {
+		return nil, err
+	}
+	return credentials.NewTLS(cfg), nil
+}
+
+// serverTLS is the listener's TLS configuration, nil for plaintext.
+func serverTLS(c ServerTLS) (*tls.Config, error) {
 	if c.CertFile == "" {
 		return nil, nil
 	}
@@ -28,7 +37,7 @@ func serverCreds(c ServerTLS) (credentials.TransportCredentials, error) {
 		cfg.ClientCAs = pool
 		cfg.ClientAuth = tls.RequireAndVerifyClientCert
 	}
-	return credentials.NewTLS(cfg), nil
+	return cfg, nil
 }
 
 // clientCreds builds the upstream's transport credentials, nil for plaintext.
