@@ -54,6 +54,12 @@ const (
 	// PathByteRelay is a TCP byte relay (bench relay, package
 	// byterelay): the floor of what a second hop costs on this machine.
 	PathByteRelay = "tcp-relay"
+	// PathHAProxy is HAProxy with h2 on both sides and http-reuse always
+	// (HAProxyHTTP): a gRPC-aware peer faster than nginx for small calls.
+	PathHAProxy = "haproxy"
+	// PathHAProxyTCP is HAProxy in mode tcp (HAProxyTCP): a plain TCP
+	// relay, the floor for big messages.
+	PathHAProxyTCP = "haproxy-tcp"
 )
 
 // OverheadConfig configures RunOverhead. Zero values are documented
@@ -75,6 +81,14 @@ type OverheadConfig struct {
 	// ByteRelay is the bench binary, run as "bench relay" for the path
 	// tcp-relay; empty leaves that path out.
 	ByteRelay string
+	// HAProxy is the haproxy binary for the path haproxy; empty leaves
+	// HAProxy out, and HAProxySkipped says why in the report.
+	HAProxy        string
+	HAProxySkipped string
+	// HAProxyTCP also measures HAProxy in mode tcp (path haproxy-tcp).
+	HAProxyTCP bool
+	// HAProxyThreads is HAProxy's nbthread; zero means 2.
+	HAProxyThreads int
 
 	// Proto is the protocol of every request; zero is KServe.
 	Proto load.Protocol
@@ -170,6 +184,9 @@ func (c *OverheadConfig) Validate() error {
 	if c.NginxWorkers == "" {
 		c.NginxWorkers = "auto"
 	}
+	if c.HAProxyThreads == 0 {
+		c.HAProxyThreads = 2
+	}
 	if c.Log == nil {
 		c.Log = io.Discard
 	}
@@ -185,6 +202,12 @@ func (c *OverheadConfig) Validate() error {
 	}
 	if c.Repeat < 0 {
 		errs = append(errs, fmt.Errorf("overhead: repeat %d: must be positive", c.Repeat))
+	}
+	if c.HAProxyThreads < 0 {
+		errs = append(errs, fmt.Errorf("overhead: haproxy threads %d: must be positive", c.HAProxyThreads))
+	}
+	if c.HAProxyTCP && c.HAProxy == "" {
+		errs = append(errs, errors.New("overhead: haproxy-tcp: needs the haproxy binary"))
 	}
 	for _, p := range c.Payloads {
 		if p.Name == "" || (len(p.Shape) == 0 && len(p.Inputs) == 0) || (p.Concurrency <= 0 && len(c.Callers) == 0) {
@@ -217,7 +240,7 @@ func (c *OverheadConfig) Validate() error {
 			errs = append(errs, fmt.Errorf("overhead: %d callers on %d conns: ghz needs at least one caller per connection", fewest, conns))
 		}
 	}
-	for _, b := range []struct{ name, path string }{{"simserver", c.Simserver}, {"infergate", c.Infergate}, {"nginx", c.Nginx}, {"byte relay (bench)", c.ByteRelay}} {
+	for _, b := range []struct{ name, path string }{{"simserver", c.Simserver}, {"infergate", c.Infergate}, {"nginx", c.Nginx}, {"haproxy", c.HAProxy}, {"byte relay (bench)", c.ByteRelay}} {
 		if b.name == "simserver" && b.path == "" {
 			errs = append(errs, errors.New("overhead: simserver: binary path required"))
 			continue
@@ -244,7 +267,7 @@ var (
 	infergateLine = regexp.MustCompile(`infergate: grpc=(\S+) admin=(\S+)`)
 )
 
-// RunOverhead starts simserver, infergate and nginx on loopback, measures
+// RunOverhead starts simserver, infergate, nginx and HAProxy on loopback, measures
 // every path for every payload and returns the summary. The processes are
 // stopped before it returns.
 func RunOverhead(ctx context.Context, cfg OverheadConfig) (*OverheadReport, error) {
@@ -307,6 +330,21 @@ func RunOverhead(ctx context.Context, cfg OverheadConfig) (*OverheadReport, erro
 		paths = append(paths, Path{PathNginx, listen})
 		fmt.Fprintf(cfg.Log, "bench: overhead: nginx pid %d grpc=%s workers=%s\n", ng.Pid(), listen, cfg.NginxWorkers)
 	}
+	if cfg.HAProxy != "" {
+		modes := []struct{ path, mode string }{{PathHAProxy, HAProxyHTTP}}
+		if cfg.HAProxyTCP {
+			modes = append(modes, struct{ path, mode string }{PathHAProxyTCP, HAProxyTCP})
+		}
+		for _, m := range modes {
+			hp, listen, err := startHAProxyIn(ctx, cfg.HAProxy, filepath.Join(dir, m.path), simAddr, m.mode, cfg.HAProxyThreads)
+			if err != nil {
+				return nil, fmt.Errorf("overhead: %w", err)
+			}
+			defer hp.Stop()
+			paths = append(paths, Path{m.path, listen})
+			fmt.Fprintf(cfg.Log, "bench: overhead: %s pid %d grpc=%s mode %s nbthread %d\n", m.path, hp.Pid(), listen, m.mode, cfg.HAProxyThreads)
+		}
+	}
 	if cfg.ByteRelay != "" {
 		br, m, err := StartProcess(ctx, StartSpec{
 			Name: "tcp-relay", Bin: cfg.ByteRelay,
@@ -322,6 +360,23 @@ func RunOverhead(ctx context.Context, cfg OverheadConfig) (*OverheadReport, erro
 	}
 	cfg.WorkDir = dir // ghz writes its request file and reports there
 	return MeasureOverhead(ctx, cfg, paths)
+}
+
+// startHAProxyIn starts HAProxy in mode in front of upstream, its files
+// in dir (created), on a port picked just before.
+func startHAProxyIn(ctx context.Context, bin, dir, upstream, mode string, threads int) (*Process, string, error) {
+	listen, err := FreeAddr()
+	if err != nil {
+		return nil, "", err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, "", fmt.Errorf("haproxy dir: %w", err)
+	}
+	hp, err := StartHAProxy(ctx, bin, HAProxyConfig{Dir: dir, Listen: listen, Upstream: upstream, Mode: mode, Threads: threads})
+	if err != nil {
+		return nil, "", err
+	}
+	return hp, listen, nil
 }
 
 // MeasureOverhead runs the overhead measurements against already running

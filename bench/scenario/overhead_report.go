@@ -114,10 +114,12 @@ type OverheadSetup struct {
 	Tools        []string `json:"tools"`
 	Ghz          string   `json:"ghz,omitempty"`
 	NginxWorkers string   `json:"nginx_workers,omitempty"`
-	NumCPU       int      `json:"num_cpu"`
-	GOMAXPROCS   int      `json:"gomaxprocs"`
-	Paths        []Path   `json:"paths"`
-	Notes        []string `json:"notes"`
+	// HAProxyThreads is HAProxy's nbthread, when it ran.
+	HAProxyThreads int      `json:"haproxy_threads,omitempty"`
+	NumCPU         int      `json:"num_cpu"`
+	GOMAXPROCS     int      `json:"gomaxprocs"`
+	Paths          []Path   `json:"paths"`
+	Notes          []string `json:"notes"`
 }
 
 // PathSummary is one path's figures for one load, over repetitions.
@@ -154,6 +156,9 @@ type CellSummary struct {
 	// InfergateVsNginx is infergate's throughput over nginx's (closed
 	// loop), when both ran.
 	InfergateVsNginx *Spread `json:"infergate_vs_nginx_throughput,omitempty"`
+	// InfergateVsHAProxy is infergate's throughput over HAProxy's (h2,
+	// closed loop), when both ran.
+	InfergateVsHAProxy *Spread `json:"infergate_vs_haproxy_throughput,omitempty"`
 }
 
 func (c *CellSummary) key() cellKey { return cellKey{c.Mode, c.Callers, c.Conns} }
@@ -235,6 +240,9 @@ func newOverheadReport(cfg OverheadConfig, paths []Path) *OverheadReport {
 		}
 		r.Setup.Notes = append(r.Setup.Notes, "ghz: skipped ("+why+"); install it with `go install github.com/bojand/ghz/cmd/ghz@"+GhzVersion+"`.")
 	}
+	if cfg.HAProxySkipped != "" {
+		r.Setup.Notes = append(r.Setup.Notes, "haproxy: skipped ("+cfg.HAProxySkipped+"); install it with `apt-get install -y haproxy`.")
+	}
 	r.Setup.Tools = r.tools
 	for _, p := range paths {
 		r.paths = append(r.paths, p.Name)
@@ -242,6 +250,15 @@ func newOverheadReport(cfg OverheadConfig, paths []Path) *OverheadReport {
 			r.Setup.NginxWorkers = cfg.NginxWorkers
 			r.Setup.Notes = append(r.Setup.Notes, fmt.Sprintf(
 				"nginx: worker_processes %s, HTTP/2 (h2c) grpc_pass with upstream keepalive 32; infergate: one Go process, GOMAXPROCS = its default (all cores).", cfg.NginxWorkers))
+		}
+		if p.Name == PathHAProxy {
+			r.Setup.HAProxyThreads = cfg.HAProxyThreads
+			r.Setup.Notes = append(r.Setup.Notes, fmt.Sprintf(
+				"haproxy: HAProxy, one process with nbthread %d, h2 (h2c) on both sides, http-reuse always, so client streams share its upstream connections.", cfg.HAProxyThreads))
+		}
+		if p.Name == PathHAProxyTCP {
+			r.Setup.Notes = append(r.Setup.Notes, fmt.Sprintf(
+				"haproxy-tcp: HAProxy in mode tcp (nbthread %d): one upstream connection per client connection, bytes relayed, nothing parsed; the plain TCP relay floor for big messages.", cfg.HAProxyThreads))
 		}
 		if p.Name == PathByteRelay {
 			r.Setup.Notes = append(r.Setup.Notes,
@@ -365,19 +382,27 @@ func (r *OverheadReport) summariseCell(p *PayloadSummary, tool string, k cellKey
 		c.Paths = append(c.Paths, ps)
 	}
 	if k.Mode == load.Closed {
-		var ratio []float64
-		for rep := 1; rep <= r.Setup.Repeat; rep++ {
-			ig, ng := p.find(runKey{tool, PathInfergate, k, rep}), p.find(runKey{tool, PathNginx, k, rep})
-			if ig != nil && ng != nil && ng.Throughput > 0 {
-				ratio = append(ratio, ig.Throughput/ng.Throughput)
-			}
-		}
-		if len(ratio) > 0 {
-			s := spreadOf(ratio)
-			c.InfergateVsNginx = &s
-		}
+		c.InfergateVsNginx = r.infergateVs(p, tool, PathNginx, k)
+		c.InfergateVsHAProxy = r.infergateVs(p, tool, PathHAProxy, k)
 	}
 	return c
+}
+
+// infergateVs is infergate's throughput over peer's for load k, per
+// repetition; nil when either did not run.
+func (r *OverheadReport) infergateVs(p *PayloadSummary, tool, peer string, k cellKey) *Spread {
+	var ratio []float64
+	for rep := 1; rep <= r.Setup.Repeat; rep++ {
+		ig, pr := p.find(runKey{tool, PathInfergate, k, rep}), p.find(runKey{tool, peer, k, rep})
+		if ig != nil && pr != nil && pr.Throughput > 0 {
+			ratio = append(ratio, ig.Throughput/pr.Throughput)
+		}
+	}
+	if len(ratio) == 0 {
+		return nil
+	}
+	s := spreadOf(ratio)
+	return &s
 }
 
 // agreement compares infergate with nginx by each client, load by load:
@@ -507,30 +532,40 @@ func (r *OverheadReport) toolHeader(figures ...string) []string {
 }
 
 func (r *OverheadReport) throughputTable(p PayloadSummary, what string) report.Table {
+	figures := []string{"rps", "vs direct", "vs nginx", "failed"}
+	withHAProxy := slices.Contains(r.paths, PathHAProxy)
+	if withHAProxy {
+		figures = []string{"rps", "vs direct", "vs nginx", "vs haproxy", "failed"}
+	}
 	t := report.Table{
 		Title:    fmt.Sprintf("%s, request %d bytes: closed-loop max rps", what, p.RequestBytes),
-		Header:   append([]string{"callers", "conns", "path"}, r.toolHeader("rps", "vs direct", "vs nginx", "failed")...),
+		Header:   append([]string{"callers", "conns", "path"}, r.toolHeader(figures...)...),
 		LeftCols: 3,
+	}
+	ratio := func(path string, s *Spread) string {
+		if path != PathInfergate || s == nil {
+			return "-"
+		}
+		return s.format(report.Ratio)
 	}
 	for _, k := range r.keysOf(&p, load.Closed) {
 		for _, path := range r.paths {
 			row := []string{fmt.Sprint(k.Callers), fmt.Sprint(k.Conns), path}
-			cols := make([][]string, 4)
+			cols := make([][]string, len(figures))
 			for _, tool := range r.tools {
 				c := p.cell(tool, k)
 				ps := c.path(path)
-				vsNginx := "-"
-				if path == PathInfergate && c.InfergateVsNginx != nil {
-					vsNginx = c.InfergateVsNginx.format(report.Ratio)
-				}
 				vs := "-"
 				if ps.VsDirect != nil && path != r.paths[0] {
 					vs = ps.VsDirect.format(report.Ratio)
 				}
 				cols[0] = append(cols[0], ps.RPS.format(report.Rate))
 				cols[1] = append(cols[1], vs)
-				cols[2] = append(cols[2], vsNginx)
-				cols[3] = append(cols[3], fmt.Sprint(ps.Failed))
+				cols[2] = append(cols[2], ratio(path, c.InfergateVsNginx))
+				if withHAProxy {
+					cols[3] = append(cols[3], ratio(path, c.InfergateVsHAProxy))
+				}
+				cols[len(cols)-1] = append(cols[len(cols)-1], fmt.Sprint(ps.Failed))
 			}
 			for _, c := range cols {
 				row = append(row, c...)

@@ -14,7 +14,8 @@ import (
 // TestOverheadSmoke runs the real scenario, tiny, against bin/simserver and
 // bin/infergate when they are built (make build), through bench's byte
 // relay (bin/bench relay, the path tcp-relay), through nginx when it is
-// installed, and with ghz beside the project's load when ghz is installed
+// installed, through HAProxy in both modes (paths haproxy and haproxy-tcp)
+// when it is installed (.ci/run installs both), and with ghz beside the project's load when ghz is installed
 // (.ci/run installs it): a small call and a 16 MiB one on every path, so
 // that every path's and both clients' message size limits are exercised.
 // It checks that every part runs and nothing fails, not the numbers.
@@ -46,6 +47,11 @@ func TestOverheadSmoke(t *testing.T) {
 	if _, err := os.Stat(nginxBin); err == nil {
 		cfg.Nginx = nginxBin
 	}
+	if hp := FindHAProxy(); hp != "" {
+		cfg.HAProxy, cfg.HAProxyTCP = hp, true
+	} else {
+		t.Log("haproxy not installed: the paths haproxy and haproxy-tcp are left out")
+	}
 	if cfg.Ghz == "" {
 		t.Log("ghz not installed: measuring with the project's load only")
 	}
@@ -61,8 +67,14 @@ func TestOverheadSmoke(t *testing.T) {
 		tools = 2
 	}
 	paths := len(rep.Setup.Paths)
-	if !slices.ContainsFunc(rep.Setup.Paths, func(p Path) bool { return p.Name == PathByteRelay }) {
-		t.Errorf("paths %v lack %s", rep.Setup.Paths, PathByteRelay)
+	want := []string{PathByteRelay}
+	if cfg.HAProxy != "" {
+		want = append(want, PathHAProxy, PathHAProxyTCP)
+	}
+	for _, name := range want {
+		if !slices.ContainsFunc(rep.Setup.Paths, func(p Path) bool { return p.Name == name }) {
+			t.Errorf("paths %v lack %s", rep.Setup.Paths, name)
+		}
 	}
 	for _, p := range rep.Payloads {
 		if len(p.Runs) != 2*tools*paths || len(p.Cells) != 2*tools {
@@ -80,5 +92,8 @@ func TestOverheadSmoke(t *testing.T) {
 	md := rep.Markdown()
 	if cfg.Ghz != "" && cfg.Nginx != "" && !strings.Contains(md, "bench and ghz side by side") {
 		t.Errorf("markdown lacks the agreement table:\n%s", md)
+	}
+	if cfg.HAProxy != "" && (!strings.Contains(md, "vs haproxy") || rep.Payloads[0].Cells[0].InfergateVsHAProxy == nil) {
+		t.Errorf("no infergate vs haproxy ratio:\n%s", md)
 	}
 }

@@ -330,3 +330,44 @@ func TestMeasureOverheadMatrix(t *testing.T) {
 		}
 	}
 }
+
+// TestOverheadVsHAProxy: with the path haproxy, the throughput table gets
+// infergate's ratio to HAProxy beside its ratio to nginx, and the setup
+// says how HAProxy ran; a skipped HAProxy is said in the notes.
+func TestOverheadVsHAProxy(t *testing.T) {
+	cfg := OverheadConfig{Simserver: "x", Repeat: 2, Conns: []int{1}, Callers: []int{8}, HAProxy: "x", HAProxyTCP: true,
+		Payloads: []PayloadSpec{{Name: "simple", Shape: []int64{1, 16}}}}
+	_ = cfg.Validate()
+	paths := []Path{{PathDirect, "a"}, {PathInfergate, "b"}, {PathNginx, "c"}, {PathHAProxy, "d"}, {PathHAProxyTCP, "e"}}
+	rep := newOverheadReport(cfg, paths)
+	c8 := closedC(8, 1)
+	for r, rps := range [][]float64{{1000, 800, 700, 1000, 900}, {1100, 900, 750, 900, 950}} {
+		for i, p := range paths {
+			addFake(rep, ToolBench, p.Name, c8, r+1, rps[i], 0.5, 1)
+			addFake(rep, ToolBench, p.Name, openX(1), r+1, 400, 0.5, 1)
+		}
+	}
+	rep.summarise()
+	closed := rep.Payloads[0].Cells[0]
+	// infergate / haproxy per repetition: 0.8 and 1.0.
+	if closed.InfergateVsHAProxy == nil || math.Abs(closed.InfergateVsHAProxy.Median-0.9) > 1e-9 {
+		t.Errorf("infergate vs haproxy = %+v", closed.InfergateVsHAProxy)
+	}
+	md := rep.Markdown()
+	for _, want := range []string{
+		"| callers | conns | path        |               rps |            vs direct |             vs nginx |           vs haproxy | failed |",
+		"| 8       | 1     | infergate   |    850 [800..900] | 0.81x [0.80x..0.82x] | 1.17x [1.14x..1.20x] | 0.90x [0.80x..1.00x] |      0 |",
+		"| 8       | 1     | haproxy-tcp |",
+		"haproxy: HAProxy, one process with nbthread 2, h2 (h2c) on both sides, http-reuse always",
+		"haproxy-tcp: HAProxy in mode tcp",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("markdown lacks %q:\n%s", want, md)
+		}
+	}
+	cfg = OverheadConfig{Simserver: "x", HAProxySkipped: "haproxy not found on PATH or at /usr/sbin/haproxy"}
+	_ = cfg.Validate()
+	if md := newOverheadReport(cfg, paths[:3]).Markdown(); !strings.Contains(md, "haproxy: skipped (haproxy not found on PATH or at /usr/sbin/haproxy); install it with `apt-get install -y haproxy`.") {
+		t.Errorf("markdown does not say haproxy was skipped:\n%s", md)
+	}
+}

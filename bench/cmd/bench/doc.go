@@ -6,7 +6,8 @@
 //	bench load -target 127.0.0.1:8500 -proto tf -model half_plus_two -rate 2000 -arrival poisson
 //	bench load -target 127.0.0.1:8001 -model llm_stream -stream -c 4 -d 10s
 //	bench overhead [-quick] [-repeat N] [-open-base direct|slowest] [-out DIR]
-//	bench overhead -size simple,1MiB,16MiB -c 8,32 -conns 1,4 -repeat 3 [-ghz PATH] [-byte-relay]
+//	bench overhead -size simple,1MiB,16MiB -c 8,32 -conns 1,4 -repeat 3 [-ghz PATH] [-byte-relay] [-haproxy-tcp]
+//	bench uploads [-c 100] [-bytes 4MiB] [-d 10s] [-repeat 3] [-out DIR]
 //	bench relay -listen 127.0.0.1:9000 -upstream 127.0.0.1:8001
 //	bench batching [-quick] [-static 64:2ms,32:5ms] [-out DIR]
 //	bench soak [-rate 150] [-d 10m] [-sample 30s] [-infergate-args "..."] [-out DIR]
@@ -20,13 +21,22 @@
 // JSON with -out, Markdown with -md); with -stream it sends on
 // ModelStreamInfer to a decoupled model and adds each request's time to
 // its first response, the gaps between its responses and their number,
-// as infergate measures them. overhead starts simserver, infergate
-// and nginx itself and compares the three paths for a small and a 1 MiB
-// payload (or -size's), at each -c caller count on each -conns connection
-// count, and runs ghz beside its own client when installed; with
-// -byte-relay it also measures relay (path tcp-relay), a TCP byte relay
-// that parses nothing and splices, the floor of any proxy's cost on the
-// machine. batching compares batching off, static and adaptive against
+// as infergate measures them. overhead starts simserver, infergate,
+// nginx and HAProxy (h2 on both sides, http-reuse always; left out, and
+// said so in the report, when not installed) itself and compares the
+// paths for a small and a 1 MiB payload (or -size's), at each -c caller
+// count on each -conns connection count, and runs ghz beside its own
+// client when installed; with -byte-relay it also measures relay (path
+// tcp-relay), a TCP byte relay that parses nothing and splices, and with
+// -haproxy-tcp HAProxy in mode tcp (path haproxy-tcp): the floors of any
+// proxy's cost on the machine. uploads starts simserver, infergate,
+// nginx and HAProxy and runs -c callers, each on its own connection,
+// sending -bytes ModelInfer requests to identity_fp32 in a closed loop
+// for -d through each proxy, in -repeat interleaved rounds; it reports
+// per path the calls ok and failed, calls/s and MB/s, p50/p99 and the
+// proxy's peak RSS (VmHWM of infergate's and HAProxy's one process, the
+// sampled sum of nginx's workers' VmRSS) as a table (uploads.md and
+// uploads.json with -out). batching compares batching off, static and adaptive against
 // offered load and draws a plot. soak starts simserver and infergate and
 // drives an open-loop, production-like mix through infergate for a long
 // time (KServe ModelInfer on resnet50 with 1 to 4 rows and simple, TF Predict on

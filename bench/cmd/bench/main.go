@@ -43,6 +43,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runRelay(ctx, args[1:], stdout, stderr)
 	case "attack":
 		err = runAttack(ctx, args[1:], stdout, stderr)
+	case "uploads":
+		err = runUploads(ctx, args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		usage(stdout)
 		return 0
@@ -76,8 +78,9 @@ func usage(w io.Writer) {
 
 commands:
   load      one closed- or open-loop run against a loopback gRPC target
-  overhead  direct vs infergate vs nginx, small and 1 MiB payloads
-            (-byte-relay: and vs a TCP byte relay, the floor of any proxy)
+  overhead  direct vs infergate vs nginx vs HAProxy, small and 1 MiB
+            payloads (-byte-relay, -haproxy-tcp: and vs TCP byte relays,
+            the floor of any proxy)
   batching  batching off vs static vs adaptive under open-loop load
   soak      a long production-like mix through infergate: RSS, goroutines,
             /metrics and latency sampled over time, with a leak verdict
@@ -94,6 +97,9 @@ commands:
             proxy (rapid-reset, empty-headers, hold-streams, never-read,
             huge-length, malformed-neighbour, big-uploads); prints what it
             sent and how the server answered
+  uploads   100 callers on 100 connections sending 4 MiB requests through
+            infergate, nginx and HAProxy in interleaved rounds: calls,
+            throughput, p50/p99 and each proxy's peak RSS
 
 Run "bench <command> -h" for the flags of a command.
 `)

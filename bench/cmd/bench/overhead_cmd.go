@@ -27,6 +27,9 @@ func runOverhead(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		igBArgs   = fs.String("infergate-b-args", "", "start a second infergate (path infergate-b) with these extra arguments too, measured in the same run")
 		nginx     = fs.String("nginx", "/usr/sbin/nginx", `nginx binary ("" leaves the path out)`)
 		workers   = fs.String("nginx-workers", "auto", "nginx worker_processes")
+		haproxy   = fs.String("haproxy", "auto", `haproxy binary for the path haproxy (h2 both sides, http-reuse always); "auto" looks on PATH, then /usr/sbin/haproxy, and leaves the path out (said in the report) when there is none; "" leaves it out`)
+		hpTCP     = fs.Bool("haproxy-tcp", false, "also measure HAProxy in mode tcp (path haproxy-tcp), a plain TCP relay: the floor for big messages")
+		hpThreads = fs.Int("haproxy-threads", 2, "HAProxy nbthread")
 		proto     = fs.String("proto", "kserve", "protocol: kserve or tf")
 		model     = fs.String("model", "identity_fp32", "model: echoes its input, no simulated latency")
 		input     = fs.String("input", "INPUT0", "input name")
@@ -101,8 +104,13 @@ func runOverhead(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	case "":
 		ghzSkipped = `-ghz ""`
 	}
+	hpBin, hpSkipped := haproxyFlag(*haproxy)
+	if hpSkipped != "" {
+		fmt.Fprintf(stderr, "bench: overhead: haproxy skipped: %s\n", hpSkipped)
+	}
 	cfg := scenario.OverheadConfig{
 		Simserver: *simserver, Infergate: *infergate, Nginx: *nginx, NginxWorkers: *workers,
+		HAProxy: hpBin, HAProxySkipped: hpSkipped, HAProxyTCP: *hpTCP && hpBin != "", HAProxyThreads: *hpThreads,
 		InfergateArgs: strings.Fields(*igArgs), InfergateBArgs: strings.Fields(*igBArgs),
 		Proto: p, Model: *model, Input: *input, Datatype: strings.ToUpper(*dtype),
 		Payloads: payloads, Callers: callersList,
@@ -143,6 +151,21 @@ func runOverhead(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return err
 	}
 	return report.WriteFile(filepath.Join(*outDir, "runs.md"), []byte(rep.RunsMarkdown()))
+}
+
+// haproxyFlag reads -haproxy: "auto" finds the binary, or says why there
+// is none; "" leaves HAProxy out; anything else is the binary.
+func haproxyFlag(v string) (bin, skipped string) {
+	switch v {
+	case "auto":
+		if bin = scenario.FindHAProxy(); bin == "" {
+			return "", "haproxy not found on PATH or at /usr/sbin/haproxy"
+		}
+		return bin, ""
+	case "":
+		return "", `-haproxy ""`
+	}
+	return v, ""
 }
 
 // parseInts reads a comma-separated list of positive integers.
