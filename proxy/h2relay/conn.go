@@ -47,6 +47,8 @@ type fconn struct {
 	// Our receive window: what we granted and have not yet got back.
 	recvAvail   int64
 	recvUnacked int64
+	// initWin is the window every stream starts with (our SETTINGS).
+	initWin int64
 
 	halves map[uint32]*half // streams by this connection's stream ID
 	// queued are halves with data waiting for window or buffer space.
@@ -117,6 +119,7 @@ func newFconn(nc net.Conn, cfg *config, onClose func(*fconn, error)) *fconn {
 		peerMaxStreams: ^uint32(0),
 		sendWin:        65535,
 		recvAvail:      65535,
+		initWin:        cfg.initWindow,
 		halves:         make(map[uint32]*half),
 		onClose:        onClose,
 	}
@@ -166,7 +169,7 @@ func (c *fconn) greetLocked(client bool) {
 		c.out = append(c.out, http2.ClientPreface...)
 	}
 	st := []http2.Setting{
-		{ID: http2.SettingInitialWindowSize, Val: uint32(c.cfg.initWindow)},
+		{ID: http2.SettingInitialWindowSize, Val: uint32(c.initWin)},
 		{ID: http2.SettingMaxFrameSize, Val: c.cfg.maxReadFrame},
 		{ID: http2.SettingMaxHeaderListSize, Val: c.cfg.maxHeaderList},
 	}
@@ -184,7 +187,7 @@ func (c *fconn) greetLocked(client bool) {
 
 // addHalf registers stream s under id on c.
 func (c *fconn) addHalfLocked(id uint32, s *stream) *half {
-	h := &half{c: c, id: id, s: s, sendWin: int64(c.peerInitWin), recvAvail: c.cfg.initWindow, win: c.cfg.initWindow}
+	h := &half{c: c, id: id, s: s, sendWin: int64(c.peerInitWin), recvAvail: c.initWin, win: c.initWin}
 	c.halves[id] = h
 	return h
 }

@@ -108,6 +108,7 @@ func (d *destConn) startLocked(s *stream, fields []hpack.HeaderField, body []byt
 	if s.cut {
 		body, end, src = s.call.Body, s.clientEnded, s.ch
 		s.call.Body = nil
+		s.unholdLocked() // it is the queue's now, bounded by the window
 	}
 	if s.pool != nil {
 		s.sentAt = c.cfg.now()

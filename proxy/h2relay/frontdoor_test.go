@@ -694,3 +694,31 @@ func TestCutThroughRefusedIsRetriedByTheClient(t *testing.T) {
 	}
 	e.settled()
 }
+
+// What a connection's streams hold outside the budget (header lists,
+// requests not yet covered by it) is bounded: past 4 MiB it gets no new
+// stream until some end.
+func TestConnectionHeldOutsideTheBudget(t *testing.T) {
+	e := newRelayEnv(t, Options{MaxHeaderList: 8 << 20})
+	c := e.dialRaw()
+	c.readLoop()
+	big := hpack.HeaderField{Name: "x-big", Value: strings.Repeat("v", 1<<20)}
+	for id := uint32(1); id <= 9; id += 2 { // 5 MiB of header lists, held
+		c.headers(id, "/t.S/Echo", false, big)
+	}
+	c.headers(11, "/t.S/Echo", false)
+	if c.expect("REFUSED_STREAM", func(f http2.Frame) bool {
+		r, ok := f.(*rstFrame)
+		return ok && r.id == 11 && r.code == http2.ErrCodeRefusedStream
+	}) == nil {
+		t.Fatal("the connection ended")
+	}
+	for id := uint32(1); id <= 9; id += 2 {
+		_ = c.fr.WriteRSTStream(id, http2.ErrCodeCancel)
+	}
+	c.headers(13, "/t.S/Echo", false)
+	c.message(13, []byte("room again"))
+	if _, st := c.response(13); st != "0" {
+		t.Fatalf("after the streams ended: %s", st)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
 )
 
 // What one client connection may cost the proxy, decided in one place:
@@ -33,6 +34,24 @@ const (
 	// after a second is a client changing its mind, not an attack.
 	prematureReset = time.Second
 )
+
+// connHeldMax bounds what one connection's streams may hold outside the
+// budget (their header lists, requests of up to the initial window read
+// whole, the first bytes of bigger ones): past it the connection gets no
+// new stream until some end. 4 MiB is hundreds of ordinary calls; without
+// it a client that filled each stream's window and kept it held 16 MiB a
+// connection, and one with 8 MiB header lists far more.
+const connHeldMax = 4 << 20
+
+// headerBytes is a header list's size as HTTP/2 counts it (RFC 9113
+// 6.5.2: name, value and 32 bytes a field).
+func headerBytes(fields []hpack.HeaderField) int64 {
+	var n int64
+	for _, f := range fields {
+		n += int64(len(f.Name) + len(f.Value) + 32)
+	}
+	return n
+}
 
 // connLimits is a client connection's accounting; guarded by
 // clientConn.mu.
@@ -73,8 +92,9 @@ func (cc *clientConn) admitLocked() (refuse bool) {
 		return true
 	}
 	// A client that does not read what it is owed gets no more streams
-	// (their responses could only pile up behind the others).
-	return len(c.out)-c.off > c.cfg.outCap
+	// (their responses could only pile up behind the others), nor one
+	// whose streams hold connHeldMax outside the budget.
+	return len(c.out)-c.off > c.cfg.outCap || cc.held.Load() > connHeldMax
 }
 
 // malformedRequest says whether a request's header block makes it

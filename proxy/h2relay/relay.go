@@ -170,7 +170,7 @@ type config struct {
 	maxBody, maxMessage      int
 	maxBuffered              int64
 	budget                   *budget // the Server's
-	initWindow               int64
+	initWindow, clientWindow int64
 	maxConns                 int
 	idleTimeout              time.Duration
 	streamWindow, connWindow int64
@@ -208,6 +208,11 @@ func (o Options) config() *config {
 	// while data flows (widenLocked), and a request read whole gets its
 	// size at once from the budget.
 	c.initWindow = min(c.streamWindow, 64<<10)
+	// A client's streams start smaller: what 256 streams of one
+	// connection may send unasked is 4 MiB, not 16 (a request up to
+	// 16 KiB is read whole at once; a bigger one is routed from its
+	// first bytes or admitted by the budget, a round trip later).
+	c.clientWindow = min(c.initWindow, 16<<10)
 	if c.connWindow < c.streamWindow {
 		c.connWindow = max(c.streamWindow, 16<<20)
 	}

@@ -156,11 +156,15 @@ type clientConn struct {
 	// calm: its wasted streams passed the budget (limits.go); the
 	// reader ends the connection after the frame it read.
 	calm atomic.Bool
+	// held counts the bytes its streams hold outside the budget: header
+	// lists and requests not (yet) covered by it (limits.go).
+	held atomic.Int64
 }
 
 func (s *Server) serveConn(nc net.Conn) {
 	cc := &clientConn{srv: s}
 	cc.c = newFconn(nc, s.cfg, func(*fconn, error) {})
+	cc.c.initWin = s.cfg.clientWindow
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
@@ -468,7 +472,7 @@ func (cc *clientConn) onHeaders(f *http2.MetaHeadersFrame, w *writes) error {
 	if f.HasPriority() && f.Priority.StreamDep == id || malformedRequest(f) {
 		return http2.StreamError{StreamID: id, Code: http2.ErrCodeProtocol}
 	}
-	s := &stream{cc: cc, fields: f.Fields, opened: time.Now()}
+	s := &stream{cc: cc, fields: f.Fields, opened: time.Now(), hdr: headerBytes(f.Fields)}
 	s.call.Start = cc.srv.cfg.now()
 	s.call.Peer = c.nc.RemoteAddr()
 	c.mu.Lock()
@@ -478,6 +482,7 @@ func (cc *clientConn) onHeaders(f *http2.MetaHeadersFrame, w *writes) error {
 	}
 	s.ch = c.addHalfLocked(id, s)
 	c.mu.Unlock()
+	cc.held.Add(s.hdr)
 	cc.mu.Lock()
 	cc.active++
 	cc.lim.idleSince = time.Time{}

@@ -58,7 +58,12 @@ type stream struct {
 	// declared is content-length + 1 when the request has one; got the
 	// DATA bytes that came.
 	declared, got int64
-	timer         *time.Timer
+	// hdr and loose are the bytes of its header list and of its request
+	// held outside the budget, counted against its connection (held);
+	// covered: the budget holds its request.
+	hdr, loose int64
+	covered    bool
+	timer      *time.Timer
 	// cancel ends a served call's context (Responder).
 	cancel context.CancelFunc
 }

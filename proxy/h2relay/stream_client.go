@@ -42,6 +42,7 @@ func (s *stream) clientData(data []byte, end bool, w *writes) error {
 		// Routed, waiting for its pool to start it: what comes is held
 		// (no window given back) and goes first when it starts.
 		s.call.Body = append(s.call.Body, data...)
+		s.holdLocked(int64(len(data)))
 		s.mu.Unlock()
 		s.checkTarget(data, w)
 		return nil
@@ -96,12 +97,12 @@ func (s *stream) bufferData(data []byte, end bool, w *writes) error {
 			need = 5 + int64(n)
 			s.need = need
 			kind := s.cc.srv.h.Scan(s.call.Method)
-			if need > int64(s.cc.srv.cfg.maxBody) && (kind == 0 || need <= s.cc.srv.cfg.initWindow) {
+			if need > int64(s.cc.srv.cfg.maxBody) && (kind == 0 || need <= s.cc.c.initWin) {
 				s.mu.Unlock()
 				return s.tooBigToHold(data, end, w)
 			}
 			switch {
-			case need <= s.cc.srv.cfg.initWindow:
+			case need <= s.cc.c.initWin:
 				s.sizeBodyLocked(need)
 			case kind != 0:
 				// Read its target from its first bytes: it may be
@@ -114,6 +115,10 @@ func (s *stream) bufferData(data []byte, end bool, w *writes) error {
 		}
 	}
 	s.call.Body = append(s.call.Body, data...)
+	if !s.covered {
+		// Not covered by the budget (yet): the connection's.
+		s.holdLocked(int64(len(data)))
+	}
 	var early, hold bool
 	if s.scan != nil && !s.budgeted {
 		chunk := data
@@ -124,7 +129,7 @@ func (s *stream) bufferData(data []byte, end bool, w *writes) error {
 		switch {
 		case err == nil && s.scan.Known():
 			early = true
-		case err != nil || int64(len(s.call.Body)) >= s.cc.srv.cfg.initWindow:
+		case err != nil || int64(len(s.call.Body)) >= s.cc.c.initWin:
 			// Unreadable, or no target within what the client may
 			// send unasked: read whole, under the budget.
 			s.scan, s.budgeted, hold = nil, true, true
@@ -207,6 +212,19 @@ func (s *stream) checkTarget(data []byte, w *writes) bool {
 	return true
 }
 
+// holdLocked counts n bytes of the request held outside the budget
+// against the connection (limits.go).
+func (s *stream) holdLocked(n int64) {
+	s.loose += n
+	s.cc.held.Add(n)
+}
+
+// unholdLocked gives them back: the request left, or the budget took it.
+func (s *stream) unholdLocked() {
+	s.cc.held.Add(-s.loose)
+	s.loose = 0
+}
+
 // wholeBody is the request to send of a call read whole; nil for one
 // relayed as it arrives, whose reader may be adding to call.Body
 // (startLocked takes what came, under the stream's lock).
@@ -244,6 +262,8 @@ func (s *stream) admit(need int64) {
 		return // its end gives the room back
 	}
 	s.sizeBodyLocked(need)
+	s.unholdLocked() // the budget covers what came
+	s.covered = true
 	s.mu.Unlock()
 	c := s.cc.c
 	c.mu.Lock()

@@ -102,6 +102,9 @@ func (s *stream) releaseAfterSend(dest *destConn, dh *half) {
 	s.mu.Lock()
 	wasted, budgeted, timer := s.wasted, s.budgeted, s.waitTimer
 	s.waitTimer = nil
+	s.unholdLocked()
+	s.cc.held.Add(-s.hdr)
+	s.hdr = 0
 	s.mu.Unlock()
 	if timer != nil {
 		timer.Stop()
