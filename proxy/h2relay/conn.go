@@ -477,10 +477,13 @@ func (c *fconn) giveBackLocked(h *half, n int64) {
 }
 
 // flowingLocked says whether data of n bytes, written with due as the
-// result, left at once for a peer that reads: none of it queued, and the
-// output not backed up.
+// result, left at once: none of it queued (the output takes at most
+// outCap, so a peer that does not read soon makes data queue). An output
+// merely backed up for a moment (the kernel's buffer full while a big
+// message goes) counts as flowing: holding widening back then kept big
+// uploads at a 16 KiB window.
 func (c *fconn) flowingLocked(due credit, n int) bool {
-	return n > 0 && due.n == int64(n) && len(c.out)-c.off < c.cfg.outCap/4
+	return n > 0 && due.n == int64(n)
 }
 
 // widenLocked doubles h's window, up to the relay's stream window, for a
@@ -501,6 +504,17 @@ func (c *fconn) widenLocked(h *half) {
 	// the budget's: it widens only while there is room.
 	win := min(h.win*2, c.cfg.streamWindow)
 	if !c.cfg.budget.tryTake(win - h.win) {
+		return
+	}
+	h.extra += win - h.win
+	c.growLocked(h, win)
+}
+
+// widenToLocked opens h's window to win at once, as far as the budget has
+// room, for a stream known to carry that much.
+func (c *fconn) widenToLocked(h *half, win int64) {
+	win = min(win, c.cfg.streamWindow)
+	if h == nil || h.gone || c.closed || win <= h.win || !c.cfg.budget.tryTake(win-h.win) {
 		return
 	}
 	h.extra += win - h.win

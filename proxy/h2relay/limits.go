@@ -94,7 +94,11 @@ func (cc *clientConn) admitLocked() (refuse bool) {
 	// A client that does not read what it is owed gets no more streams
 	// (their responses could only pile up behind the others), nor one
 	// whose streams hold connHeldMax outside the budget.
-	return len(c.out)-c.off > c.cfg.outCap || cc.held.Load() > connHeldMax
+	// (Data alone never fills the output past outCap: past the control
+	// frames' margin above it, the client reads nothing. At outCap itself
+	// it may just be taking a big answer: refusing then failed big calls
+	// that gRPC's client could not send again.)
+	return !c.controlRoomLocked() || cc.held.Load() > connHeldMax
 }
 
 // malformedRequest says whether a request's header block makes it

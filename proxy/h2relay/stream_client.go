@@ -181,7 +181,15 @@ func (s *stream) routeEarly(w *writes) bool {
 	}
 	s.mu.Lock()
 	s.cut, s.pool, s.buffering = true, p, false
+	need := s.need
 	s.mu.Unlock()
+	// Its size is known: open its window now, within the budget, rather
+	// than widening from the first 16 KiB.
+	c := s.cc.c
+	c.mu.Lock()
+	c.widenToLocked(s.ch, need)
+	c.mu.Unlock()
+	w.add(c)
 	p.send(s, w)
 	return true
 }
