@@ -77,7 +77,7 @@ type half struct {
 	// extra is what widening took of the budget, given back when h is
 	// forgotten; got counts the bytes received on h.
 	extra, got int64
-	gone  bool // removed from c.halves
+	gone       bool // removed from c.halves
 	// closeAfterQueue: the stream ended; forget h once its queue is out.
 	closeAfterQueue bool
 }
