@@ -506,11 +506,16 @@ func openRate(cfg OverheadConfig, paths []Path, best map[string]map[string]float
 			if cfg.OpenBase == "direct" && p.Name != paths[0].Name {
 				continue
 			}
-			base = min(base, byPath[p.Name])
+			// A path that completed nothing this round (a peer that
+			// stalled, a client that had no time to start on a loaded
+			// machine) shows as 0 in its row; it sets no open-loop rate.
+			if v := byPath[p.Name]; v > 0 {
+				base = min(base, v)
+			}
 		}
 	}
-	if math.IsInf(base, 1) || base <= 0 {
-		return 0, errors.New("a path completed no closed-loop requests")
+	if math.IsInf(base, 1) {
+		return 0, errors.New("no path completed any closed-loop request")
 	}
 	return base * cfg.OpenFraction, nil
 }

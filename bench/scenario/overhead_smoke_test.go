@@ -42,7 +42,7 @@ func TestOverheadSmoke(t *testing.T) {
 				{Name: "INPUT0", Datatype: "INT32", Shape: []int64{1, 16}}, {Name: "INPUT1", Datatype: "INT32", Shape: []int64{1, 16}}}},
 			{Name: "16MiB", Shape: []int64{1, 4 << 20}},
 		},
-		Callers: []int{2}, Conns: []int{1}, Duration: 100 * time.Millisecond, Warmup: -1, OpenBase: "slowest",
+		Callers: []int{2}, Conns: []int{1}, Duration: 300 * time.Millisecond, Warmup: -1, OpenBase: "slowest",
 	}
 	if _, err := os.Stat(nginxBin); err == nil {
 		cfg.Nginx = nginxBin

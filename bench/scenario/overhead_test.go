@@ -371,3 +371,18 @@ func TestOverheadVsHAProxy(t *testing.T) {
 		t.Errorf("markdown does not say haproxy was skipped:\n%s", md)
 	}
 }
+
+// A path that completed nothing in a round (a stalled peer, a client with
+// no time to start) sets no open-loop rate; only all paths at 0 is an
+// error (the smoke test failed on a loaded machine when one did).
+func TestOpenRateSkipsAPathThatCompletedNothing(t *testing.T) {
+	paths := []Path{{Name: "direct"}, {Name: "infergate"}, {Name: "haproxy"}}
+	cfg := OverheadConfig{OpenBase: "slowest", OpenFraction: 0.5}
+	r, err := openRate(cfg, paths, map[string]map[string]float64{"bench": {"direct": 100, "infergate": 80, "haproxy": 0}})
+	if err != nil || r != 40 {
+		t.Fatalf("open rate %v, %v; want 40 (half the slowest path that completed calls)", r, err)
+	}
+	if _, err := openRate(cfg, paths, map[string]map[string]float64{"bench": {}}); err == nil {
+		t.Fatal("no path completed anything: want an error")
+	}
+}
