@@ -432,7 +432,10 @@ func TestThousandSeriesMemory(t *testing.T) {
 	wg.Wait()
 	rss := rssBytes(t, gate)
 	t.Logf("after a burst of 10,000 names: RSS %.1f MiB", float64(rss)/(1<<20))
-	if rss > 150<<20 {
-		t.Errorf("after a burst of 10,000 names: RSS %.1f MiB, want <= 150 MiB", float64(rss)/(1<<20))
+	// 150 MiB until the front door (issue 27): measured alone 117.9 MiB
+	// before it and 130.1 after (its per-stream accounting and smaller
+	// windows), 151.8 once under make test's load.
+	if rss > 170<<20 {
+		t.Errorf("after a burst of 10,000 names: RSS %.1f MiB, want <= 170 MiB", float64(rss)/(1<<20))
 	}
 }
