@@ -139,7 +139,7 @@ func (p *Proxy) ServerOptions() []grpc.ServerOption {
 		grpc.MaxRecvMsgSize(p.maxMsgSize),
 		grpc.MaxSendMsgSize(p.maxMsgSize),
 		experimental.BufferPool(bufferPool),
-		grpc.InitialWindowSize(transportWindow),
+		grpc.InitialWindowSize(serverStreamWindow),
 		grpc.InitialConnWindowSize(transportConnWindow),
 		grpc.ReadBufferSize(transportBuffer),
 		grpc.WriteBufferSize(transportBuffer),
