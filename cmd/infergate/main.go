@@ -19,13 +19,10 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"google.golang.org/grpc"
 
 	"github.com/infergate/infergate/alert"
 	"github.com/infergate/infergate/internal/memlimit"
-	"github.com/infergate/infergate/internal/statefile"
-	"github.com/infergate/infergate/monitor"
 	"github.com/infergate/infergate/proxy"
 	"github.com/infergate/infergate/proxy/h2relay"
 )
@@ -149,75 +146,15 @@ func fastPathCounter(p *proxy.Proxy, path string, get func(proxy.Stats) int64) p
 // serve wires the parts, serves until ctx ends, then drains; mem is the
 // container's memory limit as memlimit.Apply found it.
 func serve(ctx context.Context, cfg Config, mem memlimit.Result, log *slog.Logger) error {
-	srvCreds, err := serverCreds(cfg.TLS)
+	w, err := newParts(cfg, mem, log)
 	if err != nil {
 		return err
 	}
-	upCreds, err := clientCreds(cfg.UpstreamTLS)
-	if err != nil {
-		return err
-	}
-
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), newBuildInfo())
-	mon := monitor.NewRegistry(cfg.Monitor.Options())
-	if err := mon.Register(reg); err != nil {
-		return fmt.Errorf("metrics: %w", err)
-	}
-	fm := statefile.NewMetrics(reg)
-	bs, err := newBaselines(cfg.alerts, fm, log)
-	if err != nil {
-		return err
-	}
-	gt, err := startGPU(cfg.GPU, mon, bs, sloFunc(cfg.alerts), reg, log)
-	if err != nil {
-		return err
-	}
-	rt, err := startRouting(cfg, upCreds, mon, log)
-	if err != nil {
-		return err
-	}
-	defer rt.Close() // after the proxy: calls in flight end first
-	up := rt.Default
-	var act alert.Actuator // a nil *proxy.Router must not become a non-nil interface
-	if rt.router != nil {
-		act = rt.router
-		reg.MustRegister(rt.router.Collector())
-	}
-	al, err := startAlerting(cfg.alerts, mon, gt, bs, act, reg, fm, log)
-	if err != nil {
-		return err
-	}
-	bat, err := startBatcher(cfg.Batching, nonIdempotentModels(cfg.RoutingConfig), reg, log)
-	idempotencyWarnings(cfg.Batching, cfg.RoutingConfig, log)
-	if err != nil {
-		return err
-	}
-	traceOpt, stopTracing, err := startTracing(cfg.Tracing, log)
-	if err != nil {
-		return err
-	}
-	defer stopTracing() // after the server: the calls' spans are ended
-	defer bat.Close()   // after the server and the proxy: batches in flight end first
-	fd, budgetSource := cfg.FrontDoor.frontDoor(mem)
-	budgetWarnings(fd.MaxBufferedBytes, budgetSource, mem, log)
-	p, err := proxy.New(proxy.UpstreamDirector(up),
-		append(cfg.Config.Options(),
-			proxy.WithRouter(rt.router),
-			proxy.WithBatcher(bat),
-			proxy.WithRecorder(mon),
-			proxy.WithLogger(log),
-			proxy.WithLogInterval(cfg.Log.Interval),
-			proxy.WithRequestLogger(requestLogger(cfg.Log)),
-			proxy.WithFrontDoor(fd),
-			traceOpt,
-		)...,
-	)
-	if err != nil {
-		return err
-	}
-	defer p.Close()
-	reg.MustRegister(proxyCollectors(p)...)
+	// After the server: calls in flight end first, then the proxy, the
+	// batches in flight, the spans and the upstreams.
+	defer w.Close()
+	srvCreds, upCreds, reg, mon, gt, rt, al, bat, p := w.srvCreds, w.upCreds, w.reg, w.mon, w.gt, w.rt, w.al, w.bat, w.p
+	fd, budgetSource, up := w.fd, w.budgetSource, w.rt.Default
 
 	var sopts []grpc.ServerOption
 	// With the fast path the relay ends TLS (the front door's limits

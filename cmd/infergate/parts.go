@@ -1,0 +1,121 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"google.golang.org/grpc/credentials"
+
+	"github.com/infergate/infergate/alert"
+	"github.com/infergate/infergate/batcher"
+	"github.com/infergate/infergate/internal/memlimit"
+	"github.com/infergate/infergate/internal/statefile"
+	"github.com/infergate/infergate/monitor"
+	"github.com/infergate/infergate/proxy"
+)
+
+// parts are the pieces serve runs, built from one config with every
+// metric registered on reg. Nothing listens and no loop runs yet: serve
+// starts them. `infergate docs metrics` builds the same parts to list
+// the metrics, so the reference page is what /metrics can show.
+type parts struct {
+	reg               *prometheus.Registry
+	srvCreds, upCreds credentials.TransportCredentials
+	mon               *monitor.Registry
+	gt                *gpuRuntime
+	rt                *routing
+	al                *alerting
+	bat               *batcher.Batcher // nil when nothing is batched
+	p                 *proxy.Proxy
+	fd                proxy.FrontDoor
+	budgetSource      string
+	// closers undo what was built, in the order built; Close runs them
+	// backwards.
+	closers []func()
+}
+
+// Close closes the proxy, then the batcher, then tracing, then the
+// upstreams: calls in flight end before what they use.
+func (w *parts) Close() {
+	for i := len(w.closers) - 1; i >= 0; i-- {
+		w.closers[i]()
+	}
+	w.closers = nil
+}
+
+// newParts builds what cfg asks for, mem being the container's memory
+// limit as memlimit.Apply found it. On an error, what was built is closed.
+func newParts(cfg Config, mem memlimit.Result, log *slog.Logger) (_ *parts, err error) {
+	w := &parts{}
+	defer func() {
+		if err != nil {
+			w.Close()
+		}
+	}()
+	if w.srvCreds, err = serverCreds(cfg.TLS); err != nil {
+		return nil, err
+	}
+	if w.upCreds, err = clientCreds(cfg.UpstreamTLS); err != nil {
+		return nil, err
+	}
+
+	reg := prometheus.NewRegistry()
+	w.reg = reg
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), newBuildInfo())
+	w.mon = monitor.NewRegistry(cfg.Monitor.Options())
+	if err := w.mon.Register(reg); err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
+	fm := statefile.NewMetrics(reg)
+	bs, err := newBaselines(cfg.alerts, fm, log)
+	if err != nil {
+		return nil, err
+	}
+	if w.gt, err = startGPU(cfg.GPU, w.mon, bs, sloFunc(cfg.alerts), reg, log); err != nil {
+		return nil, err
+	}
+	if w.rt, err = startRouting(cfg, w.upCreds, w.mon, log); err != nil {
+		return nil, err
+	}
+	w.closers = append(w.closers, func() { w.rt.Close() })
+	var act alert.Actuator // a nil *proxy.Router must not become a non-nil interface
+	if w.rt.router != nil {
+		act = w.rt.router
+		reg.MustRegister(w.rt.router.Collector())
+	}
+	if w.al, err = startAlerting(cfg.alerts, w.mon, w.gt, bs, act, reg, fm, log); err != nil {
+		return nil, err
+	}
+	w.bat, err = startBatcher(cfg.Batching, nonIdempotentModels(cfg.RoutingConfig), reg, log)
+	idempotencyWarnings(cfg.Batching, cfg.RoutingConfig, log)
+	if err != nil {
+		return nil, err
+	}
+	traceOpt, stopTracing, err := startTracing(cfg.Tracing, log)
+	if err != nil {
+		return nil, err
+	}
+	w.closers = append(w.closers, stopTracing, func() { w.bat.Close() })
+	w.fd, w.budgetSource = cfg.FrontDoor.frontDoor(mem)
+	budgetWarnings(w.fd.MaxBufferedBytes, w.budgetSource, mem, log)
+	w.p, err = proxy.New(proxy.UpstreamDirector(w.rt.Default),
+		append(cfg.Config.Options(),
+			proxy.WithRouter(w.rt.router),
+			proxy.WithBatcher(w.bat),
+			proxy.WithRecorder(w.mon),
+			proxy.WithLogger(log),
+			proxy.WithLogInterval(cfg.Log.Interval),
+			proxy.WithRequestLogger(requestLogger(cfg.Log)),
+			proxy.WithFrontDoor(w.fd),
+			traceOpt,
+		)...,
+	)
+	if err != nil {
+		return nil, err
+	}
+	w.closers = append(w.closers, func() { w.p.Close() })
+	reg.MustRegister(proxyCollectors(w.p)...)
+	return w, nil
+}
