@@ -8,7 +8,7 @@ PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
 BIN := bin
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
 
-.PHONY: all build test test-grpc-path test-allocs test-short vet fmt proto proto-tools demo bench-overhead bench-matrix clean
+.PHONY: all build test test-grpc-path test-allocs test-short vet fmt docs proto proto-tools demo bench-overhead bench-matrix clean
 
 all: build
 
@@ -39,6 +39,13 @@ test-grpc-path:
 # test-allocs runs the allocation budgets, which -race would distort.
 test-allocs:
 	$(GO) test -count=1 -run 'AllocBudget' ./proxy/
+
+# docs regenerates the reference pages from what the binary parses and
+# registers (the flag table, the Config type, the collectors);
+# TestReferencePagesMatchBinary fails when the committed pages differ.
+docs:
+	mkdir -p docs/reference
+	$(GO) run ./cmd/infergate docs --out docs/reference
 
 test-short:
 	$(GO) test -count=1 -short ./...

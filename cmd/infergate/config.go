@@ -139,7 +139,12 @@ type LogConfig struct {
 
 // defaultConfig returns the documented defaults of every setting; the
 // packages' own defaults come from their DefaultConfig functions.
-func defaultConfig() Config {
+func defaultConfig() Config { return defaultConfigFrom(os.Getenv) }
+
+// defaultConfigFrom is defaultConfig with the environment that tracing's
+// defaults follow (OTEL_*) read through getenv: the reference pages pass
+// an empty one, so they show what -help prints where no OTEL_* is set.
+func defaultConfigFrom(getenv func(string) string) Config {
 	return Config{
 		Listen:          ":9001",
 		Config:          proxy.DefaultConfig(),
@@ -152,7 +157,7 @@ func defaultConfig() Config {
 		Log:             LogConfig{Level: "warn", Format: "text", Interval: proxy.DefaultLogInterval},
 		Batching:        batcher.DefaultSettings(),
 		GPU:             gpu.DefaultConfig(),
-		Tracing:         tracing.DefaultConfig(os.Getenv),
+		Tracing:         tracing.DefaultConfig(getenv),
 	}
 }
 

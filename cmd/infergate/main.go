@@ -40,6 +40,9 @@ func run(args []string) int {
 	if len(args) > 0 && args[0] == "healthcheck" {
 		return healthcheckCommand(args[1:], os.Stdout, os.Stderr)
 	}
+	if len(args) > 0 && args[0] == "docs" {
+		return docsCommand(args[1:], os.Stdout, os.Stderr)
+	}
 	cfg, err := parseConfig(args)
 	if err == nil && !cfg.PrintVersion {
 		// The I/O step after validation, for --check-config too: the TLS
@@ -146,14 +149,15 @@ func fastPathCounter(p *proxy.Proxy, path string, get func(proxy.Stats) int64) p
 // serve wires the parts, serves until ctx ends, then drains; mem is the
 // container's memory limit as memlimit.Apply found it.
 func serve(ctx context.Context, cfg Config, mem memlimit.Result, log *slog.Logger) error {
-	w, err := newParts(cfg, mem, log)
+	reg := prometheus.NewRegistry()
+	w, err := newParts(cfg, mem, reg, log)
 	if err != nil {
 		return err
 	}
 	// After the server: calls in flight end first, then the proxy, the
 	// batches in flight, the spans and the upstreams.
 	defer w.Close()
-	srvCreds, upCreds, reg, mon, gt, rt, al, bat, p := w.srvCreds, w.upCreds, w.reg, w.mon, w.gt, w.rt, w.al, w.bat, w.p
+	srvCreds, upCreds, mon, gt, rt, al, bat, p := w.srvCreds, w.upCreds, w.mon, w.gt, w.rt, w.al, w.bat, w.p
 	fd, budgetSource, up := w.fd, w.budgetSource, w.rt.Default
 
 	var sopts []grpc.ServerOption

@@ -17,11 +17,10 @@ import (
 )
 
 // parts are the pieces serve runs, built from one config with every
-// metric registered on reg. Nothing listens and no loop runs yet: serve
+// metric registered on one registry. Nothing listens and no loop runs yet: serve
 // starts them. `infergate docs metrics` builds the same parts to list
 // the metrics, so the reference page is what /metrics can show.
 type parts struct {
-	reg               *prometheus.Registry
 	srvCreds, upCreds credentials.TransportCredentials
 	mon               *monitor.Registry
 	gt                *gpuRuntime
@@ -45,9 +44,10 @@ func (w *parts) Close() {
 	w.closers = nil
 }
 
-// newParts builds what cfg asks for, mem being the container's memory
-// limit as memlimit.Apply found it. On an error, what was built is closed.
-func newParts(cfg Config, mem memlimit.Result, log *slog.Logger) (_ *parts, err error) {
+// newParts builds what cfg asks for and registers every metric on reg;
+// mem is the container's memory limit as memlimit.Apply found it. On an
+// error, what was built is closed.
+func newParts(cfg Config, mem memlimit.Result, reg prometheus.Registerer, log *slog.Logger) (_ *parts, err error) {
 	w := &parts{}
 	defer func() {
 		if err != nil {
@@ -61,8 +61,6 @@ func newParts(cfg Config, mem memlimit.Result, log *slog.Logger) (_ *parts, err 
 		return nil, err
 	}
 
-	reg := prometheus.NewRegistry()
-	w.reg = reg
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), newBuildInfo())
 	w.mon = monitor.NewRegistry(cfg.Monitor.Options())
 	if err := w.mon.Register(reg); err != nil {
