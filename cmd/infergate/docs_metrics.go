@@ -380,6 +380,6 @@ func metricsPage(w io.Writer) error {
 	p.line("")
 	p.line("`go_*` and `process_*`: the Go runtime and process metrics of client_golang's " +
 		"[Go and process collectors](https://github.com/prometheus/client_golang/tree/main/prometheus/collectors). " +
-		"Their set follows the Go version infergate was built with and the operating system (process metrics are Linux and Windows only).")
+		"Their set follows the Go version infergate was built with and the operating system.")
 	return p.err
 }

@@ -1,6 +1,7 @@
 // Command infergate is a transparent gRPC proxy for model servers (Triton
 // over KServe v2, TF-Serving) that measures every call's latency exactly and
-// exports it on /metrics. See README.md for flags, YAML and metrics.
+// exports it on /metrics. docs/reference/ lists its flags, YAML keys and
+// metrics, as `infergate docs` writes them.
 package main
 
 import (
