@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	"go.yaml.in/yaml/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -106,13 +107,24 @@ func referenceMetrics() ([]metricDoc, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gather: %w", err)
 	}
+	// promtool check metrics' own rules, on every family with a series;
+	// the Go and process collectors' are client_golang's to keep clean.
+	lint, err := promlint.NewWithMetricFamilies(families).Lint()
+	if err != nil {
+		return nil, fmt.Errorf("lint: %w", err)
+	}
+	var problems []error
+	for _, p := range lint {
+		if !runtimeMetric(p.Metric) {
+			problems = append(problems, fmt.Errorf("metric %s: %s", p.Metric, p.Text))
+		}
+	}
 	types := map[string]string{}
 	for _, mf := range families {
 		types[mf.GetName()] = strings.ToLower(mf.GetType().String())
 	}
 
 	byName := map[string]*metricDoc{}
-	var problems []error
 	for _, c := range rec.collectors {
 		ch := make(chan *prometheus.Desc, 64)
 		go func() { c.Describe(ch); close(ch) }()
