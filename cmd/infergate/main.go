@@ -1,7 +1,6 @@
 // Command infergate is a transparent gRPC proxy for model servers (Triton
 // over KServe v2, TF-Serving) that measures every call's latency exactly and
-// exports it on /metrics. See docs/configuration.md and docs/metrics.md
-// (docs/reference/ lists every flag and metric).
+// exports it on /metrics. See README.md for flags, YAML and metrics.
 package main
 
 import (
