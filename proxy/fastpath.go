@@ -43,7 +43,7 @@ func (p *Proxy) Relay(srv *grpc.Server) *h2relay.Server {
 			MaxStreams:    p.frontDoor.MaxConcurrentStreams,
 			MaxConns:      p.frontDoor.MaxConnections,
 			IdleTimeout:   p.frontDoor.idle(),
-			MaxBuffered:   p.frontDoor.MaxBufferedBytes,
+			Budget:        p.budget,
 			StreamWindow:  transportWindow,
 			ConnWindow:    transportConnWindow,
 			BufferSize:    relayBuffer,
@@ -51,17 +51,11 @@ func (p *Proxy) Relay(srv *grpc.Server) *h2relay.Server {
 			Now:           p.now,
 		})
 	})
-	p.relayServing.Store(p.relay)
 	return p.relay
 }
 
-// bufferStats are the relay's budget figures, zero without a relay.
-func (p *Proxy) bufferStats() h2relay.BudgetStats {
-	if r := p.relayServing.Load(); r != nil {
-		return r.BudgetStats()
-	}
-	return h2relay.BudgetStats{}
-}
+// bufferStats are the byte budget's figures, both paths together.
+func (p *Proxy) bufferStats() h2relay.BudgetStats { return p.budget.Stats() }
 
 const (
 	// relayMaxBody is the largest request the relay reads whole; larger

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/infergate/infergate/monitor"
+	"github.com/infergate/infergate/proxy/h2relay"
 )
 
 // outcome is what one call reports to finish: its measurements and its
@@ -30,6 +31,18 @@ type outcome struct {
 	// batchID is the batch the answer came from (batcher.Batch.ID); 0
 	// for none.
 	batchID uint64
+	// claim is the call's hold on the byte budget (gRPC path); nil
+	// where the relay holds the call's bytes.
+	claim *h2relay.Claim
+}
+
+// budgetFailed is the error of a call that got no room in the byte
+// budget: the client's own cancellation passes as it is.
+func budgetFailed(err error) error {
+	if _, ok := err.(*h2relay.BudgetError); ok {
+		return err
+	}
+	return &clientError{status.FromContextError(err).Err()}
 }
 
 // handle is the grpc.StreamHandler for every method. A call goes one way
@@ -96,7 +109,16 @@ func (p *Proxy) handle(_ any, ss grpc.ServerStream) (err error) {
 			defer cancel()
 			bound, _ = outCtx.Deadline()
 		}
-		o = p.unary(outCtx, bound.IsZero(), up, method, info.target, ss, subtypeOpt)
+		// What the call holds (its request, then its answer) counts
+		// against the budget the relay's streams share; while it is
+		// spent the call waits here, before grpc-go reads its message.
+		var claim h2relay.Claim
+		if err := p.budget.Admit(ctx, &claim); err != nil {
+			o.err = budgetFailed(err)
+		} else {
+			o = p.unary(outCtx, bound.IsZero(), up, method, info.target, ss, subtypeOpt, &claim)
+		}
+		claim.Release()
 		// Only when the proxy's own deadline passed: an upstream that
 		// answers DEADLINE_EXCEEDED by itself keeps its word. The clock,
 		// not outCtx.Err(), says so: the upstream got the deadline as
@@ -126,7 +148,8 @@ func (p *Proxy) handle(_ any, ss grpc.ServerStream) (err error) {
 // goroutines): one, or the router's composition of them.
 // clientDeadline says that ctx's deadline, if any, is the client's.
 func (p *Proxy) unary(ctx context.Context, clientDeadline bool, up *Upstream, method string, kind targetKind,
-	ss grpc.ServerStream, subtype grpc.CallOption) (o outcome) {
+	ss grpc.ServerStream, subtype grpc.CallOption, claim *h2relay.Claim) (o outcome) {
+	o.claim = claim
 	// Without a router a call makes one upstream call, whose exchange is
 	// allocated with the request frame (request). A router's attempts may
 	// run at once (a hedge): each allocates its own.
@@ -147,6 +170,7 @@ func (p *Proxy) unary(ctx context.Context, clientDeadline bool, up *Upstream, me
 		return o
 	}
 	o.bytesIn = int64(req.Len())
+	claim.Hold(o.bytesIn)
 	o.model, o.version = frameTarget(kind, req)
 	if p.router != nil && o.model != "" && isInference(method) {
 		// A routed call's attempts may outlive this frame (a hedge), so

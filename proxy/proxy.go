@@ -34,7 +34,10 @@ type Proxy struct {
 	failures   *failureLog
 	maxMsgSize int
 	frontDoor  FrontDoor
-	now        func() time.Time
+	// budget bounds the bytes held for calls on both paths: the relay's
+	// streams and the calls grpc-go's server reads (Claims).
+	budget *h2relay.Budget
+	now    func() time.Time
 	// batcher takes ModelInfer and Predict calls of batchable models; nil:
 	// no batching (see batch.go).
 	batcher Batcher
@@ -59,11 +62,9 @@ type Proxy struct {
 	gauges sync.Map
 
 	// relay is the fast path (fastpath.go), made by Relay.
-	relay     *h2relay.Server
-	relayOnce sync.Once
-	// relayServing is relay for readers off the call path (Stats).
-	relayServing atomic.Pointer[h2relay.Server]
-	relayPools   sync.Map // *Upstream → its *h2relay.Pool
+	relay      *h2relay.Server
+	relayOnce  sync.Once
+	relayPools sync.Map // *Upstream → its *h2relay.Pool
 	// unary calls the relay routed, by where they went.
 	forwarded, served, handedOn atomic.Int64
 }
@@ -109,6 +110,7 @@ func New(director Director, opts ...Option) (*Proxy, error) {
 		upstreamTimeout: max(o.upstreamTimeout, 0),
 		maxInFlight:     int64(max(o.maxInFlight, 0)),
 		frontDoor:       o.frontDoor,
+		budget:          h2relay.NewBudget(o.frontDoor.MaxBufferedBytes),
 		callOpts: []grpc.CallOption{
 			grpc.ForceCodecV2(rawCodec{}),
 			grpc.MaxCallRecvMsgSize(o.maxMsgSize),
@@ -137,7 +139,7 @@ func (p *Proxy) ServerOptions() []grpc.ServerOption {
 		grpc.MaxRecvMsgSize(p.maxMsgSize),
 		grpc.MaxSendMsgSize(p.maxMsgSize),
 		experimental.BufferPool(bufferPool),
-		grpc.InitialWindowSize(transportWindow),
+		grpc.InitialWindowSize(serverStreamWindow),
 		grpc.InitialConnWindowSize(transportConnWindow),
 		grpc.ReadBufferSize(transportBuffer),
 		grpc.WriteBufferSize(transportBuffer),
@@ -177,10 +179,9 @@ type Stats struct {
 	// uncompressed message). Streams and the proxy's own services go to
 	// the grpc.Server uncounted here.
 	Forwarded, Served, HandedOn int64
-	// Buffer is the fast path's byte budget (WithFrontDoor): its limit,
-	// the bytes requests hold of it now, the requests that waited for
-	// room and those refused because none came in time. Zero without
-	// the fast path.
+	// Buffer is the byte budget (WithFrontDoor) of both paths: its
+	// limit, the bytes calls hold of it now, the calls that waited for
+	// room and those refused because none came in time.
 	Buffer h2relay.BudgetStats
 }
 

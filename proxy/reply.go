@@ -49,6 +49,9 @@ func (p *Proxy) reply(ss grpc.ServerStream, a attemptResult, route, reason strin
 		return o
 	}
 	o.bytesOut = int64(a.resp.Len())
+	if o.claim != nil {
+		o.claim.Hold(o.bytesOut) // held until the client took it
+	}
 	if err := ss.SendMsg(a.resp); err != nil {
 		o.err = &clientError{err}
 	}

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/infergate/infergate/batcher"
+	"github.com/infergate/infergate/proxy/h2relay"
 )
 
 // The status edge. Inner code (the picker, attempts, the pumps) returns
@@ -124,6 +125,7 @@ func statusOf(err error) error {
 		rw  *rewriteError
 		pt  *proxyTimeoutError
 		inf *inFlightError
+		bud *h2relay.BudgetError
 		dir *directorError
 		in  *internalError
 		cl  *clientError
@@ -147,6 +149,8 @@ func statusOf(err error) error {
 		return status.Error(codes.DeadlineExceeded, "infergate: "+pt.Error())
 	case errors.As(err, &inf):
 		return status.Error(codes.ResourceExhausted, "infergate: "+inf.Error())
+	case errors.As(err, &bud):
+		return status.Error(codes.ResourceExhausted, "infergate: "+bud.Error())
 	case errors.As(err, &dir):
 		if _, ok := status.FromError(dir.err); ok {
 			return dir.err

@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// budget is the one bound on the bytes the relay holds for calls: a
+// Budget is the one bound on the bytes the relay holds for calls: a
 // request read whole is held from its first DATA until its call ended.
 // A stream takes its whole message's size (the gRPC length prefix says it)
 // before it gets the window to send more than the initial window, so what
@@ -22,12 +22,17 @@ import (
 // watermarks and its overload manager the process; here both are one
 // ledger: a connection may hold at most half the budget, so one client
 // cannot take all of it.
-type budget struct {
+//
+// The proxy's gRPC path (calls grpc-go's server reads: the fast path off,
+// or calls the relay hands on) shares the same budget through Claims
+// (Admit): see claim.go.
+type Budget struct {
 	limit, connShare int64
 
 	mu      sync.Mutex
 	held    int64
 	waiting []*stream // in arrival order
+	claims  claimQueue
 
 	heldNow  atomic.Int64 // held, for metrics without the lock
 	waits    atomic.Int64
@@ -39,8 +44,15 @@ type budget struct {
 // waiting.
 const maxBudgetWait = 30 * time.Second
 
-func newBudget(limit int64) *budget {
-	return &budget{limit: limit, connShare: limit / 2}
+// NewBudget returns a budget of limit bytes (64 MiB when not positive),
+// for Options.Budget: one budget for the relay and the gRPC path.
+func NewBudget(limit int64) *Budget {
+	if limit <= 0 {
+		limit = 64 << 20
+	}
+	b := &Budget{limit: limit, connShare: limit / 2}
+	b.claims.est = initialClaimEstimate
+	return b
 }
 
 // BudgetStats is what the relay's byte budget holds and has done.
@@ -53,14 +65,16 @@ type BudgetStats struct {
 }
 
 // BudgetStats returns the budget's figures; safe for concurrent use.
-func (s *Server) BudgetStats() BudgetStats {
-	b := s.budget
+func (s *Server) BudgetStats() BudgetStats { return s.budget.Stats() }
+
+// Stats returns the budget's figures; safe for concurrent use.
+func (b *Budget) Stats() BudgetStats {
 	return BudgetStats{Limit: b.limit, Held: b.heldNow.Load(), Waits: b.waits.Load(), Refusals: b.refusals.Load()}
 }
 
 // reserve takes n bytes for s, or queues s and reports false: s is
 // admitted (admit) when room comes, or refused at its wait's end.
-func (b *budget) reserve(s *stream, n int64) bool {
+func (b *Budget) reserve(s *stream, n int64) bool {
 	cc := s.cc
 	b.mu.Lock()
 	if !b.queueBlockedLocked() && b.fitsLocked(cc, n) {
@@ -85,7 +99,7 @@ func (b *budget) reserve(s *stream, n int64) bool {
 
 // queueBlockedLocked says whether a stream waits for the budget itself
 // (not for its connection's share): then newcomers queue behind it.
-func (b *budget) queueBlockedLocked() bool {
+func (b *Budget) queueBlockedLocked() bool {
 	for _, x := range b.waiting {
 		if b.held+x.want > b.limit {
 			return true
@@ -94,11 +108,11 @@ func (b *budget) queueBlockedLocked() bool {
 	return false
 }
 
-func (b *budget) fitsLocked(cc *clientConn, n int64) bool {
+func (b *Budget) fitsLocked(cc *clientConn, n int64) bool {
 	return b.held+n <= b.limit && cc.reserved+n <= b.connShare
 }
 
-func (b *budget) takeLocked(cc *clientConn, n int64) {
+func (b *Budget) takeLocked(cc *clientConn, n int64) {
 	b.held += n
 	cc.reserved += n
 	b.heldNow.Store(b.held)
@@ -106,7 +120,7 @@ func (b *budget) takeLocked(cc *clientConn, n int64) {
 
 // release gives back what s holds and admits the streams waiting that
 // now fit, in order.
-func (b *budget) release(s *stream) {
+func (b *Budget) release(s *stream) {
 	b.mu.Lock()
 	n := s.reserved
 	if n > 0 {
@@ -119,6 +133,7 @@ func (b *budget) release(s *stream) {
 		b.dropLocked(s)
 	}
 	admitted := b.admitLocked()
+	b.wakeClaimsLocked()
 	b.mu.Unlock()
 	for _, a := range admitted {
 		a.s.admit(a.n)
@@ -132,7 +147,7 @@ type admission struct {
 }
 
 // admitLocked takes room for the waiting streams that now fit.
-func (b *budget) admitLocked() []admission {
+func (b *Budget) admitLocked() []admission {
 	var admitted []admission
 	keep := b.waiting[:0]
 	blocked := false
@@ -158,10 +173,10 @@ func (b *budget) admitLocked() []admission {
 
 // tryTake takes n bytes for a window that widens, if they are free and
 // nobody waits for them; it never waits.
-func (b *budget) tryTake(n int64) bool {
+func (b *Budget) tryTake(n int64) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if len(b.waiting) > 0 || b.held+n > b.limit {
+	if len(b.waiting) > 0 || len(b.claims.waiting) > 0 || b.held+n > b.limit {
 		return false
 	}
 	b.held += n
@@ -172,7 +187,7 @@ func (b *budget) tryTake(n int64) bool {
 // giveBack returns n bytes tryTake took. It runs under a connection's
 // lock, so streams it makes room for are admitted on a goroutine of
 // their own (admitting takes connection locks).
-func (b *budget) giveBack(n int64) {
+func (b *Budget) giveBack(n int64) {
 	b.mu.Lock()
 	b.held -= n
 	b.heldNow.Store(b.held)
@@ -180,6 +195,7 @@ func (b *budget) giveBack(n int64) {
 	if len(b.waiting) > 0 {
 		admitted = b.admitLocked()
 	}
+	b.wakeClaimsLocked()
 	b.mu.Unlock()
 	if len(admitted) > 0 {
 		go func() {
@@ -190,7 +206,7 @@ func (b *budget) giveBack(n int64) {
 	}
 }
 
-func (b *budget) dropLocked(s *stream) {
+func (b *Budget) dropLocked(s *stream) {
 	for i, x := range b.waiting {
 		if x == s {
 			b.waiting = append(b.waiting[:i], b.waiting[i+1:]...)
@@ -201,7 +217,7 @@ func (b *budget) dropLocked(s *stream) {
 }
 
 // expire refuses s, waiting for n bytes, if it is still waiting.
-func (b *budget) expire(s *stream, n int64) {
+func (b *Budget) expire(s *stream, n int64) {
 	b.mu.Lock()
 	waiting := s.want > 0
 	if waiting {

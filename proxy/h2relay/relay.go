@@ -150,8 +150,10 @@ type Options struct {
 	MaxConns    int
 	IdleTimeout time.Duration
 	// MaxBuffered is the budget of bytes held for requests read whole
-	// (budget.go); zero means 64 MiB.
+	// (budget.go); zero means 64 MiB. Budget, when set, is used instead:
+	// the one the proxy's gRPC path shares.
 	MaxBuffered int64
+	Budget      *Budget
 	// StreamWindow and ConnWindow are the receive windows granted to
 	// peers; BufferSize the read buffer of each connection.
 	StreamWindow, ConnWindow, BufferSize int
@@ -169,7 +171,7 @@ type Options struct {
 type config struct {
 	maxBody, maxMessage      int
 	maxBuffered              int64
-	budget                   *budget // the Server's
+	budget                   *Budget // the Server's
 	initWindow, clientWindow int64
 	maxConns                 int
 	idleTimeout              time.Duration
@@ -197,8 +199,15 @@ func (o Options) config() *config {
 	if c.streamWindow <= 0 {
 		c.streamWindow = 4 << 20
 	}
+	if o.Budget != nil {
+		c.maxBuffered = o.Budget.limit
+	}
 	if c.maxBuffered <= 0 {
 		c.maxBuffered = 64 << 20
+	}
+	c.budget = o.Budget
+	if c.budget == nil {
+		c.budget = NewBudget(c.maxBuffered)
 	}
 	// No request larger than half the budget is read whole: it could
 	// never share it. (Larger ones go to Local, relayed as they come.)

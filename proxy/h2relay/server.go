@@ -18,7 +18,7 @@ type Server struct {
 	h      Handler
 	cfg    *config
 	local  *localListener
-	budget *budget
+	budget *Budget
 
 	mu      sync.Mutex
 	conns   map[*clientConn]struct{}
@@ -32,7 +32,6 @@ type Server struct {
 // with the proxy's grpc.Server: calls the relay does not route go there.
 func NewServer(h Handler, o Options) *Server {
 	cfg := o.config()
-	cfg.budget = newBudget(cfg.maxBuffered)
 	return &Server{
 		h: h, cfg: cfg, local: newLocalListener(), budget: cfg.budget,
 		conns: make(map[*clientConn]struct{}), pools: make(map[string]*Pool),
