@@ -1,4 +1,4 @@
-# infergate — see README.md. `make demo` and `make test` do all set-up.
+# infergate — see README.md (and docs/ for each subject). `make demo` and `make test` do all set-up.
 
 GO ?= go
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations

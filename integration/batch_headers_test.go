@@ -13,7 +13,7 @@ import (
 	"github.com/infergate/infergate/proto/kservepb"
 )
 
-// TestBatchingHeaders is the README's header table under batching: 20
+// TestBatchingHeaders is docs/batching.md's header table under batching: 20
 // callers at once, each with its own x-request-id and a shared x-team,
 // half of them with tenant a and half with tenant b (a key header).
 // Every caller's request log line has its own request id and the id of

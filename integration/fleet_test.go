@@ -68,7 +68,7 @@ func nearestRank(sorted []float64, q float64) float64 {
 // real Prometheus (native histograms, protobuf scrape); the fleet p99
 // Prometheus reads from the summed native histograms,
 // histogram_quantile(0.99, sum(rate(infergate_request_duration_seconds[w]))),
-// is within the README's bound of the exact p99 of the durations the
+// is within docs/metrics.md's bound of the exact p99 of the durations the
 // replicas recorded.
 //
 // What "exact" is, and the tolerance, derived rather than guessed:
@@ -87,7 +87,7 @@ func nearestRank(sorted []float64, q float64) float64 {
 //     count reaches q·n and interpolates inside it; the exact value of
 //     that rank lies in the same bucket, and at schema 5 a bucket's upper
 //     bound is γ = 2^(1/32) times its lower one. So the reading is within
-//     a factor γ of Q_replica (the README's 2.2%), whatever the
+//     a factor γ of Q_replica (docs/metrics.md's 2.2%), whatever the
 //     interpolation. The test checks the schema too: every bucket of the
 //     fleet sum is at most γ wide.
 //   - rate() extrapolates each replica's increase by its own factor
@@ -219,7 +219,7 @@ func TestFleetP99FromNativeHistograms(t *testing.T) {
 	t.Logf("the replicas' own p99s: %s", strings.Join(own, ", "))
 	window := fmt.Sprintf("%dms", at.Sub(ready).Milliseconds())
 	const q = 0.99
-	gamma := math.Exp2(1.0 / 32) // the README's bound: schema 5
+	gamma := math.Exp2(1.0 / 32) // docs/metrics.md's bound: schema 5
 
 	// ρ: each replica's extrapolation factor, read from Prometheus.
 	rates := mustQuery(t, prom, fmt.Sprintf("sum by (instance) (histogram_count(rate(%s[%s])))", duration, window), at)
@@ -248,7 +248,7 @@ func TestFleetP99FromNativeHistograms(t *testing.T) {
 	}
 	for _, b := range buckets {
 		if b.Lower > 0 && b.Upper/b.Lower > gamma*(1+1e-9) {
-			t.Fatalf("fleet bucket (%g, %g] is %.4f wide, more than the README's %.4f: the schema is below 5", b.Lower, b.Upper, b.Upper/b.Lower, gamma)
+			t.Fatalf("fleet bucket (%g, %g] is %.4f wide, more than docs/metrics.md's %.4f: the schema is below 5", b.Lower, b.Upper, b.Upper/b.Lower, gamma)
 		}
 	}
 

@@ -97,7 +97,7 @@ const (
 
 // nativeBucketGrowth is the ratio of a native bucket's upper to its lower
 // bound at nativeSchema, 2^(2^-5): the bound on a native quantile's
-// relative error that the README states.
+// relative error that docs/metrics.md states.
 var nativeBucketGrowth = math.Exp2(math.Exp2(-nativeSchema))
 
 func newDurationVec() *prometheus.HistogramVec {

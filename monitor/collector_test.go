@@ -108,9 +108,9 @@ func nativeHistogram(t *testing.T, reg prometheus.Gatherer) *dto.Histogram {
 }
 
 // TestNativeHistogramResolution: the native buckets are 2^(1/32) wide
-// (the README's 2.2% bound) and a series keeps that resolution over the
+// (docs/metrics.md's 2.2% bound) and a series keeps that resolution over the
 // whole classic range, 100 µs to 60 s, however it fills it; one value
-// beyond a full range halves the resolution, as the README says.
+// beyond a full range halves the resolution, as docs/metrics.md says.
 func TestNativeHistogramResolution(t *testing.T) {
 	if g := nativeBucketGrowth; g < 1.0218 || g > 1.0220 {
 		t.Fatalf("bucket growth %v, want 2^(1/32)", g)

@@ -132,7 +132,7 @@ type RetryBudgetSpec struct {
 
 // explicit reads a setting a file may leave out (nil: 0, which the
 // config's withDefaults turns into the default) but not set to 0, which
-// would silently mean that default too; the README's rule. hint says what
+// would silently mean that default too; docs/configuration.md's rule. hint says what
 // the user may have meant.
 func explicit[T int | float64 | time.Duration](v *T, field, hint string, errs *[]error) T {
 	if v == nil {
