@@ -359,14 +359,14 @@ func TestScaling(t *testing.T) {
 			t.Errorf("%s: scaleTargetRef %+v, want the Deployment %s of triton-infergate.yaml", where, ref, depName)
 		}
 	}
-	checkReplicas := func(where string, min *int, max int) {
+	checkReplicas := func(where string, lo *int, hi int) {
 		switch {
-		case min == nil:
+		case lo == nil:
 			t.Errorf("%s: no min replicas", where)
-		case *min <= maxUnavailable:
-			t.Errorf("%s: min replicas %d: the rolling update takes %d pods down at a time (maxUnavailable), leaving none serving", where, *min, maxUnavailable)
-		case max < *min:
-			t.Errorf("%s: max replicas %d < min %d", where, max, *min)
+		case *lo <= maxUnavailable:
+			t.Errorf("%s: min replicas %d: the rolling update takes %d pods down at a time (maxUnavailable), leaving none serving", where, *lo, maxUnavailable)
+		case hi < *lo:
+			t.Errorf("%s: max replicas %d < min %d", where, hi, *lo)
 		}
 	}
 
