@@ -1173,6 +1173,7 @@ type promScrapeConfig struct {
 	KubernetesSD   []map[string]any `yaml:"kubernetes_sd_configs"`
 	RelabelConfigs []struct {
 		SourceLabels []string `yaml:"source_labels"`
+		TargetLabel  string   `yaml:"target_label"`
 	} `yaml:"relabel_configs"`
 }
 

@@ -1,8 +1,11 @@
 // Package deploy holds no code: beside this file are the container build
-// (Dockerfile), Kubernetes manifests for infergate as Triton's sidecar, a
-// Prometheus scrape configuration and a systemd unit. deploy_test.go runs
+// (Dockerfile), Kubernetes manifests for infergate as Triton's sidecar
+// (and autoscalers that scale it on infergate's own signals:
+// kubernetes/README-scaling.md), a Prometheus scrape configuration and a
+// systemd unit. deploy_test.go runs
 // `infergate --check-config` with exactly the arguments and configuration
 // files they give, and checks the ports, probes, scrape settings, exported
-// rules, shutdown timings and memory limits they share (memory_test.go), so
-// that they cannot drift from the binary.
+// rules, shutdown timings and memory limits they share (memory_test.go), and
+// the autoscalers' targets, metric names and SLO (scaling_test.go), so that
+// they cannot drift from the binary.
 package deploy

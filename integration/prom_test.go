@@ -27,6 +27,14 @@ const exampleConfig = "../examples/prometheus/prometheus.yml"
 // returns the address of its HTTP API once Prometheus is ready.
 func startPrometheus(t *testing.T, interval, rules string, targets ...string) string {
 	t.Helper()
+	return startPrometheusStatic(t, interval, rules, []any{map[string]any{"targets": targets}})
+}
+
+// startPrometheusStatic is startPrometheus with the job's static_configs
+// given whole: groups of targets with the labels a service discovery
+// would give them (namespace and pod, as Kubernetes discovery does).
+func startPrometheusStatic(t *testing.T, interval, rules string, staticConfigs []any) string {
+	t.Helper()
 	b, err := os.ReadFile(exampleConfig)
 	if err != nil {
 		t.Fatal(err)
@@ -41,7 +49,7 @@ func startPrometheus(t *testing.T, interval, rules string, targets ...string) st
 		t.Fatalf("%s: want a global section and one scrape job", exampleConfig)
 	}
 	global["scrape_interval"], global["evaluation_interval"] = interval, interval
-	jobs[0].(map[string]any)["static_configs"] = []any{map[string]any{"targets": targets}}
+	jobs[0].(map[string]any)["static_configs"] = staticConfigs
 	dir := t.TempDir()
 	if rules != "" {
 		path := filepath.Join(dir, "infergate-rules.yml")
