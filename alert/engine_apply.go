@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"slices"
 	"time"
 
 	"github.com/infergate/infergate/alert/notify"
@@ -68,16 +69,32 @@ func closeAll(rs map[string]*notify.Receiver) {
 // and Baseline are read at start only. It returns the names of the
 // alerts' rules that were resolved by the change.
 func (e *Engine) Apply(cfg *Config) ([]string, error) {
+	commit, _, err := e.Stage(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return commit(), nil
+}
+
+// Stage is Apply in two steps, for a reload that changes several parts
+// at once: it builds what cfg needs (the receivers) and returns commit,
+// which swaps it in as Apply does and cannot fail, and abort, which
+// drops what was built. Call one of them, once.
+func (e *Engine) Stage(cfg *Config) (commit func() []string, abort func(), err error) {
 	if cfg == nil {
-		return nil, fmt.Errorf("alert: Apply: nil Config")
+		return nil, nil, fmt.Errorf("alert: Apply: nil Config")
 	}
 	var receivers map[string]*notify.Receiver
 	if e.opts.Send == nil {
-		var err error
 		if receivers, err = e.buildReceivers(cfg); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
+	return func() []string { return e.swap(cfg, receivers) }, func() { closeAll(receivers) }, nil
+}
+
+// swap installs cfg and its receivers (nil: keep the test's Send).
+func (e *Engine) swap(cfg *Config, receivers map[string]*notify.Receiver) []string {
 	e.mu.Lock()
 	now := e.opts.Now()
 	rules := map[string]*Rule{}
@@ -113,5 +130,6 @@ func (e *Engine) Apply(cfg *Config) ([]string, error) {
 		// What the old receivers still hold is sent in the background.
 		go closeAll(old)
 	}
-	return ended, nil
+	slices.Sort(ended)
+	return slices.Compact(ended)
 }
