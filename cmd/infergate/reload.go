@@ -524,3 +524,5 @@ func (r *reloader) statusJSON() ([]byte, error) {
 	lc := r.cur.Load()
 	return json.Marshal(jsonSafe(redact(lc.tree, "")))
 }
+
+func yamlMarshal(v any) ([]byte, error) { return yaml.Marshal(v) }
