@@ -30,7 +30,9 @@ func TestReloadRefusesWholeAndNamesRestartOnly(t *testing.T) {
 		return func() string { applied++; return "" }, nil, nil
 	}}}
 
-	r.load = func([]string) (Config, error) { return Config{}, errors.New("config: batching.max_size: must be positive") }
+	r.load = func([]string) (Config, error) {
+		return Config{}, errors.New("config: batching.max_size: must be positive")
+	}
 	res := r.reload("test")
 	if res.Status != "error" || !strings.Contains(res.Error, "batching.max_size") || gaugeValue(r.lastOK) != 0 || applied != 0 {
 		t.Errorf("a bad configuration: %+v, metric %v, applied %d; want refused, field named, 0, nothing applied", res, gaugeValue(r.lastOK), applied)
