@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -519,10 +518,5 @@ func redactURL(s string) string {
 	return strings.NewReplacer("%3Csecret%3E", redacted).Replace(out)
 }
 
-// statusJSON is for tests: the body of /api/v1/status/config as JSON.
-func (r *reloader) statusJSON() ([]byte, error) {
-	lc := r.cur.Load()
-	return json.Marshal(jsonSafe(redact(lc.tree, "")))
-}
-
+// yamlMarshal is yaml.Marshal, for the tests.
 func yamlMarshal(v any) ([]byte, error) { return yaml.Marshal(v) }
