@@ -101,6 +101,14 @@ type Engine struct {
 
 	receivers map[string]*notify.Receiver
 	metrics   *engineMetrics
+	// notifyMetrics are the receivers' metrics, registered once and
+	// shared by the receivers of every configuration Apply installs.
+	notifyMetrics *notify.Metrics
+	// owe, resend and deliver are the notification stages' hooks into
+	// the outbox and the receivers; they read e.receivers when called.
+	owe     func(receiver string, m *notify.Message, only []string, resend bool)
+	resend  func(receiver string) (time.Duration, []string)
+	deliver func(o *owed)
 }
 
 // New returns an engine; call Run (or Step).
@@ -126,10 +134,6 @@ func New(opts Options) (*Engine, error) {
 		silences: newSilenceStore(), groups: map[string]*group{}, muted: map[string]string{}, outbox: &outbox{log: opts.Logger},
 		metrics: newEngineMetrics(opts.Registerer),
 	}
-	inhibit := e.cfg.Inhibit
-	if inhibit == nil {
-		inhibit = DefaultInhibit()
-	}
 	// deliver hands one owed notice to its receiver; the senders report
 	// each integration's outcome to the outbox.
 	deliver := func(o *owed) {
@@ -153,17 +157,12 @@ func New(opts Options) (*Engine, error) {
 		})
 	}
 	if opts.Send == nil {
-		nm := notify.NewMetrics(opts.Registerer)
-		e.receivers = map[string]*notify.Receiver{}
-		cfgs := append([]notify.ReceiverConfig{{Name: LogReceiver, Log: true}}, e.cfg.Receivers...)
-		for _, rc := range cfgs {
-			r, err := notify.Build(rc, notify.WithLogger(opts.Logger), notify.WithMetrics(nm))
-			if err != nil {
-				e.closeReceivers()
-				return nil, fmt.Errorf("alert: receiver %q: %w", rc.Name, err)
-			}
-			e.receivers[rc.Name] = r
+		e.notifyMetrics = notify.NewMetrics(opts.Registerer)
+		rs, err := e.buildReceivers(e.cfg)
+		if err != nil {
+			return nil, err
 		}
+		e.receivers = rs
 	}
 	owe := func(receiver string, m *notify.Message, only []string, resend bool) {
 		pending := only
@@ -185,21 +184,12 @@ func New(opts Options) (*Engine, error) {
 		}
 		return 0, nil
 	}
+	e.owe, e.resend, e.deliver = owe, resend, deliver
 	e.lifecycle = &lifecycleStage{cfg: e.cfg, alerts: e.alerts, silences: e.silences, actuator: opts.Actuator, log: e.log,
 		started: opts.Now()}
 	e.persist = &persistStage{file: e.cfg.StateFile, alerts: e.alerts, silences: e.silences, groups: e.groups, outbox: e.outbox,
 		log: e.log, metrics: opts.FileMetrics}
-	e.pipeline = stages{
-		evaluateStage{cfg: e.cfg},
-		e.lifecycle,
-		muteStage{inhibitor(inhibit)},
-		muteStage{silencer{e.silences}},
-		groupStage{cfg: e.cfg, groups: e.groups},
-		flushStage{owe: owe, resend: resend, resendPending: e.outbox.resendPending, externalURL: e.cfg.ExternalURL,
-			metrics: e.metrics, log: e.log},
-		e.persist,
-		deliverStage{outbox: e.outbox, send: deliver},
-	}
+	e.pipeline = e.stagesFor(e.cfg)
 	if e.cfg.StateFile != "" {
 		e.persist.load(e.cfg.rules, e.lifecycle, opts.Now())
 	}
@@ -248,11 +238,10 @@ func (e *Engine) Close() {
 // closeReceivers stops the receivers, giving queued notifications a few
 // seconds.
 func (e *Engine) closeReceivers() {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	for _, r := range e.receivers {
-		_ = r.Close(ctx)
-	}
+	e.mu.Lock()
+	rs := e.receivers
+	e.mu.Unlock()
+	closeAll(rs)
 }
 
 // safeStep is Step with a panic logged instead of ending the process: a
@@ -271,8 +260,11 @@ func (e *Engine) safeStep() {
 // data (outside the lock), then runs the stages at that instant.
 func (e *Engine) Step() {
 	now := e.opts.Now()
+	e.mu.Lock()
+	cfg := e.cfg // Apply may replace it between steps
+	e.mu.Unlock()
 	f := &frame{
-		now: now, src: e.opts.Latency, slice: e.opts.SliceLength, cfg: e.cfg,
+		now: now, src: e.opts.Latency, slice: e.opts.SliceLength, cfg: cfg,
 		recent: map[string]map[string]monitor.RecentStats{}, models: map[string]correlate.ModelState{},
 		baselines: e.opts.Baselines, trends: e.trends,
 	}

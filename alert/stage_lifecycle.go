@@ -208,3 +208,19 @@ func (l *lifecycleStage) notifications() []notify.Alert {
 	sort.Slice(out, func(i, j int) bool { return out[i].Fingerprint < out[j].Fingerprint })
 	return out
 }
+
+// retire ends a, whose rule a reload changed or removed, outside a step:
+// a pending alert is forgotten, a firing one resolves (its action
+// stopped) and its resolved notice goes out at the next step.
+func (l *lifecycleStage) retire(a *instance, now time.Time, why string) {
+	if a.state == StatePending {
+		delete(l.alerts, a.fp)
+		return
+	}
+	if a.state == StateResolved {
+		return
+	}
+	a.state, a.resolvedAt = StateResolved, now
+	l.log.Info("alert resolved", "alert", a.rule.Name, "subject", a.subject, "why", why)
+	l.act(a, false)
+}

@@ -157,6 +157,9 @@ type Batcher struct {
 type model struct {
 	name string
 	pol  Policy
+	// given is the policy as configured, before it was adapted to a
+	// model that is not idempotent: what Apply compares.
+	given Policy
 	// auto: batched because the upstream says the model batches
 	// (Config.Auto), not because it was configured.
 	auto bool
@@ -172,7 +175,7 @@ type model struct {
 // newModel is a batched model with policy p, which it adapts to a model
 // that is not idempotent.
 func (b *Batcher) newModel(name string, p Policy, auto bool) *model {
-	m := &model{name: name, pol: p, auto: auto, once: b.nonIdempotent[name]}
+	m := &model{name: name, pol: p, given: p, auto: auto, once: b.nonIdempotent[name]}
 	if m.once {
 		m.pol.RetryUnbatched = false
 	}
@@ -294,7 +297,12 @@ func (b *Batcher) Do(ctx context.Context, r Request) (Result, error) {
 		alone, err := q.enqueue(c)
 		switch {
 		case errors.Is(err, errRetired):
-			// The queue was freed as this call found it: take the new one.
+			// The queue was freed, or handed over to a new policy
+			// (Apply), as this call found it: take the new one, with
+			// the model's policy as it is now.
+			if m = (*b.models.Load())[r.Model]; m == nil {
+				return Result{}, ErrNotBatched
+			}
 			if q = b.queue(q.key, m, codec, r.Invoke); q == nil {
 				return Result{}, ErrNotBatched
 			}
@@ -327,6 +335,11 @@ func (b *Batcher) queue(k queueKey, m *model, codec merge.Codec, inv Invoker) *q
 	if b.nQueues >= maxQueues || inv == nil {
 		return nil
 	}
+	// The policy may have changed (Apply) since the caller read m: a
+	// queue is always made with the model's current one.
+	if m = (*b.models.Load())[k.model]; m == nil {
+		return nil
+	}
 	q := newQueue(b, k, m, codec, inv)
 	b.queues.Store(k, q)
 	b.nQueues++
@@ -345,6 +358,11 @@ func (b *Batcher) retire(q *queue, now time.Time) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.retired {
+		if q.handedOver && (q.stats != queueStats{}) {
+			// Handed over by Apply: what it counted since goes to the
+			// retired counters, so none is lost.
+			b.addRetiredLocked(q)
+		}
 		return true
 	}
 	if q.n > 0 || q.inFlight > 0 || now.Sub(q.lastActive) < queueIdle {
@@ -353,6 +371,13 @@ func (b *Batcher) retire(q *queue, now time.Time) bool {
 	q.retired = true
 	b.queues.CompareAndDelete(q.key, q)
 	b.nQueues--
+	b.addRetiredLocked(q)
+	return true
+}
+
+// addRetiredLocked moves q's counters to the retired ones of its model
+// and upstream. Called with b.mu and q.mu held.
+func (b *Batcher) addRetiredLocked(q *queue) {
 	k := [2]string{q.key.model, q.key.upstream}
 	acc := b.retired[k]
 	if acc == nil {
@@ -360,7 +385,7 @@ func (b *Batcher) retire(q *queue, now time.Time) bool {
 		b.retired[k] = acc
 	}
 	acc.add(&q.stats)
-	return true
+	q.stats = queueStats{}
 }
 
 // Close stops the dispatchers, fails every queued call with UNAVAILABLE and

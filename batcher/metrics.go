@@ -125,13 +125,18 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		for i, n := range q.stats.sizes {
 			h.sizes[i] += n
 		}
-		pm.queued += q.n
-		// Several queues of one model (versions, upstreams): the largest
-		// target speaks for the model.
-		if !pm.seen || q.target > pm.target {
-			pm.target, pm.delay = q.target, q.delay
+		// A queue whose model is no longer batched (an auto model the
+		// upstream unloaded, a model a reload removed) still sends what
+		// it holds: its counters count, its model has no gauges.
+		if pm != nil {
+			pm.queued += q.n
+			// Several queues of one model (versions, upstreams): the
+			// largest target speaks for the model.
+			if !pm.seen || q.target > pm.target {
+				pm.target, pm.delay = q.target, q.delay
+			}
+			pm.seen = true
 		}
-		pm.seen = true
 		q.mu.Unlock()
 	})
 	c.b.mu.Unlock()

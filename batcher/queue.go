@@ -84,6 +84,7 @@ type queue struct {
 	stats      queueStats
 	closed     bool      // the dispatcher has stopped
 	retired    bool      // freed for being idle (see Batcher.retire)
+	handedOver bool      // retired by Apply: ends once it has sent what it holds
 	lastActive time.Time // the last arrival or finished batch
 }
 
@@ -245,6 +246,9 @@ func (q *queue) run() {
 func (q *queue) idleAt() (time.Time, bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if q.handedOver {
+		return time.Time{}, q.n == 0 && q.inFlight == 0 // nothing new comes: end when empty
+	}
 	return q.lastActive.Add(queueIdle), q.n == 0 && q.inFlight == 0
 }
 

@@ -33,8 +33,9 @@ func (c BudgetConfig) withDefaults() BudgetConfig {
 // of the floor or of deposits give, so a burst after a quiet hour is
 // bounded too.
 type budget struct {
-	ratioMilli int64 // deposit per first try
-	floorMilli int64 // refill per second
+	cfg        BudgetConfig // with defaults: Apply keeps a budget whose settings did not change
+	ratioMilli int64        // deposit per first try
+	floorMilli int64        // refill per second
 	capMilli   atomic.Int64
 	tokens     atomic.Int64
 	lastSec    atomic.Int64
@@ -46,7 +47,7 @@ type budget struct {
 
 func newBudget(c BudgetConfig, now func() time.Time) *budget {
 	c = c.withDefaults()
-	b := &budget{now: now, floorMilli: int64(c.MinPerSecond) * 1000}
+	b := &budget{cfg: c, now: now, floorMilli: int64(c.MinPerSecond) * 1000}
 	if c.Ratio > 0 {
 		b.ratioMilli = int64(c.Ratio * 1000)
 	}

@@ -116,7 +116,7 @@ func (c *routedCall) hedge(t target, report func(verdict), after time.Duration, 
 		if slow && reported.CompareAndSwap(false, true) {
 			c.reportFailed(report)
 		}
-		if !c.p.router.budget.take() {
+		if !c.p.router.table.Load().budget.take() {
 			hedged <- nil
 			return
 		}

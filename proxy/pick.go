@@ -106,7 +106,7 @@ func (r *Router) primaryBreaker(mr *modelRoute, up *Upstream) *breaker {
 	if mr.cfg.Upstream != nil {
 		up = mr.cfg.Upstream
 	}
-	return r.breakers[up]
+	return r.table.Load().breakers[up]
 }
 
 // pickInfo is what Pick knows of a call when it is routed.
@@ -149,7 +149,7 @@ type Pick struct {
 // take nothing for it: no route for the model, no breaker on up. Such a
 // call may take the fast path (fastpath.go), which reports no verdict.
 func (r *Router) plain(up *Upstream, model string) bool {
-	return r.table.Load().models[model] == nil && r.breakers[up] == nil
+	return r.table.Load().models[model] == nil && r.table.Load().breakers[up] == nil
 }
 
 // Pick routes one call of a model the director sent to up. It never
@@ -164,7 +164,7 @@ func (r *Router) Pick(up *Upstream, info pickInfo) (pk Pick) {
 	if mr == nil {
 		// A model without a route on an upstream with a breaker: the
 		// breaker only fails calls fast while open.
-		if pk.pb = r.breakers[up]; pk.pb != nil {
+		if pk.pb = r.table.Load().breakers[up]; pk.pb != nil {
 			pk.admitPrimary(info.stream, "")
 		}
 		return pk

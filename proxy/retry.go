@@ -23,7 +23,7 @@ func (c *routedCall) retry(a attemptResult, hedged bool) (f attemptResult, reaso
 		reason = reasonShedQueueFull
 	case c.mr.cfg.NonIdempotent || hedged || !c.retryable(a):
 		return f, "", false
-	case c.mr.fallbackOpen() || !c.p.router.budget.take():
+	case c.mr.fallbackOpen() || !c.p.router.table.Load().budget.take():
 		return f, "", false
 	default:
 		reason = reasonRetry
@@ -62,7 +62,7 @@ func (p *Proxy) retryStream(sr streamRoute, mr *modelRoute, pb *breaker, fb targ
 	if pb != nil && pb.State() == BreakerClosed {
 		pb.record(true)
 	}
-	if mr.cfg.NonIdempotent || mr.fallbackOpen() || !p.router.budget.take() {
+	if mr.cfg.NonIdempotent || mr.fallbackOpen() || !p.router.table.Load().budget.take() {
 		return sr, false
 	}
 	mr.live.counters.retries.Add(1)

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -120,11 +119,9 @@ const (
 // a request never waits on a lock to be routed. A Router implements the
 // alert package's Actuator (action "fallback").
 type Router struct {
-	opts     RouterOptions
-	log      *slog.Logger
-	breakers map[*Upstream]*breaker
-	budget   *budget
-	table    atomic.Pointer[routeTable]
+	opts  RouterOptions
+	log   *slog.Logger
+	table atomic.Pointer[routeTable]
 
 	mu      sync.Mutex // writers of table
 	changed chan struct{}
@@ -138,9 +135,13 @@ type Router struct {
 	closed      sync.Once
 }
 
-// routeTable is the immutable snapshot the hot path reads.
+// routeTable is the immutable snapshot the hot path reads: the routes,
+// the breakers and the retry budget, replaced together (Apply) so that a
+// call never sees a route whose breaker is from another configuration.
 type routeTable struct {
-	models map[string]*modelRoute
+	models   map[string]*modelRoute
+	breakers map[*Upstream]*breaker
+	budget   *budget
 }
 
 // modelRoute is one model's route: its configuration, its mode as alerts
@@ -194,8 +195,6 @@ func NewRouter(opts RouterOptions) (*Router, error) {
 	r := &Router{
 		opts:        opts,
 		log:         opts.Logger,
-		breakers:    map[*Upstream]*breaker{},
-		budget:      newBudget(opts.Budget, opts.Now),
 		changed:     make(chan struct{}, 1),
 		transitions: make(chan transition, 64),
 		stop:        make(chan struct{}),
@@ -204,46 +203,11 @@ func NewRouter(opts RouterOptions) (*Router, error) {
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
 	}
-	addBreaker := func(up *Upstream, cfg BreakerConfig) error {
-		if up == nil || r.breakers[up] != nil {
-			return nil
-		}
-		if err := cfg.Validate(); err != nil {
-			return fmt.Errorf("upstream %q: breaker: %w", up.name, err)
-		}
-		r.breakers[up] = newBreaker(up.name, cfg, opts.Now, r.breakerChanged)
-		return nil
-	}
-	for _, up := range slices.SortedFunc(maps.Keys(opts.Breakers), func(a, b *Upstream) int { return cmpString(a.name, b.name) }) {
-		if err := addBreaker(up, opts.Breakers[up]); err != nil {
-			return nil, err
-		}
-	}
-	t := &routeTable{models: map[string]*modelRoute{}}
-	for i := range opts.Routes {
-		rc := opts.Routes[i]
-		if rc.Fallback != nil {
-			// Both ends of a fallback get a breaker with the defaults
-			// unless configured: the primary's trips the route, the
-			// fallback's answers at once while the fallback is down too
-			// (and keeps hedges off it) instead of holding calls on it.
-			if err := addBreaker(rc.Upstream, BreakerConfig{}); err != nil {
-				return nil, err
-			}
-			if err := addBreaker(rc.Fallback.Upstream, BreakerConfig{}); err != nil {
-				return nil, err
-			}
-		}
-		mr := &modelRoute{cfg: &rc, forced: ForceAuto, live: &routeLive{}}
-		mr.live.lastMode.Store(RoutePrimaryMode)
-		mr.live.why.Store("")
-		if rc.Cascade != nil {
-			mr.live.lastMode.Store(RouteCascadeMode)
-		}
-		t.models[rc.Model] = mr
+	t, err := r.buildTable(opts, nil)
+	if err != nil {
+		return nil, err
 	}
 	r.table.Store(t)
-	r.link(t)
 	go r.loop()
 	return r, nil
 }
@@ -261,15 +225,16 @@ func cmpString(a, b string) int {
 // link points each route at its breakers; run on every new table.
 func (r *Router) link(t *routeTable) {
 	for _, mr := range t.models {
+		mr.primary, mr.fallback = nil, nil
 		if mr.cfg.Upstream != nil {
-			mr.primary = r.breakers[mr.cfg.Upstream]
+			mr.primary = t.breakers[mr.cfg.Upstream]
 		}
 		// A fallback on the primary's own upstream (another model on
 		// the same server) is not gated by its breaker: that breaker
 		// opened on the primary model's failures, and the lighter model
 		// beside it is what the route falls back to.
 		if fb := mr.cfg.Fallback; fb != nil && fb.Upstream != nil && fb.Upstream != mr.cfg.Upstream {
-			mr.fallback = r.breakers[fb.Upstream]
+			mr.fallback = t.breakers[fb.Upstream]
 		}
 	}
 }
@@ -468,7 +433,7 @@ func (r *Router) update(model string, f func(mr *modelRoute) error) error {
 	if err := f(&next); err != nil {
 		return err
 	}
-	t := &routeTable{models: maps.Clone(old.models)}
+	t := &routeTable{models: maps.Clone(old.models), breakers: old.breakers, budget: old.budget}
 	t.models[model] = &next
 	r.table.Store(t)
 	r.poke()

@@ -527,6 +527,16 @@ type Routing struct {
 	// Latency, Logger and the rest. With no Routes and no Breakers there
 	// is nothing to route.
 	Router RouterOptions
+
+	// keys say what each of Upstreams was dialled as, so that Reopen
+	// keeps the connections of an upstream a reload did not change.
+	keys []upstreamKey
+}
+
+// upstreamKey is what an upstream was dialled as.
+type upstreamKey struct {
+	name, address string
+	conns         int
 }
 
 // Open dials every upstream of p with dial (DialUpstream, or a test's),
@@ -546,6 +556,7 @@ func (p *RoutePlan) Open(opts UpstreamOptions, dial func(target string, opts Ups
 			return nil, errors.Join(err, rt.Close())
 		}
 		rt.Upstreams = append(rt.Upstreams, up)
+		rt.keys = append(rt.keys, upstreamKey{pu.name, pu.address, o.Conns})
 		if pu.breaker != nil {
 			rt.Router.Breakers[up] = *pu.breaker
 		}

@@ -119,7 +119,7 @@ func (r *Router) Status() ([]RouteStatus, []BreakerStatus) {
 	}
 	slices.SortFunc(routes, func(a, b RouteStatus) int { return strings.Compare(a.Model, b.Model) })
 	var brs []BreakerStatus
-	for _, b := range r.breakers {
+	for _, b := range r.table.Load().breakers {
 		calls, failures := b.counts()
 		bs := BreakerStatus{Upstream: b.name, State: b.State().String(), Calls: calls, Failures: failures,
 			Consecutive: b.consecutive.Load(), Opened: b.transitions[BreakerOpen].Load()}
@@ -181,7 +181,7 @@ func (c routerCollector) Collect(ch chan<- prometheus.Metric) {
 	counter := func(d *prometheus.Desc, v uint64, lv ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), lv...)
 	}
-	for _, b := range r.breakers {
+	for _, b := range r.table.Load().breakers {
 		ch <- prometheus.MustNewConstMetric(breakerStateDesc, prometheus.GaugeValue, float64(b.State()), b.name)
 		for _, s := range []BreakerState{BreakerClosed, BreakerHalfOpen, BreakerOpen} {
 			counter(breakerTransDesc, b.transitions[s].Load(), b.name, s.String())
@@ -221,5 +221,5 @@ func (c routerCollector) Collect(ch chan<- prometheus.Metric) {
 			counter(shedDesc, mr.live.counters.shed[i].Load(), name, reason)
 		}
 	}
-	counter(budgetDeniedDesc, r.budget.denied.Load())
+	counter(budgetDeniedDesc, r.table.Load().budget.denied.Load())
 }

@@ -54,7 +54,7 @@ func TestRouteErrorsFallBackAndReturn(t *testing.T) {
 		if asked != "small" || version != "" {
 			t.Errorf("edge was asked for %q version %q, want the fallback model small, no version (the primary's 3 dropped)", asked, version)
 		}
-		if st := e.router.breakers[e.priUp].State(); st == BreakerClosed {
+		if st := e.router.table.Load().breakers[e.priUp].State(); st == BreakerClosed {
 			t.Errorf("breaker %s after 30 failures, want open or half-open", st)
 		}
 
@@ -127,7 +127,7 @@ func TestRouteHedgeWithinDeadline(t *testing.T) {
 				t.Fatalf("call stuck on the primary with a 600ms deadline and a 1m hedge delay: %+v, want the edge's answer by a hedge", r)
 			}
 		}
-		if b := e.router.breakers[e.priUp]; b.State() != BreakerClosed || b.consecutive.Load() != 0 {
+		if b := e.router.table.Load().breakers[e.priUp]; b.State() != BreakerClosed || b.consecutive.Load() != 0 {
 			t.Errorf("breaker %s with %d failures in a row after early hedges, want closed with none counted", b.State(), b.consecutive.Load())
 		}
 	})
@@ -152,7 +152,7 @@ func TestRouteAutoHedgeWaitsForTheTail(t *testing.T) {
 		if r := e.infer(t, 400*time.Millisecond); r.code != codes.OK || r.server != "edge" || r.reason != reasonHedge {
 			t.Errorf("a hung primary, tail unknown, 400ms deadline: %+v, want the edge's answer by a hedge", r)
 		}
-		if n := e.router.breakers[e.priUp].consecutive.Load(); n != 1 {
+		if n := e.router.table.Load().breakers[e.priUp].consecutive.Load(); n != 1 {
 			t.Errorf("%d failures counted for the hung primary, want 1", n)
 		}
 		e.pri.set(behaveSlow)
@@ -193,7 +193,7 @@ func TestRouteSlowWithoutBudget(t *testing.T) {
 				t.Fatalf("slow call %d without budget: %+v, want the primary's (late) answer", i, r)
 			}
 		}
-		if st := e.router.breakers[e.priUp].State(); st != BreakerOpen {
+		if st := e.router.table.Load().breakers[e.priUp].State(); st != BreakerOpen {
 			t.Fatalf("primary breaker %s after 5 calls slower than the hedge delay, want open", st)
 		}
 		if r := e.infer(t, 5*time.Second); r.server != "edge" || r.reason != reasonBreaker {
@@ -576,7 +576,7 @@ func TestRouteFallbackDefaultBreaker(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var edgeUp *Upstream
 		e := newRouteEnv(t, func(rc *RouteConfig, _ *RouterOptions, _ *BreakerConfig) { edgeUp = rc.Fallback.Upstream })
-		b := e.router.breakers[edgeUp]
+		b := e.router.table.Load().breakers[edgeUp]
 		if b == nil {
 			t.Fatal("the fallback upstream has no breaker")
 		}
@@ -600,7 +600,7 @@ func TestRouteFallbackOnSameUpstream(t *testing.T) {
 		for range 20 {
 			e.infer(t, time.Second)
 		}
-		if st := e.router.breakers[e.priUp].State(); st != BreakerOpen {
+		if st := e.router.table.Load().breakers[e.priUp].State(); st != BreakerOpen {
 			t.Fatalf("primary breaker %s after 20 failed calls, want open", st)
 		}
 		for range 5 {
@@ -627,7 +627,7 @@ func TestRouteSlowStartSkipsAnOpenFallback(t *testing.T) {
 		for range 20 {
 			e.infer(t, time.Second)
 		}
-		if pri, edge := e.router.breakers[e.priUp].State(), e.router.breakers[edgeUp].State(); pri == BreakerClosed || edge != BreakerOpen {
+		if pri, edge := e.router.table.Load().breakers[e.priUp].State(), e.router.table.Load().breakers[edgeUp].State(); pri == BreakerClosed || edge != BreakerOpen {
 			t.Fatalf("breakers primary %s, edge %s after both failed, want both open", pri, edge)
 		}
 		e.pri.set(behaveOK)

@@ -147,7 +147,7 @@ func (c *routedCall) fromFallback(ss grpc.ServerStream, a attemptResult, reason 
 // report, nil when closed.
 func (c *routedCall) viaPrimary(ss grpc.ServerStream, o outcome, probe func(verdict)) outcome {
 	if c.fb != nil {
-		c.p.router.budget.deposit()
+		c.p.router.table.Load().budget.deposit()
 	}
 	a, h, hedged := c.primary(probe)
 	if h != nil && h.err == nil && (a.err != nil || a.resp == nil) {

@@ -38,6 +38,8 @@ type admin struct {
 	alerts *alert.API
 	// router serves /api/v1/routes (routes_api.go); nil: nothing routed.
 	router *proxy.Router
+	// reload serves POST /-/reload and /api/v1/status/config (reload.go).
+	reload *reloader
 }
 
 func (a *admin) handler() http.Handler {
@@ -63,6 +65,17 @@ func (a *admin) handler() http.Handler {
 		a.alerts.Register(mux)
 	}
 	a.routesAPI(mux)
+	if a.reload != nil {
+		guard := func(h http.HandlerFunc) http.HandlerFunc {
+			return func(w http.ResponseWriter, r *http.Request) {
+				writeJSON(w, http.StatusForbidden, map[string]string{"error": "writes are disabled: start infergate with --admin-token-file"})
+			}
+		}
+		if a.alerts != nil {
+			guard = a.alerts.Guard // the admin token, as every admin write
+		}
+		a.reload.register(mux, guard)
+	}
 	// The page only reads the endpoints above, so it is as open as they
 	// are.
 	statuspage.Register(mux)

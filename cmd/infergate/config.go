@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"reflect"
@@ -93,6 +94,11 @@ type Config struct {
 	// routes is RoutingConfig as validate checked and converted it, the
 	// plan startRouting dials.
 	routes *proxy.RoutePlan
+	// args is the command line the configuration was read from: a
+	// reload applies it again over the file (flags win).
+	args []string
+	// level is the log level a reload sets (run makes it).
+	level *slog.LevelVar
 	// gpuSource and gpuURL hold --gpu-source and --gpu-metrics-url; when
 	// either is given they replace gpu.sources (gpuFlags).
 	gpuSource, gpuURL string
@@ -602,6 +608,7 @@ func parseConfig(args []string) (Config, error) {
 	}
 	c.GPU = c.GPU.Resolved()
 	c.FrontDoor.fromFlag = given["max-buffered-bytes"]
+	c.args = slices.Clone(args)
 	// validate keeps what it converts (the routing plan, the alerting
 	// config) in c: it runs before c is returned.
 	err := c.validate()

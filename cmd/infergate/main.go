@@ -61,13 +61,17 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, "infergate:", err)
 		return 2
 	case cfg.CheckOnly:
+		for _, w := range effectWarnings(cfg) {
+			fmt.Fprintln(os.Stderr, "infergate: warning:", w)
+		}
 		fmt.Println("infergate: configuration is valid")
 		return 0
 	}
 	// Go's soft memory limit follows the container's before anything is
 	// allocated for calls; the memory budget is sized from the same limit.
 	mem := memlimit.Apply()
-	log := newLogger(cfg.Log)
+	cfg.level = new(slog.LevelVar)
+	log := newLogger(cfg.Log, cfg.level)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	if err := serve(ctx, cfg, mem, log); err != nil {
@@ -77,13 +81,16 @@ func run(args []string) int {
 	return 0
 }
 
-func newLogger(c LogConfig) *slog.Logger {
-	var level slog.Level
-	level.UnmarshalText([]byte(c.Level)) // validated already
+// newLogger returns the logger of c at level, which it sets to c's
+// level; a reload sets it again (log.level changes live).
+func newLogger(c LogConfig, level *slog.LevelVar) *slog.Logger {
+	var l slog.Level
+	l.UnmarshalText([]byte(c.Level)) // validated already
+	level.Set(l)
 	return loggerAt(c.Format, level)
 }
 
-func loggerAt(format string, level slog.Level) *slog.Logger {
+func loggerAt(format string, level slog.Leveler) *slog.Logger {
 	opts := &slog.HandlerOptions{Level: level}
 	if format == "json" {
 		return slog.New(slog.NewJSONHandler(os.Stderr, opts))
@@ -200,12 +207,27 @@ func serve(ctx context.Context, cfg Config, mem memlimit.Result, log *slog.Logge
 	adm.models, adm.gpus = gt.modelsJSON, gt.gpusJSON
 	adm.alerts = &alert.API{Engine: al.engine, Token: cfg.adminToken}
 	adm.router = rt.router
+	// Reloads (reload.go): SIGHUP is caught from here on, before the
+	// start line, so a SIGHUP never ends a process that says it serves.
+	rl, err := newReloader(cfg, log, reg)
+	if err != nil {
+		return err
+	}
+	rl.steps = []reloadStep{alertingStep(al.engine), batchingStep(bat), routingStep(rt, upCreds, cfg.ShutdownTimeout, log)}
+	if cfg.level != nil {
+		rl.steps = append([]reloadStep{logLevelStep(cfg.level)}, rl.steps...)
+	}
+	adm.reload = rl
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	hs := &http.Server{Handler: adm.handler(), ReadHeaderTimeout: 10 * time.Second}
 
 	runCtx, cancelRun := context.WithCancel(context.Background())
 	defer cancelRun()
 	go mon.Run(runCtx)
 	go gt.run(runCtx)
+	go rl.run(runCtx, hup)
 	if bat != nil {
 		go discoverBatching(runCtx, bat, up.Conn(), log)
 	}

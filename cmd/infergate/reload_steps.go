@@ -1,0 +1,143 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"reflect"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/keepalive"
+
+	"github.com/infergate/infergate/alert"
+	"github.com/infergate/infergate/batcher"
+	"github.com/infergate/infergate/proxy"
+)
+
+// logLevelStep sets the log level (log.level, --log-level) live.
+func logLevelStep(level *slog.LevelVar) reloadStep {
+	return reloadStep{name: "log", prepare: func(old, next *Config) (func() string, func(), error) {
+		if old.Log.Level == next.Log.Level {
+			return nil, nil, nil
+		}
+		var l slog.Level
+		if err := l.UnmarshalText([]byte(next.Log.Level)); err != nil {
+			return nil, nil, fmt.Errorf("log.level: %w", err)
+		}
+		return func() string {
+			level.Set(l)
+			return "log level " + next.Log.Level
+		}, nil, nil
+	}}
+}
+
+// alertingStep swaps the alert engine's configuration (rules, route,
+// receivers, inhibition, schedules, templates, SLOs) between two
+// evaluation steps.
+func alertingStep(e *alert.Engine) reloadStep {
+	return reloadStep{name: "alerting", prepare: func(old, next *Config) (func() string, func(), error) {
+		if reflect.DeepEqual(alertingView(old.alerts), alertingView(next.alerts)) {
+			return nil, nil, nil
+		}
+		commit, abort, err := e.Stage(next.alerts)
+		if err != nil {
+			return nil, nil, err
+		}
+		return func() string {
+			ended := commit()
+			if len(ended) == 0 {
+				return "alerting replaced"
+			}
+			return "alerting replaced; alerts of changed rules resolved: " + strings.Join(ended, ",")
+		}, abort, nil
+	}}
+}
+
+// alertingView is what of an alerting config a reload compares: its
+// exported settings (the compiled rules follow from them).
+func alertingView(c *alert.Config) alert.Config {
+	if c == nil {
+		return alert.Config{}
+	}
+	// evaluation_interval, state_file and baseline are read at start.
+	return alert.Config{SLO: c.SLO, Rules: c.Rules, Route: c.Route, Receivers: c.Receivers, Inhibit: c.Inhibit,
+		Schedules: c.Schedules, ExternalURL: c.ExternalURL}
+}
+
+// batchingStep applies the batching policy and knobs per model. A
+// batcher that was not started (batching off at start) is not started by
+// a reload: restartPending says so.
+func batchingStep(b *batcher.Batcher) reloadStep {
+	return reloadStep{name: "batching", prepare: func(old, next *Config) (func() string, func(), error) {
+		if b == nil || (reflect.DeepEqual(old.Batching, next.Batching) &&
+			reflect.DeepEqual(nonIdempotentModels(old.RoutingConfig), nonIdempotentModels(next.RoutingConfig))) {
+			return nil, nil, nil
+		}
+		cfg := next.Batching.Config()
+		cfg.NonIdempotent = nonIdempotentModels(next.RoutingConfig)
+		check := next.Batching.Config() // Validate fills defaults in place
+		if err := check.Validate(); err != nil {
+			return nil, nil, err
+		}
+		return func() string {
+			changed, err := b.Apply(cfg)
+			if err != nil { // checked above: not expected
+				return "batching not applied: " + err.Error()
+			}
+			if len(changed) == 0 {
+				return "batching unchanged"
+			}
+			return "batching policy of " + strings.Join(changed, ",")
+		}, nil, nil
+	}}
+}
+
+// routingStep rebuilds the router's table (routes, fallbacks, cascades,
+// breakers, retry budget, shedding, hedging) over the upstreams: an
+// unchanged upstream keeps its connections, a new one is dialled, and one
+// no longer used is closed after drain (shutdown_timeout), when the calls
+// on it have ended. The default upstream is the Director's and stays.
+func routingStep(rt *routing, creds credentials.TransportCredentials, drain time.Duration, log *slog.Logger) reloadStep {
+	return reloadStep{name: "routing", prepare: func(old, next *Config) (func() string, func(), error) {
+		if rt.router == nil || reflect.DeepEqual(old.RoutingConfig, next.RoutingConfig) {
+			return nil, nil, nil
+		}
+		ups, dropped, err := next.routes.Reopen(rt.Routing, proxy.UpstreamOptions{
+			Credentials: creds, MaxMsgSize: old.MaxMessageBytes, Conns: old.UpstreamConns,
+			Keepalive: keepalive.ClientParameters{Time: old.UpstreamKeepaliveTime},
+		}, proxy.DialUpstream)
+		if err != nil {
+			return nil, nil, err
+		}
+		had := map[*proxy.Upstream]bool{}
+		for _, u := range rt.Upstreams {
+			had[u] = true
+		}
+		abort := func() {
+			for _, u := range ups.Upstreams {
+				if !had[u] {
+					u.Close()
+				}
+			}
+		}
+		return func() string {
+			if err := rt.router.Apply(ups.Router); err != nil { // Plan checked it: not expected
+				abort()
+				return "routes not applied: " + err.Error()
+			}
+			rt.Routing = ups
+			if len(dropped) > 0 {
+				// Calls routed there before the swap finish first.
+				time.AfterFunc(drain, func() {
+					for _, u := range dropped {
+						if err := u.Close(); err != nil {
+							log.Warn("reload: closing an upstream no longer used", "upstream", u.Name(), "err", err)
+						}
+					}
+				})
+			}
+			return fmt.Sprintf("routes (%d upstreams, %d dropped)", len(ups.Upstreams), len(dropped))
+		}, abort, nil
+	}}
+}

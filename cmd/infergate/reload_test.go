@@ -1,0 +1,87 @@
+package main
+
+import (
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+)
+
+// A reload re-reads the flags over the file, refuses a bad configuration
+// whole (metric 0, the running configuration kept, nothing applied),
+// names what changed and what waits for a restart, and applies the rest.
+func TestReloadRefusesWholeAndNamesRestartOnly(t *testing.T) {
+	args := []string{"--upstream", "127.0.0.1:1", "--log-level", "warn"}
+	cfg, err := parseConfig(args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := newReloader(cfg, slog.New(slog.DiscardHandler), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	level := new(slog.LevelVar)
+	level.Set(slog.LevelWarn)
+	applied := 0
+	r.steps = []reloadStep{logLevelStep(level), {name: "count", prepare: func(old, next *Config) (func() string, func(), error) {
+		return func() string { applied++; return "" }, nil, nil
+	}}}
+
+	r.load = func([]string) (Config, error) {
+		return Config{}, errors.New("config: batching.max_size: must be positive")
+	}
+	res := r.reload("test")
+	if res.Status != "error" || !strings.Contains(res.Error, "batching.max_size") || gaugeValue(r.lastOK) != 0 || applied != 0 {
+		t.Errorf("a bad configuration: %+v, metric %v, applied %d; want refused, field named, 0, nothing applied", res, gaugeValue(r.lastOK), applied)
+	}
+
+	next, err := parseConfig(append(args, "--log-level", "debug", "--listen", ":9999"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.load = func([]string) (Config, error) { return next, nil }
+	res = r.reload("test")
+	if res.Status != "success" || gaugeValue(r.lastOK) != 1 || level.Level() != slog.LevelDebug || applied != 1 {
+		t.Errorf("a good configuration: %+v, metric %v, level %v; want applied, 1, debug", res, gaugeValue(r.lastOK), level.Level())
+	}
+	if strings.Join(res.RestartRequired, ",") != "listen" || !strings.Contains(strings.Join(res.Changed, ","), "log.level") {
+		t.Errorf("changed %v, restart_required %v; want log.level changed and listen waiting for a restart", res.Changed, res.RestartRequired)
+	}
+	if res = r.reload("test"); res.Status != "unchanged" {
+		t.Errorf("the same configuration again: %q, want unchanged", res.Status)
+	}
+}
+
+// /api/v1/status/config hides credentials: headers, Slack URLs, URL
+// user info and query values, SMTP auth.
+func TestRedact(t *testing.T) {
+	tree := map[string]any{"alerting": map[string]any{"receivers": []any{map[string]any{
+		"webhook_configs": []any{map[string]any{"url": "https://u:pw@hook.example/x?token=abc", "headers": map[string]any{"Authorization": "Bearer zzz"}}},
+		"slack_configs":   []any{map[string]any{"url": "https://hooks.slack.example/services/T/B/SECRET"}},
+		"email_configs":   []any{map[string]any{"auth_username": "me", "auth_password_file": "/run/pw"}},
+	}}}}
+	out := redact(tree, "")
+	s := strings.Join(strings.Fields(strings.ReplaceAll(fmtAny(out), "\n", " ")), " ")
+	for _, secret := range []string{"pw@", "abc", "zzz", "SECRET", "me"} {
+		if strings.Contains(s, secret+" ") || strings.Contains(s, secret+"]") || strings.Contains(s, secret+"@") || strings.Contains(s, "="+secret) || strings.Contains(s, "/"+secret) {
+			t.Errorf("%q shown: %s", secret, s)
+		}
+	}
+	if !strings.Contains(s, "/run/pw") || !strings.Contains(s, "hook.example") {
+		t.Errorf("redacted too much (paths and hosts are not secrets): %s", s)
+	}
+}
+
+func fmtAny(v any) string {
+	b, _ := yamlMarshal(v)
+	return string(b)
+}
+
+func gaugeValue(g prometheus.Gauge) float64 {
+	var m dto.Metric
+	g.Write(&m)
+	return m.GetGauge().GetValue()
+}

@@ -1,0 +1,295 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/connectivity"
+
+	"github.com/infergate/infergate/proto/kservepb"
+)
+
+// reloadConfig is infergate's file: resnet50 batched and falling back to
+// fallbackModel on the edge simserver.
+func reloadConfig(pri, edge, fallbackModel string, maxSize int) string {
+	return fmt.Sprintf(`
+upstream: %q
+routes:
+  - model: resnet50
+    fallback: {address: %q, model: %s}
+batching:
+  mode: adaptive
+  max_size: %d
+  models: {resnet50: {}}
+`, pri, edge, fallbackModel, maxSize)
+}
+
+// reloadRules is the --rules file: one threshold rule and a receiver.
+func reloadRules(threshold, receiver string) string {
+	return fmt.Sprintf(`
+rules:
+  - name: ResnetSlow
+    kind: threshold
+    quantile: p99
+    window: 5s
+    value: %s
+    severity: warning
+    select: {model: resnet50}
+receivers:
+  - name: %s
+    webhook_configs: [{url: "http://user:pw@127.0.0.1:9/hook?key=abc"}]
+route:
+  receiver: %s
+`, threshold, receiver, receiver)
+}
+
+// configMapDir lays out a directory as Kubernetes mounts a ConfigMap:
+// config.yaml -> ..data/config.yaml, ..data -> ..<version>; swap points
+// ..data at a new version atomically (a new symlink renamed over it).
+type configMapDir struct {
+	dir string
+	n   int
+}
+
+func (c *configMapDir) swap(t *testing.T, content string) {
+	t.Helper()
+	c.n++
+	ver := fmt.Sprintf("..2026_%d", c.n)
+	if err := os.Mkdir(filepath.Join(c.dir, ver), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(c.dir, ver, "config.yaml"), []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tmp := filepath.Join(c.dir, "..data_tmp")
+	if err := os.Symlink(ver, tmp); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(c.dir, "..data")); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(c.dir, "config.yaml")
+	if _, err := os.Lstat(link); err != nil {
+		if err := os.Symlink(filepath.Join("..data", "config.yaml"), link); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestReload: under load (8 callers on one connection, a fallback route
+// and adaptive batching on), reloads by SIGHUP (the --rules file: a
+// rule's threshold and a receiver) and by a ConfigMap-style symlink swap
+// of --config (a route's fallback and a batching knob) fail no call and
+// drop no connection, and show in the API; a broken file changes nothing
+// and sets infergate_config_last_reload_successful to 0; POST /-/reload
+// needs the token.
+func TestReload(t *testing.T) {
+	pri, edge := startSim(t), startSim(t)
+	cm := &configMapDir{dir: t.TempDir()}
+	cm.swap(t, reloadConfig(pri.grpc, edge.grpc, "mobilenet_v3", 8))
+	rules := writeFile(t, "rules.yaml", reloadRules("500ms", "first"))
+	token := writeFile(t, "token", "r3load\n")
+	gate := start(t, "infergate", "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0",
+		"--config", filepath.Join(cm.dir, "config.yaml"), "--rules", rules, "--admin-token-file", token, "--log-level", "info")
+	admin := "http://" + gate.admin
+
+	cc := dial(t, gate.grpc)
+	kc := kservepb.NewGRPCInferenceServiceClient(cc)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var calls, failed atomic.Int64
+	var firstErr atomic.Value
+	for range 8 {
+		wg.Go(func() {
+			req := resnetRequest("resnet50", 1)
+			for ctx.Err() == nil {
+				cctx, ccancel := context.WithTimeout(ctx, 10*time.Second)
+				_, err := kc.ModelInfer(cctx, req)
+				ccancel()
+				if ctx.Err() != nil {
+					return
+				}
+				calls.Add(1)
+				if err != nil {
+					failed.Add(1)
+					firstErr.CompareAndSwap(nil, err.Error())
+				}
+			}
+		})
+	}
+	// The connection must stay READY throughout: a drop would show here
+	// even if every call happened to be retried.
+	var dropped atomic.Bool
+	wg.Go(func() {
+		for st := cc.GetState(); st != connectivity.Ready; st = cc.GetState() {
+			if !cc.WaitForStateChange(ctx, st) {
+				return
+			}
+		}
+		if cc.WaitForStateChange(ctx, connectivity.Ready) && ctx.Err() == nil {
+			dropped.Store(true)
+		}
+	})
+	stopLoad := func() { cancel(); wg.Wait() }
+	defer stopLoad()
+	waitCalls := func(n int64) {
+		t.Helper()
+		from := calls.Load()
+		eventually(t, fmt.Sprintf("%d more calls", n), func() bool { return calls.Load() >= from+n })
+	}
+	waitCalls(50)
+
+	// 1. SIGHUP: the rules file's threshold and receiver.
+	if err := os.WriteFile(rules, []byte(reloadRules("750ms", "second")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gate.cmd.Process.Signal(syscall.SIGHUP)
+	waitFor(t, 30*time.Second, "the new threshold in /api/v1/rules", func() bool {
+		_, body := httpGet(t, admin+"/api/v1/rules")
+		return strings.Contains(body, `"750ms"`)
+	})
+	_, cfgBody := httpGet(t, admin+"/api/v1/status/config")
+	if !strings.Contains(cfgBody, "name: second") || strings.Contains(cfgBody, "pw@") || strings.Contains(cfgBody, "key=abc") {
+		t.Errorf("/api/v1/status/config after SIGHUP: want receiver second, credentials redacted:\n%s", cfgBody)
+	}
+	if !strings.Contains(gate.log.String(), "trigger=sighup") {
+		t.Errorf("no reload log line for the SIGHUP")
+	}
+	waitCalls(50)
+
+	// 2. The file, by a ConfigMap symlink swap: the fallback and a knob.
+	cm.swap(t, reloadConfig(pri.grpc, edge.grpc, "resnet50", 4))
+	waitFor(t, 30*time.Second, "the new fallback in /api/v1/routes", func() bool {
+		return strings.HasPrefix(routeFallback(t, admin), "resnet50")
+	})
+	waitFor(t, 30*time.Second, "the new max_size in /api/v1/batching", func() bool {
+		return batchingMaxSize(t, admin) == 4
+	})
+	if v := metricValue(t, admin, "infergate_config_last_reload_successful"); v != 1 {
+		t.Errorf("infergate_config_last_reload_successful %v after good reloads, want 1", v)
+	}
+	waitCalls(50)
+
+	// 3. A broken file: refused whole, the metric says so, nothing moves.
+	cm.swap(t, reloadConfig(pri.grpc, edge.grpc, "mobilenet_v3", -1))
+	waitFor(t, 30*time.Second, "infergate_config_last_reload_successful 0", func() bool {
+		return metricValue(t, admin, "infergate_config_last_reload_successful") == 0
+	})
+	if fb, ms := routeFallback(t, admin), batchingMaxSize(t, admin); !strings.HasPrefix(fb, "resnet50") || ms != 4 {
+		t.Errorf("after a broken file: fallback %q, max_size %d; want the running resnet50, 4", fb, ms)
+	}
+	if !strings.Contains(gate.log.String(), "batching.max_size") {
+		t.Errorf("the refusal's log line does not name the field")
+	}
+
+	// 4. POST /-/reload needs the token; with it, the broken file is
+	// refused with 400 and the error; a good one again is 200.
+	if code, _ := httpDo(t, "POST", admin+"/-/reload", ""); code != http.StatusUnauthorized {
+		t.Errorf("POST /-/reload without the token: %d, want 401", code)
+	}
+	if code, body := reloadWithToken(t, admin, "r3load"); code != http.StatusBadRequest || !strings.Contains(body, "batching.max_size") {
+		t.Errorf("POST /-/reload of a broken file: %d %s; want 400 naming batching.max_size", code, body)
+	}
+	cm.swap(t, reloadConfig(pri.grpc, edge.grpc, "resnet50", 4))
+	waitFor(t, 30*time.Second, "infergate_config_last_reload_successful back to 1", func() bool {
+		return metricValue(t, admin, "infergate_config_last_reload_successful") == 1
+	})
+	waitCalls(50)
+
+	stopLoad()
+	if n := failed.Load(); n > 0 {
+		t.Errorf("%d of %d calls failed across the reloads; first: %v", n, calls.Load(), firstErr.Load())
+	}
+	if dropped.Load() {
+		t.Errorf("the client's connection left READY during the reloads")
+	}
+	t.Logf("%d calls, none failed", calls.Load())
+}
+
+func reloadWithToken(t *testing.T, admin, token string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest("POST", admin+"/-/reload", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var b strings.Builder
+	buf := make([]byte, 4096)
+	for {
+		n, err := resp.Body.Read(buf)
+		b.Write(buf[:n])
+		if err != nil {
+			break
+		}
+	}
+	return resp.StatusCode, b.String()
+}
+
+// routeFallback is resnet50's fallback as /api/v1/routes shows it.
+func routeFallback(t *testing.T, admin string) string {
+	t.Helper()
+	_, body := httpGet(t, admin+"/api/v1/routes")
+	var v struct {
+		Routes []struct {
+			Model    string `json:"model"`
+			Fallback string `json:"fallback"`
+		} `json:"routes"`
+	}
+	if err := json.Unmarshal([]byte(body), &v); err != nil {
+		t.Fatalf("/api/v1/routes: %v\n%s", err, body)
+	}
+	for _, r := range v.Routes {
+		if r.Model == "resnet50" {
+			return r.Fallback
+		}
+	}
+	return ""
+}
+
+// batchingMaxSize is resnet50's max_size as /api/v1/batching shows it.
+func batchingMaxSize(t *testing.T, admin string) int {
+	t.Helper()
+	_, body := httpGet(t, admin+"/api/v1/batching")
+	var v struct {
+		Models []struct {
+			Model   string `json:"model"`
+			MaxSize int    `json:"max_size"`
+		} `json:"models"`
+	}
+	if err := json.Unmarshal([]byte(body), &v); err != nil {
+		t.Fatalf("/api/v1/batching: %v\n%s", err, body)
+	}
+	for _, m := range v.Models {
+		if m.Model == "resnet50" {
+			return m.MaxSize
+		}
+	}
+	return 0
+}
+
+// metricValue is the value of an unlabelled gauge on /metrics; -1 when
+// absent.
+func metricValue(t *testing.T, admin, name string) float64 {
+	t.Helper()
+	_, body := httpGet(t, admin+"/metrics")
+	for _, line := range strings.Split(body, "\n") {
+		if rest, ok := strings.CutPrefix(line, name+" "); ok {
+			var v float64
+			fmt.Sscan(rest, &v)
+			return v
+		}
+	}
+	return -1
+}

@@ -1,0 +1,161 @@
+package proxy
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"reflect"
+	"slices"
+)
+
+// buildTable makes the table of opts. With prev, what the new table
+// shares with it carries over: the breaker of an upstream whose breaker
+// settings did not change (its state, window and trips), the retry
+// budget when its settings did not change (its tokens), and each model's
+// live counters, forced mode and the alert holding it on its fallback
+// when the model keeps a route (and, for those two, a fallback).
+func (r *Router) buildTable(opts RouterOptions, prev *routeTable) (*routeTable, error) {
+	t := &routeTable{models: map[string]*modelRoute{}, breakers: map[*Upstream]*breaker{}}
+	addBreaker := func(up *Upstream, cfg BreakerConfig) error {
+		if up == nil || t.breakers[up] != nil {
+			return nil
+		}
+		if err := cfg.Validate(); err != nil {
+			return fmt.Errorf("upstream %q: breaker: %w", up.name, err)
+		}
+		if prev != nil {
+			if old := prev.breakers[up]; old != nil && reflect.DeepEqual(old.cfg, cfg.withDefaults()) {
+				t.breakers[up] = old
+				return nil
+			}
+		}
+		t.breakers[up] = newBreaker(up.name, cfg, opts.Now, r.breakerChanged)
+		return nil
+	}
+	for _, up := range slices.SortedFunc(maps.Keys(opts.Breakers), func(a, b *Upstream) int { return cmpString(a.name, b.name) }) {
+		if err := addBreaker(up, opts.Breakers[up]); err != nil {
+			return nil, err
+		}
+	}
+	for i := range opts.Routes {
+		rc := opts.Routes[i]
+		if rc.Fallback != nil {
+			// Both ends of a fallback get a breaker with the defaults
+			// unless configured: the primary's trips the route, the
+			// fallback's answers at once while the fallback is down too
+			// (and keeps hedges off it) instead of holding calls on it.
+			if err := addBreaker(rc.Upstream, BreakerConfig{}); err != nil {
+				return nil, err
+			}
+			if err := addBreaker(rc.Fallback.Upstream, BreakerConfig{}); err != nil {
+				return nil, err
+			}
+		}
+		mr := &modelRoute{cfg: &rc, forced: ForceAuto}
+		if old := prevRoute(prev, rc.Model); old != nil {
+			mr.live = old.live
+			if old.forced != ForceFallback || rc.Fallback != nil {
+				mr.forced = old.forced
+			}
+			if rc.Fallback != nil {
+				mr.alert = old.alert
+			}
+		} else {
+			mr.live = &routeLive{}
+			mr.live.lastMode.Store(RoutePrimaryMode)
+			mr.live.why.Store("")
+			if rc.Cascade != nil {
+				mr.live.lastMode.Store(RouteCascadeMode)
+			}
+		}
+		t.models[rc.Model] = mr
+	}
+	if prev != nil && reflect.DeepEqual(prev.budget.cfg, opts.Budget.withDefaults()) {
+		t.budget = prev.budget
+	} else {
+		t.budget = newBudget(opts.Budget, opts.Now)
+	}
+	r.link(t)
+	return t, nil
+}
+
+func prevRoute(prev *routeTable, model string) *modelRoute {
+	if prev == nil {
+		return nil
+	}
+	return prev.models[model]
+}
+
+// Apply replaces the routes, breakers and retry budget with those of
+// opts (its Routes, Breakers and Budget; the other fields stay as
+// NewRouter got them), atomically: a call is routed by the old table or
+// the new one, never a mix. State carries over where the configuration
+// did not change (see buildTable). It checks opts as NewRouter does and
+// changes nothing when they are bad.
+func (r *Router) Apply(opts RouterOptions) error {
+	if errs := routeProblems(opts.Routes); len(errs) > 0 {
+		return fmt.Errorf("proxy: %w", errors.Join(errs...))
+	}
+	opts.Now = r.opts.Now
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	t, err := r.buildTable(opts, r.table.Load())
+	if err != nil {
+		return err
+	}
+	r.table.Store(t)
+	r.poke()
+	return nil
+}
+
+// Reopen is Open for a reload: the default upstream stays prev's (the
+// Director's, which cannot change while serving), an upstream whose
+// name, address and connection count are prev's is prev's (its
+// connections and calls carry on), and only the others are dialled.
+// dropped are prev's upstreams the new plan no longer uses: the caller
+// closes them once the calls on them have ended. On an error it closes
+// what it dialled and prev is untouched.
+func (p *RoutePlan) Reopen(prev *Routing, opts UpstreamOptions, dial func(target string, opts UpstreamOptions) (*Upstream, error)) (next *Routing, dropped []*Upstream, err error) {
+	old := map[upstreamKey]*Upstream{}
+	for i, up := range prev.Upstreams {
+		if i > 0 && i < len(prev.keys) {
+			old[prev.keys[i]] = up
+		}
+	}
+	kept := map[*Upstream]bool{}
+	var dialled []*Upstream
+	first := true
+	reuse := func(target string, o UpstreamOptions) (*Upstream, error) {
+		if first {
+			first = false
+			kept[prev.Default] = true
+			return prev.Default, nil
+		}
+		if up := old[upstreamKey{o.Name, target, o.Conns}]; up != nil && !kept[up] {
+			kept[up] = true
+			return up, nil
+		}
+		up, err := dial(target, o)
+		if err == nil {
+			dialled = append(dialled, up)
+		}
+		return up, err
+	}
+	rt, err := p.Open(opts, reuse)
+	if err != nil {
+		for _, up := range dialled {
+			up.Close()
+		}
+		return nil, nil, err
+	}
+	rt.DefaultAddress = prev.DefaultAddress
+	if len(prev.keys) > 0 && len(rt.keys) > 0 {
+		rt.keys[0] = prev.keys[0]
+	}
+	for _, up := range prev.Upstreams {
+		if !kept[up] {
+			dropped = append(dropped, up)
+		}
+	}
+	return rt, dropped, nil
+}

@@ -1,0 +1,123 @@
+package proxy
+
+import (
+	"strings"
+	"testing"
+)
+
+// plan is planYAML without problems, as a reload gets it.
+func plan(t *testing.T, doc string) *RoutePlan {
+	t.Helper()
+	p, errs := planYAML(t, doc)
+	if len(errs) > 0 {
+		t.Fatalf("plan: %v", errs)
+	}
+	return p
+}
+
+const applyBefore = `
+upstream: pri:1
+upstreams:
+  - {name: edge, address: edge:1}
+routes:
+  - model: resnet50
+    fallback: {upstream: edge, model: mobilenet_v3}
+`
+
+// A reload's new table: the new fallback routes the calls; the primary's
+// breaker, the budget, the model's forced mode, the alert holding it and
+// its counters carry over; the unchanged upstreams keep their
+// connections and nothing is dialled again.
+func TestRouterApplyCarriesState(t *testing.T) {
+	rt := openYAML(t, applyBefore)
+	r, err := NewRouter(rt.Router)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if err := r.SetForced("resnet50", ForceFallback); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Start("fallback", map[string]string{"model": "resnet50", "alertname": "Slow"}); err != nil {
+		t.Fatal(err)
+	}
+	old := r.table.Load()
+	oldBreaker := old.breakers[rt.Default]
+	old.models["resnet50"].live.counters.primary.Add(7)
+
+	dialled := map[string]UpstreamOptions{}
+	next, dropped, err := plan(t, strings.Replace(applyBefore, "mobilenet_v3", "efficientnet", 1)).Reopen(rt, UpstreamOptions{Conns: 2}, fakeDial(dialled))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dialled) != 0 || len(dropped) != 0 || next.Upstreams[1] != rt.Upstreams[1] {
+		t.Fatalf("unchanged upstreams: dialled %v, dropped %v; want their connections kept", dialled, dropped)
+	}
+	if err := r.Apply(next.Router); err != nil {
+		t.Fatal(err)
+	}
+	cur := r.table.Load()
+	mr := cur.models["resnet50"]
+	if got := r.fallbackName("resnet50"); !strings.HasPrefix(got, "efficientnet") {
+		t.Errorf("fallback after Apply: %q, want efficientnet", got)
+	}
+	if cur.breakers[rt.Default] != oldBreaker || cur.budget != old.budget {
+		t.Errorf("the primary's breaker or the budget was made anew for an unchanged configuration")
+	}
+	if mr.forced != ForceFallback || mr.alert != "Slow" || mr.live.counters.primary.Load() != 7 {
+		t.Errorf("route state after Apply: forced %q alert %q primary calls %d; want fallback, Slow, 7", mr.forced, mr.alert, mr.live.counters.primary.Load())
+	}
+	if mr.primary != oldBreaker {
+		t.Errorf("the route is not linked to the carried breaker")
+	}
+}
+
+// A route that loses its fallback cannot stay forced onto it nor held
+// there by an alert; a bad table is refused and the running one stays; a
+// changed breaker setting makes a new breaker; an upstream no longer used
+// is named for closing.
+func TestRouterApplyDropsWhatNoLongerFits(t *testing.T) {
+	rt := openYAML(t, applyBefore)
+	r, err := NewRouter(rt.Router)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	r.SetForced("resnet50", ForceFallback)
+	r.Start("fallback", map[string]string{"model": "resnet50", "alertname": "Slow"})
+	before := r.table.Load()
+
+	bad := rt.Router
+	bad.Routes = append(append([]RouteConfig{}, bad.Routes...), bad.Routes[0])
+	if err := r.Apply(bad); err == nil || !strings.Contains(err.Error(), "two routes") {
+		t.Errorf("Apply of two routes for one model: %v, want refused", err)
+	}
+	if r.table.Load() != before {
+		t.Errorf("a refused Apply replaced the table")
+	}
+
+	doc := `
+upstream: pri:1
+breaker: {consecutive_failures: 3}
+routes:
+  - model: resnet50
+`
+	next, dropped, err := plan(t, doc).Reopen(rt, UpstreamOptions{Conns: 2}, fakeDial(map[string]UpstreamOptions{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dropped) != 1 || dropped[0] != rt.Upstreams[1] {
+		t.Errorf("dropped %v, want the edge upstream", dropped)
+	}
+	if err := r.Apply(next.Router); err != nil {
+		t.Fatal(err)
+	}
+	cur := r.table.Load()
+	mr := cur.models["resnet50"]
+	if mr.forced != ForceAuto || mr.alert != "" {
+		t.Errorf("a route without a fallback: forced %q alert %q, want auto and none", mr.forced, mr.alert)
+	}
+	if cur.breakers[rt.Default] == before.breakers[rt.Default] {
+		t.Errorf("a changed breaker setting kept the old breaker")
+	}
+}
