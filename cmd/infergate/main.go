@@ -209,7 +209,7 @@ func serve(ctx context.Context, cfg Config, mem memlimit.Result, log *slog.Logge
 	adm.router = rt.router
 	// Reloads (reload.go): SIGHUP is caught from here on, before the
 	// start line, so a SIGHUP never ends a process that says it serves.
-	rl, err := newReloader(cfg, log, reg)
+	rl, err := newReloader(cfg, log, w.reload)
 	if err != nil {
 		return err
 	}

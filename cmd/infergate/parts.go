@@ -29,6 +29,7 @@ type parts struct {
 	bat               *batcher.Batcher // nil when nothing is batched
 	p                 *proxy.Proxy
 	fd                proxy.FrontDoor
+	reload            *reloadGauges
 	budgetSource      string
 	// closers undo what was built, in the order built; Close runs them
 	// backwards.
@@ -115,5 +116,8 @@ func newParts(cfg Config, mem memlimit.Result, reg prometheus.Registerer, log *s
 	}
 	w.closers = append(w.closers, func() { w.p.Close() })
 	reg.MustRegister(proxyCollectors(w.p)...)
+	if w.reload, err = newReloadGauges(reg); err != nil {
+		return nil, err
+	}
 	return w, nil
 }

@@ -85,18 +85,12 @@ type reloader struct {
 	lastOK, okAt prometheus.Gauge
 }
 
-// newReloader starts from cfg, the configuration the process started
-// with, read from args.
-func newReloader(cfg Config, log *slog.Logger, reg prometheus.Registerer) (*reloader, error) {
-	r := &reloader{
-		args: cfg.args, path: configPath(cfg.args), log: log, now: time.Now, poll: time.Second,
-		load: func(args []string) (Config, error) {
-			c, err := parseConfig(args)
-			if err == nil {
-				err = c.readFiles()
-			}
-			return c, err
-		},
+// reloadGauges are the reload's two metrics, registered with the other
+// parts (newParts) so that the metric reference lists them.
+type reloadGauges struct{ lastOK, okAt prometheus.Gauge }
+
+func newReloadGauges(reg prometheus.Registerer) (*reloadGauges, error) {
+	g := &reloadGauges{
 		lastOK: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "infergate_config_last_reload_successful",
 			Help: "Whether the last configuration reload (SIGHUP, POST /-/reload, a change of --config's file) succeeded (1) or was refused (0).",
@@ -106,6 +100,28 @@ func newReloader(cfg Config, log *slog.Logger, reg prometheus.Registerer) (*relo
 			Help: "When the configuration was last loaded successfully (the start counts), in Unix seconds.",
 		}),
 	}
+	for _, c := range []prometheus.Collector{g.lastOK, g.okAt} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("metrics: %w", err)
+		}
+	}
+	return g, nil
+}
+
+// newReloader starts from cfg, the configuration the process started
+// with, read from args; g are its metrics.
+func newReloader(cfg Config, log *slog.Logger, g *reloadGauges) (*reloader, error) {
+	r := &reloader{
+		args: cfg.args, path: configPath(cfg.args), log: log, now: time.Now, poll: time.Second,
+		load: func(args []string) (Config, error) {
+			c, err := parseConfig(args)
+			if err == nil {
+				err = c.readFiles()
+			}
+			return c, err
+		},
+		lastOK: g.lastOK, okAt: g.okAt,
+	}
 	lc, err := newLoaded(cfg, r.now())
 	if err != nil {
 		return nil, err
@@ -113,14 +129,6 @@ func newReloader(cfg Config, log *slog.Logger, reg prometheus.Registerer) (*relo
 	r.cur.Store(lc)
 	r.lastOK.Set(1)
 	r.okAt.Set(float64(lc.at.UnixNano()) / 1e9)
-	if reg != nil {
-		if err := reg.Register(r.lastOK); err != nil {
-			return nil, fmt.Errorf("metrics: %w", err)
-		}
-		if err := reg.Register(r.okAt); err != nil {
-			return nil, fmt.Errorf("metrics: %w", err)
-		}
-	}
 	return r, nil
 }
 

@@ -19,7 +19,11 @@ func TestReloadRefusesWholeAndNamesRestartOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := newReloader(cfg, slog.New(slog.DiscardHandler), prometheus.NewRegistry())
+	g, err := newReloadGauges(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := newReloader(cfg, slog.New(slog.DiscardHandler), g)
 	if err != nil {
 		t.Fatal(err)
 	}
