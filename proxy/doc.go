@@ -51,8 +51,8 @@
 // follows: through grpc-go, the gRPC path below, a small call cost more CPU
 // than nginx. Relayed frame by frame, the same call (8 callers, 1
 // connection, 4 KiB, a busy machine) costs about 80-90 µs of CPU against
-// nginx's 90-110 and the gRPC path's 140-170, and adds 46 allocations
-// instead of 141 (TestProxyAllocBudget guards both). What is left is
+// nginx's 90-110 and the gRPC path's 140-170, and adds 34 allocations
+// instead of 142 (TestProxyAllocBudget guards both). What is left is
 // mostly the kernel: write syscalls are about 35% of the relay's CPU, one
 // write per hop and direction, then frame reading, HPACK (headers are
 // decoded and encoded again, each connection keeps its own table) and the

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net"
 	"sync"
-	"syscall"
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
@@ -17,7 +16,7 @@ import (
 // caller to apply after unlocking).
 type fconn struct {
 	nc  net.Conn
-	raw syscall.RawConn // for tryWrite; nil: the flusher writes
+	raw *rawWriter // non-blocking writes; nil: the flusher writes
 	br  *readBuf
 	rd  *http2.Framer // reads only, on the reader goroutine
 	cfg *config
@@ -111,7 +110,7 @@ func (w *outWriter) Write(p []byte) (int, error) {
 func newFconn(nc net.Conn, cfg *config, onClose func(*fconn, error)) *fconn {
 	c := &fconn{
 		nc:             nc,
-		raw:            rawConn(nc),
+		raw:            newRawWriter(nc),
 		br:             newReadBuf(nc, cfg.bufSize),
 		cfg:            cfg,
 		peerMaxFrame:   16384,
@@ -347,7 +346,7 @@ func (c *fconn) writeVecLocked(id uint32, data []byte, n int, end bool) int {
 		iov = append(iov, hdr, data[covered:covered+k])
 		covered += k
 	}
-	written, err := tryWritev(c.raw, iov)
+	written, err := c.raw.writev(iov)
 	clear(iov) // holds no request past the call
 	c.iov = iov[:0]
 	if err != nil {
@@ -591,7 +590,7 @@ func (c *fconn) writeOutLocked() bool {
 	if len(c.out) == c.off {
 		return true
 	}
-	n, err := tryWrite(c.raw, c.out[c.off:])
+	n, err := c.raw.write(c.out[c.off:])
 	if err != nil {
 		c.failLocked(err)
 		return false
@@ -681,7 +680,7 @@ func (c *fconn) failLocked(err error) {
 func (c *fconn) close(err error) {
 	c.mu.Lock()
 	if !c.flushing && len(c.out) > c.off && !c.closed {
-		_, _ = tryWrite(c.raw, c.out[c.off:])
+		_, _ = c.raw.write(c.out[c.off:])
 	}
 	c.failLocked(err)
 	c.mu.Unlock()

@@ -2,15 +2,14 @@
 
 package h2relay
 
-import (
-	"net"
-	"syscall"
-)
+import "net"
 
-// tryWrite leaves every write to the flusher where the socket cannot be
-// written without blocking.
-func tryWrite(syscall.RawConn, []byte) (int, error) { return 0, nil }
+// rawWriter is nil where the socket cannot be written without blocking:
+// every write is left to the flusher.
+type rawWriter struct{}
 
-func tryWritev(syscall.RawConn, [][]byte) (int, error) { return 0, nil }
+func newRawWriter(net.Conn) *rawWriter { return nil }
 
-func rawConn(net.Conn) syscall.RawConn { return nil }
+func (*rawWriter) write([]byte) (int, error) { return 0, nil }
+
+func (*rawWriter) writev([][]byte) (int, error) { return 0, nil }
