@@ -213,7 +213,7 @@ func serve(ctx context.Context, cfg Config, mem memlimit.Result, log *slog.Logge
 	if err != nil {
 		return err
 	}
-	rl.steps = []reloadStep{alertingStep(al.engine), batchingStep(bat), routingStep(rt, upCreds, cfg.ShutdownTimeout, log)}
+	rl.steps = []reloadStep{alertingStep(al.engine), batchingStep(bat), routingStep(rt, upCreds, cfg.ShutdownTimeout, log), tracingStep(w.tr)}
 	if cfg.level != nil {
 		rl.steps = append([]reloadStep{logLevelStep(cfg.level)}, rl.steps...)
 	}

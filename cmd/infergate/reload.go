@@ -177,7 +177,10 @@ func newLoaded(c Config, at time.Time) (*loadedConfig, error) {
 var restartOnly = []string{
 	"listen", "admin", "tls", "fast_path", "front_door", "upstream", "upstream_tls",
 	"max_message_bytes", "upstream_conns", "upstream_timeout", "upstream_keepalive_time", "max_in_flight",
-	"shutdown_timeout", "drain_delay", "readiness", "monitor", "gpu", "tracing", "pprof",
+	"shutdown_timeout", "drain_delay", "readiness", "monitor", "gpu", "pprof",
+	// The tracing sampler changes live (tracingStep); the exporter is
+	// built once.
+	"tracing.enabled", "tracing.protocol", "tracing.endpoint", "tracing.service_name",
 	"log.format", "log.requests", "log.interval",
 	"alerting.evaluation_interval", "alerting.state_file", "alerting.baseline", "alert_state_file",
 	"admin_token_file", "batching.key_headers",

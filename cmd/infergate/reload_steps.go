@@ -13,6 +13,7 @@ import (
 	"github.com/infergate/infergate/alert"
 	"github.com/infergate/infergate/batcher"
 	"github.com/infergate/infergate/proxy"
+	"github.com/infergate/infergate/tracing"
 )
 
 // logLevelStep sets the log level (log.level, --log-level) live.
@@ -28,6 +29,24 @@ func logLevelStep(level *slog.LevelVar) reloadStep {
 		return func() string {
 			level.Set(l)
 			return "log level " + next.Log.Level
+		}, nil, nil
+	}}
+}
+
+// tracingStep swaps the tracer provider's sampler (tracing.sample_ratio,
+// tracing.parent_based): spans started from then on follow it. Tracing
+// turned on or off, another exporter, endpoint or service name wait for a
+// restart (restartOnly). t is nil when tracing is off: there is nothing
+// to sample, and the settings take effect when a restart turns it on.
+func tracingStep(t *tracing.Tracing) reloadStep {
+	return reloadStep{name: "tracing", prepare: func(old, next *Config) (func() string, func(), error) {
+		o, n := old.Tracing, next.Tracing
+		if t == nil || (o.SampleRatio == n.SampleRatio && o.ParentBased == n.ParentBased) {
+			return nil, nil, nil
+		}
+		return func() string {
+			t.SetSampler(n)
+			return fmt.Sprintf("tracing sampler: sample_ratio %g, parent_based %t", n.SampleRatio, n.ParentBased)
 		}, nil, nil
 	}}
 }

@@ -1,8 +1,12 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 
@@ -88,4 +92,54 @@ func gaugeValue(g prometheus.Gauge) float64 {
 	var m dto.Metric
 	g.Write(&m)
 	return m.GetGauge().GetValue()
+}
+
+// The tracing sampler changes live; the exporter's endpoint waits for a
+// restart and says so.
+func TestReloadTracingSampler(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	defer srv.Close()
+	args := []string{"--upstream", "127.0.0.1:1", "--tracing", "--trace-endpoint", srv.URL, "--trace-sample-ratio", "0"}
+	cfg, err := parseConfig(args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, tr, stop, err := startTracing(cfg.Tracing, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	g, err := newReloadGauges(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := newReloader(cfg, slog.New(slog.DiscardHandler), g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.steps = []reloadStep{tracingStep(tr)}
+	sampled := func() bool {
+		_, span := tr.Provider.Tracer("test").Start(context.Background(), "call")
+		defer span.End()
+		return span.SpanContext().IsSampled()
+	}
+	if sampled() {
+		t.Fatal("sample_ratio 0 at start: a new trace sampled")
+	}
+	reloadWith := func(extra ...string) reloadResult {
+		next, err := parseConfig(append(slices.Clone(args), extra...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.load = func([]string) (Config, error) { return next, nil }
+		return r.reload("test")
+	}
+	res := reloadWith("--trace-sample-ratio", "1")
+	if res.Status != "success" || len(res.RestartRequired) != 0 || !sampled() {
+		t.Errorf("sample_ratio 0 -> 1: %+v, sampled %t; want applied live, nothing waiting for a restart, new traces sampled", res, sampled())
+	}
+	res = reloadWith("--trace-sample-ratio", "1", "--trace-endpoint", "http://127.0.0.1:1")
+	if strings.Join(res.RestartRequired, ",") != "tracing.endpoint" {
+		t.Errorf("a new endpoint: restart_required %v, want tracing.endpoint", res.RestartRequired)
+	}
 }
