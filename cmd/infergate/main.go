@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"sync"
 	"syscall"
 	"time"
 
@@ -213,7 +214,12 @@ func serve(ctx context.Context, cfg Config, mem memlimit.Result, log *slog.Logge
 	if err != nil {
 		return err
 	}
-	rl.steps = []reloadStep{alertingStep(al.engine), batchingStep(bat), routingStep(rt, upCreds, cfg.ShutdownTimeout, log), tracingStep(w.tr)}
+	// The loops below live until runCtx ends; a reload may start the
+	// batching discovery (batching turned on), so runCtx comes first.
+	runCtx, cancelRun := context.WithCancel(context.Background())
+	defer cancelRun()
+	discover := sync.OnceFunc(func() { go discoverBatching(runCtx, bat, up.Conn(), log) })
+	rl.steps = []reloadStep{alertingStep(al.engine), batchingStep(bat, discover), routingStep(rt, upCreds, cfg.ShutdownTimeout, log), tracingStep(w.tr)}
 	if cfg.level != nil {
 		rl.steps = append([]reloadStep{logLevelStep(cfg.level)}, rl.steps...)
 	}
@@ -223,13 +229,11 @@ func serve(ctx context.Context, cfg Config, mem memlimit.Result, log *slog.Logge
 	defer signal.Stop(hup)
 	hs := &http.Server{Handler: adm.handler(), ReadHeaderTimeout: 10 * time.Second}
 
-	runCtx, cancelRun := context.WithCancel(context.Background())
-	defer cancelRun()
 	go mon.Run(runCtx)
 	go gt.run(runCtx)
 	go rl.run(runCtx, hup)
-	if bat != nil {
-		go discoverBatching(runCtx, bat, up.Conn(), log)
+	if batchingOn(cfg.Batching) {
+		discover()
 	}
 	checkFallbacks(runCtx, rt.Router.Routes, rt.Default, log)
 	alertsDone := make(chan struct{})

@@ -27,7 +27,7 @@ type parts struct {
 	gt                *gpuRuntime
 	rt                *routing
 	al                *alerting
-	bat               *batcher.Batcher // nil when nothing is batched
+	bat               *batcher.Batcher // built even when nothing is batched (newBatcher)
 	tr                *tracing.Tracing // nil when tracing is off
 	p                 *proxy.Proxy
 	fd                proxy.FrontDoor

@@ -84,10 +84,12 @@ func alertingView(c *alert.Config) alert.Config {
 		Schedules: c.Schedules, ExternalURL: c.ExternalURL}
 }
 
-// batchingStep applies the batching policy and knobs per model. A
-// batcher that was not started (batching off at start) is not started by
-// a reload: restartPending says so.
-func batchingStep(b *batcher.Batcher) reloadStep {
+// batchingStep applies the batching policy and knobs per model, turning
+// batching on or off as well: the batcher is built at start even when it
+// batches nothing (newBatcher). discover starts the discovery of the
+// upstream's batching (max_batch_size, the auto models) when a reload
+// turns batching on; it runs once, whatever calls it.
+func batchingStep(b *batcher.Batcher, discover func()) reloadStep {
 	return reloadStep{name: "batching", prepare: func(old, next *Config) (func() string, func(), error) {
 		if b == nil || (reflect.DeepEqual(old.Batching, next.Batching) &&
 			reflect.DeepEqual(nonIdempotentModels(old.RoutingConfig), nonIdempotentModels(next.RoutingConfig))) {
@@ -103,6 +105,9 @@ func batchingStep(b *batcher.Batcher) reloadStep {
 			changed, err := b.Apply(cfg)
 			if err != nil { // checked above: not expected
 				return "batching not applied: " + err.Error()
+			}
+			if batchingOn(next.Batching) {
+				discover()
 			}
 			if len(changed) == 0 {
 				return "batching unchanged"
