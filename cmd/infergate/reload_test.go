@@ -12,6 +12,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/infergate/infergate/alert/notify"
+	"github.com/infergate/infergate/internal/memlimit"
 )
 
 // A reload re-reads the flags over the file, refuses a bad configuration
@@ -141,5 +144,58 @@ func TestReloadTracingSampler(t *testing.T) {
 	res = reloadWith("--trace-sample-ratio", "1", "--trace-endpoint", "http://127.0.0.1:1")
 	if strings.Join(res.RestartRequired, ",") != "tracing.endpoint" {
 		t.Errorf("a new endpoint: restart_required %v, want tracing.endpoint", res.RestartRequired)
+	}
+}
+
+// A receiver that fails to build refuses the whole reload: the steps
+// before it (the log level) and the rule changed beside it stay as they
+// were, and the metric says 0.
+func TestReloadRefusesAReceiverThatFailsToBuild(t *testing.T) {
+	rules := func(value string) string {
+		return writeYAML(t, "rules:", "  - {name: Slow, kind: threshold, quantile: p99, window: 5s, value: "+value+", severity: warning}",
+			"receivers: [{name: hook, webhook_configs: [{url: 'http://127.0.0.1:9/hook'}]}]", "route: {receiver: hook}")
+	}
+	args := []string{"--upstream", "127.0.0.1:1", "--log-level", "warn", "--rules", rules("500ms")}
+	cfg, err := parseConfig(args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.DiscardHandler)
+	w, err := newParts(cfg, memlimit.Result{}, prometheus.NewRegistry(), log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	r, err := newReloader(cfg, log, w.reload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	level := new(slog.LevelVar)
+	level.Set(slog.LevelWarn)
+	r.steps = []reloadStep{logLevelStep(level), alertingStep(w.al.engine)}
+
+	next, err := parseConfig([]string{"--upstream", "127.0.0.1:1", "--log-level", "debug", "--rules", rules("900ms")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What the load's checks would refuse, as a receiver whose build
+	// fails for a reason only building finds.
+	next.alerts.Receivers = append(next.alerts.Receivers, notify.ReceiverConfig{Name: "broken", Webhook: []notify.WebhookConfig{{}}})
+	r.load = func([]string) (Config, error) { return next, nil }
+	res := r.reload("test")
+	if res.Status != "error" || !strings.Contains(res.Error, `receiver "broken"`) {
+		t.Errorf("reload with a receiver that fails to build: %+v; want refused, naming the receiver", res)
+	}
+	if v := gaugeValue(r.lastOK); v != 0 {
+		t.Errorf("infergate_config_last_reload_successful %v, want 0", v)
+	}
+	if level.Level() != slog.LevelWarn {
+		t.Errorf("log level %v after a refused reload, want warn kept", level.Level())
+	}
+	if rs := w.al.engine.Rules(); len(rs) != 1 || rs[0].Value != "500ms" {
+		t.Errorf("rules after a refused reload: %+v, want Slow at 500ms kept", rs)
+	}
+	if r.cur.Load().sha != res.SHA256 || r.cur.Load().cfg.Log.Level != "warn" {
+		t.Errorf("the configuration in force changed: %s (%s)", r.cur.Load().sha, r.cur.Load().cfg.Log.Level)
 	}
 }
