@@ -219,7 +219,9 @@ func serve(ctx context.Context, cfg Config, mem memlimit.Result, log *slog.Logge
 	runCtx, cancelRun := context.WithCancel(context.Background())
 	defer cancelRun()
 	discover := sync.OnceFunc(func() { go discoverBatching(runCtx, bat, up.Conn(), log) })
-	rl.steps = []reloadStep{alertingStep(al.engine), batchingStep(bat, discover), routingStep(rt, upCreds, cfg.ShutdownTimeout, log), tracingStep(w.tr)}
+	models := &modelCheck{ctx: runCtx, rt: rt, log: log}
+	rl.steps = []reloadStep{alertingStep(al.engine), batchingStep(bat, discover), routingStep(rt, upCreds, cfg.ShutdownTimeout, log), tracingStep(w.tr),
+		models.step()} // after routing: it reads the routes in force
 	if cfg.level != nil {
 		rl.steps = append([]reloadStep{logLevelStep(cfg.level)}, rl.steps...)
 	}
@@ -231,11 +233,13 @@ func serve(ctx context.Context, cfg Config, mem memlimit.Result, log *slog.Logge
 
 	go mon.Run(runCtx)
 	go gt.run(runCtx)
+	// Before the reloads start: they re-run it (modelCheck is not
+	// safe for concurrent use; reloads are serialised).
+	models.check(cfg)
 	go rl.run(runCtx, hup)
 	if batchingOn(cfg.Batching) {
 		discover()
 	}
-	checkFallbacks(runCtx, rt.Router.Routes, rt.Default, log)
 	alertsDone := make(chan struct{})
 	go func() { al.run(runCtx); close(alertsDone) }()
 	// stopAlerting ends the alert engine before a failed serve returns:

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"reflect"
@@ -163,5 +164,35 @@ func routingStep(rt *routing, creds credentials.TransportCredentials, drain time
 			}
 			return fmt.Sprintf("routes (%d upstreams, %d dropped)", len(ups.Upstreams), len(dropped))
 		}, abort, nil
+	}}
+}
+
+// modelCheck runs checkModels over the configuration in force: at start,
+// and again at each reload that changes routes or alerting, cancelling
+// the check of the configuration before (it may still wait for the
+// upstream's index).
+type modelCheck struct {
+	ctx    context.Context
+	rt     *routing
+	log    *slog.Logger
+	cancel context.CancelFunc
+}
+
+func (m *modelCheck) check(c Config) {
+	if m.cancel != nil {
+		m.cancel()
+	}
+	var ctx context.Context
+	ctx, m.cancel = context.WithCancel(m.ctx)
+	checkModels(ctx, m.rt.Router.Routes, c.alerts, m.rt.Default, m.log)
+}
+
+// step re-checks after a reload; it changes nothing that serves.
+func (m *modelCheck) step() reloadStep {
+	return reloadStep{name: "model check", prepare: func(old, next *Config) (func() string, func(), error) {
+		if reflect.DeepEqual(old.RoutingConfig, next.RoutingConfig) && reflect.DeepEqual(alertingView(old.alerts), alertingView(next.alerts)) {
+			return nil, nil, nil
+		}
+		return func() string { m.check(*next); return "" }, nil, nil
 	}}
 }
