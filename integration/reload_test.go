@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/grpc/connectivity"
 
 	"github.com/infergate/infergate/proto/kservepb"
@@ -103,50 +104,9 @@ func TestReload(t *testing.T) {
 		"--config", filepath.Join(cm.dir, "config.yaml"), "--rules", rules, "--admin-token-file", token, "--log-level", "info")
 	admin := "http://" + gate.admin
 
-	cc := dial(t, gate.grpc)
-	kc := kservepb.NewGRPCInferenceServiceClient(cc)
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	var calls, failed atomic.Int64
-	var firstErr atomic.Value
-	for range 8 {
-		wg.Go(func() {
-			req := resnetRequest("resnet50", 1)
-			for ctx.Err() == nil {
-				cctx, ccancel := context.WithTimeout(ctx, 10*time.Second)
-				_, err := kc.ModelInfer(cctx, req)
-				ccancel()
-				if ctx.Err() != nil {
-					return
-				}
-				calls.Add(1)
-				if err != nil {
-					failed.Add(1)
-					firstErr.CompareAndSwap(nil, err.Error())
-				}
-			}
-		})
-	}
-	// The connection must stay READY throughout: a drop would show here
-	// even if every call happened to be retried.
-	var dropped atomic.Bool
-	wg.Go(func() {
-		for st := cc.GetState(); st != connectivity.Ready; st = cc.GetState() {
-			if !cc.WaitForStateChange(ctx, st) {
-				return
-			}
-		}
-		if cc.WaitForStateChange(ctx, connectivity.Ready) && ctx.Err() == nil {
-			dropped.Store(true)
-		}
-	})
-	stopLoad := func() { cancel(); wg.Wait() }
-	defer stopLoad()
-	waitCalls := func(n int64) {
-		t.Helper()
-		from := calls.Load()
-		eventually(t, fmt.Sprintf("%d more calls", n), func() bool { return calls.Load() >= from+n })
-	}
+	ld := startCallLoad(t, gate.grpc, "resnet50")
+	defer ld.stop()
+	waitCalls := ld.waitCalls
 	waitCalls(50)
 
 	// 1. SIGHUP: the rules file's threshold and receiver.
@@ -206,14 +166,183 @@ func TestReload(t *testing.T) {
 	})
 	waitCalls(50)
 
-	stopLoad()
-	if n := failed.Load(); n > 0 {
-		t.Errorf("%d of %d calls failed across the reloads; first: %v", n, calls.Load(), firstErr.Load())
+	ld.check(t)
+}
+
+// callLoad is 8 callers of one model on one connection, and a watch that the
+// connection stays READY.
+type callLoad struct {
+	t                *testing.T
+	cancel           func()
+	wg               sync.WaitGroup
+	calls, failed    atomic.Int64
+	firstErr         atomic.Value
+	dropped          atomic.Bool
+	stopped, checked bool
+}
+
+func startCallLoad(t *testing.T, addr, model string) *callLoad {
+	t.Helper()
+	cc := dial(t, addr)
+	kc := kservepb.NewGRPCInferenceServiceClient(cc)
+	ctx, cancel := context.WithCancel(context.Background())
+	ld := &callLoad{t: t, cancel: cancel}
+	for range 8 {
+		ld.wg.Go(func() {
+			req := resnetRequest(model, 1)
+			for ctx.Err() == nil {
+				cctx, ccancel := context.WithTimeout(ctx, 10*time.Second)
+				_, err := kc.ModelInfer(cctx, req)
+				ccancel()
+				if ctx.Err() != nil {
+					return
+				}
+				ld.calls.Add(1)
+				if err != nil {
+					ld.failed.Add(1)
+					ld.firstErr.CompareAndSwap(nil, err.Error())
+				}
+			}
+		})
 	}
-	if dropped.Load() {
+	// The connection must stay READY throughout: a drop would show here
+	// even if every call happened to be retried.
+	ld.wg.Go(func() {
+		for st := cc.GetState(); st != connectivity.Ready; st = cc.GetState() {
+			if !cc.WaitForStateChange(ctx, st) {
+				return
+			}
+		}
+		if cc.WaitForStateChange(ctx, connectivity.Ready) && ctx.Err() == nil {
+			ld.dropped.Store(true)
+		}
+	})
+	return ld
+}
+
+// waitCalls waits for n more calls to end.
+func (ld *callLoad) waitCalls(n int64) {
+	ld.t.Helper()
+	from := ld.calls.Load()
+	eventually(ld.t, fmt.Sprintf("%d more calls", n), func() bool { return ld.calls.Load() >= from+n })
+}
+
+func (ld *callLoad) stop() {
+	if !ld.stopped {
+		ld.stopped = true
+		ld.cancel()
+		ld.wg.Wait()
+	}
+}
+
+// check stops the load and fails t if a call failed or the connection
+// left READY.
+func (ld *callLoad) check(t *testing.T) {
+	t.Helper()
+	ld.stop()
+	if n := ld.failed.Load(); n > 0 {
+		t.Errorf("%d of %d calls failed across the reloads; first: %v", n, ld.calls.Load(), ld.firstErr.Load())
+	}
+	if ld.dropped.Load() {
 		t.Errorf("the client's connection left READY during the reloads")
 	}
-	t.Logf("%d calls, none failed", calls.Load())
+	t.Logf("%d calls, none failed", ld.calls.Load())
+}
+
+// TestReloadTurnsBatchingOn: batching off at start, a reload turns it on
+// (adaptive) under load, and another off again; no call fails, no
+// connection drops, /api/v1/batching shows each state and the batches
+// formed. The calls take the fast path (no tracing, no route), whose
+// forward decision asks the batcher.
+func TestReloadTurnsBatchingOn(t *testing.T) {
+	pri := startSim(t)
+	conf := writeFile(t, "infergate.yaml", fmt.Sprintf("upstream: %q\n", pri.grpc))
+	gate := start(t, "infergate", "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0", "--config", conf)
+	admin := "http://" + gate.admin
+	ld := startCallLoad(t, gate.grpc, "resnet50")
+	defer ld.stop()
+	ld.waitCalls(50)
+	if m, _ := batchingModel(t, admin, "resnet50"); m != "" {
+		t.Fatalf("batching off at start: /api/v1/batching shows resnet50 (%s)", m)
+	}
+
+	on := fmt.Sprintf("upstream: %q\nbatching: {mode: adaptive, models: {resnet50: {}}}\n", pri.grpc)
+	if err := os.WriteFile(conf, []byte(on), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "resnet50 batched (adaptive) with batches formed in /api/v1/batching", func() bool {
+		mode, batches := batchingModel(t, admin, "resnet50")
+		return mode == "adaptive" && batches > 0
+	})
+	_, cfgBody := httpGet(t, admin+"/api/v1/status/config?format=json")
+	var st struct {
+		RestartRequired []string `json:"restart_required"`
+	}
+	if err := json.Unmarshal([]byte(cfgBody), &st); err != nil || len(st.RestartRequired) != 0 {
+		t.Errorf("after batching turned on: restart_required %v (%v), want none", st.RestartRequired, err)
+	}
+	ld.waitCalls(50)
+
+	if err := os.WriteFile(conf, []byte(fmt.Sprintf("upstream: %q\n", pri.grpc)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "resnet50 no longer batched in /api/v1/batching", func() bool {
+		m, _ := batchingModel(t, admin, "resnet50")
+		return m == ""
+	})
+	ld.waitCalls(50)
+	ld.check(t)
+}
+
+// TestReloadTracingSampler: tracing on with sample_ratio 0 records no
+// call; a reload to 1 records the calls after it, without a restart.
+func TestReloadTracingSampler(t *testing.T) {
+	rcv := startOTLPReceiver(t)
+	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "50") // export within 50ms, not 5s
+	pri := startSim(t)
+	file := func(ratio int) string {
+		return fmt.Sprintf("upstream: %q\ntracing: {enabled: true, protocol: grpc, endpoint: %q, sample_ratio: %d}\n", pri.grpc, "http://"+rcv.addr, ratio)
+	}
+	conf := writeFile(t, "infergate.yaml", file(0))
+	gate := start(t, "infergate", "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0", "--config", conf, "--log-level", "info")
+	kc := kservepb.NewGRPCInferenceServiceClient(dial(t, gate.grpc))
+	ctx := testCtx(t)
+	calls := func(n int) {
+		t.Helper()
+		for range n {
+			if _, err := kc.ModelInfer(ctx, resnetRequest("resnet50", 1)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	servers := func() int {
+		rcv.mu.Lock()
+		defer rcv.mu.Unlock()
+		n := 0
+		for _, s := range rcv.spans {
+			if s.Kind == tracepb.Span_SPAN_KIND_SERVER {
+				n++
+			}
+		}
+		return n
+	}
+	calls(20)
+	if err := os.WriteFile(conf, []byte(file(1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "the reload applied", func() bool {
+		return strings.Contains(gate.log.String(), "tracing sampler: sample_ratio 1")
+	})
+	calls(5)
+	waitFor(t, 30*time.Second, "the 5 calls after the reload traced", func() bool { return servers() >= 5 })
+	// The 20 calls before it, had they been sampled, were exported
+	// long before these.
+	if n := servers(); n != 5 {
+		t.Errorf("%d server spans, want the 5 calls after the reload: sample_ratio 0 recorded calls", n)
+	}
+	if strings.Contains(gate.log.String(), "settings=tracing") {
+		t.Errorf("the sampler's change waits for a restart:\n%s", gate.log.String())
+	}
 }
 
 func reloadWithToken(t *testing.T, admin, token string) (int, string) {
@@ -256,6 +385,34 @@ func routeFallback(t *testing.T, admin string) string {
 		}
 	}
 	return ""
+}
+
+// batchingModel is model's mode and batches formed as /api/v1/batching
+// shows them; "" when the model is not batched.
+func batchingModel(t *testing.T, admin, model string) (mode string, batches uint64) {
+	t.Helper()
+	_, body := httpGet(t, admin+"/api/v1/batching")
+	var v struct {
+		Models []struct {
+			Model  string `json:"model"`
+			Mode   string `json:"mode"`
+			Queues []struct {
+				Batches uint64 `json:"batches"`
+			} `json:"queues"`
+		} `json:"models"`
+	}
+	if err := json.Unmarshal([]byte(body), &v); err != nil {
+		t.Fatalf("/api/v1/batching: %v\n%s", err, body)
+	}
+	for _, m := range v.Models {
+		if m.Model == model {
+			for _, q := range m.Queues {
+				batches += q.Batches
+			}
+			return m.Mode, batches
+		}
+	}
+	return "", 0
 }
 
 // batchingMaxSize is resnet50's max_size as /api/v1/batching shows it.

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/infergate/infergate/batcher"
 	"github.com/infergate/infergate/monitor"
 )
 
@@ -47,7 +48,15 @@ func benchEnvRouted(b *testing.B, route func(up *Upstream) *Router, extra ...Opt
 	if err != nil {
 		b.Fatal(err)
 	}
-	opts := append([]Option{WithRecorder(&discardRecorder{})}, extra...)
+	// cmd/infergate always hands the proxy a batcher, one that batches
+	// nothing while batching is off (so that a reload can turn it on):
+	// the calls measured here pay for asking it, as a deployed proxy's do.
+	bat, err := batcher.New(batcher.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = bat.Close() })
+	opts := append([]Option{WithRecorder(&discardRecorder{}), WithBatcher(bat)}, extra...)
 	if route != nil {
 		r := route(up)
 		b.Cleanup(func() { r.Close() })

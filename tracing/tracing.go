@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
@@ -50,7 +51,15 @@ type Config struct {
 	// parent) recorded, 0 to 1; a call whose client sampled its trace is
 	// always recorded, one whose client did not never is (parent-based).
 	// Default OTEL_TRACES_SAMPLER_ARG for a ratio sampler, else 1.
+	// A reload changes it live (SetSampler).
 	SampleRatio float64 `yaml:"sample_ratio"`
+	// ParentBased follows the client's decision where the call carries a
+	// trace context: a sampled parent is always recorded, an unsampled one
+	// never; SampleRatio then applies only to new traces. False applies
+	// SampleRatio to every call, whatever its parent says. Default true,
+	// unless OTEL_TRACES_SAMPLER names a sampler without the parentbased_
+	// prefix. A reload changes it live (SetSampler).
+	ParentBased bool `yaml:"parent_based"`
 	// ServiceName is the resource's service.name. Default OTEL_SERVICE_NAME,
 	// else "infergate".
 	ServiceName string `yaml:"service_name"`
@@ -61,7 +70,7 @@ type Config struct {
 // DefaultConfig returns the defaults, read from the environment by getenv
 // (os.Getenv).
 func DefaultConfig(getenv func(string) string) Config {
-	c := Config{Protocol: ProtocolHTTP, SampleRatio: 1, ServiceName: "infergate"}
+	c := Config{Protocol: ProtocolHTTP, SampleRatio: 1, ParentBased: true, ServiceName: "infergate"}
 	c.Enabled = strings.EqualFold(strings.TrimSpace(getenv("OTEL_TRACES_EXPORTER")), "otlp")
 	c.disabled = strings.EqualFold(strings.TrimSpace(getenv("OTEL_SDK_DISABLED")), "true")
 	for _, k := range []string{"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"} {
@@ -70,13 +79,18 @@ func DefaultConfig(getenv func(string) string) Config {
 			break
 		}
 	}
-	switch getenv("OTEL_TRACES_SAMPLER") {
-	case "traceidratio", "parentbased_traceidratio":
+	sampler := getenv("OTEL_TRACES_SAMPLER")
+	switch strings.TrimPrefix(sampler, "parentbased_") {
+	case "traceidratio":
 		if r, err := strconv.ParseFloat(getenv("OTEL_TRACES_SAMPLER_ARG"), 64); err == nil {
 			c.SampleRatio = r
 		}
-	case "always_off", "parentbased_always_off":
+	case "always_off":
 		c.SampleRatio = 0
+	}
+	switch sampler {
+	case "traceidratio", "always_on", "always_off":
+		c.ParentBased = false
 	}
 	if v := getenv("OTEL_SERVICE_NAME"); v != "" {
 		c.ServiceName = v
@@ -115,7 +129,46 @@ type Tracing struct {
 	Provider   trace.TracerProvider
 	Propagator propagation.TextMapPropagator
 	sdk        *sdktrace.TracerProvider
+	sampler    *swapSampler
 }
+
+// Sampler is the sampler c's settings (SampleRatio, ParentBased) make.
+func (c Config) Sampler() sdktrace.Sampler {
+	s := sdktrace.TraceIDRatioBased(c.SampleRatio)
+	if c.ParentBased {
+		s = sdktrace.ParentBased(s)
+	}
+	return s
+}
+
+// SetSampler makes spans from now on sampled by c's SampleRatio and
+// ParentBased (a reload's change); the rest of c (exporter, endpoint,
+// service name) is read by Start only. Spans already started keep their
+// decision.
+func (t *Tracing) SetSampler(c Config) { t.sampler.set(c.Sampler()) }
+
+// swapSampler is the provider's sampler: the SDK takes one sampler when
+// the provider is built and keeps it, so the provider gets this one, which
+// hands each decision to the sampler stored last. One atomic load per
+// span; nothing on a call that is not traced.
+type swapSampler struct{ cur atomic.Pointer[samplerBox] }
+
+// samplerBox holds an interface value behind one pointer.
+type samplerBox struct{ sdktrace.Sampler }
+
+func newSwapSampler(s sdktrace.Sampler) *swapSampler {
+	w := &swapSampler{}
+	w.set(s)
+	return w
+}
+
+func (w *swapSampler) set(s sdktrace.Sampler) { w.cur.Store(&samplerBox{s}) }
+
+func (w *swapSampler) ShouldSample(p sdktrace.SamplingParameters) sdktrace.SamplingResult {
+	return w.cur.Load().ShouldSample(p)
+}
+
+func (w *swapSampler) Description() string { return w.cur.Load().Description() }
 
 // Start builds the exporter, the sampler and the provider of c. The
 // exporter connects lazily: an unreachable collector loses spans (the
@@ -147,15 +200,17 @@ func Start(ctx context.Context, c Config, version string) (*Tracing, error) {
 	if err != nil && res == nil {
 		return nil, fmt.Errorf("tracing: resource: %w", err)
 	}
+	sampler := newSwapSampler(c.Sampler())
 	tp := sdktrace.NewTracerProvider(
 		sdktrace.WithBatcher(exp),
 		sdktrace.WithResource(res),
-		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(c.SampleRatio))),
+		sdktrace.WithSampler(sampler),
 	)
 	return &Tracing{
 		Provider:   tp,
 		Propagator: propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}),
 		sdk:        tp,
+		sampler:    sampler,
 	}, nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"go.opentelemetry.io/otel/trace"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/protobuf/proto"
 )
@@ -97,5 +98,67 @@ func TestHTTPExporterSendsSpans(t *testing.T) {
 	}
 	if service != "gw-test" || rs.ScopeSpans[0].Spans[0].Name != "one" {
 		t.Errorf("got service %q, spans %v", service, rs.ScopeSpans[0].Spans)
+	}
+}
+
+// A reload's sampler settings apply to the next span without a new
+// provider: what a running proxy's tracer (taken once) samples changes.
+func TestSetSamplerAppliesToNewSpans(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	defer srv.Close()
+	c := DefaultConfig(func(string) string { return "" })
+	c.Enabled, c.Endpoint, c.SampleRatio = true, srv.URL, 0
+	tr, err := Start(context.Background(), c, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Shutdown(context.Background())
+	tracer := tr.Provider.Tracer("test")
+	sampledParent := trace.ContextWithRemoteSpanContext(context.Background(), trace.NewSpanContext(trace.SpanContextConfig{
+		TraceID: trace.TraceID{1}, SpanID: trace.SpanID{1}, TraceFlags: trace.FlagsSampled, Remote: true}))
+	sampled := func(ctx context.Context) bool {
+		_, span := tracer.Start(ctx, "call")
+		defer span.End()
+		return span.SpanContext().IsSampled()
+	}
+	cases := []struct {
+		name             string
+		ratio            float64
+		parentBased      bool
+		newTrace, parent bool // want sampled: a call without a parent, one with a sampled parent
+	}{
+		{"ratio 0, parent-based: only the client's sampled traces", 0, true, false, true},
+		{"ratio 1, parent-based: all", 1, true, true, true},
+		{"ratio 0, not parent-based: none, whatever the client says", 0, false, false, false},
+		{"ratio 1, not parent-based: all", 1, false, true, true},
+	}
+	for _, tc := range cases {
+		c.SampleRatio, c.ParentBased = tc.ratio, tc.parentBased
+		tr.SetSampler(c)
+		if got := sampled(context.Background()); got != tc.newTrace {
+			t.Errorf("%s: a new trace sampled %t, want %t", tc.name, got, tc.newTrace)
+		}
+		if got := sampled(sampledParent); got != tc.parent {
+			t.Errorf("%s: a call with a sampled parent sampled %t, want %t", tc.name, got, tc.parent)
+		}
+	}
+}
+
+// OTEL_TRACES_SAMPLER without the parentbased_ prefix turns parent-based
+// sampling off, as the specification reads it.
+func TestDefaultConfigParentBased(t *testing.T) {
+	for sampler, want := range map[string]bool{
+		"": true, "parentbased_traceidratio": true, "parentbased_always_on": true,
+		"traceidratio": false, "always_on": false, "always_off": false,
+	} {
+		c := DefaultConfig(func(k string) string {
+			if k == "OTEL_TRACES_SAMPLER" {
+				return sampler
+			}
+			return ""
+		})
+		if c.ParentBased != want {
+			t.Errorf("OTEL_TRACES_SAMPLER=%q: parent_based %t, want %t", sampler, c.ParentBased, want)
+		}
 	}
 }

@@ -72,16 +72,24 @@ func setPreferredSizes(c *Config, v string) error {
 	return nil
 }
 
-// newBatcher returns the batcher for c, or nil when no model is batched.
+// newBatcher returns the batcher for c; with no model batched, one that
+// batches nothing until a reload turns batching on (batchingStep): users
+// tune batching first, and a restart for its first switch would drop
+// every client connection. Such a batcher costs a call one atomic load
+// and a lookup in an empty map (Handles); nothing is allocated.
 // nonIdempotent are the models whose routes say idempotent: false: the
 // batcher never sends their calls twice.
 func newBatcher(s batcher.Settings, nonIdempotent map[string]bool, opts ...batcher.Option) (*batcher.Batcher, error) {
 	cfg := s.Config()
-	if len(cfg.Models) == 0 && cfg.Auto == nil {
-		return nil, nil
-	}
 	cfg.NonIdempotent = nonIdempotent
 	return batcher.New(cfg, opts...)
+}
+
+// batchingOn reports whether s batches some model: models named, or the
+// upstream's (auto).
+func batchingOn(s batcher.Settings) bool {
+	cfg := s.Config()
+	return len(cfg.Models) > 0 || cfg.Auto != nil
 }
 
 // nonIdempotentModels are the models whose routes say idempotent: false.
@@ -178,11 +186,11 @@ func sortedKeys[V any](m map[string]V) []string {
 	return keys
 }
 
-// startBatcher returns the batcher for c with its metrics registered on
-// reg, or nil when no model is batched. Closing a nil one is a no-op.
+// startBatcher returns the batcher for c (newBatcher: built even when no
+// model is batched) with its metrics registered on reg.
 func startBatcher(c batcher.Settings, nonIdempotent map[string]bool, reg prometheus.Registerer, log *slog.Logger) (*batcher.Batcher, error) {
 	b, err := newBatcher(c, nonIdempotent, batcher.WithLogger(log))
-	if err != nil || b == nil {
+	if err != nil {
 		return nil, err
 	}
 	if err := b.Register(reg); err != nil {

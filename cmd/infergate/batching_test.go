@@ -73,10 +73,16 @@ func TestBatchingOff(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// Built, so that a reload can turn batching on, but batching
+		// nothing.
 		b, err := newBatcher(c.Batching, nil)
-		if err != nil || b != nil {
-			t.Errorf("%q: batcher %v, %v; want none", args, b, err)
+		if err != nil {
+			t.Fatalf("%q: %v", args, err)
 		}
+		if len(b.Policies()) != 0 || b.Handles(batcher.MethodModelInfer, "resnet50") || batchingOn(c.Batching) {
+			t.Errorf("%q: batches %v; want nothing", args, b.Policies())
+		}
+		b.Close()
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"sync"
 	"syscall"
 	"time"
 
@@ -213,7 +214,14 @@ func serve(ctx context.Context, cfg Config, mem memlimit.Result, log *slog.Logge
 	if err != nil {
 		return err
 	}
-	rl.steps = []reloadStep{alertingStep(al.engine), batchingStep(bat), routingStep(rt, upCreds, cfg.ShutdownTimeout, log)}
+	// The loops below live until runCtx ends; a reload may start the
+	// batching discovery (batching turned on), so runCtx comes first.
+	runCtx, cancelRun := context.WithCancel(context.Background())
+	defer cancelRun()
+	discover := sync.OnceFunc(func() { go discoverBatching(runCtx, bat, up.Conn(), log) })
+	models := &modelCheck{ctx: runCtx, rt: rt, log: log}
+	rl.steps = []reloadStep{alertingStep(al.engine), batchingStep(bat, discover), routingStep(rt, upCreds, cfg.ShutdownTimeout, log), tracingStep(w.tr),
+		models.step()} // after routing: it reads the routes in force
 	if cfg.level != nil {
 		rl.steps = append([]reloadStep{logLevelStep(cfg.level)}, rl.steps...)
 	}
@@ -223,15 +231,15 @@ func serve(ctx context.Context, cfg Config, mem memlimit.Result, log *slog.Logge
 	defer signal.Stop(hup)
 	hs := &http.Server{Handler: adm.handler(), ReadHeaderTimeout: 10 * time.Second}
 
-	runCtx, cancelRun := context.WithCancel(context.Background())
-	defer cancelRun()
 	go mon.Run(runCtx)
 	go gt.run(runCtx)
+	// Before the reloads start: they re-run it (modelCheck is not
+	// safe for concurrent use; reloads are serialised).
+	models.check(cfg)
 	go rl.run(runCtx, hup)
-	if bat != nil {
-		go discoverBatching(runCtx, bat, up.Conn(), log)
+	if batchingOn(cfg.Batching) {
+		discover()
 	}
-	checkFallbacks(runCtx, rt.Router.Routes, rt.Default, log)
 	alertsDone := make(chan struct{})
 	go func() { al.run(runCtx); close(alertsDone) }()
 	// stopAlerting ends the alert engine before a failed serve returns:

@@ -14,6 +14,7 @@ import (
 	"github.com/infergate/infergate/internal/statefile"
 	"github.com/infergate/infergate/monitor"
 	"github.com/infergate/infergate/proxy"
+	"github.com/infergate/infergate/tracing"
 )
 
 // parts are the pieces serve runs, built from one config with every
@@ -26,7 +27,8 @@ type parts struct {
 	gt                *gpuRuntime
 	rt                *routing
 	al                *alerting
-	bat               *batcher.Batcher // nil when nothing is batched
+	bat               *batcher.Batcher // built even when nothing is batched (newBatcher)
+	tr                *tracing.Tracing // nil when tracing is off
 	p                 *proxy.Proxy
 	fd                proxy.FrontDoor
 	reload            *reloadGauges
@@ -92,10 +94,11 @@ func newParts(cfg Config, mem memlimit.Result, reg prometheus.Registerer, log *s
 	if err != nil {
 		return nil, err
 	}
-	traceOpt, stopTracing, err := startTracing(cfg.Tracing, log)
+	traceOpt, tr, stopTracing, err := startTracing(cfg.Tracing, log)
 	if err != nil {
 		return nil, err
 	}
+	w.tr = tr
 	w.closers = append(w.closers, stopTracing, func() { w.bat.Close() })
 	w.fd, w.budgetSource = cfg.FrontDoor.frontDoor(mem)
 	budgetWarnings(w.fd.MaxBufferedBytes, w.budgetSource, mem, log)

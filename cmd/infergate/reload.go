@@ -177,7 +177,10 @@ func newLoaded(c Config, at time.Time) (*loadedConfig, error) {
 var restartOnly = []string{
 	"listen", "admin", "tls", "fast_path", "front_door", "upstream", "upstream_tls",
 	"max_message_bytes", "upstream_conns", "upstream_timeout", "upstream_keepalive_time", "max_in_flight",
-	"shutdown_timeout", "drain_delay", "readiness", "monitor", "gpu", "tracing", "pprof",
+	"shutdown_timeout", "drain_delay", "readiness", "monitor", "gpu", "pprof",
+	// The tracing sampler changes live (tracingStep); the exporter is
+	// built once.
+	"tracing.enabled", "tracing.protocol", "tracing.endpoint", "tracing.service_name",
 	"log.format", "log.requests", "log.interval",
 	"alerting.evaluation_interval", "alerting.state_file", "alerting.baseline", "alert_state_file",
 	"admin_token_file", "batching.key_headers",
@@ -313,12 +316,12 @@ func (r *reloader) reload(trigger string) reloadResult {
 
 // restartPending names the changes no step can make live whatever the
 // setting: parts that were off at start and need their machinery built.
+// Batching is not one: its batcher is built at start whatever the
+// setting (newBatcher). Routing is: a router, even an empty one, makes
+// every call on the gRPC path allocate more (proxy.unary), so none is
+// built while nothing is routed.
 func restartPending(old, next Config) []string {
 	var out []string
-	if len(old.Batching.Config().Models) == 0 && old.Batching.Config().Auto == nil &&
-		(len(next.Batching.Config().Models) > 0 || next.Batching.Config().Auto != nil) {
-		out = append(out, "batching")
-	}
 	if len(old.Routes) == 0 && old.Breaker == nil && !upstreamBreakers(old) && (len(next.Routes) > 0 || next.Breaker != nil || upstreamBreakers(next)) {
 		out = append(out, "routes")
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"reflect"
@@ -13,6 +14,7 @@ import (
 	"github.com/infergate/infergate/alert"
 	"github.com/infergate/infergate/batcher"
 	"github.com/infergate/infergate/proxy"
+	"github.com/infergate/infergate/tracing"
 )
 
 // logLevelStep sets the log level (log.level, --log-level) live.
@@ -28,6 +30,24 @@ func logLevelStep(level *slog.LevelVar) reloadStep {
 		return func() string {
 			level.Set(l)
 			return "log level " + next.Log.Level
+		}, nil, nil
+	}}
+}
+
+// tracingStep swaps the tracer provider's sampler (tracing.sample_ratio,
+// tracing.parent_based): spans started from then on follow it. Tracing
+// turned on or off, another exporter, endpoint or service name wait for a
+// restart (restartOnly). t is nil when tracing is off: there is nothing
+// to sample, and the settings take effect when a restart turns it on.
+func tracingStep(t *tracing.Tracing) reloadStep {
+	return reloadStep{name: "tracing", prepare: func(old, next *Config) (func() string, func(), error) {
+		o, n := old.Tracing, next.Tracing
+		if t == nil || (o.SampleRatio == n.SampleRatio && o.ParentBased == n.ParentBased) {
+			return nil, nil, nil
+		}
+		return func() string {
+			t.SetSampler(n)
+			return fmt.Sprintf("tracing sampler: sample_ratio %g, parent_based %t", n.SampleRatio, n.ParentBased)
 		}, nil, nil
 	}}
 }
@@ -65,10 +85,12 @@ func alertingView(c *alert.Config) alert.Config {
 		Schedules: c.Schedules, ExternalURL: c.ExternalURL}
 }
 
-// batchingStep applies the batching policy and knobs per model. A
-// batcher that was not started (batching off at start) is not started by
-// a reload: restartPending says so.
-func batchingStep(b *batcher.Batcher) reloadStep {
+// batchingStep applies the batching policy and knobs per model, turning
+// batching on or off as well: the batcher is built at start even when it
+// batches nothing (newBatcher). discover starts the discovery of the
+// upstream's batching (max_batch_size, the auto models) when a reload
+// turns batching on; it runs once, whatever calls it.
+func batchingStep(b *batcher.Batcher, discover func()) reloadStep {
 	return reloadStep{name: "batching", prepare: func(old, next *Config) (func() string, func(), error) {
 		if b == nil || (reflect.DeepEqual(old.Batching, next.Batching) &&
 			reflect.DeepEqual(nonIdempotentModels(old.RoutingConfig), nonIdempotentModels(next.RoutingConfig))) {
@@ -84,6 +106,9 @@ func batchingStep(b *batcher.Batcher) reloadStep {
 			changed, err := b.Apply(cfg)
 			if err != nil { // checked above: not expected
 				return "batching not applied: " + err.Error()
+			}
+			if batchingOn(next.Batching) {
+				discover()
 			}
 			if len(changed) == 0 {
 				return "batching unchanged"
@@ -139,5 +164,35 @@ func routingStep(rt *routing, creds credentials.TransportCredentials, drain time
 			}
 			return fmt.Sprintf("routes (%d upstreams, %d dropped)", len(ups.Upstreams), len(dropped))
 		}, abort, nil
+	}}
+}
+
+// modelCheck runs checkModels over the configuration in force: at start,
+// and again at each reload that changes routes or alerting, cancelling
+// the check of the configuration before (it may still wait for the
+// upstream's index).
+type modelCheck struct {
+	ctx    context.Context
+	rt     *routing
+	log    *slog.Logger
+	cancel context.CancelFunc
+}
+
+func (m *modelCheck) check(c Config) {
+	if m.cancel != nil {
+		m.cancel()
+	}
+	var ctx context.Context
+	ctx, m.cancel = context.WithCancel(m.ctx)
+	checkModels(ctx, m.rt.Router.Routes, c.alerts, m.rt.Default, m.log)
+}
+
+// step re-checks after a reload; it changes nothing that serves.
+func (m *modelCheck) step() reloadStep {
+	return reloadStep{name: "model check", prepare: func(old, next *Config) (func() string, func(), error) {
+		if reflect.DeepEqual(old.RoutingConfig, next.RoutingConfig) && reflect.DeepEqual(alertingView(old.alerts), alertingView(next.alerts)) {
+			return nil, nil, nil
+		}
+		return func() string { m.check(*next); return "" }, nil, nil
 	}}
 }
