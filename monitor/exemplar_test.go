@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -189,5 +190,31 @@ func TestExemplarsGoWithTheSeries(t *testing.T) {
 	tick(r, clk, 5)
 	if n := len(r.exemplars()); n != 0 {
 		t.Errorf("%d label sets keep exemplars after their series were dropped", n)
+	}
+}
+
+// Scrapes read exemplars while calls write them (run with -race).
+func TestExemplarsConcurrentWithScrapes(t *testing.T) {
+	r, _ := newTestRegistry(t, Options{})
+	reg := prometheus.NewPedanticRegistry()
+	if err := r.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for i := range 500 {
+				r.Record(testKey, Sample{Total: time.Duration(1+i%300) * time.Millisecond, Code: "OK", TraceID: traceID(byte(g + 1))})
+			}
+		})
+	}
+	for range 20 {
+		if _, err := reg.Gather(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wg.Wait()
+	if h := durationMetric(t, reg); len(h.GetExemplars()) == 0 {
+		t.Error("no exemplars after the traced calls")
 	}
 }
