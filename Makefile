@@ -38,7 +38,7 @@ test-grpc-path:
 
 # test-allocs runs the allocation budgets, which -race would distort.
 test-allocs:
-	$(GO) test -count=1 -run 'AllocBudget' ./proxy/
+	$(GO) test -count=1 -run 'AllocBudget' ./proxy/ ./monitor/
 
 # docs regenerates the reference pages from what the binary parses and
 # registers (the flag table, the Config type, the collectors);

@@ -37,6 +37,7 @@ type grafanaPanel struct {
 		RefID      string         `json:"refId"`
 		Expr       string         `json:"expr"`
 		Datasource map[string]any `json:"datasource"`
+		Exemplar   bool           `json:"exemplar"`
 	} `json:"targets"`
 	Panels []grafanaPanel `json:"panels"`
 }
@@ -179,6 +180,11 @@ func TestGrafanaDashboardModel(t *testing.T) {
 		for _, tg := range p.Targets {
 			if tg.Datasource["uid"] != "${datasource}" {
 				t.Errorf("panel %q target %s reads datasource %v", p.Title, tg.RefID, tg.Datasource)
+			}
+			// The latency histogram carries traced calls' trace ids:
+			// its panels show them, so a p99 spike links to a trace.
+			if strings.Contains(tg.Expr, "infergate_request_duration_seconds") && !tg.Exemplar {
+				t.Errorf("panel %q target %s reads the latency histogram without \"exemplar\": true", p.Title, tg.RefID)
 			}
 		}
 	})

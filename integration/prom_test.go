@@ -35,6 +35,15 @@ func startPrometheus(t *testing.T, interval, rules string, targets ...string) st
 // would give them (namespace and pod, as Kubernetes discovery does).
 func startPrometheusStatic(t *testing.T, interval, rules string, staticConfigs []any) string {
 	t.Helper()
+	return startPrometheusFeatures(t, interval, rules, "native-histograms", staticConfigs)
+}
+
+// startPrometheusFeatures is startPrometheusStatic with the feature flags
+// given (--enable-feature's comma-separated list): exemplar-storage keeps
+// exemplars; without native-histograms Prometheus 2.42 scrapes
+// OpenMetrics text and stores the classic buckets.
+func startPrometheusFeatures(t *testing.T, interval, rules, features string, staticConfigs []any) string {
+	t.Helper()
 	b, err := os.ReadFile(exampleConfig)
 	if err != nil {
 		t.Fatal(err)
@@ -69,7 +78,7 @@ func startPrometheusStatic(t *testing.T, interval, rules string, staticConfigs [
 	}
 	addr := freePort(t)
 	startTool(t, "prometheus", "--config.file="+path, "--storage.tsdb.path="+filepath.Join(dir, "data"),
-		"--web.listen-address="+addr, "--enable-feature=native-histograms")
+		"--web.listen-address="+addr, "--enable-feature="+features)
 	waitHTTP(t, "http://"+addr+"/-/ready", 60*time.Second)
 	return addr
 }

@@ -68,7 +68,7 @@ var (
 // exported fleet rules (infergate rules export) fall back to them and
 // would read a 150 ms p99 as about 245 ms with only 100 ms and 250 ms
 // bounds.
-var durationBuckets = []float64{
+var durationBuckets = [...]float64{
 	0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
 	0.075, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.75, 1, 2.5, 5, 10, 30, 60,
 }
@@ -104,7 +104,7 @@ func newDurationVec() *prometheus.HistogramVec {
 	return prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:                            "infergate_request_duration_seconds",
 		Help:                            "Time from arrival at the proxy to the last byte sent to the client.",
-		Buckets:                         durationBuckets,
+		Buckets:                         durationBuckets[:],
 		NativeHistogramBucketFactor:     nativeBucketFactor,
 		NativeHistogramMaxBucketNumber:  nativeMaxBuckets,
 		NativeHistogramMinResetDuration: time.Hour,
@@ -117,7 +117,7 @@ func newDurationVec() *prometheus.HistogramVec {
 func (r *Registry) Register(reg prometheus.Registerer) error {
 	var errs []error
 	if r.durations != nil {
-		if err := reg.Register(r.durations); err != nil {
+		if err := reg.Register(durationCollector{r}); err != nil {
 			errs = append(errs, fmt.Errorf("monitor: register request histogram: %w", err))
 		}
 	}

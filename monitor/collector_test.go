@@ -72,6 +72,8 @@ func TestPromtoolCheckMetrics(t *testing.T) {
 	// A series with an empty window too: NaN quantiles must lint clean.
 	r.Record(SeriesKey{Model: "idle", Version: "1", Method: "Predict", Upstream: "tfs", CodeClass: CodeClassOK},
 		Sample{Total: time.Millisecond, Code: "OK"})
+	// A traced call: its exemplar must not leak into the text format.
+	r.Record(testKey, Sample{Total: 120 * time.Millisecond, Code: "OK", TraceID: [16]byte{1, 2, 3}})
 	r.Rotate()
 	text := exposition(t, reg)
 

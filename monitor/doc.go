@@ -104,4 +104,11 @@
 // infergate_stream_responses_per_request, and for all
 // infergate_stream_dropped_total{reason}. Empty windows export NaN
 // quantiles; the queue summary appears only for series that ever queued.
+//
+// A Sample with a TraceID leaves it as the exemplar (label trace_id) of
+// its bucket of infergate_request_duration_seconds: each shard keeps the
+// latest traced call per classic bucket (800 bytes, allocated on its
+// first traced call; nothing per call), and the histogram's collector
+// attaches them at scrape time, to the classic buckets and the native
+// histogram (exemplar.go).
 package monitor

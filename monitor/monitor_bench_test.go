@@ -23,12 +23,19 @@ var benchSamples = func() []Sample {
 }()
 
 func BenchmarkSeriesRecordParallel(b *testing.B) {
+	traced := make([]Sample, len(benchSamples))
+	for i, sm := range benchSamples {
+		sm.TraceID = [16]byte{byte(i), byte(i >> 8), 1}
+		traced[i] = sm
+	}
 	for _, bc := range []struct {
-		name string
-		opts Options
+		name    string
+		opts    Options
+		samples []Sample
 	}{
-		{"hdr_only", Options{NoRequestHistogram: true}},
-		{"hdr+prometheus", Options{}},
+		{"hdr_only", Options{NoRequestHistogram: true}, benchSamples},
+		{"hdr+prometheus", Options{}, benchSamples},
+		{"hdr+prometheus+exemplars", Options{}, traced},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			r := NewRegistry(bc.opts)
@@ -38,7 +45,7 @@ func BenchmarkSeriesRecordParallel(b *testing.B) {
 			b.RunParallel(func(pb *testing.PB) {
 				i := 0
 				for pb.Next() {
-					s.Record(benchSamples[i&1023])
+					s.Record(bc.samples[i&1023])
 					i++
 				}
 			})

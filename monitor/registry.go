@@ -111,7 +111,7 @@ func (r *Registry) newSeries(key SeriesKey) *Series {
 	if r.durations != nil {
 		obs = r.durations.WithLabelValues(key.Model, key.Version, key.Method, key.Upstream, key.Route)
 	}
-	return newSeries(key, r.cfg.shards, r.cfg.slicesPerMinute, &r.tokens, obs)
+	return newSeries(key, r.cfg.shards, r.cfg.slicesPerMinute, &r.tokens, obs, r.cfg.now)
 }
 
 // lookup returns the series for key, creating it if needed, and, for the

@@ -11,6 +11,10 @@ type Sample struct {
 	Code     string        // gRPC code name as codes.Code.String() gives it: "OK", "Unavailable", ...
 	BytesIn  int64         // request payload bytes received from the client
 	BytesOut int64         // response payload bytes sent to the client
+	// TraceID is the call's trace id when it was traced and sampled; the
+	// zero value (untraced) records no exemplar. An array, not a string,
+	// so that a traced call costs no allocation to pass it.
+	TraceID [16]byte
 }
 
 // Code classes a SeriesKey carries; the proxy classifies gRPC codes into them.

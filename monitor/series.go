@@ -19,6 +19,7 @@ type Series struct {
 	mask     uint32
 	tokens   *sync.Pool          // *shardToken, shared by the registry's series
 	obs      prometheus.Observer // nil when the request histogram is off
+	now      func() time.Time    // stamps exemplars
 	overflow bool
 	// dead is set, under every shard lock, when the registry drops the
 	// series; a Record that finds it set goes back to the registry.
@@ -54,6 +55,9 @@ type shard struct {
 	// drained is codes at the last drain: the slice's failures are the
 	// difference, so the hot path counts each code once.
 	drained [numCodes]int64
+	// ex is the latest exemplar of each request histogram bucket; nil
+	// until the shard records a traced call (exemplar.go).
+	ex *exemplarSet
 
 	_ [64]byte // keeps the next shard's mutex off this shard's last cache line
 }
@@ -64,9 +68,11 @@ type shard struct {
 // core) without reading the processor id.
 type shardToken struct{ i uint32 }
 
-func newSeries(key SeriesKey, shards, slicesPerMinute int, tokens *sync.Pool, obs prometheus.Observer) *Series {
+func newSeries(key SeriesKey, shards, slicesPerMinute int, tokens *sync.Pool, obs prometheus.Observer,
+	now func() time.Time) *Series {
 	return &Series{
 		key:    key,
+		now:    now,
 		shards: make([]shard, shards),
 		mask:   uint32(shards - 1),
 		tokens: tokens,
@@ -78,7 +84,8 @@ func newSeries(key SeriesKey, shards, slicesPerMinute int, tokens *sync.Pool, ob
 // record records one finished call and reports true, or reports false
 // without recording when the series was dropped. It takes one shard mutex,
 // never allocates in the steady state and, unless the request histogram is
-// off, observes Total in infergate_request_duration_seconds.
+// off, observes Total in infergate_request_duration_seconds, keeping a
+// traced call's trace id as its bucket's exemplar.
 func (s *Series) record(sm Sample) bool {
 	total := max(sm.Total, 0)
 	up := max(sm.Upstream, 0)
@@ -122,6 +129,9 @@ func (s *Series) record(sm Sample) bool {
 	}
 	sh.bytesIn += max(sm.BytesIn, 0)
 	sh.bytesOut += max(sm.BytesOut, 0)
+	if sm.TraceID != ([16]byte{}) && s.obs != nil {
+		sh.noteExemplar(sm.TraceID, total, s.now())
+	}
 	sh.mu.Unlock()
 	s.tokens.Put(tok)
 

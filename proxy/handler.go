@@ -254,13 +254,21 @@ func (p *Proxy) finish(ctx context.Context, span trace.Span, start time.Time, me
 		if route == "" {
 			route = monitor.RoutePrimary
 		}
+		sm := monitor.Sample{
+			Total: total, Upstream: o.upstream, Queue: o.queue, Code: code.String(),
+			BytesIn: o.bytesIn, BytesOut: o.bytesOut,
+		}
+		// A sampled call's trace id becomes the exemplar of its latency
+		// bucket; an unsampled one's would point at a trace nobody kept.
+		if span != nil {
+			if sc := span.SpanContext(); sc.IsSampled() {
+				sm.TraceID = sc.TraceID()
+			}
+		}
 		p.rec.Record(monitor.SeriesKey{
 			Model: o.model, Version: o.version, Method: method, Upstream: upstream,
 			CodeClass: callClass(ctx, code, o.err), Route: route,
-		}, monitor.Sample{
-			Total: total, Upstream: o.upstream, Queue: o.queue, Code: code.String(),
-			BytesIn: o.bytesIn, BytesOut: o.bytesOut,
-		})
+		}, sm)
 	}
 	return st
 }

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/infergate/infergate/monitor"
 	"github.com/infergate/infergate/proto/kservepb"
 )
 
@@ -128,5 +129,53 @@ func TestSemconvFromEnv(t *testing.T) {
 		if got := codeName(c); got != want {
 			t.Errorf("codeName(%d) = %q, want %q", c, got, want)
 		}
+	}
+}
+
+// A sampled call's trace id reaches the recorder (it becomes the exemplar
+// of its latency bucket) on both paths; a call whose client did not
+// sample its trace passes none, as does every call without tracing.
+func TestTracedCallRecordsItsTraceID(t *testing.T) {
+	for _, relay := range []bool{true, false} {
+		t.Run(fmt.Sprint("relay=", relay), func(t *testing.T) {
+			defer func(v bool) { grpcPathOnly = v }(grpcPathOnly)
+			grpcPathOnly = !relay
+			rec := tracetest.NewSpanRecorder()
+			tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+			e := newEnv(t, WithTracing(tp, propagation.TraceContext{}, SemconvOld))
+			client := kservepb.NewGRPCInferenceServiceClient(e.viaPxy)
+			call := func(flags string) monitor.Sample {
+				t.Helper()
+				ctx := ctxT(t)
+				if flags != "" {
+					ctx = metadata.AppendToOutgoingContext(ctx, "traceparent",
+						"00-a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1-b2b2b2b2b2b2b2b2-"+flags)
+				}
+				if _, err := client.ModelInfer(ctx, simpleRequest("m", 64)); err != nil {
+					t.Fatal(err)
+				}
+				return e.rec.next(t).sm
+			}
+
+			root := call("")
+			var server sdktrace.ReadOnlySpan
+			for _, s := range rec.Ended() {
+				if s.SpanKind() == trace.SpanKindServer {
+					server = s
+				}
+			}
+			if server == nil {
+				t.Fatal("no server span")
+			}
+			if want := server.SpanContext().TraceID(); root.TraceID != want || root.TraceID == ([16]byte{}) {
+				t.Errorf("new trace: recorded trace id %x, want the server span's %x", root.TraceID, want)
+			}
+			if got := call("01").TraceID; fmt.Sprintf("%x", got) != "a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1" {
+				t.Errorf("sampled parent: recorded trace id %x, want the client's", got)
+			}
+			if got := call("00").TraceID; got != ([16]byte{}) {
+				t.Errorf("unsampled parent: recorded trace id %x, want none", got)
+			}
+		})
 	}
 }
