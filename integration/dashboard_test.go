@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -266,7 +267,8 @@ func TestGrafanaDashboardQueriesHaveData(t *testing.T) {
 		t.Fatalf("rules export: %v", err)
 	}
 
-	pri := startSim(t, "--gpu-interval", "200ms")
+	// resnet50 is served as versions 1 and 2, for the version panels.
+	pri := startSim(t, "--gpu-interval", "200ms", "--config", versionedDefaults(t))
 	edge := startSim(t)
 	var admins, grpcs []string
 	for range 2 {
@@ -289,7 +291,10 @@ func TestGrafanaDashboardQueriesHaveData(t *testing.T) {
 		kc := kservepb.NewGRPCInferenceServiceClient(dial(t, addr))
 		for w := range 5 {
 			req := resnetRequest("resnet50", 1+w%3)
-			if w == 4 {
+			switch w {
+			case 1, 2: // two callers name a version: a canary beside its baseline
+				req.ModelVersion = strconv.Itoa(w)
+			case 4:
 				req = resnetRequest("mobilenet_v3", 1)
 			}
 			wg.Go(func() {
@@ -365,6 +370,33 @@ func TestGrafanaDashboardQueriesHaveData(t *testing.T) {
 		t.Errorf("%s: %s", c.where, last[c.where])
 	}
 	t.Logf("%d expressions (%d dashboard queries) checked in %v", len(checks), len(queries), time.Since(start).Round(time.Second))
+
+	// The version ratio: one series per version of resnet50 that clients
+	// named (not the unversioned calls), the busiest version at 1.
+	ratioPanels := 0
+	eachPanel(d.Panels, func(p grafanaPanel) {
+		if !strings.HasPrefix(p.Title, "Version ratio") {
+			return
+		}
+		ratioPanels++
+		expr, _ := substitute(p.Targets[0].Expr, vars)
+		expr = strings.ReplaceAll(expr, `model=~".+"`, `model="resnet50"`)
+		v, err := promQuery(prom, expr, time.Time{})
+		if err != nil {
+			t.Fatalf("%s: %v", p.Title, err)
+		}
+		got := map[string]float64{}
+		for _, s := range v {
+			got[s.Metric["version"]], _ = s.Float()
+		}
+		if len(got) != 2 || (got["1"] != 1 && got["2"] != 1) || math.IsNaN(got["1"]+got["2"]) {
+			t.Errorf("%s for resnet50 = %v, want versions 1 and 2, one of them 1", p.Title, got)
+		}
+		t.Logf("%s for resnet50: %v", p.Title, got)
+	})
+	if ratioPanels != 1 {
+		t.Errorf("%d version ratio panels, want 1", ratioPanels)
+	}
 
 	// The exported rules: healthy, and the latency rule fires from the
 	// native histograms.

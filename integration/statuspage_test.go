@@ -96,15 +96,19 @@ func (s *statusPage) noProblems() {
 }
 
 // TestStatusPageInBrowser: in front of a running infergate the page shows
-// the models with p50/p99 and traffic, their route and breakers, an alert
-// that fires while it is open (with its evidence), logs no console error,
-// and says it is stale once infergate is gone. Screenshots:
+// the models with p50/p99 and traffic, their versions side by side, their
+// route and breakers, an alert that fires while it is open (with its
+// evidence), logs no console error, and says it is stale once infergate
+// is gone. Screenshots:
 // statuspage.png with the alert firing, statuspage-stale.png after.
 func TestStatusPageInBrowser(t *testing.T) {
-	sim, edge := startSim(t), startSim(t)
+	// resnet50 is served as versions 1 and 2 too; a few calls name them.
+	sim, edge := startSim(t, "--config", versionedDefaults(t)), startSim(t)
 	gate := startProxy(t, sim.grpc, "--fallback", "resnet50="+edge.grpc+"/mobilenet_v3")
 	l := startLoad(t, gate.grpc, 2, 1, 30*time.Millisecond)
 	defer l.stop()
+	startVersionLoad(t, gate.grpc, "1", 1, 50*time.Millisecond)
+	startVersionLoad(t, gate.grpc, "2", 1, 50*time.Millisecond)
 	// The fault goes to mobilenet_v3, which has no fallback: resnet50's
 	// fallback would answer its failed calls, and no error would reach
 	// a client or an alert.
@@ -121,6 +125,14 @@ func TestStatusPageInBrowser(t *testing.T) {
 			return tr && /\d/.test(tr.cells[2].textContent) && /\d/.test(tr.cells[4].textContent);
 		})()`, 90*time.Second)
 	}
+	// Its versions side by side on its row (at first with too few calls
+	// for a p99 interval, which the line says).
+	s.wait("resnet50's versions compared on its row", `(() => {
+		const tr = document.querySelector('#models tbody tr[data-model="resnet50"]');
+		return tr && tr.lastElementChild.textContent.includes("version 2's p99") &&
+			tr.lastElementChild.textContent.includes("version 1's") &&
+			tr.lastElementChild.querySelector("span[title]").title.includes("version 1: ");
+	})()`, 60*time.Second)
 	s.wait("resnet50's route and both breakers", `document.querySelector('#routes table.routes tbody tr[data-model="resnet50"]') &&
 		document.querySelectorAll('#routes table.breakers tbody tr').length === 2`, 30*time.Second)
 	var before int

@@ -49,6 +49,8 @@ func (c *Config) gpuFlags() []error {
 type gpuRuntime struct {
 	hub  *gpu.Hub
 	corr *correlate.Correlator
+	// mon is read for the version comparison of /api/v1/models.
+	mon *monitor.Registry
 }
 
 // startGPU builds the samplers and the correlator and registers their
@@ -63,7 +65,7 @@ func startGPU(c gpu.Config, mon *monitor.Registry, bs *baseline.Store, slo func(
 	if err := corr.Register(reg); err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
-	return &gpuRuntime{hub: hub, corr: corr}, nil
+	return &gpuRuntime{hub: hub, corr: corr, mon: mon}, nil
 }
 
 // run samples until ctx ends; all of it is off the request path.

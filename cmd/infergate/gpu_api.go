@@ -116,6 +116,9 @@ type modelDoc struct {
 	QueueCorrelation   map[string]*float64 `json:"queue_correlation,omitempty"`
 	GPU                *gpuDoc             `json:"gpu"`
 	CauseHint          string              `json:"cause_hint"`
+	// Versions compares the model's versions when two or more took
+	// calls in the window (versions_api.go); absent otherwise.
+	Versions *versionsDoc `json:"versions,omitempty"`
 }
 
 // num turns NaN into null.
@@ -126,7 +129,7 @@ func num(v float64) *float64 {
 	return &v
 }
 
-func modelsJSON(states []correlate.ModelState) []modelDoc {
+func modelsJSON(states []correlate.ModelState, versions map[string]*versionsDoc) []modelDoc {
 	out := make([]modelDoc, 0, len(states))
 	for _, s := range states {
 		d := modelDoc{
@@ -136,6 +139,7 @@ func modelsJSON(states []correlate.ModelState) []modelDoc {
 			GPUFrom: s.GPUFrom, CauseHint: s.Hint,
 			Correlation:        num(s.Correlation[correlate.Window1m]),
 			CorrelationWindows: map[string]*float64{},
+			Versions:           versions[s.Model],
 		}
 		if s.QueueSeen {
 			d.QueueP99 = num(s.QueueP99.Seconds())
@@ -167,4 +171,6 @@ func modelsJSON(states []correlate.ModelState) []modelDoc {
 	return out
 }
 
-func (g *gpuRuntime) modelsJSON() any { return modelsJSON(g.corr.Models()) }
+func (g *gpuRuntime) modelsJSON() any {
+	return modelsJSON(g.corr.Models(), compareVersions(g.mon, g.corr.InferenceModel))
+}

@@ -115,7 +115,7 @@ func TestModelsJSON(t *testing.T) {
 			Hint: correlate.HintGPUSaturated, LatencyWindow: 5 * time.Second},
 		{Model: "cpu", Correlation: [2]float64{math.NaN(), math.NaN()}, Hint: correlate.HintNone},
 	}
-	b, err := json.Marshal(modelsJSON(states))
+	b, err := json.Marshal(modelsJSON(states, nil))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -207,6 +207,12 @@ func (c *Correlator) Run(ctx context.Context) {
 	}
 }
 
+// InferenceModel returns the model a series' calls are inference latency
+// of, or "" for calls the correlator does not read (failures, metadata,
+// fallback answers, the overflow series): other readers of a model's
+// latency (the version comparison) group the same calls.
+func (c *Correlator) InferenceModel(k monitor.SeriesKey) string { return c.group(k) }
+
 // group keys a series by model for its successful inference calls only:
 // metadata calls are fast and failures are another story.
 func (c *Correlator) group(k monitor.SeriesKey) string {

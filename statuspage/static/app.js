@@ -319,10 +319,24 @@ function renderModels() {
       td(route),
       num(gpu),
       td(txt(hint || "—")),
+      td(versions(m.versions)),
     ));
   }
   setCount("models", out.length ? String(out.length) : "");
   show("models", out, out.length ? "" : "no models yet: no calls seen since start");
+}
+
+// versions is the version comparison of a model's row: the canary's p99
+// against the baseline's in one line, each version's latency in its
+// title; "—" for a model with one version.
+function versions(v) {
+  const c = v && v.comparison;
+  if (!c || !c.summary) return "—";
+  const s = txt(c.summary, c.verdict === "slower" ? "warn" : c.verdict === "too_few_calls" ? "muted" : "", 240);
+  s.title = (v.versions || []).map((x) =>
+    "version " + x.version + ": " + x.calls + " calls, p50 " + dur(x.p50_seconds) + ", p99 " + dur(x.p99_seconds)).join("\n") +
+    "\n(successful calls of the last " + v.window + "; interval at " + pct(c.confidence_level) + ")";
+  return s;
 }
 
 function renderRoutes() {

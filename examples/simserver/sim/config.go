@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
 	"time"
 )
 
@@ -92,6 +93,41 @@ type ModelConfig struct {
 	// Stream paces a token_stream model's later responses; only for that
 	// kind.
 	Stream StreamProfile `yaml:"stream"`
+	// Versions are the versions served at once (Triton's version policy
+	// "all"), positive integers as TF-Serving wants them; empty means
+	// ["1"]. They compute alike; a fault with a version slows or fails
+	// one of them (a canary). A request without a version gets the
+	// highest, as Triton's and TF-Serving's default policy does.
+	Versions []string `yaml:"versions"`
+}
+
+// versions returns the versions served.
+func (c *ModelConfig) versions() []string {
+	if len(c.Versions) == 0 {
+		return []string{"1"}
+	}
+	return c.Versions
+}
+
+// resolve returns the version a request for version v is served by (the
+// highest for ""), and false when the model has no such version.
+func (c *ModelConfig) resolve(v string) (string, bool) {
+	vs := c.versions()
+	if v == "" {
+		best, bestN := vs[0], int64(-1)
+		for _, x := range vs {
+			if n, _ := strconv.ParseInt(x, 10, 64); n > bestN {
+				best, bestN = x, n
+			}
+		}
+		return best, true
+	}
+	for _, x := range vs {
+		if x == v {
+			return v, true
+		}
+	}
+	return "", false
 }
 
 // StreamProfile is how a token_stream model answers a request after its
@@ -185,6 +221,16 @@ func (c *ModelConfig) Validate() error {
 	}
 	for i, ts := range c.Outputs {
 		errs = append(errs, c.validateTensor(fmt.Sprintf("outputs[%d]", i), ts)...)
+	}
+	seen := map[string]bool{}
+	for i, v := range c.Versions {
+		if n, err := strconv.ParseInt(v, 10, 64); err != nil || n < 1 || strconv.FormatInt(n, 10) != v {
+			bad(fmt.Sprintf("versions[%d]", i), "must be a positive integer without leading zeros, got %q", v)
+		}
+		if seen[v] {
+			bad(fmt.Sprintf("versions[%d]", i), "%q is listed twice", v)
+		}
+		seen[v] = true
 	}
 	if err := c.validateKind(); err != nil {
 		bad("kind", "%v", err)

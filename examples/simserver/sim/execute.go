@@ -11,13 +11,13 @@ import (
 )
 
 // execute simulates one execution of a validated request of batch items on
-// m, applying the model's fault, and records its statistics. start is when
+// m (version version), applying the model's fault, and records its statistics. start is when
 // the request arrived. It returns a gRPC status error. The order follows a
 // GPU server: faults that refuse the request act first, then the request
 // queues for a slot, holds it for the compute latency, and releases it
 // before any network-like delay.
-func (s *Server) execute(ctx context.Context, m *model, batch int, start time.Time) error {
-	f := s.faults.Load().lookup(m.cfg.Name)
+func (s *Server) execute(ctx context.Context, m *model, version string, batch int, start time.Time) error {
+	f := s.faults.Load().lookup(m.cfg.Name, version)
 	slowdown := 1.0
 	if f != nil {
 		if f.DropConnections {

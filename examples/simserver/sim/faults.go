@@ -18,6 +18,9 @@ const AllModels = "*"
 type Fault struct {
 	// Model is the model name, or "*" (or "") for all models.
 	Model string `json:"model"`
+	// Version narrows the fault to one version the model serves (a slow
+	// canary); "" is every version. A model has one fault at a time.
+	Version string `json:"version,omitempty"`
 	// Slowdown multiplies the compute latency (the time a request holds
 	// an execution slot); 0 means 1, negative is an error.
 	Slowdown float64 `json:"slowdown"`
@@ -82,12 +85,20 @@ func parseCode(name string) (codes.Code, bool) {
 
 // normalize fills defaults and validates f against the served models; it
 // returns the gRPC code the fault fails requests with.
-func (f *Fault) normalize(known func(string) bool) (codes.Code, error) {
+func (f *Fault) normalize(known func(string) *ModelConfig) (codes.Code, error) {
 	if f.Model == "" {
 		f.Model = AllModels
 	}
-	if f.Model != AllModels && !known(f.Model) {
+	if f.Model != AllModels && known(f.Model) == nil {
 		return 0, &FieldError{"model", fmt.Sprintf("unknown model %q", f.Model)}
+	}
+	if f.Version != "" {
+		if f.Model == AllModels {
+			return 0, &FieldError{"version", "needs a model"}
+		}
+		if _, ok := known(f.Model).resolve(f.Version); !ok {
+			return 0, &FieldError{"version", fmt.Sprintf("model %q does not serve version %q (it serves %v)", f.Model, f.Version, known(f.Model).versions())}
+		}
 	}
 	if f.Slowdown == 0 {
 		f.Slowdown = 1
@@ -135,12 +146,13 @@ type activeFault struct {
 // the request path reads it without a lock.
 type faultSet map[string]*activeFault
 
-// lookup returns the fault for model: its own, else the all-models one.
-func (fs faultSet) lookup(model string) *activeFault {
+// lookup returns the fault for a call to version of model: the model's
+// own (unless it is for another version), else the all-models one.
+func (fs faultSet) lookup(model, version string) *activeFault {
 	if len(fs) == 0 {
 		return nil
 	}
-	if f, ok := fs[model]; ok {
+	if f, ok := fs[model]; ok && (f.Version == "" || f.Version == version) {
 		return f
 	}
 	return fs[AllModels]

@@ -60,7 +60,7 @@ func (k *kserveService) ModelMetadata(_ context.Context, req *kservepb.ModelMeta
 	}
 	return &kservepb.ModelMetadataResponse{
 		Name:     m.cfg.Name,
-		Versions: []string{"1"},
+		Versions: m.cfg.versions(),
 		Platform: m.cfg.Platform,
 		Inputs:   meta(m.cfg.Inputs),
 		Outputs:  meta(m.cfg.Outputs),
@@ -97,7 +97,9 @@ func (k *kserveService) RepositoryIndex(context.Context, *kservepb.RepositoryInd
 	resp := &kservepb.RepositoryIndexResponse{}
 	for _, m := range k.s.order {
 		if m.cfg.serves(ProtocolKServe) {
-			resp.Models = append(resp.Models, &kservepb.RepositoryIndexResponse_ModelIndex{Name: m.cfg.Name, Version: "1", State: "READY"})
+			for _, v := range m.cfg.versions() {
+				resp.Models = append(resp.Models, &kservepb.RepositoryIndexResponse_ModelIndex{Name: m.cfg.Name, Version: v, State: "READY"})
+			}
 		}
 	}
 	return resp, nil
@@ -129,7 +131,7 @@ func (k *kserveService) ModelStreamInfer(stream grpc.BidiStreamingServer[kservep
 		go func() {
 			defer wg.Done()
 			if m := k.s.lookup(req.ModelName, ProtocolKServe); m != nil && m.cfg.Kind == KindTokenStream &&
-				(req.ModelVersion == "" || req.ModelVersion == "1") {
+				hasVersion(m, req.ModelVersion) {
 				k.s.streamTokens(ctx, m, req, snd)
 				return
 			}
@@ -147,6 +149,9 @@ func (k *kserveService) ModelStreamInfer(stream grpc.BidiStreamingServer[kservep
 	}
 }
 
+// hasVersion reports whether m serves version v ("" for its default).
+func hasVersion(m *model, v string) bool { _, ok := m.cfg.resolve(v); return ok }
+
 // kserveModel finds a model served over KServe, with Triton's NOT_FOUND
 // messages.
 func (s *Server) kserveModel(name, version string) (*model, error) {
@@ -154,7 +159,7 @@ func (s *Server) kserveModel(name, version string) (*model, error) {
 	if m == nil {
 		return nil, status.Errorf(codes.NotFound, "Request for unknown model: '%s' is not found", name)
 	}
-	if version != "" && version != "1" {
+	if _, ok := m.cfg.resolve(version); !ok {
 		return nil, status.Errorf(codes.NotFound, "Request for unknown model: '%s' version %s is not found", name, version)
 	}
 	return m, nil
@@ -189,13 +194,14 @@ func (s *Server) modelInfer(ctx context.Context, req *kservepb.ModelInferRequest
 	if err != nil {
 		return nil, err
 	}
-	if err := s.execute(ctx, m, batch, start); err != nil {
+	version, _ := m.cfg.resolve(req.ModelVersion) // kserveModel checked it
+	if err := s.execute(ctx, m, version, batch, start); err != nil {
 		return nil, err
 	}
 	outs := m.compute(in)
 	resp := &kservepb.ModelInferResponse{
 		ModelName:         m.cfg.Name,
-		ModelVersion:      "1",
+		ModelVersion:      version,
 		Id:                req.Id,
 		Outputs:           make([]*kservepb.ModelInferResponse_InferOutputTensor, len(outIdx)),
 		RawOutputContents: make([][]byte, len(outIdx)),

@@ -162,7 +162,12 @@ func (s *Server) Cancelled(model string) int64 {
 // returns the fault as stored (defaults filled). A *FieldError names the bad
 // field.
 func (s *Server) SetFault(f Fault) (Fault, error) {
-	code, err := f.normalize(func(name string) bool { return s.models[name] != nil })
+	code, err := f.normalize(func(name string) *ModelConfig {
+		if m := s.models[name]; m != nil {
+			return &m.cfg
+		}
+		return nil
+	})
 	if err != nil {
 		return Fault{}, err
 	}
@@ -172,7 +177,7 @@ func (s *Server) SetFault(f Fault) (Fault, error) {
 	s.faults.Store(&next)
 	s.gpu.setThrottle(next.throttle())
 	s.faultMu.Unlock()
-	s.log.Info("fault set", "model", f.Model, "slowdown", f.Slowdown, "error_rate", f.ErrorRate,
+	s.log.Info("fault set", "model", f.Model, "version", f.Version, "slowdown", f.Slowdown, "error_rate", f.ErrorRate,
 		"error_code", f.ErrorCode, "hang", f.Hang, "drop_connections", f.DropConnections, "delay_ms", f.DelayMS,
 		"throttle", f.Throttle)
 	return f, nil

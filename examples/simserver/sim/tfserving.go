@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 
 	"google.golang.org/grpc/codes"
@@ -50,7 +51,7 @@ func (t *tfService) Predict(ctx context.Context, req *tfservingpb.PredictRequest
 		m.stats.recordFailure(ReasonOther, s.now().Sub(start))
 		return nil, err
 	}
-	if err := s.execute(ctx, m, batch, start); err != nil {
+	if err := s.execute(ctx, m, tfVersion(m, req.ModelSpec), batch, start); err != nil {
 		return nil, err
 	}
 	outs := m.compute(in)
@@ -100,7 +101,7 @@ func (s *Server) tfModel(spec *tfservingpb.ModelSpec) (*model, error) {
 	}
 	switch v := spec.VersionChoice.(type) {
 	case *tfservingpb.ModelSpec_Version:
-		if v.Version != nil && v.Version.Value != 1 {
+		if v.Version != nil && !hasVersion(m, strconv.FormatInt(v.Version.Value, 10)) {
 			return nil, status.Errorf(codes.NotFound, "Servable not found for request: Specific(%s, %d)", spec.Name, v.Version.Value)
 		}
 	case *tfservingpb.ModelSpec_VersionLabel:
@@ -109,6 +110,16 @@ func (s *Server) tfModel(spec *tfservingpb.ModelSpec) (*model, error) {
 		}
 	}
 	return m, nil
+}
+
+// tfVersion returns the version a request tfModel accepted is served by.
+func tfVersion(m *model, spec *tfservingpb.ModelSpec) string {
+	asked := ""
+	if v, ok := spec.VersionChoice.(*tfservingpb.ModelSpec_Version); ok && v.Version != nil {
+		asked = strconv.FormatInt(v.Version.Value, 10)
+	}
+	version, _ := m.cfg.resolve(asked)
+	return version
 }
 
 // tfSpec is the model_spec of a response: name, version 1, signature.

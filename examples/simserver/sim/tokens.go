@@ -72,9 +72,10 @@ func boolParam(v bool) *kservepb.InferParameter {
 // final. It returns when the request is answered or the stream is gone.
 func (s *Server) streamTokens(ctx context.Context, m *model, req *kservepb.ModelInferRequest, snd *streamSender) {
 	start := s.now()
+	version, _ := m.cfg.resolve(req.ModelVersion) // the caller checked it
 	in, _, outIdx, err := s.decodeInfer(m, req, start)
 	if err == nil {
-		err = s.execute(ctx, m, 1, start)
+		err = s.execute(ctx, m, version, 1, start)
 	}
 	if err != nil {
 		out := &kservepb.ModelStreamInferResponse{ErrorMessage: status.Convert(err).Message(),
@@ -91,12 +92,12 @@ func (s *Server) streamTokens(ctx context.Context, m *model, req *kservepb.Model
 	emptyFinal := req.Parameters[EmptyFinalParam].GetBoolParam()
 	for i := range n {
 		if i > 0 {
-			if err := s.sleep(ctx, s.tokenGap(m)); err != nil {
+			if err := s.sleep(ctx, s.tokenGap(m, version)); err != nil {
 				return // the stream is gone
 			}
 		}
 		resp := &kservepb.ModelInferResponse{
-			ModelName: m.cfg.Name, ModelVersion: "1", Id: req.Id,
+			ModelName: m.cfg.Name, ModelVersion: version, Id: req.Id,
 			Parameters: map[string]*kservepb.InferParameter{
 				FinalParam:    boolParam(i == n-1 && !emptyFinal),
 				ReceivedParam: int64Param(start.UnixNano()),
@@ -113,7 +114,7 @@ func (s *Server) streamTokens(ctx context.Context, m *model, req *kservepb.Model
 	}
 	if emptyFinal {
 		_ = snd.send(&kservepb.ModelStreamInferResponse{InferResponse: &kservepb.ModelInferResponse{
-			ModelName: m.cfg.Name, ModelVersion: "1", Id: req.Id,
+			ModelName: m.cfg.Name, ModelVersion: version, Id: req.Id,
 			Parameters: map[string]*kservepb.InferParameter{FinalParam: boolParam(true)},
 		}}, false)
 	}
@@ -121,10 +122,10 @@ func (s *Server) streamTokens(ctx context.Context, m *model, req *kservepb.Model
 
 // tokenGap is the wait before a token_stream model's next response under
 // the model's fault now, so that a fault set mid-stream applies at once.
-func (s *Server) tokenGap(m *model) time.Duration {
+func (s *Server) tokenGap(m *model, version string) time.Duration {
 	slowdown := s.gpu.slowdown()
 	var stall time.Duration
-	if f := s.faults.Load().lookup(m.cfg.Name); f != nil {
+	if f := s.faults.Load().lookup(m.cfg.Name, version); f != nil {
 		slowdown *= f.Slowdown
 		if f.StallMS > 0 && s.chance(f.StallRate) {
 			stall = time.Duration(f.StallMS * float64(time.Millisecond))
