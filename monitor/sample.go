@@ -11,6 +11,9 @@ type Sample struct {
 	Code     string        // gRPC code name as codes.Code.String() gives it: "OK", "Unavailable", ...
 	BytesIn  int64         // request payload bytes received from the client
 	BytesOut int64         // response payload bytes sent to the client
+	// Features is what the call carried (sizes, rows, input shapes): for
+	// a recorder that keeps calls, not for the series' figures.
+	Features CallFeatures
 }
 
 // Code classes a SeriesKey carries; the proxy classifies gRPC codes into them.
@@ -31,6 +34,11 @@ type SeriesKey struct {
 	// RouteCascadeEdge or RouteCascadeEscalated (the proxy sets it). Model
 	// stays the model the client asked for, so a dashboard shows both.
 	Route string
+	// SizeClass is the class of the call's request bytes (SizeClassOf),
+	// "" for a stream, whose bytes span many requests. It multiplies a
+	// model's series by at most len(SizeClasses); MaxSeries bounds them
+	// all, and past it calls go to the overflow series as any other key.
+	SizeClass string
 }
 
 // Route values the proxy sets on SeriesKey.Route.
@@ -49,7 +57,7 @@ func (k SeriesKey) Degraded() bool { return k.Route == RouteFallback }
 // registry holds MaxSeries series.
 var OverflowKey = SeriesKey{
 	Model: OverflowLabel, Version: OverflowLabel, Method: OverflowLabel,
-	Upstream: OverflowLabel, CodeClass: OverflowLabel, Route: OverflowLabel,
+	Upstream: OverflowLabel, CodeClass: OverflowLabel, Route: OverflowLabel, SizeClass: OverflowLabel,
 }
 
 // less orders keys for stable snapshots and expositions.
@@ -69,5 +77,8 @@ func (k SeriesKey) less(o SeriesKey) bool {
 	if k.CodeClass != o.CodeClass {
 		return k.CodeClass < o.CodeClass
 	}
-	return k.Route < o.Route
+	if k.Route != o.Route {
+		return k.Route < o.Route
+	}
+	return k.SizeClass < o.SizeClass
 }
