@@ -10,8 +10,8 @@ import (
 )
 
 var (
-	seriesLabels  = []string{"model", "version", "method", "upstream", "route"}
-	summaryLabels = []string{"model", "version", "method", "upstream", "route", "code_class", "window"}
+	seriesLabels  = []string{"model", "version", "method", "upstream", "route", "size_class"}
+	summaryLabels = []string{"model", "version", "method", "upstream", "route", "size_class", "code_class", "window"}
 
 	componentDescs = [NumComponents]*prometheus.Desc{
 		ComponentTotal: prometheus.NewDesc("infergate_request_latency_seconds",
@@ -147,10 +147,10 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 
 // labelSet is the label values shared by the counters: series that differ
 // only in code class add up.
-type labelSet [5]string
+type labelSet [6]string
 
 func labelsOf(k SeriesKey) labelSet {
-	return labelSet{k.Model, k.Version, k.Method, k.Upstream, k.Route}
+	return labelSet{k.Model, k.Version, k.Method, k.Upstream, k.Route, k.SizeClass}
 }
 
 // Collect emits the metrics of one snapshot.
@@ -192,7 +192,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for k, n := range requests {
 		ch <- prometheus.MustNewConstMetric(requestsDesc, prometheus.CounterValue, float64(n),
-			k.l[0], k.l[1], k.l[2], k.l[3], k.l[4], k.code)
+			k.l[0], k.l[1], k.l[2], k.l[3], k.l[4], k.l[5], k.code)
 	}
 	for l, n := range bytesIn {
 		ch <- prometheus.MustNewConstMetric(requestBytesDesc, prometheus.CounterValue, float64(n), l[:]...)
@@ -220,7 +220,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 func collectSummaries(ch chan<- prometheus.Metric, ss SeriesSnapshot) {
 	k := ss.Key
 	for w := range Window(NumWindows) {
-		lv := []string{k.Model, k.Version, k.Method, k.Upstream, k.Route, k.CodeClass, w.String()}
+		lv := []string{k.Model, k.Version, k.Method, k.Upstream, k.Route, k.SizeClass, k.CodeClass, w.String()}
 		for comp := range Component(NumComponents) {
 			if comp == ComponentQueue && !ss.QueueSeen {
 				continue

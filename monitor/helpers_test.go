@@ -10,7 +10,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 )
 
-var testKey = SeriesKey{Model: "resnet", Version: "1", Method: "ModelInfer", Upstream: "triton", CodeClass: CodeClassOK, Route: RoutePrimary}
+var testKey = SeriesKey{Model: "resnet", Version: "1", Method: "ModelInfer", Upstream: "triton", CodeClass: CodeClassOK, Route: RoutePrimary, SizeClass: SizeClass4KiB}
 
 // fixedClock is an injectable clock that tests move by hand.
 type fixedClock struct{ t time.Time }

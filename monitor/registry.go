@@ -109,7 +109,8 @@ func NewRegistry(opts Options) *Registry {
 func (r *Registry) newSeries(key SeriesKey) *Series {
 	var obs prometheus.Observer
 	if r.durations != nil {
-		obs = r.durations.WithLabelValues(key.Model, key.Version, key.Method, key.Upstream, key.Route)
+		l := labelsOf(key)
+		obs = r.durations.WithLabelValues(l[:]...)
 	}
 	return newSeries(key, r.cfg.shards, r.cfg.slicesPerMinute, &r.tokens, obs, r.cfg.now)
 }

@@ -57,8 +57,8 @@ func TestSeriesCap(t *testing.T) {
 	for _, want := range []string{
 		`infergate_series_overflow_total{reason="max_series"} 2`,
 		"infergate_series 3\n",
-		`infergate_requests_total{code="Unavailable",method="other",model="other",route="other",upstream="other",version="other"} 1`,
-		`infergate_requests_total{code="OK",method="other",model="other",route="other",upstream="other",version="other"} 1`,
+		`infergate_requests_total{code="Unavailable",method="other",model="other",route="other",size_class="other",upstream="other",version="other"} 1`,
+		`infergate_requests_total{code="OK",method="other",model="other",route="other",size_class="other",upstream="other",version="other"} 1`,
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("exposition lacks %q:\n%s", want, text)

@@ -15,6 +15,9 @@ type Sample struct {
 	// zero value (untraced) records no exemplar. An array, not a string,
 	// so that a traced call costs no allocation to pass it.
 	TraceID [16]byte
+	// Features is what the call carried (sizes, rows, input shapes): for
+	// a recorder that keeps calls, not for the series' figures.
+	Features CallFeatures
 }
 
 // Code classes a SeriesKey carries; the proxy classifies gRPC codes into them.
@@ -35,6 +38,11 @@ type SeriesKey struct {
 	// RouteCascadeEdge or RouteCascadeEscalated (the proxy sets it). Model
 	// stays the model the client asked for, so a dashboard shows both.
 	Route string
+	// SizeClass is the class of the call's request bytes (SizeClassOf),
+	// "" for a stream, whose bytes span many requests. It multiplies a
+	// model's series by at most len(SizeClasses); MaxSeries bounds them
+	// all, and past it calls go to the overflow series as any other key.
+	SizeClass string
 }
 
 // Route values the proxy sets on SeriesKey.Route.
@@ -53,7 +61,7 @@ func (k SeriesKey) Degraded() bool { return k.Route == RouteFallback }
 // registry holds MaxSeries series.
 var OverflowKey = SeriesKey{
 	Model: OverflowLabel, Version: OverflowLabel, Method: OverflowLabel,
-	Upstream: OverflowLabel, CodeClass: OverflowLabel, Route: OverflowLabel,
+	Upstream: OverflowLabel, CodeClass: OverflowLabel, Route: OverflowLabel, SizeClass: OverflowLabel,
 }
 
 // less orders keys for stable snapshots and expositions.
@@ -73,5 +81,8 @@ func (k SeriesKey) less(o SeriesKey) bool {
 	if k.CodeClass != o.CodeClass {
 		return k.CodeClass < o.CodeClass
 	}
-	return k.Route < o.Route
+	if k.Route != o.Route {
+		return k.Route < o.Route
+	}
+	return k.SizeClass < o.SizeClass
 }

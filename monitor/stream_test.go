@@ -254,7 +254,7 @@ func TestStreamExposition(t *testing.T) {
 	r.StreamDropped(numStreamDrops) // out of range: ignored
 	r.Rotate()
 	text := exposition(t, reg, "infergate_stream")
-	lv := `code_class="ok",method="/inference.GRPCInferenceService/ModelStreamInfer",model="llm",route="primary",upstream="triton",version="1",window="1m"`
+	lv := `code_class="ok",method="/inference.GRPCInferenceService/ModelStreamInfer",model="llm",route="primary",size_class="",upstream="triton",version="1",window="1m"`
 	for _, want := range []string{
 		`infergate_stream_first_response_seconds{` + lv + `,quantile="0.99"} 0.002` + "\n",
 		`infergate_stream_first_response_seconds_count{` + lv + `} 1`,

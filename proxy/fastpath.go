@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/infergate/infergate/monitor"
 	"github.com/infergate/infergate/proto/wire"
 	"github.com/infergate/infergate/proxy/h2relay"
 )
@@ -83,6 +84,7 @@ type relayCall struct {
 	up             *Upstream
 	model, version string
 	bytesIn        int64
+	feat           monitor.CallFeatures
 }
 
 func (r relayHandler) Unary(method string) bool {
@@ -123,7 +125,7 @@ func (r relayHandler) route(c *h2relay.Call) (*h2relay.Pool, bool) {
 		return nil, true
 	}
 	model, version := bytesTarget(lookupMethod(c.Method).target, msg)
-	return r.routeTo(c, model, version, int64(len(msg)))
+	return r.routeTo(c, model, version, msg, int64(len(msg)))
 }
 
 // forwardable says whether c's way may be decided from its target alone:
@@ -161,10 +163,12 @@ func (r relayHandler) RouteEarly(c *h2relay.Call, model, version string) *h2rela
 		return nil
 	}
 	var size int64
+	var first []byte // the message's first bytes: its features are Partial
 	if b := c.Body; len(b) >= 5 {
 		size = int64(b[1])<<24 | int64(b[2])<<16 | int64(b[3])<<8 | int64(b[4])
+		first = b[5:min(int64(len(b)), 5+size)]
 	}
-	pool, _ := r.routeTo(c, model, version, size)
+	pool, _ := r.routeTo(c, model, version, first, size)
 	if pool != nil {
 		r.p.forwarded.Add(1)
 	}
@@ -172,8 +176,9 @@ func (r relayHandler) RouteEarly(c *h2relay.Call, model, version string) *h2rela
 }
 
 // routeTo is route once the call's target is known: a pool to forward
-// it to, or serve.
-func (r relayHandler) routeTo(c *h2relay.Call, model, version string, bytesIn int64) (*h2relay.Pool, bool) {
+// it to, or serve. msg is the request message, or its first bytes when
+// bytesIn is larger (a request forwarded as it arrives).
+func (r relayHandler) routeTo(c *h2relay.Call, model, version string, msg []byte, bytesIn int64) (*h2relay.Pool, bool) {
 	p := r.p
 	up := p.director.(fixedDirector).fixed()
 	if p.batcher != nil && model != "" && p.batcher.Handles(c.Method, model) {
@@ -193,7 +198,9 @@ func (r relayHandler) routeTo(c *h2relay.Call, model, version string, bytesIn in
 	if c.Deadline.IsZero() && p.upstreamTimeout > 0 {
 		c.Timeout = p.upstreamTimeout
 	}
-	c.Data = &relayCall{up: up, model: model, version: version, bytesIn: bytesIn}
+	rc := &relayCall{up: up, model: model, version: version, bytesIn: bytesIn}
+	scanFeatures(featureKind(c.Method), msg, bytesIn, p.inputShapes, &rc.feat)
+	c.Data = rc
 	return p.relayPool(up), false
 }
 
@@ -222,7 +229,7 @@ func (r relayHandler) Done(c *h2relay.Call, res *h2relay.Result) (uint32, string
 		ctx = metadata.NewIncomingContext(ctx, md)
 	}
 	o := outcome{upstream: res.Upstream, bytesIn: rc.bytesIn, bytesOut: max(res.BytesOut-5, 0),
-		model: rc.model, version: rc.version, upName: rc.up.name}
+		model: rc.model, version: rc.version, upName: rc.up.name, feat: rc.feat}
 	switch e := res.Err; {
 	case e == nil && res.Status == 0:
 	case e == nil:

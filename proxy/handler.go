@@ -34,6 +34,9 @@ type outcome struct {
 	// claim is the call's hold on the byte budget (gRPC path); nil
 	// where the relay holds the call's bytes.
 	claim *h2relay.Claim
+	// feat is what the request carried (features.go); finish sets its
+	// bytes.
+	feat monitor.CallFeatures
 }
 
 // budgetFailed is the error of a call that got no room in the byte
@@ -172,6 +175,7 @@ func (p *Proxy) unary(ctx context.Context, clientDeadline bool, up *Upstream, me
 	o.bytesIn = int64(req.Len())
 	claim.Hold(o.bytesIn)
 	o.model, o.version = frameTarget(kind, req)
+	frameFeatures(featureKind(method), req, p.inputShapes || p.tracing != nil, &o.feat)
 	if p.router != nil && o.model != "" && isInference(method) {
 		// A routed call's attempts may outlive this frame (a hedge), so
 		// it lives on the heap; a plain call's stays on the stack.
@@ -254,9 +258,14 @@ func (p *Proxy) finish(ctx context.Context, span trace.Span, start time.Time, me
 		if route == "" {
 			route = monitor.RoutePrimary
 		}
+		var size string // a stream's bytes span many requests: no class
+		if lookupMethod(method).unary {
+			size = monitor.SizeClassOf(o.bytesIn)
+		}
+		o.feat.BytesIn, o.feat.BytesOut = o.bytesIn, o.bytesOut
 		sm := monitor.Sample{
 			Total: total, Upstream: o.upstream, Queue: o.queue, Code: code.String(),
-			BytesIn: o.bytesIn, BytesOut: o.bytesOut,
+			BytesIn: o.bytesIn, BytesOut: o.bytesOut, Features: o.feat,
 		}
 		// A sampled call's trace id becomes the exemplar of its latency
 		// bucket; an unsampled one's would point at a trace nobody kept.
@@ -267,7 +276,7 @@ func (p *Proxy) finish(ctx context.Context, span trace.Span, start time.Time, me
 		}
 		p.rec.Record(monitor.SeriesKey{
 			Model: o.model, Version: o.version, Method: method, Upstream: upstream,
-			CodeClass: callClass(ctx, code, o.err), Route: route,
+			CodeClass: callClass(ctx, code, o.err), Route: route, SizeClass: size,
 		}, sm)
 	}
 	return st

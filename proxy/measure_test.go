@@ -45,12 +45,12 @@ func TestMeasurement(t *testing.T) {
 	}
 
 	wants := []monitor.SeriesKey{
-		{Model: "simple", Version: "1", Method: "/inference.GRPCInferenceService/ModelInfer", CodeClass: "ok"},
-		{Model: "half_plus_two", Version: "7", Method: "/tensorflow.serving.PredictionService/Predict", CodeClass: "ok"},
-		{Model: "big", Version: "1", Method: "/inference.GRPCInferenceService/ModelInfer", CodeClass: "ok"},
-		{Model: "half_plus_two", Version: "stable", Method: "/tensorflow.serving.PredictionService/Predict", CodeClass: "ok"},
-		{Model: "simple", Version: "3", Method: "/inference.GRPCInferenceService/ModelReady", CodeClass: "server_error"},
-		{Method: "/grpc.health.v1.Health/Check", CodeClass: "ok"},
+		{Model: "simple", Version: "1", Method: "/inference.GRPCInferenceService/ModelInfer", CodeClass: "ok", SizeClass: "le_64KiB"},
+		{Model: "half_plus_two", Version: "7", Method: "/tensorflow.serving.PredictionService/Predict", CodeClass: "ok", SizeClass: "le_4KiB"},
+		{Model: "big", Version: "1", Method: "/inference.GRPCInferenceService/ModelInfer", CodeClass: "ok", SizeClass: "le_1MiB"},
+		{Model: "half_plus_two", Version: "stable", Method: "/tensorflow.serving.PredictionService/Predict", CodeClass: "ok", SizeClass: "le_4KiB"},
+		{Model: "simple", Version: "3", Method: "/inference.GRPCInferenceService/ModelReady", CodeClass: "server_error", SizeClass: "le_4KiB"},
+		{Method: "/grpc.health.v1.Health/Check", CodeClass: "ok", SizeClass: "le_4KiB"},
 	}
 	// A handler records after its response is sent, so records may come
 	// in another order than the calls.

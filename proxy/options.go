@@ -48,6 +48,7 @@ type options struct {
 	maxInFlight     int
 	tracing         *tracing
 	frontDoor       FrontDoor
+	inputShapes     bool
 }
 
 // DefaultUpstreamTimeout is a suggested WithUpstreamTimeout: long enough

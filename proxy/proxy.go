@@ -46,6 +46,9 @@ type Proxy struct {
 	router *Router
 	// tracing makes spans (trace.go); nil: none.
 	tracing *tracing
+	// inputShapes: every recorded inference call's Sample carries its
+	// inputs (features.go).
+	inputShapes bool
 
 	upstreamTimeout time.Duration
 	maxInFlight     int64
@@ -107,6 +110,7 @@ func New(director Director, opts ...Option) (*Proxy, error) {
 		batcher:         o.batcher,
 		router:          o.router,
 		tracing:         o.tracing,
+		inputShapes:     o.inputShapes,
 		upstreamTimeout: max(o.upstreamTimeout, 0),
 		maxInFlight:     int64(max(o.maxInFlight, 0)),
 		frontDoor:       o.frontDoor,

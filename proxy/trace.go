@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/infergate/infergate/batcher"
+	"github.com/infergate/infergate/monitor"
 )
 
 // Tracing. With WithTracing, every call gets a server span whose parent is
@@ -64,16 +65,25 @@ func SemconvFromEnv(v string) Semconv {
 
 // Span attributes of infergate's own (no convention covers them).
 const (
-	attrModel       = attribute.Key("infergate.model")
-	attrVersion     = attribute.Key("infergate.model_version")
-	attrRoute       = attribute.Key("infergate.route")
-	attrReason      = attribute.Key("infergate.route_reason")
-	attrQueue       = attribute.Key("infergate.queue_seconds")
-	attrAttempt     = attribute.Key("infergate.attempt")
-	attrUpstream    = attribute.Key("infergate.upstream")
-	attrBatchID     = attribute.Key("infergate.batch.id")
-	attrBatchRows   = attribute.Key("infergate.batch.rows")
-	attrBatchCalls  = attribute.Key("infergate.batch.size")
+	attrModel      = attribute.Key("infergate.model")
+	attrVersion    = attribute.Key("infergate.model_version")
+	attrRoute      = attribute.Key("infergate.route")
+	attrReason     = attribute.Key("infergate.route_reason")
+	attrQueue      = attribute.Key("infergate.queue_seconds")
+	attrAttempt    = attribute.Key("infergate.attempt")
+	attrUpstream   = attribute.Key("infergate.upstream")
+	attrBatchID    = attribute.Key("infergate.batch.id")
+	attrBatchRows  = attribute.Key("infergate.batch.rows")
+	attrBatchCalls = attribute.Key("infergate.batch.size")
+	// What the call carried (issue 29). OpenTelemetry has no attribute
+	// for these: the RPC conventions size messages only as metrics
+	// (rpc.server.request.size) and the GenAI ones count tokens, not
+	// tensors.
+	attrReqBytes    = attribute.Key("infergate.request.bytes")
+	attrRespBytes   = attribute.Key("infergate.response.bytes")
+	attrReqRows     = attribute.Key("infergate.request.rows")
+	attrReqInputs   = attribute.Key("infergate.request.inputs")
+	attrReqPartial  = attribute.Key("infergate.request.inputs_partial")
 	attrServerAddr  = attribute.Key("server.address")
 	attrRPCSystem   = attribute.Key("rpc.system")
 	attrRPCService  = attribute.Key("rpc.service")
@@ -233,6 +243,8 @@ func (tr *tracing) endServer(span trace.Span, code codes.Code, o outcome) {
 	if o.queue > 0 {
 		kv = append(kv, attrQueue.Float64(o.queue.Seconds()))
 	}
+	kv = append(kv, attrReqBytes.Int64(o.bytesIn), attrRespBytes.Int64(o.bytesOut))
+	kv = append(kv, featureAttrs(&o.feat)...)
 	span.SetAttributes(kv...)
 	if serverError(code) {
 		span.SetStatus(otelcodes.Error, code.String())
@@ -302,4 +314,28 @@ func (tr *tracing) startBatch(ctx context.Context, method string, up *Upstream, 
 	b.Link = span.SpanContext()
 	tr.prop.Inject(ctx, mdCarrier(md))
 	return ctx, span
+}
+
+// featureAttrs are the span attributes of what an inference call's
+// request carried: its rows, when its first input has a shape, and its
+// inputs as "INPUT0:FP32[8,3,224,224]".
+func featureAttrs(f *monitor.CallFeatures) []attribute.KeyValue {
+	if f.NumInputs == 0 {
+		return nil
+	}
+	var kv []attribute.KeyValue
+	if f.Rows != 0 {
+		kv = append(kv, attrReqRows.Int64(f.Rows))
+	}
+	if len(f.Inputs) > 0 {
+		in := make([]string, len(f.Inputs))
+		for i, s := range f.Inputs {
+			in[i] = s.String()
+		}
+		kv = append(kv, attrReqInputs.StringSlice(in))
+	}
+	if f.Partial {
+		kv = append(kv, attrReqPartial.Bool(true))
+	}
+	return kv
 }

@@ -181,7 +181,7 @@ func referenceMetrics() ([]metricDoc, error) {
 // metrics have series and Gather reads their types.
 func touchMonitor(mon *monitor.Registry) {
 	key := monitor.SeriesKey{Model: "reference", Method: "/inference.GRPCInferenceService/ModelInfer", Upstream: "primary",
-		CodeClass: monitor.CodeClassOK, Route: monitor.RoutePrimary}
+		CodeClass: monitor.CodeClassOK, Route: monitor.RoutePrimary, SizeClass: monitor.SizeClass4KiB}
 	mon.Record(key, monitor.Sample{Total: 3 * time.Millisecond, Upstream: 2 * time.Millisecond, Queue: time.Millisecond, Code: "OK", BytesIn: 1, BytesOut: 1})
 	mon.RecordStream(key, monitor.StreamSample{Response: true, First: true, Wait: time.Millisecond, Done: true, Responses: 1})
 	mon.StreamDropped(monitor.StreamDropOutstanding)

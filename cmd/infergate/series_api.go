@@ -29,7 +29,10 @@ type seriesDoc struct {
 	// Route is the route that answered: primary, fallback, cascade_edge
 	// or cascade_escalated; Model stays the model the client asked for.
 	Route string `json:"route"`
-	Calls uint64 `json:"calls"`
+	// SizeClass is the class of the calls' request bytes (le_4KiB ..
+	// gt_16MiB); "" for streams.
+	SizeClass string `json:"size_class"`
+	Calls     uint64 `json:"calls"`
 	// Windows maps "1m", "5m", "15m" to components "total", "upstream",
 	// "overhead" (and "queue" once a series has queued).
 	Windows map[string]map[string]seriesStats `json:"windows"`
@@ -72,7 +75,8 @@ func seriesJSON(snaps []monitor.SeriesSnapshot) []seriesDoc {
 	for _, s := range snaps {
 		d := seriesDoc{
 			Model: s.Key.Model, Version: s.Key.Version, Method: s.Key.Method,
-			Upstream: s.Key.Upstream, CodeClass: s.Key.CodeClass, Route: s.Key.Route, Calls: s.Calls,
+			Upstream: s.Key.Upstream, CodeClass: s.Key.CodeClass, Route: s.Key.Route,
+			SizeClass: s.Key.SizeClass, Calls: s.Calls,
 			Windows: map[string]map[string]seriesStats{},
 		}
 		for w := monitor.Window(0); w < monitor.NumWindows; w++ {

@@ -32,6 +32,11 @@
 //     for cascade routing: how confident the small model that answered is
 //     in one output tensor, read from its values without decoding the rest,
 //     so the proxy can send a doubtful request on to a bigger model.
+//   - ScanFeatures: what a ModelInferRequest or PredictRequest carried
+//     (its bytes, rows, and each input's name, datatype and shape, never
+//     the values), from the whole message or its first bytes, into a
+//     fixed-size Features without allocating, for the size class on the
+//     metrics, span attributes and slow-call records (issue 29).
 //   - ScanInferRequest, ScanStreamResponse (and their Chunks forms): the
 //     two directions of a ModelStreamInfer stream, for its meter: a
 //     request's model, version and id; a response's id, error, final flag

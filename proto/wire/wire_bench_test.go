@@ -5,6 +5,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/infergate/infergate/proto/kservepb"
 	"github.com/infergate/infergate/proto/tensorflowpb"
 	"github.com/infergate/infergate/proto/tfservingpb"
 )
@@ -175,4 +176,43 @@ func BenchmarkTargetScanner(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkScanFeatures reads the features of a small request (the simple
+// model's two [1,16] INT32 inputs) and of a 1 MiB one (an FP32 image
+// batch), whole and from its first 16 KiB as the relay has a request it
+// forwards as it arrives: the tensor bytes are skipped by length, so the
+// cost does not grow with them.
+func BenchmarkScanFeatures(b *testing.B) {
+	small := inferRequest("simple", "1", 64)
+	small.Inputs = append(small.Inputs, &kservepb.ModelInferRequest_InferInputTensor{Name: "INPUT1", Datatype: "INT32", Shape: []int64{1, 16}})
+	big := &kservepb.ModelInferRequest{ModelName: "resnet", ModelVersion: "1", Inputs: []*kservepb.ModelInferRequest_InferInputTensor{
+		{Name: "INPUT0", Datatype: "FP32", Shape: []int64{2, 3, 224, 224}}}, RawInputContents: [][]byte{make([]byte, 1<<20)}}
+	tf := &tfservingpb.PredictRequest{ModelSpec: &tfservingpb.ModelSpec{Name: "resnet"}, Inputs: map[string]*tensorflowpb.TensorProto{
+		"images": tfInput(tensorflowpb.DataType_DT_FLOAT, 1<<20, 2, 224, 224, 3)}}
+	for _, c := range []struct {
+		name string
+		kind TargetKind
+		msg  []byte
+		read int
+	}{
+		{"kserve-small", KServeTarget, marshal(b, small), -1},
+		{"kserve-1MiB", KServeTarget, marshal(b, big), -1},
+		{"kserve-1MiB-first16KiB", KServeTarget, marshal(b, big), 16 << 10},
+		{"tfserving-1MiB", TFServingTarget, marshal(b, tf), -1},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			msg := c.msg
+			if c.read > 0 {
+				msg = msg[:c.read]
+			}
+			var f Features
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := ScanFeatures(c.kind, msg, int64(len(c.msg)), &f); err != nil || f.Inputs == 0 {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }
