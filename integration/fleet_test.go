@@ -147,7 +147,10 @@ func TestFleetP99FromNativeHistograms(t *testing.T) {
 		warm = append(warm, c)
 	}
 	const duration = `infergate_request_duration_seconds{model="fleet"}`
-	waitProm(t, prom, "histogram_count("+duration+")", func(v []promSample) bool {
+	// One histogram per replica: a replica's calls may fall in several
+	// size classes (size_class), summed here.
+	perInstance := "histogram_count(sum by (instance) (" + duration + "))"
+	waitProm(t, prom, perInstance, func(v []promSample) bool {
 		return len(v) == replicas && allFloat(v, func(f float64) bool { return f == 1 })
 	})
 	ready := time.Now()
@@ -189,7 +192,7 @@ func TestFleetP99FromNativeHistograms(t *testing.T) {
 	for _, c := range load {
 		perReplica[admins[c.replica]]++
 	}
-	waitProm(t, prom, "histogram_count("+duration+")", func(v []promSample) bool {
+	waitProm(t, prom, perInstance, func(v []promSample) bool {
 		return len(v) == replicas && allInstances(v, func(inst string, f float64) bool { return f == float64(perReplica[inst]+1) })
 	})
 	at := time.Now()

