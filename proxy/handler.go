@@ -92,7 +92,7 @@ func (p *Proxy) handle(_ any, ss grpc.ServerStream) (err error) {
 	}
 	var inFlight *monitor.Gauge
 	if p.rec != nil {
-		inFlight = p.inFlight(up)
+		inFlight = p.inFlight(up.dest.Load())
 		inFlight.Inc()
 	}
 
@@ -134,7 +134,7 @@ func (p *Proxy) handle(_ any, ss grpc.ServerStream) (err error) {
 	} else {
 		o = p.stream(outCtx, up, method, info.target, ss, subtypeOpt)
 	}
-	upName := up.name
+	upName := up.Name()
 	if o.upName != "" {
 		upName = o.upName
 	}
@@ -202,10 +202,10 @@ func (p *Proxy) upstreamFailed(ctx context.Context, up *Upstream, method string,
 	}
 	if !fromUpstream && ctx.Err() == nil {
 		s := status.Convert(err)
-		p.failures.note(ctx, failureKind{msg: "upstream call failed", upstream: up.name, code: s.Code()},
+		p.failures.note(ctx, failureKind{msg: "upstream call failed", upstream: up.Name(), code: s.Code()},
 			slog.String("method", method), slog.String("error", s.Message()))
 	}
-	return &upstreamError{upstream: up.name, err: err, fromUpstream: fromUpstream}
+	return &upstreamError{upstream: up.Name(), err: err, fromUpstream: fromUpstream}
 }
 
 // noRoute is the error of a director's refusal, logged (rate-limited)

@@ -21,7 +21,7 @@ func (r *Router) buildTable(opts RouterOptions, prev *routeTable) (*routeTable, 
 			return nil
 		}
 		if err := cfg.Validate(); err != nil {
-			return fmt.Errorf("upstream %q: breaker: %w", up.name, err)
+			return fmt.Errorf("upstream %q: breaker: %w", up.Name(), err)
 		}
 		if prev != nil {
 			if old := prev.breakers[up]; old != nil && reflect.DeepEqual(old.cfg, cfg.withDefaults()) {
@@ -29,10 +29,10 @@ func (r *Router) buildTable(opts RouterOptions, prev *routeTable) (*routeTable, 
 				return nil
 			}
 		}
-		t.breakers[up] = newBreaker(up.name, cfg, opts.Now, r.breakerChanged)
+		t.breakers[up] = newBreaker(up.Name(), cfg, opts.Now, r.breakerChanged)
 		return nil
 	}
-	for _, up := range slices.SortedFunc(maps.Keys(opts.Breakers), func(a, b *Upstream) int { return cmpString(a.name, b.name) }) {
+	for _, up := range slices.SortedFunc(maps.Keys(opts.Breakers), func(a, b *Upstream) int { return cmpString(a.Name(), b.Name()) }) {
 		if err := addBreaker(up, opts.Breakers[up]); err != nil {
 			return nil, err
 		}
