@@ -67,7 +67,7 @@ type Proxy struct {
 	// relay is the fast path (fastpath.go), made by Relay.
 	relay      *h2relay.Server
 	relayOnce  sync.Once
-	relayPools sync.Map // *Upstream → its *relayEntry
+	relayPools sync.Map   // *Upstream → its *relayEntry
 	relayMu    sync.Mutex // serialises moveRelayPool
 	// unary calls the relay routed, by where they went.
 	forwarded, served, handedOn atomic.Int64

@@ -10,7 +10,8 @@ import (
 
 // buildTable makes the table of opts. With prev, what the new table
 // shares with it carries over: the breaker of an upstream whose breaker
-// settings did not change (its state, window and trips), the retry
+// settings did not change and that did not move (its state, window and
+// trips), the retry
 // budget when its settings did not change (its tokens), and each model's
 // live counters, forced mode and the alert holding it on its fallback
 // when the model keeps a route (and, for those two, a fallback).
@@ -23,13 +24,18 @@ func (r *Router) buildTable(opts RouterOptions, prev *routeTable) (*routeTable, 
 		if err := cfg.Validate(); err != nil {
 			return fmt.Errorf("upstream %q: breaker: %w", up.Name(), err)
 		}
+		d := up.dest.Load()
 		if prev != nil {
-			if old := prev.breakers[up]; old != nil && reflect.DeepEqual(old.cfg, cfg.withDefaults()) {
+			// A breaker judges one server: an upstream that moved
+			// (Upstream.Move) gets a new one, closed.
+			if old := prev.breakers[up]; old != nil && old.dest == d && reflect.DeepEqual(old.cfg, cfg.withDefaults()) {
 				t.breakers[up] = old
 				return nil
 			}
 		}
-		t.breakers[up] = newBreaker(up.Name(), cfg, opts.Now, r.breakerChanged)
+		b := newBreaker(d.name, cfg, opts.Now, r.breakerChanged)
+		b.dest = d
+		t.breakers[up] = b
 		return nil
 	}
 	for _, up := range slices.SortedFunc(maps.Keys(opts.Breakers), func(a, b *Upstream) int { return cmpString(a.Name(), b.Name()) }) {

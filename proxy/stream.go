@@ -42,7 +42,7 @@ func (p *Proxy) stream(ctx context.Context, up *Upstream, method string, kind ta
 			return o
 		}
 		up = sr.up
-		o.route, o.reason, o.upName = sr.route, sr.reason, up.Name()
+		o.route, o.reason, o.by = sr.route, sr.reason, up
 	}
 	if p.tracing != nil {
 		why := attemptPrimary
@@ -58,7 +58,7 @@ func (p *Proxy) stream(ctx context.Context, up *Upstream, method string, kind ta
 	if err != nil && sr.retry != nil {
 		if alt, ok := sr.retry(err); ok {
 			sr, up = alt, alt.up
-			o.route, o.reason, o.upName = sr.route, sr.reason, up.Name()
+			o.route, o.reason, o.by = sr.route, sr.reason, up
 			if cs, err = up.Conn().NewStream(upCtx, &bidiDesc, method, opts...); err == nil {
 				sr.mr.live.counters.retriesWon.Add(1)
 			}
