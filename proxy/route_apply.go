@@ -115,7 +115,8 @@ func (r *Router) Apply(opts RouterOptions) error {
 }
 
 // Reopen is Open for a reload: the default upstream stays prev's (the
-// Director's, which cannot change while serving), an upstream whose
+// Director's; the caller moves it, Upstream.Move, when its address
+// changed: next's DefaultAddress is the new one), an upstream whose
 // name, address and connection count are prev's is prev's (its
 // connections and calls carry on), and only the others are dialled.
 // dropped are prev's upstreams the new plan no longer uses: the caller
@@ -153,10 +154,6 @@ func (p *RoutePlan) Reopen(prev *Routing, opts UpstreamOptions, dial func(target
 			up.Close()
 		}
 		return nil, nil, err
-	}
-	rt.DefaultAddress = prev.DefaultAddress
-	if len(prev.keys) > 0 && len(rt.keys) > 0 {
-		rt.keys[0] = prev.keys[0]
 	}
 	for _, up := range prev.Upstreams {
 		if !kept[up] {
