@@ -294,6 +294,58 @@ func TestReloadTurnsBatchingOn(t *testing.T) {
 	ld.check(t)
 }
 
+// TestReloadMovesDefaultUpstream: upstream: in the file points at a
+// second simserver, under load; the reload moves the default upstream
+// live (issue 28: new connections, the old drained): no call fails, the
+// client's connection stays READY, the second simserver takes the calls
+// (its own metrics) and the first takes no more; infergate's series
+// carry the new upstream label, and nothing waits for a restart.
+func TestReloadMovesDefaultUpstream(t *testing.T) {
+	first, second := startSim(t), startSim(t)
+	conf := writeFile(t, "infergate.yaml", fmt.Sprintf("upstream: %q\n", first.grpc))
+	gate := start(t, "infergate", "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0", "--config", conf, "--log-level", "info")
+	admin := "http://" + gate.admin
+	served := func(sim *proc) float64 {
+		return counterSum(scrape(t, sim.admin), "nv_inference_request_success", map[string]string{"model": "resnet50"})
+	}
+	ld := startCallLoad(t, gate.grpc, "resnet50")
+	defer ld.stop()
+	ld.waitCalls(50)
+	if n := served(second); n != 0 {
+		t.Fatalf("the second simserver served %v calls before the reload", n)
+	}
+
+	moved := time.Now()
+	if err := os.WriteFile(conf, []byte(fmt.Sprintf("upstream: %q\n", second.grpc)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "the second simserver taking calls", func() bool { return served(second) > 0 })
+	t.Logf("the second simserver took calls %v after the file changed", time.Since(moved).Round(time.Millisecond))
+	// Calls in flight on the first when it moved have ended after these.
+	ld.waitCalls(50)
+	before := served(first)
+	ld.waitCalls(100)
+	if after := served(first); after != before {
+		t.Errorf("the first simserver served %v more calls after the move, want none", after-before)
+	}
+
+	fams := scrape(t, gate.admin)
+	if n := counterSum(fams, "infergate_requests_total", map[string]string{"upstream": second.grpc}); n == 0 {
+		t.Errorf("no infergate_requests_total with upstream=%q after the move:\n%s", second.grpc, dumpFamilies(fams, "infergate_requests_total"))
+	}
+	_, cfgBody := httpGet(t, admin+"/api/v1/status/config?format=json")
+	var st struct {
+		RestartRequired []string `json:"restart_required"`
+	}
+	if err := json.Unmarshal([]byte(cfgBody), &st); err != nil || len(st.RestartRequired) != 0 {
+		t.Errorf("after the move: restart_required %v (%v), want none", st.RestartRequired, err)
+	}
+	if !strings.Contains(gate.log.String(), "default upstream "+first.grpc+" -> "+second.grpc) {
+		t.Errorf("no reload log line for the move")
+	}
+	ld.check(t)
+}
+
 // TestReloadTracingSampler: tracing on with sample_ratio 0 records no
 // call; a reload to 1 records the calls after it, without a restart.
 func TestReloadTracingSampler(t *testing.T) {

@@ -112,7 +112,7 @@ func (c *call) attemptWith(ctx context.Context, t target, why string, x *exchang
 		c.keepReq.Store(true)
 		md, _ := metadata.FromOutgoingContext(ctx)
 		res, err := p.batcher.Do(ctx, batcher.Request{
-			Upstream: t.up.name, Invoke: p.invoker(t.up), Method: c.method,
+			Upstream: t.up.Name(), Invoke: p.invoker(t.up), Method: c.method,
 			Model: model, Version: version, Payload: req.Bytes(), MD: md,
 		})
 		if !errors.Is(err, batcher.ErrNotBatched) {

@@ -72,6 +72,13 @@ type backend struct {
 
 func startBackend(t *testing.T) *backend {
 	t.Helper()
+	b, srv := newBackend()
+	b.addr = serve(t, srv)
+	return b
+}
+
+// newBackend is a backend and its server, not yet serving.
+func newBackend() (*backend, *grpc.Server) {
 	b := &backend{
 		md:      make(chan metadata.MD, 16),
 		blocked: make(chan blockReport, 16),
@@ -85,8 +92,7 @@ func startBackend(t *testing.T) *backend {
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	healthpb.RegisterHealthServer(srv, hs)
 	srv.RegisterService(&streamsDesc, b)
-	b.addr = serve(t, srv)
-	return b
+	return b, srv
 }
 
 // serve runs srv on a fresh loopback port until the test ends.

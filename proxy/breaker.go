@@ -159,6 +159,9 @@ const (
 // share no lock. The state is mirrored in an atomic for the hot path.
 type breaker struct {
 	name string
+	// dest is where its upstream was when it was made; nil in tests
+	// that make one alone.
+	dest *upstreamDest
 	cfg  BreakerConfig
 	cb   *gobreaker.TwoStepCircuitBreaker[struct{}]
 	now  func() time.Time

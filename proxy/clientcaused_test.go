@@ -81,18 +81,18 @@ func TestBreakerIgnoresClientDeadlines(t *testing.T) {
 // live reaches the client as UNAVAILABLE naming the upstream; a call the
 // client cancelled stays CANCELED (issue 21).
 func TestConnectionClosingIsUnavailable(t *testing.T) {
-	p, err := New(StaticDirector(&Upstream{name: "fb"}), WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	p, err := New(StaticDirector(namedUpstream("fb")), WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	if err != nil {
 		t.Fatal(err)
 	}
 	closing := status.Error(codes.Canceled, "grpc: the client connection is closing")
-	st := status.Convert(statusOf(p.upstreamFailed(context.Background(), &Upstream{name: "fb"}, "/m", closing, false)))
+	st := status.Convert(statusOf(p.upstreamFailed(context.Background(), namedUpstream("fb"), "/m", closing, false)))
 	if st.Code() != codes.Unavailable || !strings.Contains(st.Message(), "fb") || !strings.Contains(st.Message(), "closing") {
 		t.Errorf("live call: %v %q, want UNAVAILABLE naming the upstream and the closing connection", st.Code(), st.Message())
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if c := status.Code(statusOf(p.upstreamFailed(ctx, &Upstream{name: "fb"}, "/m", status.Error(codes.Canceled, "context canceled"), false))); c != codes.Canceled {
+	if c := status.Code(statusOf(p.upstreamFailed(ctx, namedUpstream("fb"), "/m", status.Error(codes.Canceled, "context canceled"), false))); c != codes.Canceled {
 		t.Errorf("client cancelled: %v, want CANCELED", c)
 	}
 }

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -16,6 +18,8 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/resolver/manual"
 )
 
 // Director holds the proxy's routing policy: it picks the upstream for each
@@ -68,17 +72,27 @@ func (d upstreamDirector) fixed() *Upstream { return d.up }
 type fixedDirector interface{ fixed() *Upstream }
 
 // Upstream is one model server behind the proxy: a name for metrics and a
-// small pool of connections used in turn.
+// small pool of connections used in turn. One dialled with
+// UpstreamOptions.Movable can be pointed at another server while it serves
+// (Move); what holds it (the Director, readiness, the router) keeps it.
 type Upstream struct {
-	name  string
+	dest  atomic.Pointer[upstreamDest]
 	conns []*grpc.ClientConn
 	next  atomic.Uint32
-	// relayAddr is the host:port the fast path (fastpath.go) dials, for
-	// an upstream dialled in plaintext with nothing but this package's
-	// options; "" keeps every call on the gRPC path. relayConns is the
-	// pool size there.
-	relayAddr  string
+	// resolvers feed conns their address, one each, when the upstream
+	// can move; nil otherwise.
+	resolvers []*manual.Resolver
+	// relayable: the fast path may relay to it (plaintext, dialled
+	// with nothing but this package's options), wherever it moves.
+	// relayConns is the pool size there.
+	relayable  bool
 	relayConns int
+	// setServerName makes the address the ServerName of the addresses
+	// the resolvers hand out, so that :authority (and TLS's name) follow
+	// a move; false when the credentials name the server themselves.
+	setServerName bool
+	// moveMu keeps two Moves from reaching the resolvers out of order.
+	moveMu sync.Mutex
 	// callLimit is the message size limit the connections' default call
 	// options set (DialUpstream); 0 when unknown. A proxy whose limit is
 	// the same leaves its own limit options off unary calls.
@@ -92,11 +106,88 @@ func NewUpstream(name string, conns ...*grpc.ClientConn) (*Upstream, error) {
 	if len(conns) == 0 {
 		return nil, fmt.Errorf("proxy: upstream %q: no connections", name)
 	}
-	return &Upstream{name: name, conns: conns}, nil
+	u := &Upstream{conns: conns}
+	u.dest.Store(&upstreamDest{name: name})
+	return u, nil
+}
+
+// upstreamDest is where an Upstream sends its calls: replaced whole by
+// Move, so that a call reads its name and address from one place.
+type upstreamDest struct {
+	// name is the upstream metric label.
+	name string
+	// address is the dial target; "" when NewUpstream got connections.
+	address string
+	// relayAddr is the host:port the fast path (fastpath.go) dials; ""
+	// keeps every call on the gRPC path.
+	relayAddr string
 }
 
 // Name returns the upstream's name, used as its metric label.
-func (u *Upstream) Name() string { return u.name }
+func (u *Upstream) Name() string { return u.dest.Load().name }
+
+// Address returns the address the upstream's connections go to, the dial
+// target; "" for one made by NewUpstream.
+func (u *Upstream) Address() string { return u.dest.Load().address }
+
+// Movable says whether Move can point the upstream elsewhere.
+func (u *Upstream) Movable() bool { return u.resolvers != nil }
+
+// Move points the upstream at address (host:port), named name from now
+// on. Its connections stay the same grpc.ClientConns: gRPC connects to the
+// new address and closes the old transports gracefully, so calls in flight
+// there finish while new ones wait for the new connection (and fail only
+// if it cannot be made, as on a cold start). Calls started from then on
+// are recorded under name. The fast path's pool follows at its next call
+// (Proxy.relayPool). Only an upstream dialled with UpstreamOptions.Movable
+// moves.
+func (u *Upstream) Move(address, name string) error {
+	if u.resolvers == nil {
+		return fmt.Errorf("proxy: upstream %q: dialled as %q, it cannot move without a restart", u.Name(), u.Address())
+	}
+	if !plainHostPort(address) {
+		return fmt.Errorf("proxy: upstream %q: %q is not host:port", u.Name(), address)
+	}
+	if name == "" {
+		name = address
+	}
+	u.moveMu.Lock()
+	defer u.moveMu.Unlock()
+	old := u.dest.Load()
+	if old.address == address && old.name == name {
+		return nil
+	}
+	d := &upstreamDest{name: name, address: address}
+	if u.relayable {
+		d.relayAddr = address
+	}
+	u.dest.Store(d)
+	for _, r := range u.resolvers {
+		r.UpdateState(resolverState(address, u.setServerName))
+	}
+	return nil
+}
+
+// resolverState is what a movable upstream's resolvers hand its
+// connections.
+func resolverState(address string, setServerName bool) resolver.State {
+	a := resolver.Address{Addr: address}
+	if setServerName {
+		a.ServerName = address
+	}
+	return resolver.State{Addresses: []resolver.Address{a}}
+}
+
+// plainHostPort says whether target is host:port with no scheme, what a
+// movable upstream and the fast path dial.
+func plainHostPort(target string) bool {
+	_, _, err := net.SplitHostPort(target)
+	return err == nil && !strings.Contains(target, "/")
+}
+
+// movableScheme is the scheme of a movable upstream's dial target, local
+// to its connections (grpc.WithResolvers).
+const movableScheme = "infergate-upstream"
 
 // Conn returns the next connection of the pool, round robin.
 func (u *Upstream) Conn() *grpc.ClientConn {
@@ -111,7 +202,7 @@ func (u *Upstream) Close() error {
 	var errs []error
 	for _, c := range u.conns {
 		if err := c.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("proxy: upstream %q: close: %w", u.name, err))
+			errs = append(errs, fmt.Errorf("proxy: upstream %q: close: %w", u.Name(), err))
 		}
 	}
 	return errors.Join(errs...)
@@ -159,6 +250,11 @@ type UpstreamOptions struct {
 	// negative means 5s, so a restarted model server is found again
 	// quickly (gRPC's default is 120s).
 	BackoffMax time.Duration
+	// Movable dials a host:port target so that Upstream.Move can point it
+	// elsewhere: each connection gets its address from a resolver of its
+	// own instead of gRPC's DNS resolver (the name is still resolved at
+	// each connection attempt, by the dialer). Other targets ignore it.
+	Movable bool
 	// DialOptions are added last, after the options built from the fields
 	// above, so they can override any of them.
 	DialOptions []grpc.DialOption
@@ -218,9 +314,20 @@ func DialUpstream(target string, opts UpstreamOptions) (*Upstream, error) {
 		),
 	}, o.DialOptions...)
 
+	movable := o.Movable && plainHostPort(target)
+	setServerName := o.Credentials == nil || o.Credentials.Info().ServerName == ""
+	var resolvers []*manual.Resolver
 	conns := make([]*grpc.ClientConn, 0, o.Conns)
 	for range o.Conns {
-		cc, err := grpc.NewClient(target, dialOpts...)
+		dialTarget, opts := target, dialOpts
+		if movable {
+			r := manual.NewBuilderWithScheme(movableScheme)
+			r.InitialState(resolverState(target, setServerName))
+			resolvers = append(resolvers, r)
+			dialTarget = movableScheme + ":///" + target
+			opts = append(slices.Clip(dialOpts), grpc.WithResolvers(r))
+		}
+		cc, err := grpc.NewClient(dialTarget, opts...)
 		if err != nil {
 			for _, c := range conns {
 				_ = c.Close()
@@ -231,14 +338,21 @@ func DialUpstream(target string, opts UpstreamOptions) (*Upstream, error) {
 		conns = append(conns, cc)
 	}
 	up, err := NewUpstream(o.Name, conns...)
-	if err == nil && len(o.DialOptions) == 0 {
+	if err != nil {
+		return nil, err
+	}
+	d := &upstreamDest{name: o.Name, address: target}
+	if movable {
+		up.resolvers, up.setServerName = resolvers, setServerName
+	}
+	if len(o.DialOptions) == 0 {
 		// Known only without DialOptions, which may set other defaults.
 		up.callLimit = o.MaxMsgSize
-		if opts.Credentials == nil {
-			if _, _, e := net.SplitHostPort(target); e == nil && !strings.Contains(target, "/") {
-				up.relayAddr, up.relayConns = target, o.Conns
-			}
+		if opts.Credentials == nil && plainHostPort(target) {
+			up.relayable, up.relayConns = true, o.Conns
+			d.relayAddr = target
 		}
 	}
-	return up, err
+	up.dest.Store(d)
+	return up, nil
 }

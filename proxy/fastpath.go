@@ -81,7 +81,11 @@ type relayHandler struct {
 
 // relayCall is what Route keeps of a relayed call for Done.
 type relayCall struct {
-	up             *Upstream
+	up *Upstream
+	// upName is up's name when the call was routed: a call in flight
+	// when the upstream moves (Upstream.Move) is recorded where it went.
+	upName         string
+	gauge          *monitor.Gauge
 	model, version string
 	bytesIn        int64
 	feat           monitor.CallFeatures
@@ -136,7 +140,7 @@ func (r relayHandler) forwardable(c *h2relay.Call) bool {
 		return false
 	}
 	fd, ok := p.director.(fixedDirector)
-	if !ok || fd.fixed().relayAddr == "" {
+	if !ok || fd.fixed().dest.Load().relayAddr == "" {
 		return false
 	}
 	subtype := contentSubtypeOf(c)
@@ -181,6 +185,7 @@ func (r relayHandler) RouteEarly(c *h2relay.Call, model, version string) *h2rela
 func (r relayHandler) routeTo(c *h2relay.Call, model, version string, msg []byte, bytesIn int64) (*h2relay.Pool, bool) {
 	p := r.p
 	up := p.director.(fixedDirector).fixed()
+	d := up.dest.Load()
 	if p.batcher != nil && model != "" && p.batcher.Handles(c.Method, model) {
 		return nil, true
 	}
@@ -192,26 +197,58 @@ func (r relayHandler) routeTo(c *h2relay.Call, model, version string, msg []byte
 		p.calls.Add(-1)
 		return nil, true
 	}
+	rc := &relayCall{up: up, upName: d.name, model: model, version: version, bytesIn: bytesIn}
 	if p.rec != nil {
-		p.inFlight(up).Inc()
+		rc.gauge = p.inFlight(d)
+		rc.gauge.Inc()
 	}
 	if c.Deadline.IsZero() && p.upstreamTimeout > 0 {
 		c.Timeout = p.upstreamTimeout
 	}
-	rc := &relayCall{up: up, model: model, version: version, bytesIn: bytesIn}
 	scanFeatures(featureKind(c.Method), msg, bytesIn, p.inputShapes, &rc.feat)
 	c.Data = rc
-	return p.relayPool(up), false
+	return p.relayPool(up, d), false
 }
 
-// relayPool returns the relay's pool to up, asking the relay (whose map is
-// behind a lock) once per upstream.
-func (p *Proxy) relayPool(up *Upstream) *h2relay.Pool {
+// relayEntry is the relay's pool to an upstream where it is (dest).
+type relayEntry struct {
+	dest *upstreamDest
+	pool *h2relay.Pool
+}
+
+// relayPool returns the relay's pool to up, d being where up was when
+// the call was routed. The relay (whose map is behind a lock) is asked
+// once per upstream, and again after the upstream moved.
+func (p *Proxy) relayPool(up *Upstream, d *upstreamDest) *h2relay.Pool {
 	if v, ok := p.relayPools.Load(up); ok {
-		return v.(*h2relay.Pool)
+		if e := v.(*relayEntry); e.dest == d {
+			return e.pool
+		}
 	}
-	v, _ := p.relayPools.LoadOrStore(up, p.relay.Pool(up.relayAddr, up.relayConns))
-	return v.(*h2relay.Pool)
+	return p.moveRelayPool(up)
+}
+
+// moveRelayPool points up's entry at the pool to where up is now, and
+// drains the pool to where it was: calls already sent there finish on
+// its connections, which then close. A call routed just before a move
+// takes the new pool: both lead to the upstream the operator configured
+// last.
+func (p *Proxy) moveRelayPool(up *Upstream) *h2relay.Pool {
+	p.relayMu.Lock()
+	defer p.relayMu.Unlock()
+	cur := up.dest.Load()
+	var old *relayEntry
+	if v, ok := p.relayPools.Load(up); ok {
+		if old = v.(*relayEntry); old.dest == cur {
+			return old.pool
+		}
+	}
+	pool := p.relay.Pool(cur.relayAddr, up.relayConns)
+	p.relayPools.Store(up, &relayEntry{dest: cur, pool: pool})
+	if old != nil && old.pool != pool {
+		p.relay.DrainPool(old.pool)
+	}
+	return pool
 }
 
 // Done records a relayed call as finish records every call, and returns
@@ -220,8 +257,8 @@ func (r relayHandler) Done(c *h2relay.Call, res *h2relay.Result) (uint32, string
 	p := r.p
 	rc := c.Data.(*relayCall)
 	p.calls.Add(-1)
-	if p.rec != nil {
-		p.inFlight(rc.up).Dec()
+	if rc.gauge != nil {
+		rc.gauge.Dec()
 	}
 	ctx := context.Context(relayContext{deadline: c.Deadline})
 	if p.reqLog != nil {
@@ -229,11 +266,11 @@ func (r relayHandler) Done(c *h2relay.Call, res *h2relay.Result) (uint32, string
 		ctx = metadata.NewIncomingContext(ctx, md)
 	}
 	o := outcome{upstream: res.Upstream, bytesIn: rc.bytesIn, bytesOut: max(res.BytesOut-5, 0),
-		model: rc.model, version: rc.version, upName: rc.up.name, feat: rc.feat}
+		model: rc.model, version: rc.version, upName: rc.upName, feat: rc.feat}
 	switch e := res.Err; {
 	case e == nil && res.Status == 0:
 	case e == nil:
-		o.err = &upstreamError{upstream: rc.up.name, fromUpstream: true,
+		o.err = &upstreamError{upstream: rc.upName, fromUpstream: true,
 			err: status.Error(codes.Code(res.Status), res.Message)}
 	case e.Kind == h2relay.ErrTimeout:
 		o.err = &proxyTimeoutError{timeout: p.upstreamTimeout}
@@ -244,11 +281,11 @@ func (r relayHandler) Done(c *h2relay.Call, res *h2relay.Result) (uint32, string
 		if !c.Deadline.IsZero() && !time.Now().Before(c.Deadline) {
 			code = codes.DeadlineExceeded
 		}
-		o.err = &upstreamError{upstream: rc.up.name, err: status.Error(code, e.Msg)}
+		o.err = &upstreamError{upstream: rc.upName, err: status.Error(code, e.Msg)}
 	default:
 		o.err = p.upstreamFailed(ctx, rc.up, c.Method, status.Error(codes.Code(e.Code), e.Msg), res.Answered)
 	}
-	st := status.Convert(p.finish(ctx, nil, c.Start, c.Method, rc.up.name, o))
+	st := status.Convert(p.finish(ctx, nil, c.Start, c.Method, rc.upName, o))
 	return uint32(st.Code()), st.Message()
 }
 
@@ -266,7 +303,7 @@ func (r relayHandler) Refused(c *h2relay.Call, code uint32, msg string) {
 	}
 	upName := ""
 	if fd, ok := p.director.(fixedDirector); ok {
-		upName = fd.fixed().name
+		upName = fd.fixed().Name()
 	}
 	_ = p.finish(relayContext{deadline: c.Deadline}, nil, c.Start, c.Method, upName, o)
 }

@@ -25,9 +25,11 @@ type outcome struct {
 	bytesIn, bytesOut int64
 	model, version    string
 	// route is the monitor.Route* that answered ("" means primary), reason
-	// why (HeaderRouteReason); upName the upstream that answered when a
-	// route chose another than the director's.
+	// why (HeaderRouteReason); upName the name of the upstream that
+	// answered, which the handler sets from by: the upstream a route
+	// chose, nil for the director's.
 	route, reason, upName string
+	by                    *Upstream
 	// batchID is the batch the answer came from (batcher.Batch.ID); 0
 	// for none.
 	batchID uint64
@@ -90,9 +92,12 @@ func (p *Proxy) handle(_ any, ss grpc.ServerStream) (err error) {
 	if err != nil {
 		return p.finish(ctx, span, start, method, "", outcome{err: err})
 	}
+	// Where up is now: a call in flight when it moves (Upstream.Move)
+	// is recorded where it went.
+	dest := up.dest.Load()
 	var inFlight *monitor.Gauge
 	if p.rec != nil {
-		inFlight = p.inFlight(up)
+		inFlight = p.inFlight(dest)
 		inFlight.Inc()
 	}
 
@@ -134,12 +139,13 @@ func (p *Proxy) handle(_ any, ss grpc.ServerStream) (err error) {
 	} else {
 		o = p.stream(outCtx, up, method, info.target, ss, subtypeOpt)
 	}
-	upName := up.name
-	if o.upName != "" {
-		upName = o.upName
+	// The director's upstream by its name when the call started, should
+	// it have moved since.
+	o.upName = dest.name
+	if o.by != nil && o.by != up {
+		o.upName = o.by.Name()
 	}
-	o.upName = upName
-	err = p.finish(ctx, span, start, method, upName, o)
+	err = p.finish(ctx, span, start, method, o.upName, o)
 	if inFlight != nil {
 		inFlight.Dec()
 	}
@@ -202,10 +208,10 @@ func (p *Proxy) upstreamFailed(ctx context.Context, up *Upstream, method string,
 	}
 	if !fromUpstream && ctx.Err() == nil {
 		s := status.Convert(err)
-		p.failures.note(ctx, failureKind{msg: "upstream call failed", upstream: up.name, code: s.Code()},
+		p.failures.note(ctx, failureKind{msg: "upstream call failed", upstream: up.Name(), code: s.Code()},
 			slog.String("method", method), slog.String("error", s.Message()))
 	}
-	return &upstreamError{upstream: up.name, err: err, fromUpstream: fromUpstream}
+	return &upstreamError{upstream: up.Name(), err: err, fromUpstream: fromUpstream}
 }
 
 // noRoute is the error of a director's refusal, logged (rate-limited)

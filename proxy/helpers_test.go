@@ -190,3 +190,11 @@ func mustMarshal(t *testing.T, m proto.Message) []byte {
 	}
 	return b
 }
+
+// namedUpstream is an Upstream without connections, for tests that only
+// route to it.
+func namedUpstream(name string) *Upstream {
+	u := &Upstream{}
+	u.dest.Store(&upstreamDest{name: name})
+	return u
+}

@@ -256,7 +256,7 @@ func (pk *Pick) refuseOrFallback(reason string) {
 	if pk.mr != nil {
 		model = pk.mr.cfg.Model
 	}
-	pk.err = &breakerOpenError{upstream: pk.pri.up.name, model: model}
+	pk.err = &breakerOpenError{upstream: pk.pri.up.Name(), model: model}
 }
 
 // toFallback sends the call to the fallback for reason.

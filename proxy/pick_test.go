@@ -132,7 +132,7 @@ func TestPickFollowsTheRouterClock(t *testing.T) {
 	nowNS.Store(time.Unix(1000, 0).UnixNano())
 	clock := func() time.Time { return time.Unix(0, nowNS.Load()) }
 	advance := func(d time.Duration) { nowNS.Add(int64(d)) }
-	pri, edge := &Upstream{name: "pri"}, &Upstream{name: "edge"}
+	pri, edge := namedUpstream("pri"), namedUpstream("edge")
 	r, err := NewRouter(RouterOptions{
 		Routes: []RouteConfig{{Model: "big", Upstream: pri, ShedOnDeadline: true,
 			Fallback: &FallbackTarget{Upstream: edge, Model: "small"}}},

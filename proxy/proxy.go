@@ -61,13 +61,14 @@ type Proxy struct {
 	// callOpts are the options of every upstream call, built once: the
 	// raw codec first, then the message size limits (see callOptions).
 	callOpts []grpc.CallOption
-	// gauges caches Recorder.InFlight per *Upstream.
+	// gauges caches Recorder.InFlight per *upstreamDest.
 	gauges sync.Map
 
 	// relay is the fast path (fastpath.go), made by Relay.
 	relay      *h2relay.Server
 	relayOnce  sync.Once
-	relayPools sync.Map // *Upstream → its *h2relay.Pool
+	relayPools sync.Map   // *Upstream → its *relayEntry
+	relayMu    sync.Mutex // serialises moveRelayPool
 	// unary calls the relay routed, by where they went.
 	forwarded, served, handedOn atomic.Int64
 }
@@ -216,12 +217,14 @@ func (p *Proxy) Close() error {
 	return nil
 }
 
-// inFlight returns the in-flight gauge of up, asking the recorder once.
-func (p *Proxy) inFlight(up *Upstream) *monitor.Gauge {
-	if g, ok := p.gauges.Load(up); ok {
+// inFlight returns the in-flight gauge of an upstream where it is (d),
+// asking the recorder once per place: after a move, calls count under
+// the new name, and each call takes its gauge down where it went up.
+func (p *Proxy) inFlight(d *upstreamDest) *monitor.Gauge {
+	if g, ok := p.gauges.Load(d); ok {
 		return g.(*monitor.Gauge)
 	}
-	g, _ := p.gauges.LoadOrStore(up, p.rec.InFlight(up.name))
+	g, _ := p.gauges.LoadOrStore(d, p.rec.InFlight(d.name))
 	return g.(*monitor.Gauge)
 }
 

@@ -16,7 +16,7 @@ import (
 func (p *Proxy) reply(ss grpc.ServerStream, a attemptResult, route, reason string, up *Upstream, o outcome, ctr *routeCounters) outcome {
 	o.upstream += a.upstream
 	o.queue += a.queue
-	o.route, o.reason, o.upName = route, reason, up.name
+	o.route, o.reason, o.by = route, reason, up
 	if a.batch != nil {
 		o.batchID = a.batch.ID
 	}

@@ -513,7 +513,7 @@ func (r *Router) fallbackName(model string) string {
 	}
 	t := mr.fallbackTarget(model, nil)
 	if t.up != nil {
-		return t.model + " on " + t.up.name
+		return t.model + " on " + t.up.Name()
 	}
 	return t.model
 }

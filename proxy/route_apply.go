@@ -10,7 +10,8 @@ import (
 
 // buildTable makes the table of opts. With prev, what the new table
 // shares with it carries over: the breaker of an upstream whose breaker
-// settings did not change (its state, window and trips), the retry
+// settings did not change and that did not move (its state, window and
+// trips), the retry
 // budget when its settings did not change (its tokens), and each model's
 // live counters, forced mode and the alert holding it on its fallback
 // when the model keeps a route (and, for those two, a fallback).
@@ -21,18 +22,23 @@ func (r *Router) buildTable(opts RouterOptions, prev *routeTable) (*routeTable, 
 			return nil
 		}
 		if err := cfg.Validate(); err != nil {
-			return fmt.Errorf("upstream %q: breaker: %w", up.name, err)
+			return fmt.Errorf("upstream %q: breaker: %w", up.Name(), err)
 		}
+		d := up.dest.Load()
 		if prev != nil {
-			if old := prev.breakers[up]; old != nil && reflect.DeepEqual(old.cfg, cfg.withDefaults()) {
+			// A breaker judges one server: an upstream that moved
+			// (Upstream.Move) gets a new one, closed.
+			if old := prev.breakers[up]; old != nil && old.dest == d && reflect.DeepEqual(old.cfg, cfg.withDefaults()) {
 				t.breakers[up] = old
 				return nil
 			}
 		}
-		t.breakers[up] = newBreaker(up.name, cfg, opts.Now, r.breakerChanged)
+		b := newBreaker(d.name, cfg, opts.Now, r.breakerChanged)
+		b.dest = d
+		t.breakers[up] = b
 		return nil
 	}
-	for _, up := range slices.SortedFunc(maps.Keys(opts.Breakers), func(a, b *Upstream) int { return cmpString(a.name, b.name) }) {
+	for _, up := range slices.SortedFunc(maps.Keys(opts.Breakers), func(a, b *Upstream) int { return cmpString(a.Name(), b.Name()) }) {
 		if err := addBreaker(up, opts.Breakers[up]); err != nil {
 			return nil, err
 		}
@@ -109,7 +115,8 @@ func (r *Router) Apply(opts RouterOptions) error {
 }
 
 // Reopen is Open for a reload: the default upstream stays prev's (the
-// Director's, which cannot change while serving), an upstream whose
+// Director's; the caller moves it, Upstream.Move, when its address
+// changed: next's DefaultAddress is the new one), an upstream whose
 // name, address and connection count are prev's is prev's (its
 // connections and calls carry on), and only the others are dialled.
 // dropped are prev's upstreams the new plan no longer uses: the caller
@@ -147,10 +154,6 @@ func (p *RoutePlan) Reopen(prev *Routing, opts UpstreamOptions, dial func(target
 			up.Close()
 		}
 		return nil, nil, err
-	}
-	rt.DefaultAddress = prev.DefaultAddress
-	if len(prev.keys) > 0 && len(rt.keys) > 0 {
-		rt.keys[0] = prev.keys[0]
 	}
 	for _, up := range prev.Upstreams {
 		if !kept[up] {

@@ -545,9 +545,12 @@ type upstreamKey struct {
 // settings. On an error it closes those it opened.
 func (p *RoutePlan) Open(opts UpstreamOptions, dial func(target string, opts UpstreamOptions) (*Upstream, error)) (*Routing, error) {
 	rt := &Routing{Router: RouterOptions{Breakers: map[*Upstream]BreakerConfig{}, Budget: p.budget}}
-	for _, pu := range p.upstreams {
+	for i, pu := range p.upstreams {
 		o := opts
 		o.Name = pu.name
+		// The default upstream can move at a reload (Upstream.Move);
+		// the others are dialled again when their address changes.
+		o.Movable = i == 0
 		if pu.conns > 0 {
 			o.Conns = pu.conns
 		}
@@ -578,6 +581,19 @@ func (p *RoutePlan) Open(opts UpstreamOptions, dial func(target string, opts Ups
 	}
 	return rt, nil
 }
+
+// Default is the default upstream's name and address as planned; "" when
+// there is none.
+func (p *RoutePlan) Default() (name, address string) {
+	if p == nil || len(p.upstreams) == 0 {
+		return "", ""
+	}
+	return p.upstreams[0].name, p.upstreams[0].address
+}
+
+// PlainHostPort says whether target is host:port without a scheme: the
+// targets the fast path relays to and a default upstream can move to.
+func PlainHostPort(target string) bool { return plainHostPort(target) }
 
 // Close closes every upstream opened.
 func (rt *Routing) Close() error {

@@ -72,7 +72,7 @@ func (r *Router) Status() ([]RouteStatus, []BreakerStatus) {
 		rs := RouteStatus{Model: name, Route: d.route, Why: d.why, Reason: d.reason, Forced: mr.forced, Alert: mr.alert,
 			Changes: mr.live.changes.Load()}
 		if mr.cfg.Upstream != nil {
-			rs.Primary = mr.cfg.Upstream.name
+			rs.Primary = mr.cfg.Upstream.Name()
 		} else {
 			rs.Primary = "(default upstream)"
 		}

@@ -173,7 +173,7 @@ func (c *routedCall) tryFallback(ctx context.Context, why string) attemptResult 
 	}
 	probe, ok := b.admit()
 	if !ok {
-		return attemptResult{err: &breakerOpenError{upstream: c.fb.up.name, model: c.model, fallback: true}}
+		return attemptResult{err: &breakerOpenError{upstream: c.fb.up.Name(), model: c.model, fallback: true}}
 	}
 	if probe != nil {
 		defer probe(verdictNone) // a no-op once reported

@@ -42,7 +42,7 @@ func (p *Proxy) stream(ctx context.Context, up *Upstream, method string, kind ta
 			return o
 		}
 		up = sr.up
-		o.route, o.reason, o.upName = sr.route, sr.reason, up.name
+		o.route, o.reason, o.by = sr.route, sr.reason, up
 	}
 	if p.tracing != nil {
 		why := attemptPrimary
@@ -58,7 +58,7 @@ func (p *Proxy) stream(ctx context.Context, up *Upstream, method string, kind ta
 	if err != nil && sr.retry != nil {
 		if alt, ok := sr.retry(err); ok {
 			sr, up = alt, alt.up
-			o.route, o.reason, o.upName = sr.route, sr.reason, up.name
+			o.route, o.reason, o.by = sr.route, sr.reason, up
 			if cs, err = up.Conn().NewStream(upCtx, &bidiDesc, method, opts...); err == nil {
 				sr.mr.live.counters.retriesWon.Add(1)
 			}
@@ -75,7 +75,7 @@ func (p *Proxy) stream(ctx context.Context, up *Upstream, method string, kind ta
 	// A ModelStreamInfer stream is measured per request too (issue 19).
 	var meter *streamMeter
 	if method == streamInferFM && p.rec != nil {
-		meter = newStreamMeter(p.rec, method, up.name, sr.route)
+		meter = newStreamMeter(p.rec, method, up.Name(), sr.route)
 	}
 	s2c := p.forwardServerToClient(cs, ss, st, sr.header, meter)
 	c2s := p.forwardClientToServer(ss, cs, kind, st, sr, meter)

@@ -118,7 +118,12 @@ func WithTracing(tp trace.TracerProvider, prop propagation.TextMapPropagator, co
 }
 
 // address is up's target, for the server.address attribute.
-func (u *Upstream) address() string { return u.conns[0].Target() }
+func (u *Upstream) address() string {
+	if a := u.Address(); a != "" {
+		return a
+	}
+	return u.conns[0].Target()
+}
 
 // mdCarrier is gRPC metadata as a propagation.TextMapCarrier.
 type mdCarrier metadata.MD
@@ -257,7 +262,7 @@ func (tr *tracing) endServer(span trace.Span, code codes.Code, o outcome) {
 // client's), so that the upstream's spans are its children.
 func (tr *tracing) startClient(ctx context.Context, method string, up *Upstream, why string,
 	extra ...attribute.KeyValue) (context.Context, trace.Span) {
-	kv := append(tr.rpcAttrs(method), attrUpstream.String(up.name), attrServerAddr.String(up.address()), attrAttempt.String(why))
+	kv := append(tr.rpcAttrs(method), attrUpstream.String(up.Name()), attrServerAddr.String(up.address()), attrAttempt.String(why))
 	ctx, span := tr.tracer.Start(ctx, spanName(method), trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithAttributes(append(kv, extra...)...))
 	return tr.inject(ctx), span
@@ -306,7 +311,7 @@ func (tr *tracing) startBatch(ctx context.Context, method string, up *Upstream, 
 			links = append(links, trace.Link{SpanContext: sc})
 		}
 	}
-	kv := append(tr.rpcAttrs(method), attrUpstream.String(up.name), attrServerAddr.String(up.address()),
+	kv := append(tr.rpcAttrs(method), attrUpstream.String(up.Name()), attrServerAddr.String(up.address()),
 		attrAttempt.String("batch"), attrBatchID.Int64(int64(b.ID)), attrBatchRows.Int(b.Rows),
 		attrBatchCalls.Int(len(b.Calls)))
 	ctx, span := tr.tracer.Start(ctx, spanName(method), trace.WithNewRoot(), trace.WithSpanKind(trace.SpanKindClient),

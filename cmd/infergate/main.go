@@ -194,7 +194,7 @@ func serve(ctx context.Context, cfg Config, mem memlimit.Result, log *slog.Logge
 		lis.Close()
 		return fmt.Errorf("admin: %w", err)
 	}
-	ready := newReadiness(cfg.Readiness, rt.DefaultAddress, up.Conn(), recentFailures(mon))
+	ready := newReadiness(cfg.Readiness, up.Address, up.Conn(), recentFailures(mon))
 	if cfg.Pprof {
 		// Without these the block and mutex profiles are empty. Sampled
 		// lightly (one contention event in 100, one blocking event per

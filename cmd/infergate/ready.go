@@ -89,8 +89,10 @@ const failingMinCalls = 20
 // connection, so a TLS misconfiguration or an unreachable server shows
 // exactly as calls would meet it.
 type readiness struct {
-	cfg      ReadinessConfig
-	upstream string
+	cfg ReadinessConfig
+	// upstream is the default upstream's address now: a reload may move
+	// it (routingStep); conn follows it by itself.
+	upstream func() string
 	conn     grpc.ClientConnInterface
 	// recent returns the proxied calls of the last seconds and how many
 	// failed with a server error; nil: not used.
@@ -100,10 +102,10 @@ type readiness struct {
 	state atomic.Pointer[readyState]
 }
 
-func newReadiness(cfg ReadinessConfig, upstream string, conn grpc.ClientConnInterface,
+func newReadiness(cfg ReadinessConfig, upstream func() string, conn grpc.ClientConnInterface,
 	recent func() (uint64, uint64)) *readiness {
 	r := &readiness{cfg: cfg, upstream: upstream, conn: conn, recent: recent, now: time.Now}
-	r.state.Store(&readyState{Upstream: upstream, Reason: "not checked yet"})
+	r.state.Store(&readyState{Upstream: upstream(), Reason: "not checked yet"})
 	return r
 }
 
@@ -128,7 +130,7 @@ func (r *readiness) current() readyState { return *r.state.Load() }
 func (r *readiness) check(ctx context.Context) {
 	pctx, cancel := context.WithTimeout(ctx, r.cfg.Timeout)
 	defer cancel()
-	st := readyState{Upstream: r.upstream}
+	st := readyState{Upstream: r.upstream()}
 	st.Probe, st.Ready, st.Reason = r.probe(pctx)
 	if ctx.Err() != nil {
 		return
@@ -148,7 +150,7 @@ func (r *readiness) check(ctx context.Context) {
 func (r *readiness) probe(ctx context.Context) (probe string, ready bool, reason string) {
 	switch r.cfg.Probe {
 	case "tcp":
-		ready, reason = tcpReady(ctx, r.upstream)
+		ready, reason = tcpReady(ctx, r.upstream())
 		return "tcp", ready, reason
 	case "health":
 		return r.health(ctx)

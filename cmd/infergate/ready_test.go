@@ -64,7 +64,7 @@ func serveGRPC(t *testing.T, register func(*grpc.Server)) (string, *grpc.ClientC
 func checkOnce(t *testing.T, cfg ReadinessConfig, addr string, cc grpc.ClientConnInterface, recent func() (uint64, uint64)) readyState {
 	t.Helper()
 	cfg.Interval, cfg.Timeout = defaultReadyInterval, defaultReadyTimeout
-	r := newReadiness(cfg, addr, cc, recent)
+	r := newReadiness(cfg, func() string { return addr }, cc, recent)
 	r.check(context.Background())
 	return r.current()
 }

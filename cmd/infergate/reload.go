@@ -20,6 +20,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/infergate/infergate/proxy"
 )
 
 // Live reload (issue 28). SIGHUP, POST /-/reload and a change of the
@@ -175,7 +177,7 @@ func newLoaded(c Config, at time.Time) (*loadedConfig, error) {
 // restartOnly are the settings read once at start, as the file names
 // them: a path is one of them when it is one or lies under one.
 var restartOnly = []string{
-	"listen", "admin", "tls", "fast_path", "front_door", "upstream", "upstream_tls",
+	"listen", "admin", "tls", "fast_path", "front_door", "upstream_tls",
 	"max_message_bytes", "upstream_conns", "upstream_timeout", "upstream_keepalive_time", "max_in_flight",
 	"shutdown_timeout", "drain_delay", "readiness", "monitor", "gpu", "pprof",
 	// The tracing sampler changes live (tracingStep); the exporter is
@@ -322,6 +324,13 @@ func (r *reloader) reload(trigger string) reloadResult {
 // built while nothing is routed.
 func restartPending(old, next Config) []string {
 	var out []string
+	// The default upstream moves (routingStep) between host:port
+	// addresses; one dialled with a scheme (dns:///, unix:) is not
+	// movable (proxy.Upstream.Move).
+	_, from := old.routes.Default()
+	if _, to := next.routes.Default(); to != from && (!proxy.PlainHostPort(from) || !proxy.PlainHostPort(to)) {
+		out = append(out, "upstream")
+	}
 	if len(old.Routes) == 0 && old.Breaker == nil && !upstreamBreakers(old) && (len(next.Routes) > 0 || next.Breaker != nil || upstreamBreakers(next)) {
 		out = append(out, "routes")
 	}

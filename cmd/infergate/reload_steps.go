@@ -118,15 +118,43 @@ func batchingStep(b *batcher.Batcher, discover func()) reloadStep {
 	}}
 }
 
-// routingStep rebuilds the router's table (routes, fallbacks, cascades,
-// breakers, retry budget, shedding, hedging) over the upstreams: an
-// unchanged upstream keeps its connections, a new one is dialled, and one
-// no longer used is closed after drain (shutdown_timeout), when the calls
-// on it have ended. The default upstream is the Director's and stays.
+// routingStep moves the default upstream (upstream:, or the first of
+// upstreams: without it) when its address or name changed, and rebuilds
+// the router's table (routes, fallbacks, cascades, breakers, retry
+// budget, shedding, hedging) over the upstreams: an unchanged upstream
+// keeps its connections, a new one is dialled, and one no longer used is
+// closed after drain (shutdown_timeout), when the calls on it have ended.
+//
+// The default upstream stays the same object (the Director's, readiness
+// probes and batching discovery hold it): its connections go to the new
+// address and gRPC closes the old ones once their calls ended
+// (proxy.Upstream.Move); the fast path drains its pool to the old address
+// the same way. Its metric label moves with it (it is the address, unless
+// the upstream is named), and its breaker starts closed: neither the
+// series nor the breaker's verdict of one server belong to another.
 func routingStep(rt *routing, creds credentials.TransportCredentials, drain time.Duration, log *slog.Logger) reloadStep {
 	return reloadStep{name: "routing", prepare: func(old, next *Config) (func() string, func(), error) {
-		if rt.router == nil || reflect.DeepEqual(old.RoutingConfig, next.RoutingConfig) {
+		if reflect.DeepEqual(old.RoutingConfig, next.RoutingConfig) {
 			return nil, nil, nil
+		}
+		name, addr := next.routes.Default()
+		move := func() string {
+			up := rt.Default
+			if up.Address() == addr && up.Name() == name {
+				return ""
+			}
+			if !up.Movable() || !proxy.PlainHostPort(addr) {
+				return "" // restartPending names it
+			}
+			from := up.Address()
+			if err := up.Move(addr, name); err != nil { // checked above: not expected
+				return "default upstream not moved: " + err.Error()
+			}
+			rt.DefaultAddress = addr
+			return fmt.Sprintf("default upstream %s -> %s", from, addr)
+		}
+		if rt.router == nil {
+			return func() string { return move() }, nil, nil
 		}
 		ups, dropped, err := next.routes.Reopen(rt.Routing, proxy.UpstreamOptions{
 			Credentials: creds, MaxMsgSize: old.MaxMessageBytes, Conns: old.UpstreamConns,
@@ -147,6 +175,10 @@ func routingStep(rt *routing, creds credentials.TransportCredentials, drain time
 			}
 		}
 		return func() string {
+			// Moved first, so that the new table gives the moved
+			// upstream a new breaker.
+			moved := move()
+			ups.DefaultAddress = rt.DefaultAddress
 			if err := rt.router.Apply(ups.Router); err != nil { // Plan checked it: not expected
 				abort()
 				return "routes not applied: " + err.Error()
@@ -162,7 +194,11 @@ func routingStep(rt *routing, creds credentials.TransportCredentials, drain time
 					}
 				})
 			}
-			return fmt.Sprintf("routes (%d upstreams, %d dropped)", len(ups.Upstreams), len(dropped))
+			did := fmt.Sprintf("routes (%d upstreams, %d dropped)", len(ups.Upstreams), len(dropped))
+			if moved != "" {
+				did = moved + "; " + did
+			}
+			return did
 		}, abort, nil
 	}}
 }

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -133,6 +134,9 @@ func (d *destConn) forget(h *half) {
 	c.mu.Unlock()
 	if d.pool != nil {
 		d.pool.wake()
+		if d.pool.draining.Load() {
+			d.pool.closeIdle()
+		}
 	}
 	if drained {
 		c.close(errClosed)
@@ -300,6 +304,9 @@ type Pool struct {
 	waiting []*stream // calls waiting for a connection or a stream slot
 	closed  bool
 	lastErr error
+	// draining: the pool is no longer handed out (Server.DrainPool); its
+	// connections close once they carry no stream and no call waits.
+	draining atomic.Bool
 }
 
 // Pool returns the relay's pool to addr (host:port, plaintext HTTP/2),
@@ -313,6 +320,46 @@ func (s *Server) Pool(addr string, size int) *Pool {
 	p := &Pool{addr: addr, authority: addr, size: max(size, 1), cfg: s.cfg}
 	s.pools[addr] = p
 	return p
+}
+
+// DrainPool retires p, gracefully: Pool hands out a new pool for p's
+// address from now on, while the calls already sent or queued on p
+// finish on its connections, each of which closes once it carries no
+// stream and no call waits for one. (A proxy whose upstream moved to
+// another address drains the pool to the old one.)
+func (s *Server) DrainPool(p *Pool) {
+	s.mu.Lock()
+	if s.pools[p.addr] == p {
+		delete(s.pools, p.addr)
+	}
+	s.mu.Unlock()
+	p.draining.Store(true)
+	p.closeIdle()
+}
+
+// closeIdle closes a draining pool's connections that carry no stream,
+// unless calls wait for one.
+func (p *Pool) closeIdle() {
+	p.mu.Lock()
+	if len(p.waiting) > 0 {
+		p.mu.Unlock()
+		return
+	}
+	var idle []*destConn
+	for _, d := range p.conns {
+		d.c.mu.Lock()
+		if d.active == 0 && !d.c.closed && !d.goingAway {
+			// Picked no more (canTakeLocked); the reader's end drops
+			// it from conns.
+			d.goingAway = true
+			idle = append(idle, d)
+		}
+		d.c.mu.Unlock()
+	}
+	p.mu.Unlock()
+	for _, d := range idle {
+		d.c.close(errClosed)
+	}
 }
 
 // send sends s's request on one of the pool's connections, or queues it
@@ -409,6 +456,10 @@ func (p *Pool) dial() {
 	p.conns = append(p.conns, newDestConn(nc, p.cfg, p))
 	p.mu.Unlock()
 	p.wake()
+	if p.draining.Load() {
+		// Dialled for calls that may have gone meanwhile.
+		p.closeIdle()
+	}
 }
 
 // wake sends waiting calls on connections that can take them.
