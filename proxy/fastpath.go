@@ -85,6 +85,8 @@ type relayCall struct {
 	model, version string
 	bytesIn        int64
 	feat           monitor.CallFeatures
+	// wf is the request's scan, kept for feat.Lazy.
+	wf wire.Features
 }
 
 func (r relayHandler) Unary(method string) bool {
@@ -199,7 +201,7 @@ func (r relayHandler) routeTo(c *h2relay.Call, model, version string, msg []byte
 		c.Timeout = p.upstreamTimeout
 	}
 	rc := &relayCall{up: up, model: model, version: version, bytesIn: bytesIn}
-	scanFeatures(featureKind(c.Method), msg, bytesIn, p.inputShapes, &rc.feat)
+	scanFeatures(featureKind(c.Method), msg, bytesIn, p.inputShapes, &rc.feat, &rc.wf)
 	c.Data = rc
 	return p.relayPool(up), false
 }
@@ -229,7 +231,7 @@ func (r relayHandler) Done(c *h2relay.Call, res *h2relay.Result) (uint32, string
 		ctx = metadata.NewIncomingContext(ctx, md)
 	}
 	o := outcome{upstream: res.Upstream, bytesIn: rc.bytesIn, bytesOut: max(res.BytesOut-5, 0),
-		model: rc.model, version: rc.version, upName: rc.up.name, feat: rc.feat}
+		model: rc.model, version: rc.version, upName: rc.up.name, feat: rc.feat, attempts: 1}
 	switch e := res.Err; {
 	case e == nil && res.Status == 0:
 	case e == nil:
