@@ -64,7 +64,7 @@ type slowCall struct {
 const slowCallBytes = int(unsafe.Sizeof(slowCall{}))
 
 // Histogram geometry of callBase: values below 2 exact, then two
-// buckets per power of two (a bucket's middle is within 17% of any value
+// buckets per power of two (a bucket's middle is within 20% of any value
 // in it), up to 2^32 (a gRPC message is smaller; larger values share the
 // last bucket). Small, because a busy model keeps one per step.
 const (

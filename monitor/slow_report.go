@@ -167,7 +167,14 @@ func differs(st *slowStep) SlowDiff {
 		}
 	}
 	var parts []string
-	if d.BytesRatio > 0 {
+	switch {
+	case d.BytesRatio == 0:
+	case nearOne(d.BytesRatio):
+		// All calls' median is read from a bucket (within 20%): a ratio
+		// this close to 1 says no more than "the same".
+		parts = append(parts, fmt.Sprintf("slow calls carried about the median request bytes (%s vs about %s)",
+			byteSize(d.SlowMedianBytes), byteSize(d.MedianBytes)))
+	default:
 		parts = append(parts, fmt.Sprintf("slow calls carried %s the median request bytes (%s vs %s)",
 			ratio(d.BytesRatio), byteSize(d.SlowMedianBytes), byteSize(d.MedianBytes)))
 	}
@@ -198,7 +205,7 @@ func differs(st *slowStep) SlowDiff {
 		}
 		parts = append(parts, fmt.Sprintf("%.0f%% had %s (%s)", 100*d.ShapeSlowShare, shape, all))
 	}
-	if d.RowsRatio > 0 && d.SlowMedianRows != d.MedianRows {
+	if d.RowsRatio > 0 && !nearOne(d.RowsRatio) {
 		parts = append(parts, fmt.Sprintf("median rows %g vs %g", d.SlowMedianRows, d.MedianRows))
 	}
 	if len(parts) == 0 {
@@ -208,6 +215,10 @@ func differs(st *slowStep) SlowDiff {
 	}
 	return d
 }
+
+// nearOne reports whether a ratio against a histogram's median is within
+// the histogram's resolution of 1.
+func nearOne(r float64) bool { return r >= 0.75 && r <= 1.34 }
 
 // medianOf returns the median of vs (sorted in place).
 func medianOf(vs []int64) float64 {

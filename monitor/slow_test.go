@@ -236,3 +236,18 @@ func TestSlowAllocBudget(t *testing.T) {
 		t.Errorf("a slow call of a known shape allocates %.2f times, want 0", a)
 	}
 }
+
+// Slow calls of the usual size are said to carry about the median, not
+// "0.9×" of it: all calls' median is read from a bucket.
+func TestSlowDiffersSameSize(t *testing.T) {
+	r, clk := newTestRegistry(t, Options{SlowCalls: 3})
+	for i := range 20 {
+		r.Record(testKey, Sample{Total: time.Duration(i) * time.Millisecond, Code: "OK", BytesIn: 288,
+			Features: CallFeatures{BytesIn: 288, Rows: 4}})
+	}
+	tick(r, clk, 1)
+	d := slowOf(t, r, Window1m).Differs
+	if !strings.Contains(d.Summary, "about the median request bytes (288 B vs about") || strings.Contains(d.Summary, "rows") {
+		t.Errorf("summary %q, want about the median bytes and nothing on rows", d.Summary)
+	}
+}
