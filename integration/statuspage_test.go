@@ -133,6 +133,16 @@ func TestStatusPageInBrowser(t *testing.T) {
 			tr.lastElementChild.textContent.includes("version 1's") &&
 			tr.lastElementChild.querySelector("span[title]").title.includes("version 1: ");
 	})()`, 60*time.Second)
+	// Its slowest calls of the last minute, with their shapes, and how
+	// they differ from all its calls.
+	s.wait("resnet50's slowest calls with their inputs and the differs line", `(() => {
+		const calls = document.querySelectorAll('#slow tbody tr.slow-call[data-model="resnet50"]');
+		const heads = document.querySelectorAll('#slow tbody tr.slow-model[data-model="resnet50"]');
+		const head = heads[0];
+		// At most five calls under each version's line.
+		return calls.length >= 1 && calls.length <= 5 * heads.length && /\d/.test(calls[0].cells[1].textContent) &&
+			/\[[\d,]+\]/.test(calls[0].cells[2].textContent) && head && head.textContent.includes("the median request bytes");
+	})()`, 60*time.Second)
 	s.wait("resnet50's route and both breakers", `document.querySelector('#routes table.routes tbody tr[data-model="resnet50"]') &&
 		document.querySelectorAll('#routes table.breakers tbody tr').length === 2`, 30*time.Second)
 	var before int
@@ -196,6 +206,11 @@ func TestStatusPageShowsHostileNamesAsText(t *testing.T) {
 		"/api/v1/series": series,
 		"/api/v1/routes": map[string]any{"routes": routes, "breakers": []any{map[string]any{"upstream": script, "state": img}}},
 		"/api/v1/alerts": map[string]any{"alerts": alerts},
+		// Every model's slow calls, whatever the query asks.
+		"/api/v1/slow": []any{map[string]any{"model": script, "version": img, "windows": []any{map[string]any{
+			"window": "1m", "differs": map[string]any{"summary": script},
+			"calls": []any{map[string]any{"latency_seconds": 0.5, "inputs": img, "route": script, "upstream": img,
+				"code": script, "trace_id": img, "request_bytes": 10}}}}}},
 		"/api/v1/gpus": map[string]any{
 			"sources": []any{map[string]any{"source": script, "up": false, "last_error": img}},
 			"gpus": []any{map[string]any{"gpu_uuid": img, "name": script, "source": script,
@@ -223,7 +238,8 @@ func TestStatusPageShowsHostileNamesAsText(t *testing.T) {
 		document.querySelectorAll('#models tbody tr').length === 3 &&
 		document.querySelectorAll('#routes table.routes tbody tr').length === 3 &&
 		document.querySelectorAll('#alerts tr[data-alert]').length === 3 &&
-		document.querySelectorAll('#gpus tbody tr').length === 1`, 60*time.Second)
+		document.querySelectorAll('#gpus tbody tr').length === 1 &&
+		document.querySelectorAll('#slow tbody tr.slow-call').length === 2`, 60*time.Second)
 	var got struct {
 		Pwned, Injected, Scripts   any
 		Names                      []string

@@ -161,8 +161,11 @@ func TestRecordRacesDrop(t *testing.T) {
 }
 
 // TestSeriesHeap: series with a call a second each, windows full, hold
-// under 50 KiB each, request histogram included (busy series used to hold
-// over 1 MiB each), so 1,000 of them stay under 50 MiB.
+// under 128 KiB each, request histogram included (busy series used to hold
+// over 1 MiB each), so 1,000 of them stay under 128 MiB. Each series here
+// is a model of its own, so each carries a full slow-call keeper (slow.go:
+// at 1 call/s every step keeps its 10 calls), about 70 KiB of it; the
+// series alone held under 50 KiB.
 func TestSeriesHeap(t *testing.T) {
 	const n = 250
 	before := heapInUse()
@@ -170,8 +173,8 @@ func TestSeriesHeap(t *testing.T) {
 	after := heapInUse()
 	perSeries := float64(after-before) / n
 	t.Logf("%d series at 1 call/s: %.1f MiB, %.0f B per series", n, float64(after-before)/(1<<20), perSeries)
-	if perSeries > 50<<10 {
-		t.Errorf("a series at 1 call/s holds %.0f B, want < 50 KiB", perSeries)
+	if perSeries > 128<<10 {
+		t.Errorf("a series at 1 call/s holds %.0f B, want < 128 KiB", perSeries)
 	}
 	if r.Len() != n {
 		t.Fatalf("%d series", r.Len())

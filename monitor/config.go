@@ -26,11 +26,17 @@ type Config struct {
 	// may turn into a label value; longer or non-UTF-8 values count under
 	// "other". Default DefaultMaxLabelBytes, at most MaxLabelBytesLimit.
 	MaxLabelBytes int `yaml:"max_label_bytes"`
+	// SlowCalls is the number of slowest calls kept per model, version
+	// and window step (GET /api/v1/slow). Default DefaultSlowCalls, at
+	// most MaxSlowCalls; each one kept costs a model about 3 KiB
+	// (SlowKeeperBytes).
+	SlowCalls int `yaml:"slow_calls"`
 }
 
 // DefaultConfig returns the Config of the documented defaults.
 func DefaultConfig() Config {
-	return Config{MaxSeries: DefaultMaxSeries, SeriesIdleTimeout: DefaultIdleTimeout, MaxLabelBytes: DefaultMaxLabelBytes}
+	return Config{MaxSeries: DefaultMaxSeries, SeriesIdleTimeout: DefaultIdleTimeout, MaxLabelBytes: DefaultMaxLabelBytes,
+		SlowCalls: DefaultSlowCalls}
 }
 
 // Problems returns one error per bad field, each starting with the field's
@@ -46,11 +52,14 @@ func (c Config) Problems() []error {
 	if c.MaxLabelBytes < 1 || c.MaxLabelBytes > MaxLabelBytesLimit {
 		errs = append(errs, fmt.Errorf("max_label_bytes: must be between 1 and %d, got %d", MaxLabelBytesLimit, c.MaxLabelBytes))
 	}
+	if c.SlowCalls < 1 || c.SlowCalls > MaxSlowCalls {
+		errs = append(errs, fmt.Errorf("slow_calls: must be between 1 and %d, got %d", MaxSlowCalls, c.SlowCalls))
+	}
 	return errs
 }
 
 // Options returns the Registry options of c; the other options keep their
 // zero values.
 func (c Config) Options() Options {
-	return Options{MaxSeries: c.MaxSeries, IdleTimeout: c.SeriesIdleTimeout, MaxLabelBytes: c.MaxLabelBytes}
+	return Options{MaxSeries: c.MaxSeries, IdleTimeout: c.SeriesIdleTimeout, MaxLabelBytes: c.MaxLabelBytes, SlowCalls: c.SlowCalls}
 }

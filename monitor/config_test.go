@@ -18,6 +18,8 @@ func TestConfigProblems(t *testing.T) {
 		{"zero idle", func(c *Config) { c.SeriesIdleTimeout = 0 }, "series_idle_timeout: must be positive, got 0s"},
 		{"zero label bytes", func(c *Config) { c.MaxLabelBytes = 0 }, "max_label_bytes: must be between 1 and 4096, got 0"},
 		{"long labels", func(c *Config) { c.MaxLabelBytes = MaxLabelBytesLimit + 1 }, "max_label_bytes: must be between 1 and 4096, got 4097"},
+		{"no slow calls", func(c *Config) { c.SlowCalls = 0 }, "slow_calls: must be between 1 and 100, got 0"},
+		{"too many slow calls", func(c *Config) { c.SlowCalls = MaxSlowCalls + 1 }, "slow_calls: must be between 1 and 100, got 101"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

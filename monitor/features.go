@@ -26,6 +26,20 @@ type CallFeatures struct {
 	// only (a large request relayed as it arrived): inputs after them may
 	// be missing, the last one's shape cut.
 	Partial bool
+	// ShapeKey identifies the inputs' names, datatypes and shapes (a
+	// hash the proxy makes from its scan without allocating): calls with
+	// equal keys had equal inputs. 0 when unknown. The slow-call keeper
+	// counts shapes by it.
+	ShapeKey uint64
+	// Lazy gives the inputs on demand when Inputs is nil, so that only
+	// the calls a recorder keeps pay for their strings. It is valid only
+	// until Record returns: a recorder calls it then or never.
+	Lazy InputSource
+}
+
+// InputSource gives a call's inputs on demand (CallFeatures.Lazy).
+type InputSource interface {
+	CallInputs() []InputShape
 }
 
 // InputShape is one input tensor of a request.

@@ -56,6 +56,11 @@ type Options struct {
 	// the one metric that Record updates through client_golang; the HDR
 	// summaries stay. The zero value exports it.
 	NoRequestHistogram bool
+
+	// SlowCalls is the number of slowest calls kept per model, version
+	// and step of the windows (slow.go); 0 or less means
+	// DefaultSlowCalls, at most MaxSlowCalls.
+	SlowCalls int
 }
 
 // config is Options with the defaults applied.
@@ -68,6 +73,10 @@ type config struct {
 	promHistogram   bool
 	idleTicks       int
 	maxLabelBytes   int
+	slowCalls       int
+	// slowSteps is the number of slow-call steps per minute, slowTicks
+	// the slices of one.
+	slowSteps, slowTicks int
 }
 
 func (o Options) config() config {
@@ -103,7 +112,21 @@ func (o Options) config() config {
 	if c.maxLabelBytes <= 0 {
 		c.maxLabelBytes = DefaultMaxLabelBytes
 	}
+	c.slowCalls = o.SlowCalls
+	if c.slowCalls <= 0 {
+		c.slowCalls = DefaultSlowCalls
+	}
+	c.slowCalls = min(c.slowCalls, MaxSlowCalls)
+	c.slowSteps = gcd(c.slicesPerMinute, slowStepsPerMinute)
+	c.slowTicks = c.slicesPerMinute / c.slowSteps
 	return c
+}
+
+func gcd(a, b int) int {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
 }
 
 // ceilPow2 returns the smallest power of two >= n (n >= 1).

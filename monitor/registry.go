@@ -61,6 +61,9 @@ type seriesState struct {
 	// counters add series by label set, and must not go down when one of
 	// them goes. Part of the state, so a scrape reads it with the list.
 	carried map[labelSet][2]int64
+	// slow holds the slow-call keeper of each (model, version) that has
+	// a series; a keeper goes with its group's last series.
+	slow map[slowGroup]*slowKeeper
 }
 
 // newState builds the state of list (sorted by key).
@@ -68,9 +71,13 @@ func newState(list []*Series) *seriesState {
 	st := &seriesState{
 		m: make(map[SeriesKey]*Series, len(list)), list: list,
 		models: map[string]int{}, methods: map[string]int{},
+		slow: map[slowGroup]*slowKeeper{},
 	}
 	for _, s := range list {
 		st.m[s.key] = s
+		if s.slow != nil {
+			st.slow[s.slow.group] = s.slow
+		}
 		st.models[s.key.Model]++
 		st.methods[s.key.Method]++
 	}
@@ -156,6 +163,10 @@ func (r *Registry) create(key SeriesKey) (*Series, int) {
 	}
 	s := r.newSeries(key)
 	s.lastTick = int(r.tick.Load()) // published by the Store below
+	g := slowGroup{key.Model, key.Version}
+	if s.slow = st.slow[g]; s.slow == nil {
+		s.slow = newSlowKeeper(g, r.cfg.slowCalls, r.cfg.slowSteps)
+	}
 
 	i, _ := slices.BinarySearchFunc(st.list, key, func(e *Series, k SeriesKey) int {
 		switch {
@@ -308,6 +319,11 @@ func (r *Registry) rotateLocked() {
 		}
 	}
 	r.overflow.rotate(&r.free, minuteDone)
+	if r.ticks%r.cfg.slowTicks == 0 {
+		for _, k := range r.state.Load().slow {
+			k.rotate(minuteDone)
+		}
+	}
 	if len(idle) > 0 {
 		r.drop(idle)
 	}

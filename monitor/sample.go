@@ -18,6 +18,11 @@ type Sample struct {
 	// Features is what the call carried (sizes, rows, input shapes): for
 	// a recorder that keeps calls, not for the series' figures.
 	Features CallFeatures
+	// Attempts is the number of upstream attempts the call made (a
+	// hedge or a retry makes more than one); 0 when not counted.
+	Attempts int
+	// BatchID is the batch the call's answer came from; 0 for none.
+	BatchID uint64
 }
 
 // Code classes a SeriesKey carries; the proxy classifies gRPC codes into them.

@@ -35,6 +35,9 @@ type Series struct {
 	// stream holds the stream quantities (stream.go); nil until the
 	// series' first stream sample, so a unary series pays one pointer.
 	stream atomic.Pointer[streamPart]
+	// slow keeps the slowest calls of the series' model and version,
+	// shared by its series (slow.go); nil for the overflow series.
+	slow *slowKeeper
 }
 
 // shard is one hot recorder. The fields above codes are reset each slice;
@@ -58,6 +61,9 @@ type shard struct {
 	// ex is the latest exemplar of each request histogram bucket; nil
 	// until the shard records a traced call (exemplar.go).
 	ex *exemplarSet
+	// base counts the slice's calls for the slow-call baseline; nil
+	// until the shard records a call of a series with a keeper.
+	base *shardBase
 
 	_ [64]byte // keeps the next shard's mutex off this shard's last cache line
 }
@@ -132,8 +138,17 @@ func (s *Series) record(sm Sample) bool {
 	if sm.TraceID != ([16]byte{}) && s.obs != nil {
 		sh.noteExemplar(sm.TraceID, total, s.now())
 	}
+	if s.slow != nil {
+		if sh.base == nil {
+			sh.base = new(shardBase) // once per shard, not per call
+		}
+		sh.base.note(&sm.Features)
+	}
 	sh.mu.Unlock()
 	s.tokens.Put(tok)
+	if s.slow != nil {
+		s.slow.offer(&s.key, &sm, total, s.now)
+	}
 
 	if ci < 0 {
 		s.recordUnknownCode(sm.Code)

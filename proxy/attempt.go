@@ -63,13 +63,18 @@ type call struct {
 	// ends (a batch, a hedge still running): it is then left to the
 	// garbage collector instead of going back to gRPC's buffer pool.
 	keepReq atomic.Bool
+	// attempts counts the attempts made (hedges, retries, a cascade's
+	// escalation), for the slow-call records.
+	attempts atomic.Int32
 }
 
-// request is a unary call's request frame and the exchange of its one
-// upstream call: one allocation where there were two.
+// request is a unary call's request frame, the exchange of its one
+// upstream call and the scan of what it carried: one allocation where
+// there were three.
 type request struct {
 	frame Frame
 	first exchange
+	wf    wire.Features
 }
 
 // free returns the request's buffers to the pool unless something may
@@ -89,6 +94,7 @@ func (c *call) attempt(ctx context.Context, t target, why string) attemptResult 
 // attemptWith is attempt with the exchange the upstream call fills in
 // (nil: one is allocated), which must be unused.
 func (c *call) attemptWith(ctx context.Context, t target, why string, x *exchange) (a attemptResult) {
+	c.attempts.Add(1)
 	req, model, version := c.req, c.model, c.version
 	if tr := c.p.tracing; tr != nil {
 		if t.rewrite {

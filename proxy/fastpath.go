@@ -89,6 +89,8 @@ type relayCall struct {
 	model, version string
 	bytesIn        int64
 	feat           monitor.CallFeatures
+	// wf is the request's scan, kept for feat.Lazy.
+	wf wire.Features
 }
 
 func (r relayHandler) Unary(method string) bool {
@@ -205,7 +207,7 @@ func (r relayHandler) routeTo(c *h2relay.Call, model, version string, msg []byte
 	if c.Deadline.IsZero() && p.upstreamTimeout > 0 {
 		c.Timeout = p.upstreamTimeout
 	}
-	scanFeatures(featureKind(c.Method), msg, bytesIn, p.inputShapes, &rc.feat)
+	scanFeatures(featureKind(c.Method), msg, bytesIn, p.inputShapes, &rc.feat, &rc.wf)
 	c.Data = rc
 	return p.relayPool(up, d), false
 }
@@ -266,7 +268,7 @@ func (r relayHandler) Done(c *h2relay.Call, res *h2relay.Result) (uint32, string
 		ctx = metadata.NewIncomingContext(ctx, md)
 	}
 	o := outcome{upstream: res.Upstream, bytesIn: rc.bytesIn, bytesOut: max(res.BytesOut-5, 0),
-		model: rc.model, version: rc.version, upName: rc.upName, feat: rc.feat}
+		model: rc.model, version: rc.version, upName: rc.upName, feat: rc.feat, attempts: 1}
 	switch e := res.Err; {
 	case e == nil && res.Status == 0:
 	case e == nil:

@@ -37,33 +37,81 @@ func featureKind(method string) wire.TargetKind {
 	return 0
 }
 
-// scanFeatures reads what an inference request carried into o.feat: msg
-// is the message, or its first bytes when size is larger (the call then
-// has Partial features). keep says to make strings of the inputs.
-func scanFeatures(kind wire.TargetKind, msg []byte, size int64, keep bool, o *monitor.CallFeatures) {
+// scanFeatures reads what an inference request carried into o: msg is
+// the message, or its first bytes when size is larger (the call then has
+// Partial features). keep says to make strings of the inputs now. wf,
+// when not nil, is where the scan is kept, in the call's own heap object,
+// so that a recorder that keeps the call (the slow-call keeper) makes the
+// strings later (o.Lazy) and the calls it turns away never pay for them.
+func scanFeatures(kind wire.TargetKind, msg []byte, size int64, keep bool, o *monitor.CallFeatures, wf *wire.Features) {
 	if kind == 0 {
 		return
 	}
-	var f wire.Features
-	if wire.ScanFeatures(kind, msg, size, &f) != nil {
+	var local wire.Features
+	f := &local
+	if wf != nil {
+		f = wf
+	}
+	if wire.ScanFeatures(kind, msg, size, f) != nil {
 		// The upstream, not the proxy, judges the bytes; what was read
 		// before them stands.
 		f.Partial = true
 	}
 	o.Rows, o.NumInputs, o.Partial = f.Rows, f.Inputs, f.Partial
+	o.ShapeKey = shapeKey(f)
 	if keep {
-		o.Inputs = inputShapes(&f)
+		o.Inputs = inputShapes(f)
+	} else if wf != nil && f.Inputs > 0 {
+		o.Lazy = (*lazyInputs)(wf)
 	}
+}
+
+// lazyInputs gives a kept scan's inputs as monitor.InputShapes on demand.
+// A pointer conversion: passing it as a monitor.InputSource allocates
+// nothing.
+type lazyInputs wire.Features
+
+func (l *lazyInputs) CallInputs() []monitor.InputShape { return inputShapes((*wire.Features)(l)) }
+
+// shapeKey hashes the kept inputs' names, datatypes and shapes (FNV-1a),
+// so that calls of one shape count together without a string; 0 when
+// there are none.
+func shapeKey(f *wire.Features) uint64 {
+	const prime = 1099511628211
+	h := uint64(14695981039346656037)
+	kept := f.Kept()
+	if len(kept) == 0 {
+		return 0
+	}
+	mix := func(b byte) { h = (h ^ uint64(b)) * prime }
+	for i := range kept {
+		in := &kept[i]
+		for _, b := range in.Name() {
+			mix(b)
+		}
+		mix(0)
+		for _, b := range in.Datatype() {
+			mix(b)
+		}
+		mix(0)
+		for _, d := range in.Dimensions() {
+			for k := 0; k < 64; k += 8 {
+				mix(byte(d >> k))
+			}
+		}
+		mix(byte(in.Dims))
+	}
+	return max(h, 1)
 }
 
 // frameFeatures is scanFeatures for a request frame: a frame held in
 // several buffers (a large request) is read from its first one, so its
 // features are Partial when the inputs run past it.
-func frameFeatures(kind wire.TargetKind, f *Frame, keep bool, o *monitor.CallFeatures) {
+func frameFeatures(kind wire.TargetKind, f *Frame, keep bool, o *monitor.CallFeatures, wf *wire.Features) {
 	if kind == 0 || len(f.data) == 0 {
 		return
 	}
-	scanFeatures(kind, f.data[0].ReadOnlyData(), int64(f.Len()), keep, o)
+	scanFeatures(kind, f.data[0].ReadOnlyData(), int64(f.Len()), keep, o, wf)
 }
 
 // inputShapes makes f's kept inputs into monitor.InputShapes in three

@@ -111,3 +111,36 @@ func TestTracedCallFeatures(t *testing.T) {
 		t.Error("a request read whole is marked partial")
 	}
 }
+
+// TestCallFeaturesLazy: without WithInputShapes a call's inputs come on
+// demand (for the calls a recorder keeps), and calls of one shape share a
+// ShapeKey that another shape does not.
+func TestCallFeaturesLazy(t *testing.T) {
+	e := newEnv(t)
+	var keys []uint64
+	for _, raw := range []int{64, 64, 128} {
+		if _, err := rawInvoke(ctxT(t), e.viaPxy, "/inference.GRPCInferenceService/ModelInfer", mustMarshal(t, simpleRequest("simple", raw))); err != nil {
+			t.Fatal(err)
+		}
+		r := e.rec.next(t)
+		f := r.sm.Features
+		if f.Lazy == nil {
+			t.Fatalf("raw %d: no lazy inputs", raw)
+		}
+		var got []string
+		for _, in := range f.Lazy.CallInputs() {
+			got = append(got, in.String())
+		}
+		want := fmt.Sprintf("[INPUT0:INT32[1,%d] INPUT1:INT32[1,%d]]", raw/4, raw/4)
+		if fmt.Sprint(got) != want {
+			t.Errorf("raw %d: lazy inputs %v, want %s", raw, got, want)
+		}
+		if r.sm.Attempts != 1 {
+			t.Errorf("raw %d: %d attempts recorded, want 1", raw, r.sm.Attempts)
+		}
+		keys = append(keys, f.ShapeKey)
+	}
+	if keys[0] == 0 || keys[0] != keys[1] || keys[0] == keys[2] {
+		t.Errorf("shape keys %v: want equal nonzero keys for one shape, another for the other", keys)
+	}
+}

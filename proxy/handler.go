@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/infergate/infergate/monitor"
+	"github.com/infergate/infergate/proto/wire"
 	"github.com/infergate/infergate/proxy/h2relay"
 )
 
@@ -33,6 +34,8 @@ type outcome struct {
 	// batchID is the batch the answer came from (batcher.Batch.ID); 0
 	// for none.
 	batchID uint64
+	// attempts is the number of upstream attempts; 0: not counted.
+	attempts int
 	// claim is the call's hold on the byte budget (gRPC path); nil
 	// where the relay holds the call's bytes.
 	claim *h2relay.Claim
@@ -164,9 +167,10 @@ func (p *Proxy) unary(ctx context.Context, clientDeadline bool, up *Upstream, me
 	// run at once (a hedge): each allocates its own.
 	var req *Frame
 	var first *exchange
+	var wf *wire.Features // where the features' scan is kept; nil: not kept
 	if p.router == nil {
 		r := new(request)
-		req, first = &r.frame, &r.first
+		req, first, wf = &r.frame, &r.first, &r.wf
 	} else {
 		req = new(Frame)
 	}
@@ -181,18 +185,24 @@ func (p *Proxy) unary(ctx context.Context, clientDeadline bool, up *Upstream, me
 	o.bytesIn = int64(req.Len())
 	claim.Hold(o.bytesIn)
 	o.model, o.version = frameTarget(kind, req)
-	frameFeatures(featureKind(method), req, p.inputShapes || p.tracing != nil, &o.feat)
+	keep := p.inputShapes || p.tracing != nil
 	if p.router != nil && o.model != "" && isInference(method) {
 		// A routed call's attempts may outlive this frame (a hedge), so
 		// it lives on the heap; a plain call's stays on the stack.
 		rc := &routedCall{call: call{p: p, ctx: ctx, method: method, kind: kind, req: req, subtype: subtype,
 			model: o.model, version: o.version, clientDeadline: clientDeadline}}
 		defer rc.free()
-		return p.routeUnary(rc, up, ss, o)
+		frameFeatures(featureKind(method), req, keep, &o.feat, &rc.wf)
+		o = p.routeUnary(rc, up, ss, o)
+		o.attempts = int(rc.attempts.Load())
+		return o
 	}
+	frameFeatures(featureKind(method), req, keep, &o.feat, wf)
 	c := call{p: p, ctx: ctx, method: method, kind: kind, req: req, subtype: subtype, model: o.model, version: o.version}
 	defer c.free()
-	return p.reply(ss, c.attemptWith(ctx, target{up: up}, attemptPrimary, first), monitor.RoutePrimary, "", up, o, nil)
+	o = p.reply(ss, c.attemptWith(ctx, target{up: up}, attemptPrimary, first), monitor.RoutePrimary, "", up, o, nil)
+	o.attempts = int(c.attempts.Load())
+	return o
 }
 
 // upstreamFailed is the error of a failed upstream call: an
@@ -272,6 +282,7 @@ func (p *Proxy) finish(ctx context.Context, span trace.Span, start time.Time, me
 		sm := monitor.Sample{
 			Total: total, Upstream: o.upstream, Queue: o.queue, Code: code.String(),
 			BytesIn: o.bytesIn, BytesOut: o.bytesOut, Features: o.feat,
+			Attempts: o.attempts, BatchID: o.batchID,
 		}
 		// A sampled call's trace id becomes the exemplar of its latency
 		// bucket; an unsampled one's would point at a trace nobody kept.

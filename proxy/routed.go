@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/infergate/infergate/monitor"
+	"github.com/infergate/infergate/proto/wire"
 )
 
 // Response header keys the proxy adds to every answer that did not come
@@ -85,6 +86,8 @@ type routedCall struct {
 	pb  *breaker // the primary's breaker, nil if none
 	pri target
 	fb  *target // nil: no fallback (none configured, or forced onto the primary)
+	// wf is the request's scan, kept for the outcome's features (Lazy).
+	wf wire.Features
 }
 
 // routeUnary answers a unary call that names a model where the router's

@@ -32,6 +32,8 @@ type admin struct {
 	// models and gpus return the JSON bodies of /api/v1/models and
 	// /api/v1/gpus (gpu_api.go).
 	models, gpus func() any
+	// slow serves /api/v1/slow (slow_api.go); nil: not served.
+	slow slowSource
 	// pprof adds Go's profiler endpoints.
 	pprof bool
 	// alerts serves /api/v1/alerts, rules, silences and baselines.
@@ -55,6 +57,9 @@ func (a *admin) handler() http.Handler {
 	if a.models != nil {
 		mux.HandleFunc("GET /api/v1/models", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, a.models()) })
 		mux.HandleFunc("GET /api/v1/gpus", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, a.gpus()) })
+	}
+	if a.slow != nil {
+		mux.HandleFunc("GET /api/v1/slow", slowAPI(a.slow))
 	}
 	if a.batching != nil {
 		mux.HandleFunc("GET /api/v1/batching", func(w http.ResponseWriter, r *http.Request) {

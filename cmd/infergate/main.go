@@ -204,6 +204,7 @@ func serve(ctx context.Context, cfg Config, mem memlimit.Result, log *slog.Logge
 		runtime.SetBlockProfileRate(int(100 * time.Microsecond))
 	}
 	adm := &admin{gatherer: reg, ready: ready.current, pprof: cfg.Pprof, series: func() any { return seriesJSON(mon.Snapshot()) }}
+	adm.slow = mon
 	adm.batching = func() any { return batchingJSON(bat) }
 	adm.models, adm.gpus = gt.modelsJSON, gt.gpusJSON
 	adm.alerts = &alert.API{Engine: al.engine, Token: cfg.adminToken}

@@ -39,6 +39,12 @@ const sectionSources = {
 const state = {};
 for (const name of Object.keys(sources)) state[name] = { data: null, at: 0, error: null };
 
+// slow[model]: the model's /api/v1/slow?window=1m answer, read for the
+// models the series name (at most SLOW_MODELS, the busiest first).
+const SLOW_MODELS = 8;
+const SLOW_SHOWN = 5;
+let slow = { at: 0, error: null, byModel: new Map() };
+
 // Calls per second per model, from the change of the series' call counters
 // between two reads of /api/v1/series.
 let traffic = { at: 0, calls: new Map(), rates: new Map() };
@@ -57,6 +63,35 @@ async function fetchOne(name) {
     st.error = null;
   } catch (e) {
     st.error = e && e.name === "TimeoutError" ? "timed out after " + TIMEOUT_MS / 1000 + " s" : String((e && e.message) || e);
+  }
+}
+
+// fetchSlow reads the last minute's slowest calls of the busiest models
+// the series name; a model without calls (404) is left out.
+async function fetchSlow() {
+  const calls = new Map();
+  for (const s of state.series.data || []) {
+    // The registry keeps no name longer than 4096 bytes (max_label_bytes'
+    // limit): a longer one is not worth a URL the listener would refuse.
+    if (!s.model || s.model === "other" || s.model === "(unknown)" || s.model.length > 4096) continue;
+    calls.set(s.model, (calls.get(s.model) || 0) + (s.calls || 0));
+  }
+  const models = [...calls].sort((a, b) => b[1] - a[1]).slice(0, SLOW_MODELS).map(([m]) => m);
+  const byModel = new Map();
+  try {
+    await Promise.all(models.map(async (m) => {
+      const resp = await fetch("../api/v1/slow?window=1m&model=" + encodeURIComponent(m), {
+        signal: AbortSignal.timeout(TIMEOUT_MS),
+        headers: { Accept: "application/json" },
+        cache: "no-store",
+      });
+      if (resp.status === 404) return;
+      if (!resp.ok) throw new Error("HTTP " + resp.status);
+      byModel.set(m, await resp.json());
+    }));
+    slow = { at: Date.now(), error: null, byModel };
+  } catch (e) {
+    slow.error = String((e && e.message) || e);
   }
 }
 
@@ -437,10 +472,47 @@ function renderBanner() {
   updated.textContent = "last tried " + clock(Date.now());
 }
 
+// renderSlow shows each model's slowest calls of the last minute (top
+// SLOW_SHOWN) under a line saying how they differ from all its calls.
+function renderSlow() {
+  document.getElementById("slow").classList.toggle("stale", !!slow.error);
+  if (!slow.at) {
+    show("slow", [], slow.error ? "could not load api/v1/slow: " + slow.error : "no data yet");
+    return;
+  }
+  const rows = [];
+  let n = 0;
+  for (const [model, docs] of [...slow.byModel].sort((a, b) => (a[0] < b[0] ? -1 : 1))) {
+    for (const d of docs || []) {
+      const w = (d.windows || [])[0];
+      if (!w || !(w.calls || []).length) continue;
+      const name = model + (d.version ? " v" + d.version : "");
+      rows.push(el("tr", { className: "slow-model", dataset: { model: model } },
+        td(txt(name)),
+        el("td", { colSpan: 8, className: "differs" }, txt((w.differs && w.differs.summary) || "", "", CLIP_EVIDENCE))));
+      for (const c of w.calls.slice(0, SLOW_SHOWN)) {
+        n++;
+        rows.push(el("tr", { className: "slow-call", dataset: { model: model } },
+          td(txt("")),
+          num(dur(c.latency_seconds)),
+          td(txt(c.inputs || "—")),
+          num(c.request_bytes >= 1024 ? (c.request_bytes / 1024).toFixed(0) + " KiB" : c.request_bytes + " B"),
+          td(txt(c.route || "—")),
+          td(txt(c.upstream || "—")),
+          td(badge(c.code || "—")),
+          num(String(c.attempts || "—")),
+          td(txt(c.trace_id || "—", "mono"))));
+      }
+    }
+  }
+  setCount("slow", n ? String(n) : "");
+  show("slow", rows, rows.length ? "" : "no calls in the last minute");
+}
+
 function render() {
   updateTraffic();
   // One section's bad data must not keep the others from drawing.
-  for (const f of [renderAlerts, renderModels, renderRoutes, renderGPUs, renderBanner]) {
+  for (const f of [renderAlerts, renderModels, renderSlow, renderRoutes, renderGPUs, renderBanner]) {
     try {
       f();
     } catch (e) {
@@ -455,6 +527,8 @@ function render() {
 async function poll() {
   try {
     await Promise.all(Object.keys(sources).map(fetchOne));
+    // After the series: they say which models to ask for.
+    await fetchSlow();
     render();
   } finally {
     setTimeout(poll, REFRESH_MS);
