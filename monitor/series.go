@@ -58,6 +58,9 @@ type shard struct {
 	// ex is the latest exemplar of each request histogram bucket; nil
 	// until the shard records a traced call (exemplar.go).
 	ex *exemplarSet
+	// inputs counts the calls by request bytes and rows (inputs.go),
+	// running totals like codes.
+	inputs InputCounts
 
 	_ [64]byte // keeps the next shard's mutex off this shard's last cache line
 }
@@ -129,6 +132,7 @@ func (s *Series) record(sm Sample) bool {
 	}
 	sh.bytesIn += max(sm.BytesIn, 0)
 	sh.bytesOut += max(sm.BytesOut, 0)
+	sh.inputs.add(sm.BytesIn, sm.Features.Rows)
 	if sm.TraceID != ([16]byte{}) && s.obs != nil {
 		sh.noteExemplar(sm.TraceID, total, s.now())
 	}
