@@ -84,7 +84,7 @@ func (c *Correlator) inputDeltas() map[string]*inputCounts {
 type inputTrack struct {
 	recent []inputCounts
 	pos    int
-	base   [monitor.InputByteBuckets + monitor.InputRowBuckets]float64
+	base   [len(inputCounts{})]float64
 	steps  int // calm steps learned
 }
 
@@ -248,14 +248,35 @@ func (t *inputTrack) state() InputState {
 			rec[j] += c
 		}
 	}
+	return judgeInputs(&rec, &t.base, t.steps)
+}
+
+// JudgeInputs is what the correlator concludes from a recent window's
+// counts against a baseline learned from steps calm steps of learned
+// counts: for readers that hold counts of their own (tests, replays).
+func JudgeInputs(recent, learned *monitor.InputCounts, steps int) InputState {
+	var rec inputCounts
+	var base [len(inputCounts{})]float64
+	copy(rec[:], recent.Bytes[:])
+	copy(rec[monitor.InputByteBuckets:], recent.Rows[:])
+	for i, c := range learned.Bytes {
+		base[i] = float64(c)
+	}
+	for i, c := range learned.Rows {
+		base[monitor.InputByteBuckets+i] = float64(c)
+	}
+	return judgeInputs(&rec, &base, steps)
+}
+
+func judgeInputs(rec *inputCounts, learnedBase *[len(inputCounts{})]float64, steps int) InputState {
 	bytes, rows := rec[:monitor.InputByteBuckets], rec[monitor.InputByteBuckets:]
-	baseBytes, baseRows := t.base[:monitor.InputByteBuckets], t.base[monitor.InputByteBuckets:]
+	baseBytes, baseRows := learnedBase[:monitor.InputByteBuckets], learnedBase[monitor.InputByteBuckets:]
 	var s InputState
 	var learned float64
 	for _, c := range baseBytes {
 		learned += c
 	}
-	s.Known = t.steps >= MinInputSteps && learned >= MinInputCalls
+	s.Known = steps >= MinInputSteps && learned >= MinInputCalls
 	dist := func(recent []uint64, base []float64, from int) InputDist {
 		// Rows from 1: rows 0 are calls whose rows are unknown.
 		d := InputDist{recent: make([]uint64, len(recent)), base: -1}
