@@ -3,7 +3,6 @@ package alert
 import (
 	"fmt"
 	"math"
-
 )
 
 // KindInputSize compares a model's recent request size (bytes, or rows)
@@ -85,4 +84,3 @@ func (cd *inputSizeCond) eval(f *frame, _ *Rule, _ int, model string) outcome {
 	}
 	return o
 }
-
