@@ -69,6 +69,7 @@ var conditionKinds = []struct {
 	{KindErrors, parseErrors},
 	{KindGPU, parseGPU},
 	{KindHint, parseHint},
+	{KindInputSize, parseInputSize},
 }
 
 // kindList is "threshold, baseline, ..., hint or compound".

@@ -167,12 +167,14 @@ type Selector struct {
 
 // Condition is one condition; Kind says which fields apply.
 type Condition struct {
-	// Kind is threshold, baseline, trend, errors, gpu, hint or compound.
+	// Kind is threshold, baseline, trend, errors, gpu, hint, input_size
+	// or compound.
 	Kind string `yaml:"kind" json:"kind,omitempty"`
 	// Quantile is p50, p90, p99 or p999 (threshold, trend); p50, p90 or
 	// p99 (baseline; none means any of the three).
 	Quantile string `yaml:"quantile" json:"quantile,omitempty"`
-	// Metric is what a threshold compares instead of a quantile: rate
+	// Metric (input_size) is request_bytes or rows. Metric is what a
+	// threshold compares instead of a quantile: rate
 	// (calls per second) or error_ratio; or whose quantile it compares:
 	// a stream quantity of ModelStreamInfer requests, ttfr (time to the
 	// first response), response_gap or responses_per_request.
@@ -205,6 +207,10 @@ type Condition struct {
 	Field string `yaml:"field" json:"field,omitempty"`
 	// Hints (hint) are cause hints, one of which must be current.
 	Hints []string `yaml:"hints" json:"hints,omitempty"`
+	// Factor (input_size) is how many times the usual p90 of the
+	// model's request bytes (metric request_bytes, the default) or rows
+	// (metric rows) the recent p90 must be, with confidence; 0 means 2.
+	Factor float64 `yaml:"factor" json:"factor,omitempty"`
 	// MinCalls is the least number of calls in the window for the
 	// condition to decide at all (besides the confidence bound); 0 means
 	// 20 for error conditions.

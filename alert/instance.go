@@ -51,7 +51,22 @@ type Evidence struct {
 	GPU        *GPUEvidence   `json:"gpu,omitempty"`
 	CauseHint  string         `json:"cause_hint,omitempty"`
 	Baseline   *BaselineInfo  `json:"baseline,omitempty"`
-	Actions    []string       `json:"actions,omitempty"`
+	// Inputs is what the model's recent calls carried against its usual
+	// inputs, once the correlator has learned them.
+	Inputs  *InputsEvidence `json:"inputs,omitempty"`
+	Actions []string        `json:"actions,omitempty"`
+}
+
+// InputsEvidence is a model's recent request size and rows p90 beside
+// its usual ones, each the top of its power-of-two bucket, and what the
+// correlator concluded (Moved: inputs_grew, input_shape_changed or "").
+type InputsEvidence struct {
+	Calls                   uint64 `json:"calls"`
+	RequestBytesP90         int64  `json:"request_bytes_p90"`
+	BaselineRequestBytesP90 int64  `json:"baseline_request_bytes_p90"`
+	RowsP90                 int64  `json:"rows_p90,omitempty"`
+	BaselineRowsP90         int64  `json:"baseline_rows_p90,omitempty"`
+	Moved                   string `json:"moved,omitempty"`
 }
 
 // CondEvidence is one condition's last verdict.
@@ -133,6 +148,11 @@ func (a *instance) fillEvidence(f *frame, subjectLabel string, os []outcome) {
 			if ms.GPU != nil {
 				ev.GPU = gpuEvidence(*ms.GPU)
 			}
+			if in := ms.Inputs; in.Known {
+				ev.Inputs = &InputsEvidence{Calls: in.Bytes.Calls,
+					RequestBytesP90: in.Bytes.P90, BaselineRequestBytesP90: in.Bytes.BaselineP90,
+					RowsP90: in.Rows.P90, BaselineRowsP90: in.Rows.BaselineP90, Moved: in.Moved()}
+			}
 		}
 		if b := f.baselines.Get(a.subject); b.Known() {
 			bi := &BaselineInfo{Source: b.Source, Weeks: b.Weeks, Widen: b.Widen,
@@ -196,6 +216,13 @@ func (ev Evidence) String() string {
 	}
 	if ev.CauseHint != "" && ev.CauseHint != correlate.HintNone {
 		parts = append(parts, "cause hint "+ev.CauseHint)
+	}
+	if in := ev.Inputs; in != nil && in.Moved != "" {
+		s := fmt.Sprintf("inputs: request bytes p90 ≤ %d vs usual ≤ %d", in.RequestBytesP90, in.BaselineRequestBytesP90)
+		if in.RowsP90 > 0 {
+			s += fmt.Sprintf(", rows p90 ≤ %d vs usual ≤ %d", in.RowsP90, in.BaselineRowsP90)
+		}
+		parts = append(parts, s)
 	}
 	return strings.Join(parts, "; ")
 }

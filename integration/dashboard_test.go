@@ -399,6 +399,31 @@ func TestGrafanaDashboardQueriesHaveData(t *testing.T) {
 		t.Errorf("%d version ratio panels, want 1", ratioPanels)
 	}
 
+	// p99 by size class: resnet50's callers send 1 to 3 images (588 KiB
+	// each), so its calls fall in two classes, one series each.
+	sizePanels := 0
+	eachPanel(d.Panels, func(p grafanaPanel) {
+		if !strings.HasSuffix(p.Title, "p99 by size class") {
+			return
+		}
+		sizePanels++
+		expr, _ := substitute(p.Targets[0].Expr, map[string]string{"job": ".+", "model": "resnet50", "__rate_interval": "10s"})
+		v, err := promQuery(prom, expr, time.Time{})
+		if err != nil {
+			t.Fatalf("%s: %v", p.Title, err)
+		}
+		got := map[string]bool{}
+		for _, s := range v {
+			got[s.Metric["size_class"]] = true
+		}
+		if !got["le_1MiB"] || !got["le_16MiB"] || len(got) != 2 {
+			t.Errorf("%s for resnet50: size classes %v, want le_1MiB and le_16MiB", p.Title, got)
+		}
+	})
+	if sizePanels != 1 {
+		t.Errorf("%d size class panels, want 1", sizePanels)
+	}
+
 	// The exported rules: healthy, and the latency rule fires from the
 	// native histograms.
 	waitProm(t, prom, `ALERTS{alertname="FleetP99Over1ms", alertstate="firing", model="resnet50"}`, func(v []promSample) bool { return len(v) == 1 })

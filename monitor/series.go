@@ -64,6 +64,9 @@ type shard struct {
 	// base counts the slice's calls for the slow-call baseline; nil
 	// until the shard records a call of a series with a keeper.
 	base *shardBase
+	// inputs counts the calls by request bytes and rows (inputs.go),
+	// running totals like codes.
+	inputs InputCounts
 
 	_ [64]byte // keeps the next shard's mutex off this shard's last cache line
 }
@@ -135,6 +138,7 @@ func (s *Series) record(sm Sample) bool {
 	}
 	sh.bytesIn += max(sm.BytesIn, 0)
 	sh.bytesOut += max(sm.BytesOut, 0)
+	sh.inputs.add(sm.BytesIn, sm.Features.Rows)
 	if sm.TraceID != ([16]byte{}) && s.obs != nil {
 		sh.noteExemplar(sm.TraceID, total, s.now())
 	}

@@ -87,6 +87,10 @@ type DetectReport struct {
 	Bands       []DetectBand       `json:"baselines"`
 	// Late counts calls that waited for an in-flight slot.
 	Late int64 `json:"late"`
+	// InputHints counts the seconds the model's cause hint blamed its
+	// inputs (inputs_grew, input_shape_changed), by hint: the load never
+	// changes them, so every one is false and fails the run.
+	InputHints map[string]int `json:"input_hints"`
 	// PollErrors counts failed polls of infergate's admin API.
 	PollErrors int    `json:"poll_errors"`
 	LastError  string `json:"last_poll_error,omitempty"`
@@ -117,6 +121,10 @@ func (r *DetectReport) finish(w *detectWatch, secs []DetectSecond, late int64) {
 	r.Bands = append([]DetectBand(nil), w.bands...)
 	scrapes := append([]detectScrape(nil), w.scrapes...)
 	r.PollErrors = w.errs
+	r.InputHints = map[string]int{}
+	for h, n := range w.inputHints {
+		r.InputHints[h] = n
+	}
 	if w.lastErr != nil {
 		r.LastError = w.lastErr.Error()
 	}
@@ -156,6 +164,9 @@ func (r *DetectReport) finish(w *detectWatch, secs []DetectSecond, late int64) {
 		if p.Verdict == SoakFail {
 			r.Verdict = SoakFail
 		}
+	}
+	if len(r.InputHints) > 0 {
+		r.Verdict = SoakFail
 	}
 }
 
@@ -290,6 +301,8 @@ func (r *DetectReport) Markdown() string {
 				r.Scale, fmtAt(secs(3600/r.Scale)))
 		}
 	}
+	fmt.Fprintf(&b, "False input hints (seconds the cause hint blamed unchanged inputs): %d inputs_grew, %d input_shape_changed.\n",
+		r.InputHints["inputs_grew"], r.InputHints["input_shape_changed"])
 	if r.Late > 0 || r.PollErrors > 0 {
 		fmt.Fprintf(&b, "%d calls waited for an in-flight slot; %d failed polls of the admin API (%s).\n", r.Late, r.PollErrors, r.LastError)
 	}

@@ -77,6 +77,10 @@ type detectWatch struct {
 	scrapes []detectScrape
 	errs    int
 	lastErr error
+	// inputHints are the polls of /api/v1/models that found the model's
+	// cause hint blaming its inputs, by hint; the load never changes its
+	// inputs, so each is a false hint.
+	inputHints map[string]int
 }
 
 func newDetectWatch(admin, model string, start time.Time) *detectWatch {
@@ -112,6 +116,7 @@ func (w *detectWatch) run(ctx context.Context) {
 	}
 	every(250*time.Millisecond, w.pollAlerts)
 	every(time.Second, w.pollBaselines)
+	every(time.Second, w.pollHint)
 	every(5*time.Second, w.scrape)
 	wg.Wait()
 }
@@ -167,6 +172,32 @@ func (w *detectWatch) pollAlerts(ctx context.Context) error {
 			tr.To = ""
 			w.trans = append(w.trans, tr)
 			delete(w.state, fp)
+		}
+	}
+	return nil
+}
+
+// pollHint records the model's cause hint when it blames the inputs.
+func (w *detectWatch) pollHint(ctx context.Context) error {
+	body, err := w.get(ctx, "/api/v1/models")
+	if err != nil {
+		return err
+	}
+	var models []struct {
+		Model     string `json:"model"`
+		CauseHint string `json:"cause_hint"`
+	}
+	if err := json.Unmarshal(body, &models); err != nil {
+		return fmt.Errorf("models: %w", err)
+	}
+	for _, m := range models {
+		if m.Model == w.model && (m.CauseHint == "inputs_grew" || m.CauseHint == "input_shape_changed") {
+			w.mu.Lock()
+			if w.inputHints == nil {
+				w.inputHints = map[string]int{}
+			}
+			w.inputHints[m.CauseHint]++
+			w.mu.Unlock()
 		}
 	}
 	return nil

@@ -116,9 +116,25 @@ type modelDoc struct {
 	QueueCorrelation   map[string]*float64 `json:"queue_correlation,omitempty"`
 	GPU                *gpuDoc             `json:"gpu"`
 	CauseHint          string              `json:"cause_hint"`
+	// Inputs is what the recent calls carried against the model's usual
+	// inputs (request bytes and rows p90, tops of power-of-two buckets);
+	// absent until the correlator has learned them.
+	Inputs *inputsDoc `json:"inputs,omitempty"`
 	// Versions compares the model's versions when two or more took
 	// calls in the window (versions_api.go); absent otherwise.
 	Versions *versionsDoc `json:"versions,omitempty"`
+}
+
+// inputsDoc is a model's inputs in /api/v1/models.
+type inputsDoc struct {
+	Calls                   uint64 `json:"calls"`
+	RequestBytesP90         int64  `json:"request_bytes_p90"`
+	BaselineRequestBytesP90 int64  `json:"baseline_request_bytes_p90"`
+	RowsP90                 int64  `json:"rows_p90,omitempty"`
+	BaselineRowsP90         int64  `json:"baseline_rows_p90,omitempty"`
+	// Moved is inputs_grew or input_shape_changed when the inputs moved
+	// with confidence, whether latency is up or not.
+	Moved string `json:"moved,omitempty"`
 }
 
 // num turns NaN into null.
@@ -140,6 +156,10 @@ func modelsJSON(states []correlate.ModelState, versions map[string]*versionsDoc)
 			Correlation:        num(s.Correlation[correlate.Window1m]),
 			CorrelationWindows: map[string]*float64{},
 			Versions:           versions[s.Model],
+		}
+		if in := s.Inputs; in.Known {
+			d.Inputs = &inputsDoc{Calls: in.Bytes.Calls, RequestBytesP90: in.Bytes.P90, BaselineRequestBytesP90: in.Bytes.BaselineP90,
+				RowsP90: in.Rows.P90, BaselineRowsP90: in.Rows.BaselineP90, Moved: in.Moved()}
 		}
 		if s.QueueSeen {
 			d.QueueP99 = num(s.QueueP99.Seconds())

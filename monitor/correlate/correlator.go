@@ -75,6 +75,10 @@ type Options struct {
 	Methods []string
 	// Now is the clock stamped on states; nil means time.Now.
 	Now func() time.Time
+	// Inputs is where the calls' request bytes and rows are counted; nil
+	// means Latency when it is an InputSource (*monitor.Registry is), and
+	// otherwise no input hints.
+	Inputs InputSource
 }
 
 var defaultMethods = []string{"ModelInfer", "ModelStreamInfer", "Predict", "Classify", "Regress", "MultiInference"}
@@ -116,6 +120,9 @@ type ModelState struct {
 	// UtilizationFlat is true when utilisation barely moved over the 1m
 	// ring.
 	UtilizationFlat bool
+	// Inputs is what the recent calls carried (request bytes, rows)
+	// against the model's usual inputs.
+	Inputs InputState
 	// Hint is the cause hint (Hint*).
 	Hint string
 }
@@ -133,6 +140,8 @@ type track struct {
 	ring []sample // len LongSamples once full; ring[pos] is the oldest
 	pos  int
 	idle int // consecutive steps without calls
+	// inputs is the model's input distribution, recent and learned.
+	inputs inputTrack
 }
 
 func (t *track) push(s sample) {
@@ -166,6 +175,10 @@ type Correlator struct {
 	mu      sync.Mutex
 	tracks  map[string]*track
 	states  atomic.Pointer[[]ModelState]
+	// lastInputs is each series' input counts at the last step, which
+	// the next step's counts are differences from; primed once read.
+	lastInputs map[monitor.SeriesKey]monitor.InputCounts
+	primed     bool
 }
 
 // New returns a correlator; call Run (or Step) to sample.
@@ -184,6 +197,9 @@ func New(opts Options) *Correlator {
 	}
 	if opts.Methods == nil {
 		opts.Methods = defaultMethods
+	}
+	if opts.Inputs == nil {
+		opts.Inputs, _ = opts.Latency.(InputSource)
 	}
 	c := &Correlator{opts: opts, methods: map[string]bool{}, tracks: map[string]*track{}}
 	for _, m := range opts.Methods {
@@ -239,6 +255,7 @@ func (c *Correlator) Step() {
 	if c.opts.GPU != nil {
 		gs = c.opts.GPU()
 	}
+	deltas := c.inputDeltas()
 	for m := range recent {
 		if c.tracks[m] == nil {
 			c.tracks[m] = &track{}
@@ -256,13 +273,14 @@ func (c *Correlator) Step() {
 		// A model whose only samples are from open streams has no
 		// latency to correlate yet.
 		hasCalls := ok && rs.Stats[monitor.ComponentTotal].Count > 0
-		states = append(states, c.stepModel(name, t, rs, hasCalls, gs, now))
+		states = append(states, c.stepModel(name, t, rs, hasCalls, gs, now, deltas[name]))
 	}
 	slices.SortFunc(states, func(a, b ModelState) int { return strings.Compare(a.Model, b.Model) })
 	c.states.Store(&states)
 }
 
-func (c *Correlator) stepModel(name string, t *track, rs monitor.RecentStats, hasCalls bool, gs gpu.State, now time.Time) ModelState {
+func (c *Correlator) stepModel(name string, t *track, rs monitor.RecentStats, hasCalls bool, gs gpu.State, now time.Time,
+	inputs *inputCounts) ModelState {
 	tot, q := rs.Stats[monitor.ComponentTotal], rs.Stats[monitor.ComponentQueue]
 	ms := ModelState{
 		Model: name, At: now, Calls: tot.Count, P50: tot.P50, P99: tot.P99,
@@ -306,6 +324,15 @@ func (c *Correlator) stepModel(name string, t *track, rs monitor.RecentStats, ha
 	}
 	ms.LatencyUp = s.up
 	t.push(s)
+	if inputs == nil {
+		inputs = &inputCounts{}
+	}
+	t.inputs.push(inputs, c.opts.RecentSlices)
+	ms.Inputs = t.inputs.state()
+	// As the latency baseline: an incident's inputs are not learned.
+	if !s.up {
+		t.inputs.learn(inputs)
+	}
 
 	for w, n := range windowSamples {
 		var lat, qs, u, uq []float64
@@ -333,7 +360,7 @@ func (c *Correlator) stepModel(name string, t *track, rs monitor.RecentStats, ha
 
 	sig := Signal{
 		LatencyUp: s.up, HasGPU: s.hasU, Utilization: s.util, UtilizationFlat: ms.UtilizationFlat,
-		Correlation: ms.Correlation[Window1m],
+		Correlation: ms.Correlation[Window1m], Inputs: ms.Inputs.Moved(),
 	}
 	if ms.GPU != nil {
 		sig.Throttled = ms.GPU.Throttled()

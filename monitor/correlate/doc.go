@@ -24,18 +24,47 @@
 // Hint maps a Signal to one of the Hint* names, first match wins:
 //
 //  1. none: latency is not up.
-//  2. unknown: no GPU data for the model (no source, source down, model
+//  2. gpu_throttled: a thermal, power or hardware slowdown reason is
+//     active and the SM clock is below its maximum (no input explains a
+//     slower chip).
+//  3. inputs_grew: the recent calls' request bytes or rows are, with
+//     confidence, at least twice the model's usual (see Inputs below).
+//     It wins over the GPU hints: bigger inputs explain a busy GPU.
+//  4. input_shape_changed: the usual bytes, in half the rows or fewer
+//     (bigger rows: longer sequences, larger images).
+//  5. unknown: no GPU data for the model (no source, source down, model
 //     not mapped to a GPU the sources read).
-//  3. gpu_throttled: a thermal, power or hardware slowdown reason is
-//     active and the SM clock is below its maximum.
-//  4. gpu_memory_pressure: used/total GPU memory is at least 0.95.
-//  5. gpu_saturated: utilisation is at least 0.9 and latency moves with it
+//  6. gpu_memory_pressure: used/total GPU memory is at least 0.95.
+//  7. gpu_saturated: utilisation is at least 0.9 and latency moves with it
 //     (correlation over the 1m ring at least 0.5), or utilisation was too
 //     flat over the ring to correlate (pinned high: no headroom).
-//  6. not_gpu: utilisation is under 0.5 and either flat or not moving with
+//  8. not_gpu: utilisation is under 0.5 and either flat or not moving with
 //     latency: look at the network, pre-processing, CPU or the server's
 //     queue.
-//  7. unknown: anything else (a busy but not saturated GPU, say).
+//  9. unknown: anything else (a busy but not saturated GPU, say).
+//
+// # Inputs
+//
+// The registry counts each series' calls by request bytes and by rows
+// (the batch dimension) in powers of two (monitor.InputCounts); every
+// step the correlator takes the difference per model. The last
+// RecentSlices steps are the recent window, as for latency; every calm
+// step (latency not up) is learned into a baseline that halves its
+// weight every InputHalfLife steps (30 minutes), so an incident's inputs
+// are not learned and a lasting change that does not hurt latency
+// becomes the normal within the hour. The baseline is known after
+// MinInputSteps calm steps.
+//
+// "The p90 grew" is a binomial test like the latency quantiles' (monitor.
+// LowerBoundRank): the baseline's p90 lies in a bucket, below 2^b; the
+// recent p90 is at least twice it when enough recent calls lie at or
+// above 2^(b+1) that the p90's lower confidence bound is among them. A
+// ×4 growth always passes with MinInputCalls calls or more, one big call
+// in ten never does, and a steady mix of sizes does not (its p90 is the
+// baseline's). Rows shrinking is the mirror test on the p90's upper
+// bound. ModelState.Inputs holds both p90s (tops of their buckets) and
+// InputDist.Above answers for other factors (the alert condition
+// input_size_above_baseline).
 //
 // The Correlator exports infergate_model_gpu_correlation,
 // infergate_model_gpu_queue_correlation, infergate_model_latency_baseline_seconds

@@ -10,11 +10,18 @@ const (
 	HintGPUMemoryPressure = "gpu_memory_pressure"
 	HintNotGPU            = "not_gpu"
 	HintUnknown           = "unknown"
+	// HintInputsGrew: the model's recent requests are, with confidence,
+	// at least twice as large (request bytes or rows p90) as usual.
+	HintInputsGrew = "inputs_grew"
+	// HintInputShapeChanged: the requests carry their usual bytes in
+	// other shapes (rows p90 halved or less: bigger rows).
+	HintInputShapeChanged = "input_shape_changed"
 )
 
 // Hints lists every hint; infergate_model_cause_hint has one series per
 // model and hint.
-var Hints = []string{HintNone, HintGPUSaturated, HintGPUThrottled, HintGPUMemoryPressure, HintNotGPU, HintUnknown}
+var Hints = []string{HintNone, HintGPUSaturated, HintGPUThrottled, HintGPUMemoryPressure, HintNotGPU, HintUnknown,
+	HintInputsGrew, HintInputShapeChanged}
 
 // Thresholds of the cause-hint rules.
 const (
@@ -54,6 +61,10 @@ type Signal struct {
 	// MemoryRatio is used/total memory; HasMemory says it is known.
 	MemoryRatio float64
 	HasMemory   bool
+	// Inputs is HintInputsGrew or HintInputShapeChanged when the recent
+	// calls' inputs moved against the model's usual ones with confidence
+	// (InputState.Moved), "" when they did not or cannot tell.
+	Inputs string
 }
 
 // Hint returns the cause hint for s; the package documentation lists the
@@ -63,6 +74,13 @@ func Hint(s Signal) string {
 	switch {
 	case !s.LatencyUp:
 		return HintNone
+	case s.HasGPU && s.Throttled:
+		// A slowdown of the hardware: no input explains it.
+		return HintGPUThrottled
+	case s.Inputs != "":
+		// Bigger inputs explain a busy GPU as well as the latency: the
+		// inputs are the cause to look at, GPU busy or not.
+		return s.Inputs
 	case !s.HasGPU:
 		return HintUnknown
 	case s.Throttled:

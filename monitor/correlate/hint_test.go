@@ -27,6 +27,11 @@ func TestHint(t *testing.T) {
 		{"GPU idle, no correlation yet", Signal{LatencyUp: true, HasGPU: true, Utilization: 0.2, Correlation: nan}, HintNotGPU},
 		{"GPU rising with latency under 50%", Signal{LatencyUp: true, HasGPU: true, Utilization: 0.45, Correlation: 0.9}, HintUnknown},
 		{"GPU half busy", Signal{LatencyUp: true, HasGPU: true, Utilization: 0.7, Correlation: 0.9}, HintUnknown},
+		{"inputs grew, GPU saturated by them", Signal{LatencyUp: true, HasGPU: true, Utilization: 0.98, Correlation: 0.9, Inputs: HintInputsGrew}, HintInputsGrew},
+		{"inputs grew, no GPU data", Signal{LatencyUp: true, Correlation: nan, Inputs: HintInputsGrew}, HintInputsGrew},
+		{"input shape changed, GPU idle", Signal{LatencyUp: true, HasGPU: true, Utilization: 0.2, UtilizationFlat: true, Inputs: HintInputShapeChanged}, HintInputShapeChanged},
+		{"inputs grew but latency not up", Signal{HasGPU: true, Utilization: 0.2, Inputs: HintInputsGrew}, HintNone},
+		{"throttled wins over inputs", Signal{LatencyUp: true, HasGPU: true, Utilization: 0.9, Throttled: true, Inputs: HintInputsGrew}, HintGPUThrottled},
 	}
 	for _, c := range cases {
 		if got := Hint(c.s); got != c.want {
