@@ -473,11 +473,12 @@ func TestFrontDoorNeverRead(t *testing.T) {
 		r.to.Sub(holdFrom).Round(time.Millisecond), r.during, r.during.rate/r.base.rate, float64(r.during.p99)/float64(r.base.p99))
 	// In the hold simserver computes the 50 answers (200 MB of copies on
 	// the machine's 2 cores) while the good client calls: its p99 rose to
-	// 20-40 ms alone and 178 ms under make test's other packages, in runs
-	// where infergate held under 30 MiB of them. The issue bounds memory
-	// here, not p99; the good client's rate is held to 90% all the same,
-	// and its p99 to what a stalled proxy could not keep.
-	r.checkGood(t, max(500*time.Millisecond, attackP99Ratio*r.base.p99))
+	// 20-40 ms alone and 178 ms, once 522 ms, under make test's other
+	// packages, in runs where infergate held under 30 MiB of them. The
+	// issue bounds memory here, not p99; the good client's rate is held to
+	// 90% all the same, and its p99 to what a proxy stalled for the 3 s
+	// hold could not keep.
+	r.checkGood(t, max(time.Second, attackP99Ratio*r.base.p99))
 }
 
 // TestFrontDoorHugeLength: a request whose gRPC length prefix says 1 GB,
