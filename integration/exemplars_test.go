@@ -1,13 +1,9 @@
 package integration
 
 import (
-	"context"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
-	"io"
 	"math"
-	"net/http"
 	"net/url"
 	"slices"
 	"strconv"
@@ -33,31 +29,18 @@ func promExemplars(addr, query string) ([]promExemplar, error) {
 	v := url.Values{"query": {query},
 		"start": {strconv.FormatInt(now.Add(-10*time.Minute).Unix(), 10)},
 		"end":   {strconv.FormatInt(now.Add(time.Minute).Unix(), 10)}}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/api/v1/query_exemplars?"+v.Encode(), nil)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", query, err)
+	var data []struct {
+		SeriesLabels map[string]string `json:"seriesLabels"`
+		Exemplars    []struct {
+			Labels map[string]string `json:"labels"`
+			Value  string            `json:"value"`
+		} `json:"exemplars"`
 	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	var r struct {
-		Status string `json:"status"`
-		Error  string `json:"error"`
-		Data   []struct {
-			SeriesLabels map[string]string `json:"seriesLabels"`
-			Exemplars    []struct {
-				Labels map[string]string `json:"labels"`
-				Value  string            `json:"value"`
-			} `json:"exemplars"`
-		} `json:"data"`
-	}
-	if err := json.Unmarshal(body, &r); err != nil || r.Status != "success" {
-		return nil, fmt.Errorf("%s: HTTP %d: %s", query, resp.StatusCode, body)
+	if err := promGet(addr, "/api/v1/query_exemplars", query, v, &data); err != nil {
+		return nil, err
 	}
 	var out []promExemplar
-	for _, d := range r.Data {
+	for _, d := range data {
 		for _, e := range d.Exemplars {
 			f, err := strconv.ParseFloat(e.Value, 64)
 			if err != nil {

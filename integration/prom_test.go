@@ -139,6 +139,36 @@ func (s promSample) Buckets() ([]promBucket, error) {
 	return out, nil
 }
 
+// promGet calls a Prometheus HTTP API endpoint (path, with v) and decodes
+// its data into data; an error names the query and Prometheus' own
+// message.
+func promGet(addr, path, query string, v url.Values, data any) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+path+"?"+v.Encode(), nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("%s: %w", query, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	var r struct {
+		Status string          `json:"status"`
+		Error  string          `json:"error"`
+		Data   json.RawMessage `json:"data"`
+	}
+	if err := json.Unmarshal(body, &r); err != nil {
+		return fmt.Errorf("%s: HTTP %d: %s", query, resp.StatusCode, body)
+	}
+	if r.Status != "success" {
+		return fmt.Errorf("%s: %s", query, r.Error)
+	}
+	if err := json.Unmarshal(r.Data, data); err != nil {
+		return fmt.Errorf("%s: data: %w", query, err)
+	}
+	return nil
+}
+
 // promQuery runs an instant query at time at (now when zero) and returns
 // its vector; an error names the query and Prometheus' own message.
 func promQuery(addr, query string, at time.Time) ([]promSample, error) {
@@ -146,31 +176,15 @@ func promQuery(addr, query string, at time.Time) ([]promSample, error) {
 	if !at.IsZero() {
 		v.Set("time", strconv.FormatFloat(float64(at.UnixMilli())/1000, 'f', 3, 64))
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/api/v1/query?"+v.Encode(), nil)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", query, err)
+	var d struct {
+		ResultType string       `json:"resultType"`
+		Result     []promSample `json:"result"`
 	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	var r struct {
-		Status string `json:"status"`
-		Error  string `json:"error"`
-		Data   struct {
-			ResultType string       `json:"resultType"`
-			Result     []promSample `json:"result"`
-		} `json:"data"`
+	if err := promGet(addr, "/api/v1/query", query, v, &d); err != nil {
+		return nil, err
 	}
-	if err := json.Unmarshal(body, &r); err != nil {
-		return nil, fmt.Errorf("%s: HTTP %d: %s", query, resp.StatusCode, body)
+	if d.ResultType != "vector" {
+		return nil, fmt.Errorf("%s: result type %s, want vector", query, d.ResultType)
 	}
-	if r.Status != "success" {
-		return nil, fmt.Errorf("%s: %s", query, r.Error)
-	}
-	if r.Data.ResultType != "vector" {
-		return nil, fmt.Errorf("%s: result type %s, want vector", query, r.Data.ResultType)
-	}
-	return r.Data.Result, nil
+	return d.Result, nil
 }

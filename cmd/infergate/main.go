@@ -126,7 +126,7 @@ func proxyCollectors(p *proxy.Proxy) []prometheus.Collector {
 		fastPathCounter(p, "grpc_server", func(s proxy.Stats) int64 { return s.HandedOn }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "infergate_buffered_bytes",
-			Help: "Bytes requests read whole hold now of the memory budget (--max-buffered-bytes).",
+			Help: "Bytes calls hold now of the memory budget (--max-buffered-bytes), on the relay and the gRPC path.",
 		}, func() float64 { return float64(p.Stats().Buffer.Held) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "infergate_buffer_budget_bytes",
