@@ -1,6 +1,8 @@
 package alert
 
 import (
+	"github.com/infergate/infergate/proto/methods"
+
 	"fmt"
 	"math"
 	"regexp"
@@ -131,7 +133,7 @@ func promSelector(s selector) string {
 	if s.method != "" {
 		add("method", s.method)
 	} else {
-		out = append(out, fmt.Sprintf(`method=~".*/(%s)"`, strings.Join(inferenceMethods, "|")))
+		out = append(out, fmt.Sprintf(`method=~".*/(%s)"`, strings.Join(methods.InferenceNames(), "|")))
 	}
 	return strings.Join(out, ",")
 }

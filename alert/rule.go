@@ -1,9 +1,10 @@
 package alert
 
 import (
+	"github.com/infergate/infergate/proto/methods"
+
 	"fmt"
 	"path"
-	"slices"
 	"strings"
 	"time"
 
@@ -42,8 +43,6 @@ type selector struct {
 	inference bool
 }
 
-var inferenceMethods = []string{"ModelInfer", "ModelStreamInfer", "Predict", "Classify", "Regress", "MultiInference"}
-
 func glob(pattern, s string) bool {
 	if pattern == "" || pattern == "*" {
 		return true
@@ -64,10 +63,7 @@ func (s selector) matches(k monitor.SeriesKey) bool {
 	if s.method != "" {
 		return glob(s.method, m)
 	}
-	if i := strings.LastIndexByte(m, '/'); i >= 0 {
-		m = m[i+1:]
-	}
-	return slices.Contains(inferenceMethods, m)
+	return methods.IsInferenceName(methods.Short(m))
 }
 
 func (s selector) key() string {

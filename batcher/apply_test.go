@@ -1,6 +1,8 @@
 package batcher
 
 import (
+	"github.com/infergate/infergate/proto/methods"
+
 	"errors"
 	"fmt"
 	"testing"
@@ -55,7 +57,7 @@ func TestApplyChangesKnobsAndKeepsTheFit(t *testing.T) {
 	if _, err := h.b.Apply(Config{Models: map[string]Policy{}}); err != nil {
 		t.Fatal(err)
 	}
-	if h.b.Handles(MethodModelInfer, "m") {
+	if h.b.Handles(methods.ModelInfer, "m") {
 		t.Error("m still batched after Apply removed it")
 	}
 	if _, err := h.do(t.Context(), "a 1 gone", nil); !errors.Is(err, ErrNotBatched) {

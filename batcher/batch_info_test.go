@@ -1,6 +1,8 @@
 package batcher
 
 import (
+	"github.com/infergate/infergate/proto/methods"
+
 	"context"
 	"fmt"
 	"testing"
@@ -30,7 +32,7 @@ func TestBatchOfLinksCallersAndInvoker(t *testing.T) {
 			ctx := context.WithValue(t.Context(), tag{}, i)
 			ch := make(chan outcome, 1)
 			go func() {
-				res, err := h.b.Do(ctx, Request{Upstream: "up", Invoke: invoke, Method: MethodModelInfer,
+				res, err := h.b.Do(ctx, Request{Upstream: "up", Invoke: invoke, Method: methods.ModelInfer,
 					Model: "m", Payload: []byte(fmt.Sprintf("a 1 r%d", i))})
 				ch <- outcome{res, err}
 			}()

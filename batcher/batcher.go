@@ -1,6 +1,8 @@
 package batcher
 
 import (
+	"github.com/infergate/infergate/proto/methods"
+
 	"context"
 	"errors"
 	"fmt"
@@ -13,12 +15,6 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/infergate/infergate/batcher/merge"
-)
-
-// The methods a Batcher can batch.
-const (
-	MethodModelInfer = "/inference.GRPCInferenceService/ModelInfer"
-	MethodPredict    = "/tensorflow.serving.PredictionService/Predict"
 )
 
 // ErrNotBatched is returned by Do for a request the batcher does not take:
@@ -70,7 +66,7 @@ type Request struct {
 	// Invoke calls that upstream. The queue keeps the Invoker of the first
 	// request that created it.
 	Invoke Invoker
-	// Method is MethodModelInfer or MethodPredict.
+	// Method is methods.ModelInfer or methods.Predict.
 	Method string
 	// Model and Version are read from the request by the caller.
 	Model, Version string
@@ -203,7 +199,7 @@ func New(cfg Config, opts ...Option) (*Batcher, error) {
 		return nil, err
 	}
 	b := &Batcher{
-		codecs:  map[string]merge.Codec{MethodModelInfer: merge.KServe, MethodPredict: merge.TF},
+		codecs:  map[string]merge.Codec{methods.ModelInfer: merge.KServe, methods.Predict: merge.TF},
 		done:    make(chan struct{}),
 		retired: map[[2]string]*queueStats{},
 	}

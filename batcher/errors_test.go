@@ -1,6 +1,8 @@
 package batcher
 
 import (
+	"github.com/infergate/infergate/proto/methods"
+
 	"errors"
 	"fmt"
 	"slices"
@@ -151,7 +153,7 @@ func TestUpstreamInvalidArgumentRetriedAlone(t *testing.T) {
 func TestSplitFailure(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, Policy{Mode: Adaptive})
-		h.b.codecs[MethodModelInfer] = splitBroken{h.b.codecs[MethodModelInfer].(*fakeCodec)}
+		h.b.codecs[methods.ModelInfer] = splitBroken{h.b.codecs[methods.ModelInfer].(*fakeCodec)}
 		outs, busy, release := startBatch(t, h, 2)
 		release()
 		if o := <-busy; o.err != nil {
@@ -240,9 +242,9 @@ func TestMetadataCommonKeys(t *testing.T) {
 func TestPanicFailsOnlyItsBatch(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, Policy{Mode: Adaptive})
-		pc := &mergePanics{fakeCodec: h.b.codecs[MethodModelInfer].(*fakeCodec)}
+		pc := &mergePanics{fakeCodec: h.b.codecs[methods.ModelInfer].(*fakeCodec)}
 		pc.armed.Store(true)
-		h.b.codecs[MethodModelInfer] = pc
+		h.b.codecs[methods.ModelInfer] = pc
 		outs, busy, release := startBatch(t, h, 2)
 		release()
 		if o := <-busy; o.err != nil {

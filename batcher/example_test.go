@@ -1,6 +1,8 @@
 package batcher_test
 
 import (
+	"github.com/infergate/infergate/proto/methods"
+
 	"fmt"
 	"time"
 
@@ -18,7 +20,7 @@ func ExampleNew() {
 	defer b.Close()
 	p := b.Policies()["mobilenet_v3"]
 	fmt.Println(p.Mode, p.MaxSize, p.MaxDelay, p.QueueSize, p.Slots)
-	fmt.Println(b.Handles(batcher.MethodModelInfer, "resnet50"), b.Handles(batcher.MethodModelInfer, "bert"))
+	fmt.Println(b.Handles(methods.ModelInfer, "resnet50"), b.Handles(methods.ModelInfer, "bert"))
 
 	_, err = batcher.New(batcher.Config{Models: map[string]batcher.Policy{"m": {Mode: batcher.Static, MaxSize: -1}}})
 	fmt.Println(err)

@@ -1,6 +1,8 @@
 package batcher
 
 import (
+	"github.com/infergate/infergate/proto/methods"
+
 	"context"
 	"fmt"
 	"strings"
@@ -158,7 +160,7 @@ type harness struct {
 func newHarness(t *testing.T, p Policy) *harness {
 	t.Helper()
 	up := &fakeUpstream{}
-	b, err := New(Config{Models: map[string]Policy{"m": p}}, WithCodec(MethodModelInfer, newFakeCodec()))
+	b, err := New(Config{Models: map[string]Policy{"m": p}}, WithCodec(methods.ModelInfer, newFakeCodec()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +177,7 @@ type outcome struct {
 // do calls Do for payload with md.
 func (h *harness) do(ctx context.Context, payload string, md metadata.MD) (Result, error) {
 	return h.b.Do(ctx, Request{
-		Upstream: "up", Invoke: h.up.invoke, Method: MethodModelInfer,
+		Upstream: "up", Invoke: h.up.invoke, Method: methods.ModelInfer,
 		Model: "m", Payload: []byte(payload), MD: md,
 	})
 }

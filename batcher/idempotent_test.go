@@ -1,6 +1,8 @@
 package batcher
 
 import (
+	"github.com/infergate/infergate/proto/methods"
+
 	"errors"
 	"fmt"
 	"strings"
@@ -18,7 +20,7 @@ import (
 // Config.NonIdempotent.
 func nonIdempotentHarness(t *testing.T, p Policy) *harness {
 	t.Helper()
-	b, err := New(Config{Models: map[string]Policy{"m": p}, NonIdempotent: map[string]bool{"m": true}}, WithCodec(MethodModelInfer, newFakeCodec()))
+	b, err := New(Config{Models: map[string]Policy{"m": p}, NonIdempotent: map[string]bool{"m": true}}, WithCodec(methods.ModelInfer, newFakeCodec()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +127,7 @@ func TestNonIdempotentNoRetryPaths(t *testing.T) {
 	t.Run("unsplittable answer", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			b, err := New(Config{Models: map[string]Policy{"m": {Mode: Adaptive}}, NonIdempotent: map[string]bool{"m": true}},
-				WithCodec(MethodModelInfer, splitFails{newFakeCodec()}))
+				WithCodec(methods.ModelInfer, splitFails{newFakeCodec()}))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,6 +1,8 @@
 package batcher
 
 import (
+	"github.com/infergate/infergate/proto/methods"
+
 	"fmt"
 	"strings"
 	"testing"
@@ -47,7 +49,7 @@ func TestAutoModelsFollowTheUpstream(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	const infer = MethodModelInfer
+	const infer = methods.ModelInfer
 	if b.Handles(infer, "resnet50") {
 		t.Fatal("resnet50 batched before the upstream said so")
 	}

@@ -1,6 +1,8 @@
 package batcher
 
 import (
+	"github.com/infergate/infergate/proto/methods"
+
 	"errors"
 	"fmt"
 	"testing"
@@ -13,7 +15,7 @@ import (
 // doVersion calls Do for one row of model m at version v.
 func (h *harness) doVersion(v string) error {
 	_, err := h.b.Do(h.t.Context(), Request{
-		Upstream: "up", Invoke: h.up.invoke, Method: MethodModelInfer,
+		Upstream: "up", Invoke: h.up.invoke, Method: methods.ModelInfer,
 		Model: "m", Version: v, Payload: []byte("a 1 " + v),
 	})
 	return err

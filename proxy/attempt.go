@@ -51,7 +51,7 @@ type call struct {
 	p      *Proxy
 	ctx    context.Context
 	method string
-	kind   targetKind
+	kind   wire.TargetKind
 	req    *Frame
 	// subtype is the client's content-subtype option; nil: none.
 	subtype        grpc.CallOption
@@ -190,8 +190,8 @@ func (p *Proxy) callOptions(dst []grpc.CallOption, up *Upstream, subtype grpc.Ca
 }
 
 // rewriteTarget returns a copy of a request addressed to model and version.
-func rewriteTarget(kind targetKind, b []byte, model, version string) ([]byte, error) {
-	if kind == targetPredict {
+func rewriteTarget(kind wire.TargetKind, b []byte, model, version string) ([]byte, error) {
+	if kind == wire.TFServingTarget {
 		return wire.RewritePredictTarget(b, model, version)
 	}
 	return wire.RewriteModelInferTarget(b, model, version)

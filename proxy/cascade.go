@@ -92,8 +92,8 @@ func (c *routedCall) escalate(report func(verdict), held bool) (a attemptResult,
 }
 
 // confidence reads the edge answer's confidence from its output tensor.
-func confidence(kind targetKind, resp *Frame, output string) (float64, error) {
-	if kind == targetPredict {
+func confidence(kind wire.TargetKind, resp *Frame, output string) (float64, error) {
+	if kind == wire.TFServingTarget {
 		return wire.PredictConfidence(resp.Bytes(), output)
 	}
 	return wire.ModelInferConfidence(resp.Bytes(), output)

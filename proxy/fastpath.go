@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/infergate/infergate/monitor"
+	"github.com/infergate/infergate/proto/methods"
 	"github.com/infergate/infergate/proto/wire"
 	"github.com/infergate/infergate/proxy/h2relay"
 )
@@ -94,7 +95,7 @@ type relayCall struct {
 }
 
 func (r relayHandler) Unary(method string) bool {
-	if !lookupMethod(method).unary {
+	if !methods.Lookup(method).Unary {
 		return false
 	}
 	if len(r.own) > 0 {
@@ -130,7 +131,7 @@ func (r relayHandler) route(c *h2relay.Call) (*h2relay.Pool, bool) {
 	if !r.forwardable(c) {
 		return nil, true
 	}
-	model, version := bytesTarget(lookupMethod(c.Method).target, msg)
+	model, version := bytesTarget(methods.Lookup(c.Method).Target, msg)
 	return r.routeTo(c, model, version, msg, int64(len(msg)))
 }
 
@@ -152,10 +153,10 @@ func (r relayHandler) forwardable(c *h2relay.Call) bool {
 // Scan says which requests name their model where the relay can read it
 // as they arrive.
 func (r relayHandler) Scan(method string) wire.TargetKind {
-	switch lookupMethod(method).target {
-	case targetKServe:
+	switch methods.Lookup(method).Target {
+	case wire.KServeTarget:
 		return wire.KServeTarget
-	case targetNone:
+	case 0:
 		return 0
 	}
 	return wire.TFServingTarget
@@ -191,7 +192,7 @@ func (r relayHandler) routeTo(c *h2relay.Call, model, version string, msg []byte
 	if p.batcher != nil && model != "" && p.batcher.Handles(c.Method, model) {
 		return nil, true
 	}
-	if p.router != nil && model != "" && isInference(c.Method) && !p.router.plain(up, model) {
+	if p.router != nil && model != "" && methods.IsInference(c.Method) && !p.router.plain(up, model) {
 		return nil, true
 	}
 	if n := p.calls.Add(1); p.maxInFlight > 0 && n > p.maxInFlight {
@@ -207,7 +208,7 @@ func (r relayHandler) routeTo(c *h2relay.Call, model, version string, msg []byte
 	if c.Deadline.IsZero() && p.upstreamTimeout > 0 {
 		c.Timeout = p.upstreamTimeout
 	}
-	scanFeatures(featureKind(c.Method), msg, bytesIn, p.inputShapes, &rc.feat, &rc.wf)
+	scanFeatures(methods.Lookup(c.Method).Inputs, msg, bytesIn, p.inputShapes, &rc.feat, &rc.wf)
 	c.Data = rc
 	return p.relayPool(up, d), false
 }
@@ -299,7 +300,7 @@ func (r relayHandler) Refused(c *h2relay.Call, code uint32, msg string) {
 	if b := c.Body; len(b) >= 5 {
 		// The first message says the model, of a body of two too.
 		if n := int(b[1])<<24 | int(b[2])<<16 | int(b[3])<<8 | int(b[4]); n <= len(b)-5 {
-			o.model, o.version = bytesTarget(lookupMethod(c.Method).target, b[5:5+n])
+			o.model, o.version = bytesTarget(methods.Lookup(c.Method).Target, b[5:5+n])
 			o.bytesIn = int64(n)
 		}
 	}
@@ -311,12 +312,12 @@ func (r relayHandler) Refused(c *h2relay.Call, code uint32, msg string) {
 }
 
 // bytesTarget is frameTarget for a request held in one slice.
-func bytesTarget(kind targetKind, msg []byte) (model, version string) {
+func bytesTarget(kind wire.TargetKind, msg []byte) (model, version string) {
 	var err error
 	switch kind {
-	case targetNone:
+	case 0:
 		return "", ""
-	case targetKServe:
+	case wire.KServeTarget:
 		model, version, err = wire.ModelInferTarget(msg)
 	default:
 		model, version, err = wire.PredictTarget(msg)

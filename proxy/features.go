@@ -24,19 +24,6 @@ func WithInputShapes(on bool) Option {
 	return optionFunc(func(o *options) { o.inputShapes = on })
 }
 
-// featureKind is the layout of method's request that ScanFeatures reads:
-// only ModelInfer and Predict carry input tensors; 0 for every other
-// method.
-func featureKind(method string) wire.TargetKind {
-	switch method {
-	case kservePrefix + "ModelInfer":
-		return wire.KServeTarget
-	case tfPrefix + "Predict":
-		return wire.TFServingTarget
-	}
-	return 0
-}
-
 // scanFeatures reads what an inference request carried into o: msg is
 // the message, or its first bytes when size is larger (the call then has
 // Partial features). keep says to make strings of the inputs now. wf,

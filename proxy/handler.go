@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/infergate/infergate/monitor"
+	"github.com/infergate/infergate/proto/methods"
 	"github.com/infergate/infergate/proto/wire"
 	"github.com/infergate/infergate/proxy/h2relay"
 )
@@ -109,9 +110,9 @@ func (p *Proxy) handle(_ any, ss grpc.ServerStream) (err error) {
 	if subtype != "" {
 		subtypeOpt = grpc.CallContentSubtype(subtype)
 	}
-	info := lookupMethod(method)
+	info := methods.Lookup(method)
 	var o outcome
-	if info.unary {
+	if info.Unary {
 		// A unary call without a client deadline gets the proxy's.
 		var bound time.Time // the proxy's deadline, when it set one
 		if _, has := ctx.Deadline(); !has && p.upstreamTimeout > 0 {
@@ -127,7 +128,7 @@ func (p *Proxy) handle(_ any, ss grpc.ServerStream) (err error) {
 		if err := p.budget.Admit(ctx, &claim); err != nil {
 			o.err = budgetFailed(err)
 		} else {
-			o = p.unary(outCtx, bound.IsZero(), up, method, info.target, ss, subtypeOpt, &claim)
+			o = p.unary(outCtx, bound.IsZero(), up, method, info.Target, ss, subtypeOpt, &claim)
 		}
 		claim.Release()
 		// Only when the proxy's own deadline passed: an upstream that
@@ -140,7 +141,7 @@ func (p *Proxy) handle(_ any, ss grpc.ServerStream) (err error) {
 			o.err = &proxyTimeoutError{timeout: p.upstreamTimeout}
 		}
 	} else {
-		o = p.stream(outCtx, up, method, info.target, ss, subtypeOpt)
+		o = p.stream(outCtx, up, method, info.Target, ss, subtypeOpt)
 	}
 	// The director's upstream by its name when the call started, should
 	// it have moved since.
@@ -159,7 +160,7 @@ func (p *Proxy) handle(_ any, ss grpc.ServerStream) (err error) {
 // with attempts (a single Invoke each, without a stream's two pump
 // goroutines): one, or the router's composition of them.
 // clientDeadline says that ctx's deadline, if any, is the client's.
-func (p *Proxy) unary(ctx context.Context, clientDeadline bool, up *Upstream, method string, kind targetKind,
+func (p *Proxy) unary(ctx context.Context, clientDeadline bool, up *Upstream, method string, kind wire.TargetKind,
 	ss grpc.ServerStream, subtype grpc.CallOption, claim *h2relay.Claim) (o outcome) {
 	o.claim = claim
 	// Without a router a call makes one upstream call, whose exchange is
@@ -186,18 +187,18 @@ func (p *Proxy) unary(ctx context.Context, clientDeadline bool, up *Upstream, me
 	claim.Hold(o.bytesIn)
 	o.model, o.version = frameTarget(kind, req)
 	keep := p.inputShapes || p.tracing != nil
-	if p.router != nil && o.model != "" && isInference(method) {
+	if p.router != nil && o.model != "" && methods.IsInference(method) {
 		// A routed call's attempts may outlive this frame (a hedge), so
 		// it lives on the heap; a plain call's stays on the stack.
 		rc := &routedCall{call: call{p: p, ctx: ctx, method: method, kind: kind, req: req, subtype: subtype,
 			model: o.model, version: o.version, clientDeadline: clientDeadline}}
 		defer rc.free()
-		frameFeatures(featureKind(method), req, keep, &o.feat, &rc.wf)
+		frameFeatures(methods.Lookup(method).Inputs, req, keep, &o.feat, &rc.wf)
 		o = p.routeUnary(rc, up, ss, o)
 		o.attempts = int(rc.attempts.Load())
 		return o
 	}
-	frameFeatures(featureKind(method), req, keep, &o.feat, wf)
+	frameFeatures(methods.Lookup(method).Inputs, req, keep, &o.feat, wf)
 	c := call{p: p, ctx: ctx, method: method, kind: kind, req: req, subtype: subtype, model: o.model, version: o.version}
 	defer c.free()
 	o = p.reply(ss, c.attemptWith(ctx, target{up: up}, attemptPrimary, first), monitor.RoutePrimary, "", up, o, nil)
@@ -275,7 +276,7 @@ func (p *Proxy) finish(ctx context.Context, span trace.Span, start time.Time, me
 			route = monitor.RoutePrimary
 		}
 		var size string // a stream's bytes span many requests: no class
-		if lookupMethod(method).unary {
+		if methods.Lookup(method).Unary {
 			size = monitor.SizeClassOf(o.bytesIn)
 		}
 		o.feat.BytesIn, o.feat.BytesOut = o.bytesIn, o.bytesOut

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/infergate/infergate/proto/kservepb"
+	"github.com/infergate/infergate/proto/methods"
 )
 
 // TestUpstreamTimeoutBoundsCallsWithoutDeadline: a unary call without a
@@ -126,7 +127,7 @@ func TestMaxInFlight(t *testing.T) {
 type panicDirector struct{ up *Upstream }
 
 func (d panicDirector) Direct(_ context.Context, method string) (*Upstream, error) {
-	if method == healthCheck {
+	if method == methods.HealthCheck {
 		panic("director bug")
 	}
 	return d.up, nil
@@ -148,7 +149,7 @@ func TestPanicIsOneFailedCall(t *testing.T) {
 		t.Fatal(err)
 	}
 	cc := dial(t, serve(t, p.NewServer()))
-	err = cc.Invoke(ctxT(t), healthCheck, NewFrame(nil), new(Frame), grpc.ForceCodecV2(Codec()))
+	err = cc.Invoke(ctxT(t), methods.HealthCheck, NewFrame(nil), new(Frame), grpc.ForceCodecV2(Codec()))
 	if status.Code(err) != codes.Internal {
 		t.Fatalf("call whose handler panicked: %v, want INTERNAL", err)
 	}

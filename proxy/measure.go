@@ -77,7 +77,7 @@ type callStats struct {
 }
 
 // setTarget records the model name and version of the first request frame.
-func (st *callStats) setTarget(kind targetKind, f *Frame) {
+func (st *callStats) setTarget(kind wire.TargetKind, f *Frame) {
 	model, version := frameTarget(kind, f)
 	st.mu.Lock()
 	st.model, st.version = model, version
@@ -87,14 +87,14 @@ func (st *callStats) setTarget(kind targetKind, f *Frame) {
 // frameTarget reads the model name and version from a request frame. A
 // frame that does not parse gives "", "": the upstream, not the proxy,
 // judges the bytes.
-func frameTarget(kind targetKind, f *Frame) (model, version string) {
+func frameTarget(kind wire.TargetKind, f *Frame) (model, version string) {
 	var err error
 	switch {
-	case kind == targetNone:
+	case kind == 0:
 		return "", ""
 	case len(f.data) != 1:
 		return chunkedTarget(kind, f)
-	case kind == targetKServe:
+	case kind == wire.KServeTarget:
 		var name, ver []byte
 		name, ver, err = wire.ModelInferTargetBytes(f.data[0].ReadOnlyData())
 		model, version = names.get(name), names.get(ver)
@@ -109,11 +109,11 @@ func frameTarget(kind targetKind, f *Frame) (model, version string) {
 
 // chunkedTarget is frameTarget for a frame held in several buffers (a large
 // request), read in place.
-func chunkedTarget(kind targetKind, f *Frame) (model, version string) {
+func chunkedTarget(kind wire.TargetKind, f *Frame) (model, version string) {
 	var buf [64][]byte
 	chunks := f.Chunks(buf[:0])
 	var err error
-	if kind == targetKServe {
+	if kind == wire.KServeTarget {
 		model, version, err = wire.ModelInferTargetChunks(chunks)
 	} else {
 		model, version, err = wire.PredictTargetChunks(chunks)

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/infergate/infergate/proto/kservepb"
+	"github.com/infergate/infergate/proto/methods"
 	"github.com/infergate/infergate/proto/tfservingpb"
 )
 
@@ -111,7 +112,7 @@ func TestModelStreamInferFullDuplex(t *testing.T) {
 		t.Fatalf("after CloseSend: %v, want io.EOF", err)
 	}
 	rec := e.rec.next(t)
-	if rec.key.Model != "simple" || rec.key.Version != "1" || rec.key.Method != streamInferFM || rec.sm.Code != "OK" {
+	if rec.key.Model != "simple" || rec.key.Version != "1" || rec.key.Method != methods.ModelStreamInfer || rec.sm.Code != "OK" {
 		t.Errorf("record %+v", rec)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"slices"
 
 	"google.golang.org/grpc/codes"
+
+	"github.com/infergate/infergate/proto/wire"
 )
 
 // Retries: a call that failed on the primary before or without an answer
@@ -55,7 +57,7 @@ func (c *routedCall) retryable(a attemptResult) bool {
 // first frame never left): the failure counts for the primary's breaker,
 // and the stream goes to the fallback from the retry budget, as a unary
 // call that failed before reaching the upstream would.
-func (p *Proxy) retryStream(sr streamRoute, mr *modelRoute, pb *breaker, fb target, kind targetKind, openErr error) (streamRoute, bool) {
+func (p *Proxy) retryStream(sr streamRoute, mr *modelRoute, pb *breaker, fb target, kind wire.TargetKind, openErr error) (streamRoute, bool) {
 	if codeOf(openErr) != codes.Unavailable {
 		return sr, false
 	}

@@ -11,6 +11,8 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/infergate/infergate/monitor"
+	"github.com/infergate/infergate/proto/methods"
+	"github.com/infergate/infergate/proto/wire"
 )
 
 // bidiDesc describes every proxied stream: the proxy does not know a
@@ -19,7 +21,7 @@ var bidiDesc = grpc.StreamDesc{ServerStreams: true, ClientStreams: true}
 
 // stream forwards any call frame by frame with one pump per direction,
 // full duplex.
-func (p *Proxy) stream(ctx context.Context, up *Upstream, method string, kind targetKind,
+func (p *Proxy) stream(ctx context.Context, up *Upstream, method string, kind wire.TargetKind,
 	ss grpc.ServerStream, subtype grpc.CallOption) (o outcome) {
 	// The proxy's limits always: a retry may open the stream on another
 	// upstream than up.
@@ -34,7 +36,7 @@ func (p *Proxy) stream(ctx context.Context, up *Upstream, method string, kind ta
 	// With a router, a model's stream is routed like its unary calls: its
 	// first frame is read before the upstream stream opens.
 	var sr streamRoute
-	if p.router != nil && kind != targetNone && isInference(method) {
+	if p.router != nil && kind != 0 && methods.IsInference(method) {
 		var err error
 		if sr, err = p.routeStream(ss, up, kind, st); err != nil {
 			o.err = err
@@ -74,7 +76,7 @@ func (p *Proxy) stream(ctx context.Context, up *Upstream, method string, kind ta
 	}
 	// A ModelStreamInfer stream is measured per request too (issue 19).
 	var meter *streamMeter
-	if method == streamInferFM && p.rec != nil {
+	if method == methods.ModelStreamInfer && p.rec != nil {
 		meter = newStreamMeter(p.rec, method, up.Name(), sr.route)
 	}
 	s2c := p.forwardServerToClient(cs, ss, st, sr.header, meter)
@@ -151,7 +153,7 @@ func (p *Proxy) streamError(ctx context.Context, up *Upstream, method string, er
 // client-side error. The channel is buffered and never closed. A non-nil
 // meter learns each request, stamped when it was received, before it is
 // sent on, so that no response can come before its request is known.
-func (p *Proxy) forwardClientToServer(src grpc.ServerStream, dst grpc.ClientStream, kind targetKind, st *callStats,
+func (p *Proxy) forwardClientToServer(src grpc.ServerStream, dst grpc.ClientStream, kind wire.TargetKind, st *callStats,
 	sr streamRoute, meter *streamMeter) chan error {
 	ret := make(chan error, 1)
 	go func() {
@@ -290,7 +292,7 @@ type streamRoute struct {
 // once open it is neither hedged nor retried and does not count for
 // breakers; only a primary stream that cannot be opened is retried on the
 // fallback (streamRoute.retry) and counted as a failure.
-func (p *Proxy) routeStream(ss grpc.ServerStream, up *Upstream, kind targetKind, st *callStats) (streamRoute, error) {
+func (p *Proxy) routeStream(ss grpc.ServerStream, up *Upstream, kind wire.TargetKind, st *callStats) (streamRoute, error) {
 	sr := streamRoute{up: up, route: monitor.RoutePrimary}
 	f := new(Frame)
 	if err := ss.RecvMsg(f); err != nil {
@@ -329,7 +331,7 @@ func (p *Proxy) routeStream(ss grpc.ServerStream, up *Upstream, kind targetKind,
 
 // fallbackStream readdresses a stream's route to the model's fallback
 // target fb (Pick's).
-func fallbackStream(sr streamRoute, mr *modelRoute, fb target, kind targetKind, reason string) streamRoute {
+func fallbackStream(sr streamRoute, mr *modelRoute, fb target, kind wire.TargetKind, reason string) streamRoute {
 	sr.retry = nil
 	sr.up = fb.up
 	sr.route, sr.reason = monitor.RouteFallback, reason

@@ -11,6 +11,7 @@ import (
 
 	"github.com/infergate/infergate/monitor"
 	"github.com/infergate/infergate/proto/kservepb"
+	"github.com/infergate/infergate/proto/methods"
 	"github.com/infergate/infergate/proto/wire"
 )
 
@@ -149,7 +150,7 @@ func TestStreamMeterMatches(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			rec := newFakeStreamRecorder()
-			m := newStreamMeter(rec, streamInferFM, "up", "")
+			m := newStreamMeter(rec, methods.ModelStreamInfer, "up", "")
 			for _, s := range tc.steps {
 				if s.req {
 					m.request(reqFrame(t, s.model, s.id), clk.at(s.ms))
@@ -166,7 +167,7 @@ func TestStreamMeterMatches(t *testing.T) {
 				if g.sm != tc.want[i] {
 					t.Errorf("sample %d: %+v, want %+v", i, g.sm, tc.want[i])
 				}
-				want := monitor.SeriesKey{Model: "llm", Version: "1", Method: streamInferFM, Upstream: "up",
+				want := monitor.SeriesKey{Model: "llm", Version: "1", Method: methods.ModelStreamInfer, Upstream: "up",
 					CodeClass: monitor.CodeClassOK, Route: monitor.RoutePrimary}
 				if g.key != want {
 					t.Errorf("sample %d key %+v", i, g.key)
@@ -182,7 +183,7 @@ func TestStreamMeterMatches(t *testing.T) {
 func TestStreamMeterEdges(t *testing.T) {
 	clk := meterClock{time.Now()}
 	rec := newFakeStreamRecorder()
-	m := newStreamMeter(rec, streamInferFM, "up", monitor.RouteFallback)
+	m := newStreamMeter(rec, methods.ModelStreamInfer, "up", monitor.RouteFallback)
 	// Each request is labelled with its own model.
 	m.request(reqFrame(t, "a", "1"), clk.at(0))
 	m.request(reqFrame(t, "b", "2"), clk.at(0))
@@ -203,7 +204,7 @@ func TestStreamMeterEdges(t *testing.T) {
 	if rec.drops[monitor.StreamDropUnmatched] != 2 || m.n != 0 {
 		t.Errorf("unmatched %d, outstanding %d; want 2 and 0", rec.drops[monitor.StreamDropUnmatched], m.n)
 	}
-	if newStreamMeter(newFakeRecorder(), streamInferFM, "up", "") != nil {
+	if newStreamMeter(newFakeRecorder(), methods.ModelStreamInfer, "up", "") != nil {
 		t.Error("a meter for a Recorder that cannot record streams")
 	}
 }
@@ -222,7 +223,7 @@ func scanErr(t *testing.T, r *kservepb.ModelStreamInferResponse) wire.StreamResp
 // forgotten ones are counted, the newest still match.
 func TestStreamMeterIsBounded(t *testing.T) {
 	rec := newFakeStreamRecorder()
-	m := newStreamMeter(rec, streamInferFM, "up", "")
+	m := newStreamMeter(rec, methods.ModelStreamInfer, "up", "")
 	at := time.Now()
 	long := strings.Repeat("x", 64<<10)
 	for i := range 10 * maxOutstanding {
@@ -296,7 +297,7 @@ func TestStreamThroughProxy(t *testing.T) {
 	for ss.Stream == nil || ss.Calls == 0 {
 		reg.Rotate()
 		for _, s := range reg.Snapshot() {
-			if s.Key.Method == streamInferFM && s.Key.CodeClass == monitor.CodeClassOK {
+			if s.Key.Method == methods.ModelStreamInfer && s.Key.CodeClass == monitor.CodeClassOK {
 				ss = s
 			}
 		}
@@ -314,7 +315,7 @@ func TestStreamThroughProxy(t *testing.T) {
 // one token, with an id: both scans, the match and a registry's record.
 func BenchmarkStreamMeter(b *testing.B) {
 	reg := monitor.NewRegistry(monitor.Options{NoRequestHistogram: true})
-	m := newStreamMeter(reg, streamInferFM, "up", "")
+	m := newStreamMeter(reg, methods.ModelStreamInfer, "up", "")
 	marshal := func(m proto.Message) []byte {
 		out, err := proto.Marshal(m)
 		if err != nil {

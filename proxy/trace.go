@@ -15,6 +15,7 @@ import (
 
 	"github.com/infergate/infergate/batcher"
 	"github.com/infergate/infergate/monitor"
+	"github.com/infergate/infergate/proto/methods"
 )
 
 // Tracing. With WithTracing, every call gets a server span whose parent is
@@ -177,7 +178,7 @@ func (tr *tracing) rpcAttrs(method string) []attribute.KeyValue {
 	}
 	if tr.conv != SemconvOld {
 		kv = append(kv, attrRPCSysName.String("grpc"))
-		if _, known := methods[method]; known {
+		if methods.Lookup(method).Known {
 			kv = append(kv, attrRPCMethod.String(name))
 		} else {
 			// The convention's rule for a method the instrumentation does

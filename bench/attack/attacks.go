@@ -1,6 +1,8 @@
 package attack
 
 import (
+	"github.com/infergate/infergate/proto/methods"
+
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -41,7 +43,7 @@ func RapidReset(ctx context.Context, addr string, p RapidResetParams) (*Report, 
 		return nil, err
 	}
 	r := &Report{Attack: "rapid-reset"}
-	hdr := requestHeaders(addr, MethodModelInfer)
+	hdr := requestHeaders(addr, methods.ModelInfer)
 	req := SimpleRequest()
 	if p.Model != "" {
 		req = IdentityRequest(p.Model, 64)
@@ -101,7 +103,7 @@ func EmptyHeaders(ctx context.Context, addr string, p EmptyHeadersParams) (*Repo
 		return nil, err
 	}
 	r := &Report{Attack: "empty-headers"}
-	hdr := requestHeaders(addr, MethodModelInfer)
+	hdr := requestHeaders(addr, methods.ModelInfer)
 	err = openStreams(ctx, c, r, n, hdr, true)
 	if ferr := c.flush(); err == nil {
 		err = ferr
@@ -167,7 +169,7 @@ func HoldStreams(ctx context.Context, addr string, p HoldStreamsParams) (*Report
 		return nil, err
 	}
 	r := &Report{Attack: "hold-streams"}
-	err = openStreams(ctx, c, r, n, requestHeaders(addr, MethodModelInfer), false)
+	err = openStreams(ctx, c, r, n, requestHeaders(addr, methods.ModelInfer), false)
 	if ferr := c.flush(); err == nil {
 		err = ferr
 	}
@@ -239,7 +241,7 @@ func NeverRead(ctx context.Context, addr string, p NeverReadParams) (*Report, er
 	msg := grpcMessage(marshal(IdentityRequest(model, size)))
 	uctx, cancel := context.WithTimeout(ctx, upload)
 	err = func() error {
-		hdr := requestHeaders(addr, MethodModelInfer)
+		hdr := requestHeaders(addr, methods.ModelInfer)
 		for i := range n {
 			id := uint32(2*i + 1)
 			c.watchStream(id)
@@ -323,7 +325,7 @@ func HugeLength(ctx context.Context, addr string, p HugeLengthParams) (*Report, 
 	const id = 1
 	c.watchStream(id)
 	err = func() error {
-		if err := c.headers(id, requestHeaders(addr, MethodModelInfer), false); err != nil {
+		if err := c.headers(id, requestHeaders(addr, methods.ModelInfer), false); err != nil {
 			return err
 		}
 		r.Streams++
@@ -389,12 +391,12 @@ func MalformedNeighbour(ctx context.Context, addr string, p MalformedNeighbourPa
 	if timeout <= 0 {
 		timeout = 5 * time.Second
 	}
-	bad := requestHeaders(addr, MethodModelInfer)
+	bad := requestHeaders(addr, methods.ModelInfer)
 	switch p.Malformation {
 	case "", "uppercase":
 		bad = append(bad, hpack.HeaderField{Name: "X-Upper-Case", Value: "1"})
 	case "second-path":
-		bad = append(bad[:3:3], append([]hpack.HeaderField{{Name: ":path", Value: MethodModelInfer}}, bad[3:]...)...)
+		bad = append(bad[:3:3], append([]hpack.HeaderField{{Name: ":path", Value: methods.ModelInfer}}, bad[3:]...)...)
 	default:
 		return nil, fmt.Errorf("attack: malformed-neighbour: unknown malformation %q (uppercase or second-path)", p.Malformation)
 	}
@@ -410,7 +412,7 @@ func MalformedNeighbour(ctx context.Context, addr string, p MalformedNeighbourPa
 	c.watchStream(evil)
 	msg := grpcMessage(marshal(SimpleRequest()))
 	err = func() error {
-		if err := c.headers(good, requestHeaders(addr, MethodModelInfer), false); err != nil {
+		if err := c.headers(good, requestHeaders(addr, methods.ModelInfer), false); err != nil {
 			return err
 		}
 		if err := c.headers(evil, bad, false); err != nil {

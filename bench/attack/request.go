@@ -9,10 +9,6 @@ import (
 	"github.com/infergate/infergate/proto/kservepb"
 )
 
-// MethodModelInfer is the KServe v2 unary inference method every attack
-// calls.
-const MethodModelInfer = "/inference.GRPCInferenceService/ModelInfer"
-
 // SimpleRequest is a valid ModelInferRequest for Triton's (and
 // simserver's) model "simple": INPUT0 and INPUT1, INT32 [1,16], as raw
 // contents.

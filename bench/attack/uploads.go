@@ -1,6 +1,8 @@
 package attack
 
 import (
+	"github.com/infergate/infergate/proto/methods"
+
 	"context"
 	"fmt"
 	"sync"
@@ -83,7 +85,7 @@ func BigUploads(ctx context.Context, addr string, p BigUploadsParams) (*Report, 
 			for time.Now().Before(end) && ctx.Err() == nil {
 				cctx, cancel := context.WithTimeout(ctx, callTimeout)
 				var resp sink
-				err := cc.Invoke(cctx, MethodModelInfer, &req, &resp)
+				err := cc.Invoke(cctx, methods.ModelInfer, &req, &resp)
 				cancel()
 				mu.Lock()
 				r.Streams++

@@ -24,6 +24,8 @@
 package main
 
 import (
+	"github.com/infergate/infergate/proto/methods"
+
 	"bufio"
 	"context"
 	"encoding/json"
@@ -392,7 +394,7 @@ func requestFields(authority string) []hpack.HeaderField {
 	return []hpack.HeaderField{
 		{Name: ":method", Value: "POST"},
 		{Name: ":scheme", Value: "http"},
-		{Name: ":path", Value: attack.MethodModelInfer},
+		{Name: ":path", Value: methods.ModelInfer},
 		{Name: ":authority", Value: authority},
 		{Name: "content-type", Value: "application/grpc"},
 		{Name: "user-agent", Value: "grpc-go/1.75.0"},

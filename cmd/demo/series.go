@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/infergate/infergate/proto/methods"
+
 	"context"
 	"encoding/json"
 	"fmt"
@@ -43,18 +45,12 @@ func (d seriesDoc) stats(window, component string) windowStats {
 	return d.Windows[window][component]
 }
 
-// Method prefixes of the two inference protocols.
-const (
-	kservePrefix = "/inference.GRPCInferenceService/"
-	tfPrefix     = "/tensorflow.serving.PredictionService/"
-)
-
 // protocol names the inference protocol of a full gRPC method.
 func protocol(method string) string {
 	switch {
-	case strings.HasPrefix(method, kservePrefix):
+	case strings.HasPrefix(method, methods.KServeService):
 		return "kserve"
-	case strings.HasPrefix(method, tfPrefix):
+	case strings.HasPrefix(method, methods.TFServingService):
 		return "tf"
 	default:
 		return "-"

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/infergate/infergate/proto/methods"
+
 	"reflect"
 	"strings"
 	"testing"
@@ -79,7 +81,7 @@ func TestBatchingOff(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%q: %v", args, err)
 		}
-		if len(b.Policies()) != 0 || b.Handles(batcher.MethodModelInfer, "resnet50") || batchingOn(c.Batching) {
+		if len(b.Policies()) != 0 || b.Handles(methods.ModelInfer, "resnet50") || batchingOn(c.Batching) {
 			t.Errorf("%q: batches %v; want nothing", args, b.Policies())
 		}
 		b.Close()

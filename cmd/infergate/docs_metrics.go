@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/infergate/infergate/proto/methods"
+
 	"context"
 	"errors"
 	"fmt"
@@ -206,7 +208,7 @@ func touchBatcher(b *batcher.Batcher) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	_, err = b.Do(ctx, batcher.Request{Upstream: "primary", Invoke: refuse, Method: batcher.MethodModelInfer, Model: "reference", Payload: payload})
+	_, err = b.Do(ctx, batcher.Request{Upstream: "primary", Invoke: refuse, Method: methods.ModelInfer, Model: "reference", Payload: payload})
 	if status.Code(err) != codes.Unavailable {
 		return fmt.Errorf("reference page: the batcher did not send the call to its upstream: %v", err)
 	}

@@ -1,6 +1,8 @@
 package correlate
 
 import (
+	"github.com/infergate/infergate/proto/methods"
+
 	"context"
 	"math"
 	"slices"
@@ -71,7 +73,8 @@ type Options struct {
 	SLO func(model string) baseline.SLO
 	// Methods are the gRPC method names (last path element) whose calls
 	// are a model's inference latency; nil means ModelInfer,
-	// ModelStreamInfer, Predict, Classify, Regress and MultiInference.
+	// ModelStreamInfer, Predict, Classify, Regress and MultiInference (the
+	// inference methods of proto/methods).
 	Methods []string
 	// Now is the clock stamped on states; nil means time.Now.
 	Now func() time.Time
@@ -80,8 +83,6 @@ type Options struct {
 	// otherwise no input hints.
 	Inputs InputSource
 }
-
-var defaultMethods = []string{"ModelInfer", "ModelStreamInfer", "Predict", "Classify", "Regress", "MultiInference"}
 
 // ModelState is one model's latency, GPU and hint at the last sample.
 type ModelState struct {
@@ -196,7 +197,7 @@ func New(opts Options) *Correlator {
 		opts.Baselines = baseline.New(baseline.Options{Now: opts.Now})
 	}
 	if opts.Methods == nil {
-		opts.Methods = defaultMethods
+		opts.Methods = methods.InferenceNames()
 	}
 	if opts.Inputs == nil {
 		opts.Inputs, _ = opts.Latency.(InputSource)
