@@ -1,8 +1,9 @@
 package proxy
 
 import (
+	"github.com/infergate/infergate/grpcwire"
+
 	"context"
-	"encoding/base64"
 	"fmt"
 	"strings"
 	"time"
@@ -171,9 +172,9 @@ func (r relayHandler) RouteEarly(c *h2relay.Call, model, version string) *h2rela
 	}
 	var size int64
 	var first []byte // the message's first bytes: its features are Partial
-	if b := c.Body; len(b) >= 5 {
-		size = int64(b[1])<<24 | int64(b[2])<<16 | int64(b[3])<<8 | int64(b[4])
-		first = b[5:min(int64(len(b)), 5+size)]
+	if _, n, ok := grpcwire.ReadPrefix(c.Body); ok {
+		size = int64(n)
+		first = c.Body[grpcwire.PrefixLen:min(len(c.Body), grpcwire.PrefixLen+n)]
 	}
 	pool, _ := r.routeTo(c, model, version, first, size)
 	if pool != nil {
@@ -256,7 +257,7 @@ func (p *Proxy) moveRelayPool(up *Upstream) *h2relay.Pool {
 
 // Done records a relayed call as finish records every call, and returns
 // the status the client gets when the relay ended the call itself.
-func (r relayHandler) Done(c *h2relay.Call, res *h2relay.Result) (uint32, string) {
+func (r relayHandler) Done(c *h2relay.Call, res *h2relay.Result) (codes.Code, string) {
 	p := r.p
 	rc := c.Data.(*relayCall)
 	p.calls.Add(-1)
@@ -274,7 +275,7 @@ func (r relayHandler) Done(c *h2relay.Call, res *h2relay.Result) (uint32, string
 	case e == nil && res.Status == 0:
 	case e == nil:
 		o.err = &upstreamError{upstream: rc.upName, fromUpstream: true,
-			err: status.Error(codes.Code(res.Status), res.Message)}
+			err: status.Error(res.Status, res.Message)}
 	case e.Kind == h2relay.ErrTimeout:
 		o.err = &proxyTimeoutError{timeout: p.upstreamTimeout}
 	case e.Kind == h2relay.ErrTargetChanged:
@@ -286,23 +287,21 @@ func (r relayHandler) Done(c *h2relay.Call, res *h2relay.Result) (uint32, string
 		}
 		o.err = &upstreamError{upstream: rc.upName, err: status.Error(code, e.Msg)}
 	default:
-		o.err = p.upstreamFailed(ctx, rc.up, c.Method, status.Error(codes.Code(e.Code), e.Msg), res.Answered)
+		o.err = p.upstreamFailed(ctx, rc.up, c.Method, status.Error(e.Code, e.Msg), res.Answered)
 	}
 	st := status.Convert(p.finish(ctx, nil, c.Start, c.Method, rc.upName, o))
-	return uint32(st.Code()), st.Message()
+	return st.Code(), st.Message()
 }
 
 // Refused records a call the relay answered itself, as finish records
 // every call.
-func (r relayHandler) Refused(c *h2relay.Call, code uint32, msg string) {
+func (r relayHandler) Refused(c *h2relay.Call, code codes.Code, msg string) {
 	p := r.p
-	o := outcome{err: status.Error(codes.Code(code), msg)}
-	if b := c.Body; len(b) >= 5 {
-		// The first message says the model, of a body of two too.
-		if n := int(b[1])<<24 | int(b[2])<<16 | int(b[3])<<8 | int(b[4]); n <= len(b)-5 {
-			o.model, o.version = bytesTarget(methods.Lookup(c.Method).Target, b[5:5+n])
-			o.bytesIn = int64(n)
-		}
+	o := outcome{err: status.Error(code, msg)}
+	// The first message says the model, of a body of two too.
+	if msg, ok := grpcwire.FirstMessage(c.Body); ok {
+		o.model, o.version = bytesTarget(methods.Lookup(c.Method).Target, msg)
+		o.bytesIn = int64(len(msg))
 	}
 	upName := ""
 	if fd, ok := p.director.(fixedDirector); ok {
@@ -332,7 +331,7 @@ func bytesTarget(kind wire.TargetKind, msg []byte) (model, version string) {
 func contentSubtypeOf(c *h2relay.Call) string {
 	for _, f := range c.Header {
 		if f.Name == "content-type" {
-			return contentSubtype(f.Value)
+			return grpcwire.ContentSubtype(f.Value)
 		}
 	}
 	return ""
@@ -350,10 +349,10 @@ func relayMetadata(c *h2relay.Call) (metadata.MD, error) {
 		k, v := strings.ToLower(f.Name), f.Value
 		switch {
 		case k == "content-type" || k == "user-agent" || k == "grpc-accept-encoding":
-		case isReservedHeader(k) || k == "connection":
+		case grpcwire.IsReservedHeader(k) || k == "connection":
 			continue
 		case strings.HasSuffix(k, "-bin"):
-			b, err := decodeBinHeader(v)
+			b, err := grpcwire.DecodeBinHeader(v)
 			if err != nil {
 				if bad == nil {
 					bad = fmt.Errorf("malformed binary metadata %q in header %q: %v", v, k, err)
@@ -365,14 +364,6 @@ func relayMetadata(c *h2relay.Call) (metadata.MD, error) {
 		md[k] = append(md[k], v)
 	}
 	return md, bad
-}
-
-// decodeBinHeader decodes a binary header value, padded or not.
-func decodeBinHeader(v string) ([]byte, error) {
-	if len(v)%4 == 0 {
-		return base64.StdEncoding.DecodeString(v)
-	}
-	return base64.RawStdEncoding.DecodeString(v)
 }
 
 // relayContext stands in for a relayed call's server context where finish

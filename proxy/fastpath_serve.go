@@ -1,11 +1,10 @@
 package proxy
 
 import (
+	"github.com/infergate/infergate/grpcwire"
+
 	"context"
-	"encoding/base64"
 	"io"
-	"strconv"
-	"strings"
 	"sync"
 
 	"golang.org/x/net/http2/hpack"
@@ -34,7 +33,7 @@ func (r relayHandler) Serve(c *h2relay.Call, resp *h2relay.Responder) {
 	st := &relayStream{resp: resp, method: c.Method, req: msg}
 	md, bad := relayMetadata(c)
 	if ct := md["content-type"]; len(ct) > 0 {
-		st.subtype = contentSubtype(ct[0])
+		st.subtype = grpcwire.ContentSubtype(ct[0])
 	}
 	if bad != nil {
 		// grpc-go's server refuses the call before any handler runs.
@@ -83,7 +82,7 @@ func (s *relayStream) SetHeader(md metadata.MD) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.headerSent {
-		return status.Error(13, "transport: the stream is done or WriteHeader was already called")
+		return status.Error(codes.Internal, "transport: the stream is done or WriteHeader was already called")
 	}
 	s.header = metadata.Join(s.header, md)
 	return nil
@@ -110,19 +109,10 @@ func (s *relayStream) writeHeader() {
 		return
 	}
 	s.headerSent = true
-	fields := s.statusLine(make([]hpack.HeaderField, 0, 2+len(s.header)))
-	fields = appendMD(fields, s.header)
+	fields := grpcwire.AppendResponseHeader(make([]hpack.HeaderField, 0, 2+len(s.header)), s.subtype)
+	fields = grpcwire.AppendMetadata(fields, s.header)
 	s.mu.Unlock()
 	s.resp.WriteHeader(fields)
-}
-
-// statusLine is what opens a response: :status and content-type.
-func (s *relayStream) statusLine(f []hpack.HeaderField) []hpack.HeaderField {
-	ct := "application/grpc"
-	if s.subtype != "" {
-		ct += "+" + s.subtype
-	}
-	return append(f, hpack.HeaderField{Name: ":status", Value: "200"}, hpack.HeaderField{Name: "content-type", Value: ct})
 }
 
 func (s *relayStream) SendMsg(m any) error {
@@ -136,7 +126,7 @@ func (s *relayStream) SendMsg(m any) error {
 	}
 	s.writeHeader()
 	if !s.resp.WriteMessage(f.Bytes()) {
-		return status.Error(1, "client went away")
+		return status.Error(codes.Canceled, "client went away")
 	}
 	return nil
 }
@@ -168,51 +158,14 @@ func (s *relayStream) finish(err error) {
 		s.writeHeader()
 		s.mu.Lock()
 	}
-	var fields []hpack.HeaderField
-	if !s.headerSent {
-		s.headerSent = true // trailers-only
-		fields = s.statusLine(make([]hpack.HeaderField, 0, 4+len(s.trailer)))
-	}
-	fields = append(fields, hpack.HeaderField{Name: "grpc-status", Value: strconv.Itoa(int(st.Code()))},
-		hpack.HeaderField{Name: "grpc-message", Value: h2relay.EncodeGrpcMessage(st.Message())})
+	trailersOnly := !s.headerSent
+	s.headerSent = true
+	ws := grpcwire.Status{Code: st.Code(), Message: st.Message()}
 	if p := st.Proto(); p != nil && len(p.Details) > 0 {
-		if b, err := proto.Marshal(p); err == nil {
-			fields = append(fields, hpack.HeaderField{Name: "grpc-status-details-bin", Value: base64.RawStdEncoding.EncodeToString(b)})
-		}
+		ws.Details, _ = proto.Marshal(p)
 	}
-	fields = appendMD(fields, s.trailer)
+	fields := grpcwire.AppendStatus(make([]hpack.HeaderField, 0, 5+len(s.trailer)), trailersOnly, s.subtype, ws)
+	fields = grpcwire.AppendMetadata(fields, s.trailer)
 	s.mu.Unlock()
 	s.resp.Finish(fields)
-}
-
-// appendMD appends md as header fields, the way grpc-go writes metadata:
-// reserved keys left out, binary values in unpadded base64.
-func appendMD(f []hpack.HeaderField, md metadata.MD) []hpack.HeaderField {
-	for k, vs := range md {
-		if isReservedHeader(k) {
-			continue
-		}
-		bin := strings.HasSuffix(k, "-bin")
-		for _, v := range vs {
-			if bin {
-				v = base64.RawStdEncoding.EncodeToString([]byte(v))
-			}
-			f = append(f, hpack.HeaderField{Name: k, Value: v})
-		}
-	}
-	return f
-}
-
-// isReservedHeader is grpc-go's list of headers that are not metadata
-// (internal/transport).
-func isReservedHeader(k string) bool {
-	if k != "" && k[0] == ':' {
-		return true
-	}
-	switch k {
-	case "content-type", "user-agent", "grpc-message-type", "grpc-encoding", "grpc-message",
-		"grpc-status", "grpc-timeout", "grpc-status-details-bin", "te":
-		return true
-	}
-	return false
 }

@@ -144,24 +144,6 @@ func TestCodeClass(t *testing.T) {
 	}
 }
 
-func TestContentSubtype(t *testing.T) {
-	cases := map[string]string{
-		"application/grpc":        "",
-		"application/grpc+proto":  "proto",
-		"application/grpc;JSON":   "json",
-		"application/grpc+":       "",
-		"application/grpcx":       "",
-		"text/plain":              "",
-		"APPLICATION/GRPC+PROTO":  "proto",
-		"application/grpc-web+pb": "",
-	}
-	for in, want := range cases {
-		if got := contentSubtype(in); got != want {
-			t.Errorf("contentSubtype(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 // syncBuffer is a bytes.Buffer safe for the proxy's concurrent logging.
 type syncBuffer struct {
 	mu sync.Mutex

@@ -1,8 +1,9 @@
 package proxy
 
 import (
+	"github.com/infergate/infergate/grpcwire"
+
 	"context"
-	"strings"
 
 	"google.golang.org/grpc/metadata"
 )
@@ -26,7 +27,7 @@ func outgoingContext(ctx context.Context) (context.Context, string) {
 	}
 	var subtype string
 	if ct := md["content-type"]; len(ct) > 0 {
-		subtype = contentSubtype(ct[0])
+		subtype = grpcwire.ContentSubtype(ct[0])
 	}
 	for _, k := range hopHeaders {
 		delete(md, k)
@@ -41,18 +42,4 @@ func outgoingContext(ctx context.Context) (context.Context, string) {
 		}
 	}
 	return metadata.NewOutgoingContext(ctx, md), subtype
-}
-
-// contentSubtype returns the part of a gRPC content-type after
-// "application/grpc+" or "application/grpc;", lower-cased, or "".
-func contentSubtype(ct string) string {
-	const base = "application/grpc"
-	if len(ct) <= len(base)+1 || !strings.EqualFold(ct[:len(base)], base) {
-		return ""
-	}
-	switch ct[len(base)] {
-	case '+', ';':
-		return strings.ToLower(ct[len(base)+1:])
-	}
-	return ""
 }

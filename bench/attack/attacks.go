@@ -1,10 +1,11 @@
 package attack
 
 import (
+	"github.com/infergate/infergate/grpcwire"
+
 	"github.com/infergate/infergate/proto/methods"
 
 	"context"
-	"encoding/binary"
 	"fmt"
 	"time"
 
@@ -330,7 +331,7 @@ func HugeLength(ctx context.Context, addr string, p HugeLengthParams) (*Report, 
 		}
 		r.Streams++
 		buf := make([]byte, chunk)
-		binary.BigEndian.PutUint32(buf[1:], length)
+		grpcwire.PutPrefix(buf, int(length))
 		first := true
 		for {
 			if c.over.Load() {

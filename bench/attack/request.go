@@ -1,6 +1,8 @@
 package attack
 
 import (
+	"github.com/infergate/infergate/grpcwire"
+
 	"encoding/binary"
 	"fmt"
 
@@ -55,8 +57,8 @@ func marshal(m proto.Message) []byte {
 
 // grpcMessage is msg as one uncompressed gRPC length-prefixed message.
 func grpcMessage(msg []byte) []byte {
-	out := make([]byte, 5+len(msg))
-	binary.BigEndian.PutUint32(out[1:], uint32(len(msg)))
-	copy(out[5:], msg)
+	out := make([]byte, grpcwire.PrefixLen+len(msg))
+	grpcwire.PutPrefix(out, len(msg))
+	copy(out[grpcwire.PrefixLen:], msg)
 	return out
 }

@@ -1,6 +1,8 @@
 package h2relay
 
 import (
+	"google.golang.org/grpc/codes"
+
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -229,6 +231,6 @@ func (b *Budget) expire(s *stream, n int64) {
 	}
 	b.refusals.Add(1)
 	var w writes
-	s.refuse(8, fmt.Sprintf("infergate: no room in the proxy's buffer budget (%d bytes, --max-buffered-bytes) for this request's %d bytes before its deadline", b.limit, n), &w)
+	s.refuse(codes.ResourceExhausted, fmt.Sprintf("infergate: no room in the proxy's buffer budget (%d bytes, --max-buffered-bytes) for this request's %d bytes before its deadline", b.limit, n), &w)
 	w.flush()
 }

@@ -1,6 +1,8 @@
 package h2relay
 
 import (
+	"google.golang.org/grpc/codes"
+
 	"context"
 	"errors"
 	"net"
@@ -371,7 +373,7 @@ func (p *Pool) send(s *stream, w *writes) {
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
-		s.finish(&Result{Err: &Error{Kind: ErrUnavailable, Code: 14, Msg: "the proxy is shutting down"}}, nil, w)
+		s.finish(&Result{Err: &Error{Kind: ErrUnavailable, Code: codes.Unavailable, Msg: "the proxy is shutting down"}}, nil, w)
 		return
 	}
 	if len(p.conns)+p.dialing < p.size {
@@ -444,7 +446,7 @@ func (p *Pool) dial() {
 		p.mu.Unlock()
 		var w writes
 		for _, s := range waiting {
-			s.finish(&Result{Err: &Error{Kind: ErrUnavailable, Code: 14,
+			s.finish(&Result{Err: &Error{Kind: ErrUnavailable, Code: codes.Unavailable,
 				Msg: "connection error: " + err.Error()}}, nil, &w)
 		}
 		w.flush()

@@ -3,10 +3,11 @@ package h2relay
 import (
 	"bytes"
 	"fmt"
-	"google.golang.org/grpc"
 	"strconv"
 	"sync"
 	"testing"
+
+	"google.golang.org/grpc"
 
 	"golang.org/x/net/http2"
 )

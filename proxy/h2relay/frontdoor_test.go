@@ -1,6 +1,8 @@
 package h2relay
 
 import (
+	"github.com/infergate/infergate/grpcwire"
+
 	"bytes"
 	"context"
 	"fmt"
@@ -11,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/infergate/infergate/proto/kservepb"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc"
@@ -19,6 +20,8 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/infergate/infergate/proto/kservepb"
 )
 
 // The front door's rules (issue 27), each from the client's side of the
@@ -40,7 +43,7 @@ func (c *rawClient) statusOf(id uint32) (st, msg string) {
 		case "grpc-status":
 			st = hf.Value
 		case "grpc-message":
-			msg = decodeGrpcMessage(hf.Value)
+			msg = grpcwire.DecodeMessage(hf.Value)
 		}
 	}
 	return st, msg

@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/infergate/infergate/proto/wire"
 	"go.uber.org/goleak"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
@@ -22,6 +21,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+
+	"github.com/infergate/infergate/proto/wire"
 )
 
 // TestMain fails the package if a test leaves goroutines behind: readers,
@@ -166,7 +167,7 @@ func (h *fakeHandler) Serve(c *Call, r *Responder) {
 	r.Finish([]hpack.HeaderField{{Name: "grpc-status", Value: "0"}, {Name: "x-trailer", Value: "t"}})
 }
 
-func (h *fakeHandler) Refused(*Call, uint32, string) { h.refused.Add(1) }
+func (h *fakeHandler) Refused(*Call, codes.Code, string) { h.refused.Add(1) }
 
 // Scan reads KServe targets of methods naming "Cut".
 func (h *fakeHandler) Scan(method string) wire.TargetKind {
@@ -190,7 +191,7 @@ func (h *fakeHandler) RouteEarly(c *Call, model, _ string) *Pool {
 	return h.pool()
 }
 
-func (h *fakeHandler) Done(c *Call, r *Result) (uint32, string) {
+func (h *fakeHandler) Done(c *Call, r *Result) (codes.Code, string) {
 	h.mu.Lock()
 	h.dones[c]++
 	n := h.dones[c]

@@ -1,6 +1,10 @@
 package h2relay
 
 import (
+	"github.com/infergate/infergate/grpcwire"
+
+	"google.golang.org/grpc/codes"
+
 	"net"
 	"time"
 
@@ -28,7 +32,7 @@ type Handler interface {
 	// Done is called once for every call Route sent to a Pool, when it
 	// ended. When r.Err is set the relay ends the call itself and sends
 	// the client the status Done returns (unless the client is gone).
-	Done(c *Call, r *Result) (code uint32, msg string)
+	Done(c *Call, r *Result) (code codes.Code, msg string)
 	// Scan says how method's request names its target, for the relay to
 	// read it from a big request's first bytes (RouteEarly); 0 means it
 	// does not, and big requests are read whole.
@@ -43,7 +47,7 @@ type Handler interface {
 	// before routing it (no request message or two, a message over
 	// MaxMessage, no room in the budget before its deadline), with the
 	// status it sent, so that the call is counted like any other.
-	Refused(c *Call, code uint32, msg string)
+	Refused(c *Call, code codes.Code, msg string)
 }
 
 // Call is one unary call the relay read whole.
@@ -73,22 +77,14 @@ type Call struct {
 // Message returns the request's one message, and false when the body is
 // not exactly one uncompressed message.
 func (c *Call) Message() ([]byte, bool) {
-	b := c.Body
-	if len(b) < 5 || b[0] != 0 {
-		return nil, false
-	}
-	n := int(b[1])<<24 | int(b[2])<<16 | int(b[3])<<8 | int(b[4])
-	if n != len(b)-5 {
-		return nil, false
-	}
-	return b[5:], true
+	return grpcwire.OneMessage(c.Body)
 }
 
 // Result is how a routed call ended.
 type Result struct {
 	// Status and Message are the grpc-status and grpc-message the
 	// upstream sent, when Err is nil.
-	Status  uint32
+	Status  codes.Code
 	Message string
 	// Err is set when the call did not end with the upstream's status:
 	// the relay ends it (see Handler.Done).
@@ -130,7 +126,7 @@ const (
 type Error struct {
 	Kind ErrKind
 	// Code is the gRPC code gRPC's own client would have reported.
-	Code uint32
+	Code codes.Code
 	Msg  string
 }
 

@@ -1,6 +1,8 @@
 package h2relay
 
 import (
+	"github.com/infergate/infergate/grpcwire"
+
 	"context"
 
 	"golang.org/x/net/http2/hpack"
@@ -70,15 +72,15 @@ func (r *Responder) WriteMessage(msg []byte) bool {
 		s.mu.Unlock()
 		return false
 	}
-	s.bytesOut += int64(len(msg)) + 5
+	s.bytesOut += int64(len(msg)) + grpcwire.PrefixLen
 	s.mu.Unlock()
-	n := len(msg)
-	prefix := []byte{0, byte(n >> 24), byte(n >> 16), byte(n >> 8), byte(n)}
+	prefix := make([]byte, grpcwire.PrefixLen)
+	grpcwire.PutPrefix(prefix, len(msg))
 	c := s.cc.c
 	c.mu.Lock()
 	c.writeDataLocked(s.ch, prefix, false, true, nil)
 	c.writeDataLocked(s.ch, msg, false, false, nil)
-	if n >= 64<<10 {
+	if len(msg) >= 64<<10 {
 		c.kickLocked()
 	}
 	c.mu.Unlock()

@@ -1,6 +1,10 @@
 package h2relay
 
 import (
+	"google.golang.org/grpc/codes"
+
+	"github.com/infergate/infergate/grpcwire"
+
 	"errors"
 	"io"
 	"net"
@@ -512,7 +516,7 @@ func (cc *clientConn) onHeaders(f *http2.MetaHeadersFrame, w *writes) error {
 			}
 			s.declared = n + 1
 		case "grpc-timeout":
-			d, ok := decodeTimeout(hf.Value)
+			d, ok := grpcwire.DecodeTimeout(hf.Value)
 			if !ok {
 				plain = false
 			} else {
@@ -529,7 +533,7 @@ func (cc *clientConn) onHeaders(f *http2.MetaHeadersFrame, w *writes) error {
 			// No request message: grpc-go's server's answer, given
 			// here (each of these used to cost a stream to the
 			// proxy's own server).
-			s.refuse(13, msgNoRequest, w)
+			s.refuse(codes.Internal, msgNoRequest, w)
 			return nil
 		}
 		s.buffering = true

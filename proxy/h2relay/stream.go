@@ -1,6 +1,8 @@
 package h2relay
 
 import (
+	"github.com/infergate/infergate/grpcwire"
+
 	"context"
 	"sync"
 	"time"
@@ -94,7 +96,7 @@ func (s *stream) requestFields(authority string) []hpack.HeaderField {
 		out = append(out, f)
 	}
 	if timeout >= 0 {
-		out = append(out, hpack.HeaderField{Name: "grpc-timeout", Value: encodeTimeout(timeout)})
+		out = append(out, hpack.HeaderField{Name: "grpc-timeout", Value: grpcwire.EncodeTimeout(timeout)})
 	}
 	return out
 }

@@ -1,12 +1,17 @@
 package h2relay
 
 import (
+	"google.golang.org/grpc/codes"
+
+	"github.com/infergate/infergate/grpcwire"
+
 	"errors"
 	"fmt"
 	"time"
 
-	"github.com/infergate/infergate/proto/wire"
 	"golang.org/x/net/http2"
+
+	"github.com/infergate/infergate/proto/wire"
 )
 
 // A stream's client side: the request as it arrives, and where it goes.
@@ -82,19 +87,19 @@ func (s *stream) bufferData(data []byte, end bool, w *writes) error {
 	var need int64
 	fresh := false
 	if !s.sized {
-		var p [5]byte
+		var p [grpcwire.PrefixLen]byte
 		k := copy(p[:], s.call.Body)
-		if k += copy(p[k:], data); k == 5 {
+		if k += copy(p[k:], data); k == grpcwire.PrefixLen {
 			s.sized = true
-			n := int(p[1])<<24 | int(p[2])<<16 | int(p[3])<<8 | int(p[4])
+			_, n, _ := grpcwire.ReadPrefix(p[:])
 			if max := s.cc.srv.cfg.maxMessage; max > 0 && n > max {
 				// Answered now, as grpc-go's server answers it, and
 				// reset: no more window for a body nobody reads.
 				s.mu.Unlock()
-				s.refuse(8, fmt.Sprintf("grpc: received message larger than max (%d vs. %d)", n, max), w)
+				s.refuse(codes.ResourceExhausted, fmt.Sprintf("grpc: received message larger than max (%d vs. %d)", n, max), w)
 				return nil
 			}
-			need = 5 + int64(n)
+			need = grpcwire.PrefixLen + int64(n)
 			s.need = need
 			kind := s.cc.srv.h.Scan(s.call.Method)
 			if need > int64(s.cc.srv.cfg.maxBody) && (kind == 0 || need <= s.cc.c.initWin) {
@@ -208,7 +213,7 @@ func (s *stream) checkTarget(data []byte, w *writes) bool {
 	if sc.Changed() || errors.Is(err, wire.ErrUnroutable) {
 		s.scan = nil
 		s.cancelDest()
-		s.finish(&Result{Err: &Error{Kind: ErrTargetChanged, Code: 3,
+		s.finish(&Result{Err: &Error{Kind: ErrTargetChanged, Code: codes.InvalidArgument,
 			Msg: "infergate: the request names another model or version after its first bytes"}}, nil, w)
 		return false
 	}
@@ -343,12 +348,12 @@ func (s *stream) dispatch(w *writes) {
 	}
 	s.buffering = false
 	s.mu.Unlock()
-	switch countMessages(s.call.Body) {
+	switch grpcwire.CountMessages(s.call.Body) {
 	case 0:
-		s.refuse(13, msgNoRequest, w)
+		s.refuse(codes.Internal, msgNoRequest, w)
 		return
 	case 2:
-		s.refuse(13, msgMultiple, w)
+		s.refuse(codes.Internal, msgMultiple, w)
 		return
 	}
 	p, serve := s.cc.srv.h.Route(&s.call)
@@ -402,7 +407,7 @@ func (s *stream) clientGone(code http2.ErrCode) {
 		s.finishLocal()
 		return
 	}
-	s.finish(&Result{Err: &Error{Kind: ErrClientGone, Code: 1, Msg: msg}}, nil, nil)
+	s.finish(&Result{Err: &Error{Kind: ErrClientGone, Code: codes.Canceled, Msg: msg}}, nil, nil)
 }
 
 // clientReset is the client's RST_STREAM for s; one within prematureReset
@@ -433,7 +438,7 @@ const (
 // (trailers-only) and counts it wasted. A client still sending gets
 // RST_STREAM NO_ERROR after the status, as from grpc-go's server: it
 // stops, and what it sent meanwhile is ignored.
-func (s *stream) refuse(code uint32, msg string, w *writes) {
+func (s *stream) refuse(code codes.Code, msg string, w *writes) {
 	s.mu.Lock()
 	if s.done {
 		s.mu.Unlock()
@@ -450,7 +455,7 @@ func (s *stream) refuse(code uint32, msg string, w *writes) {
 	cc := s.cc
 	c := cc.c
 	c.mu.Lock()
-	c.writeHeadersLocked(s.ch, statusFields(true, code, msg), true)
+	c.writeHeadersLocked(s.ch, grpcwire.AppendStatus(nil, true, "", grpcwire.Status{Code: code, Message: msg}), true)
 	if !ended {
 		_ = c.wr.WriteRSTStream(s.ch.id, http2.ErrCodeNo)
 	}
@@ -465,24 +470,4 @@ func (s *stream) refuse(code uint32, msg string, w *writes) {
 	if !ended {
 		cc.forgetHalf(s.ch)
 	}
-}
-
-// countMessages is how many gRPC messages body holds: 0, 1, or 2 for two
-// or more; -1 when it does not end where a message does.
-func countMessages(body []byte) int {
-	n := 0
-	for len(body) > 0 {
-		if len(body) < 5 {
-			return -1
-		}
-		l := int(body[1])<<24 | int(body[2])<<16 | int(body[3])<<8 | int(body[4])
-		if l > len(body)-5 {
-			return -1
-		}
-		body = body[5+l:]
-		if n++; n == 2 {
-			return 2
-		}
-	}
-	return n
 }

@@ -1,6 +1,10 @@
 package h2relay
 
 import (
+	"google.golang.org/grpc/codes"
+
+	"github.com/infergate/infergate/grpcwire"
+
 	"time"
 
 	"golang.org/x/net/http2"
@@ -65,7 +69,7 @@ func (s *stream) finish(r *Result, trailers []hpack.HeaderField, w *writes) {
 		_ = c.wr.WriteRSTStream(s.ch.id, http2.ErrCodeRefusedStream)
 		stop, reset = false, true
 	case r.Err != nil && r.Err.Kind != ErrClientGone:
-		c.writeHeadersLocked(s.ch, statusFields(!answered, code, msg), true)
+		c.writeHeadersLocked(s.ch, grpcwire.AppendStatus(nil, !answered, "", grpcwire.Status{Code: code, Message: msg}), true)
 	}
 	if stop {
 		_ = c.wr.WriteRSTStream(s.ch.id, http2.ErrCodeNo)
@@ -128,8 +132,8 @@ func (s *stream) respHeaders(f *http2.MetaHeadersFrame, w *writes) {
 	s.mu.Unlock()
 	end := f.StreamEnded()
 	if end && routed {
-		code, msg, ok := grpcStatus(f.Fields)
-		if ok && code == 4 && s.proxyTimeoutPassed(time.Now()) {
+		code, msg, ok := grpcwire.ReadStatus(f.Fields)
+		if ok && code == codes.DeadlineExceeded && s.proxyTimeoutPassed(time.Now()) {
 			// The upstream got the proxy's timeout as grpc-timeout
 			// and its timer fired first (it started later): the
 			// call ended by the proxy's timeout all the same, and
@@ -137,12 +141,12 @@ func (s *stream) respHeaders(f *http2.MetaHeadersFrame, w *writes) {
 			s.mu.Lock()
 			s.answered = !first
 			s.mu.Unlock()
-			s.finish(&Result{Err: &Error{Kind: ErrTimeout, Code: 4, Msg: "the proxy's upstream timeout passed"}}, nil, w)
+			s.finish(&Result{Err: &Error{Kind: ErrTimeout, Code: codes.DeadlineExceeded, Msg: "the proxy's upstream timeout passed"}}, nil, w)
 			return
 		}
 		r := &Result{Status: code, Message: msg}
 		if !ok {
-			r.Status, r.Message = 2, "upstream ended the call without grpc-status" // UNKNOWN
+			r.Status, r.Message = codes.Unknown, "upstream ended the call without grpc-status"
 			if first {
 				r.Status = 13
 			}
@@ -184,7 +188,7 @@ func (s *stream) respData(data []byte, end bool, w *writes) (int64, bool) {
 		s.mu.Unlock()
 		if routed {
 			// DATA with END_STREAM: no trailers, no status.
-			s.finish(&Result{Status: 13, Message: "upstream ended the call without trailers"}, nil, w)
+			s.finish(&Result{Status: codes.Internal, Message: "upstream ended the call without trailers"}, nil, w)
 		} else {
 			s.finishLocal()
 		}
@@ -213,7 +217,7 @@ func (s *stream) destReset(code http2.ErrCode, w *writes) {
 			return
 		}
 		if !s.call.Deadline.IsZero() && !now.Before(s.call.Deadline) {
-			s.finish(&Result{Err: &Error{Kind: ErrReset, Code: 4, Msg: "context deadline exceeded"}}, nil, w)
+			s.finish(&Result{Err: &Error{Kind: ErrReset, Code: codes.DeadlineExceeded, Msg: "context deadline exceeded"}}, nil, w)
 			return
 		}
 	}
@@ -227,7 +231,7 @@ func (s *stream) destReset(code http2.ErrCode, w *writes) {
 		s.finishLocal()
 		return
 	}
-	s.finish(&Result{Err: &Error{Kind: ErrReset, Code: resetCode(code),
+	s.finish(&Result{Err: &Error{Kind: ErrReset, Code: grpcwire.ResetCode(code),
 		Msg: "stream terminated by RST_STREAM with error code: " + code.String()}}, nil, w)
 }
 
@@ -249,7 +253,7 @@ func (s *stream) retryOnce(refused bool, w *writes) bool {
 	}
 	if cut {
 		// What was relayed is gone: the client sends it again.
-		s.finish(&Result{Err: &Error{Kind: ErrRefused, Code: 14, Msg: "the upstream refused the stream"}}, nil, w)
+		s.finish(&Result{Err: &Error{Kind: ErrRefused, Code: codes.Unavailable, Msg: "the upstream refused the stream"}}, nil, w)
 		return true
 	}
 	s.detach()
@@ -273,7 +277,7 @@ func (s *stream) destLost(err error, retry bool, w *writes) {
 		c := s.cc.c
 		c.mu.Lock()
 		if !answered {
-			c.writeHeadersLocked(s.ch, statusFields(true, 14, "connection to the proxy's server lost"), true)
+			c.writeHeadersLocked(s.ch, grpcwire.AppendStatus(nil, true, "", grpcwire.Status{Code: codes.Unavailable, Message: "connection to the proxy's server lost"}), true)
 		} else {
 			_ = c.wr.WriteRSTStream(s.ch.id, http2.ErrCodeInternal)
 		}
@@ -286,7 +290,7 @@ func (s *stream) destLost(err error, retry bool, w *writes) {
 	if err != nil {
 		msg += ": " + err.Error()
 	}
-	s.finish(&Result{Err: &Error{Kind: ErrUnavailable, Code: 14, Msg: msg}}, nil, w)
+	s.finish(&Result{Err: &Error{Kind: ErrUnavailable, Code: codes.Unavailable, Msg: msg}}, nil, w)
 }
 
 // detach forgets the stream's destination before it is sent again.
@@ -330,5 +334,5 @@ func (s *stream) cancelDest() {
 // timedOut is Call.Timeout passing.
 func (s *stream) timedOut() {
 	s.cancelDest()
-	s.finish(&Result{Err: &Error{Kind: ErrTimeout, Code: 4, Msg: "the proxy's upstream timeout passed"}}, nil, nil)
+	s.finish(&Result{Err: &Error{Kind: ErrTimeout, Code: codes.DeadlineExceeded, Msg: "the proxy's upstream timeout passed"}}, nil, nil)
 }
