@@ -164,7 +164,7 @@ func TestBreakerIsFailure(t *testing.T) {
 // than ten seconds' worth at once.
 func TestBudget(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := newBudget(BudgetConfig{Ratio: 0.2, MinPerSecond: 1}, time.Now)
+		b := newRetryBudget(BudgetConfig{Ratio: 0.2, MinPerSecond: 1}, time.Now)
 		n := 0
 		for b.take() {
 			n++
@@ -193,7 +193,7 @@ func TestBudget(t *testing.T) {
 		if n < 20 || n > 21 {
 			t.Errorf("%d tries after 100 first tries with a raised cap, want 20 (+1 floor)", n)
 		}
-		off := newBudget(BudgetConfig{Ratio: -1}, time.Now)
+		off := newRetryBudget(BudgetConfig{Ratio: -1}, time.Now)
 		if off.take() {
 			t.Error("a disabled budget allowed a try")
 		}

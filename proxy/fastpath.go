@@ -1,6 +1,8 @@
 package proxy
 
 import (
+	"github.com/infergate/infergate/budget"
+
 	"github.com/infergate/infergate/grpcwire"
 
 	"context"
@@ -58,7 +60,7 @@ func (p *Proxy) Relay(srv *grpc.Server) *h2relay.Server {
 }
 
 // bufferStats are the byte budget's figures, both paths together.
-func (p *Proxy) bufferStats() h2relay.BudgetStats { return p.budget.Stats() }
+func (p *Proxy) bufferStats() budget.Stats { return p.budget.Stats() }
 
 const (
 	// relayMaxBody is the largest request the relay reads whole; larger

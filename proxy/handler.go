@@ -1,6 +1,8 @@
 package proxy
 
 import (
+	"github.com/infergate/infergate/budget"
+
 	"context"
 	"io"
 	"log/slog"
@@ -15,7 +17,6 @@ import (
 	"github.com/infergate/infergate/monitor"
 	"github.com/infergate/infergate/proto/methods"
 	"github.com/infergate/infergate/proto/wire"
-	"github.com/infergate/infergate/proxy/h2relay"
 )
 
 // outcome is what one call reports to finish: its measurements and its
@@ -39,7 +40,7 @@ type outcome struct {
 	attempts int
 	// claim is the call's hold on the byte budget (gRPC path); nil
 	// where the relay holds the call's bytes.
-	claim *h2relay.Claim
+	claim *budget.Claim
 	// feat is what the request carried (features.go); finish sets its
 	// bytes.
 	feat monitor.CallFeatures
@@ -48,7 +49,7 @@ type outcome struct {
 // budgetFailed is the error of a call that got no room in the byte
 // budget: the client's own cancellation passes as it is.
 func budgetFailed(err error) error {
-	if _, ok := err.(*h2relay.BudgetError); ok {
+	if _, ok := err.(*budget.Error); ok {
 		return err
 	}
 	return &clientError{status.FromContextError(err).Err()}
@@ -124,7 +125,7 @@ func (p *Proxy) handle(_ any, ss grpc.ServerStream) (err error) {
 		// What the call holds (its request, then its answer) counts
 		// against the budget the relay's streams share; while it is
 		// spent the call waits here, before grpc-go reads its message.
-		var claim h2relay.Claim
+		var claim budget.Claim
 		if err := p.budget.Admit(ctx, &claim); err != nil {
 			o.err = budgetFailed(err)
 		} else {
@@ -161,7 +162,7 @@ func (p *Proxy) handle(_ any, ss grpc.ServerStream) (err error) {
 // goroutines): one, or the router's composition of them.
 // clientDeadline says that ctx's deadline, if any, is the client's.
 func (p *Proxy) unary(ctx context.Context, clientDeadline bool, up *Upstream, method string, kind wire.TargetKind,
-	ss grpc.ServerStream, subtype grpc.CallOption, claim *h2relay.Claim) (o outcome) {
+	ss grpc.ServerStream, subtype grpc.CallOption, claim *budget.Claim) (o outcome) {
 	o.claim = claim
 	// Without a router a call makes one upstream call, whose exchange is
 	// allocated with the request frame (request). A router's attempts may

@@ -1,6 +1,8 @@
 package proxy
 
 import (
+	"github.com/infergate/infergate/budget"
+
 	"context"
 	"errors"
 	"fmt"
@@ -36,7 +38,7 @@ type Proxy struct {
 	frontDoor  FrontDoor
 	// budget bounds the bytes held for calls on both paths: the relay's
 	// streams and the calls grpc-go's server reads (Claims).
-	budget *h2relay.Budget
+	budget *budget.Budget
 	now    func() time.Time
 	// batcher takes ModelInfer and Predict calls of batchable models; nil:
 	// no batching (see batch.go).
@@ -115,7 +117,7 @@ func New(director Director, opts ...Option) (*Proxy, error) {
 		upstreamTimeout: max(o.upstreamTimeout, 0),
 		maxInFlight:     int64(max(o.maxInFlight, 0)),
 		frontDoor:       o.frontDoor,
-		budget:          h2relay.NewBudget(o.frontDoor.MaxBufferedBytes),
+		budget:          budget.New(o.frontDoor.MaxBufferedBytes),
 		callOpts: []grpc.CallOption{
 			grpc.ForceCodecV2(rawCodec{}),
 			grpc.MaxCallRecvMsgSize(o.maxMsgSize),
@@ -187,7 +189,7 @@ type Stats struct {
 	// Buffer is the byte budget (WithFrontDoor) of both paths: its
 	// limit, the bytes calls hold of it now, the calls that waited for
 	// room and those refused because none came in time.
-	Buffer h2relay.BudgetStats
+	Buffer budget.Stats
 }
 
 // Stats returns the proxy's counters; safe for concurrent use.

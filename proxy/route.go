@@ -141,7 +141,7 @@ type Router struct {
 type routeTable struct {
 	models   map[string]*modelRoute
 	breakers map[*Upstream]*breaker
-	budget   *budget
+	budget   *retryBudget
 }
 
 // modelRoute is one model's route: its configuration, its mode as alerts

@@ -79,7 +79,7 @@ func (r *Router) buildTable(opts RouterOptions, prev *routeTable) (*routeTable, 
 	if prev != nil && reflect.DeepEqual(prev.budget.cfg, opts.Budget.withDefaults()) {
 		t.budget = prev.budget
 	} else {
-		t.budget = newBudget(opts.Budget, opts.Now)
+		t.budget = newRetryBudget(opts.Budget, opts.Now)
 	}
 	r.link(t)
 	return t, nil

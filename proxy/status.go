@@ -1,6 +1,8 @@
 package proxy
 
 import (
+	"github.com/infergate/infergate/budget"
+
 	"context"
 	"errors"
 	"fmt"
@@ -11,7 +13,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/infergate/infergate/batcher"
-	"github.com/infergate/infergate/proxy/h2relay"
 )
 
 // The status edge. Inner code (the picker, attempts, the pumps) returns
@@ -125,7 +126,7 @@ func statusOf(err error) error {
 		rw  *rewriteError
 		pt  *proxyTimeoutError
 		inf *inFlightError
-		bud *h2relay.BudgetError
+		bud *budget.Error
 		dir *directorError
 		in  *internalError
 		cl  *clientError

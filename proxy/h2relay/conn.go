@@ -200,7 +200,7 @@ func (c *fconn) removeHalfLocked(h *half) {
 	h.q = nil
 	delete(c.halves, h.id)
 	if h.extra > 0 {
-		c.cfg.budget.giveBack(h.extra)
+		c.cfg.budget.GiveBack(h.extra)
 		h.extra = 0
 	}
 }
@@ -502,7 +502,7 @@ func (c *fconn) widenLocked(h *half) {
 	// What a wider window lets a sender put in the relay's queues is
 	// the budget's: it widens only while there is room.
 	win := min(h.win*2, c.cfg.streamWindow)
-	if !c.cfg.budget.tryTake(win - h.win) {
+	if !c.cfg.budget.TryTake(win - h.win) {
 		return
 	}
 	h.extra += win - h.win
@@ -513,7 +513,7 @@ func (c *fconn) widenLocked(h *half) {
 // room, for a stream known to carry that much.
 func (c *fconn) widenToLocked(h *half, win int64) {
 	win = min(win, c.cfg.streamWindow)
-	if h == nil || h.gone || c.closed || win <= h.win || !c.cfg.budget.tryTake(win-h.win) {
+	if h == nil || h.gone || c.closed || win <= h.win || !c.cfg.budget.TryTake(win-h.win) {
 		return
 	}
 	h.extra += win - h.win

@@ -38,7 +38,7 @@
 //     window and gets more only as its data leaves for the other side
 //     (widening, doubling, while it flows and the budget has room), or, for
 //     a request read whole, its whole size at once from the budget
-//     (budget.go). So what the relay holds is the budget plus 64 KiB per
+//     (package budget). So what the relay holds is the budget plus 64 KiB per
 //     open stream, and a sender that meets a spent budget waits.
 //   - Streams, connections and idle time have limits, and a client whose
 //     wasted streams (Rapid Reset and its family) outrun its calls gets

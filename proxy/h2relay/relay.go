@@ -1,6 +1,8 @@
 package h2relay
 
 import (
+	"github.com/infergate/infergate/budget"
+
 	"github.com/infergate/infergate/grpcwire"
 
 	"google.golang.org/grpc/codes"
@@ -145,11 +147,11 @@ type Options struct {
 	// connection with no stream open for that long (0: never).
 	MaxConns    int
 	IdleTimeout time.Duration
-	// MaxBuffered is the budget of bytes held for requests read whole
-	// (budget.go); zero means 64 MiB. Budget, when set, is used instead:
+	// MaxBuffered is the budget of bytes held for requests read whole;
+	// zero means budget.DefaultLimit. Budget, when set, is used instead:
 	// the one the proxy's gRPC path shares.
 	MaxBuffered int64
-	Budget      *Budget
+	Budget      *budget.Budget
 	// StreamWindow and ConnWindow are the receive windows granted to
 	// peers; BufferSize the read buffer of each connection.
 	StreamWindow, ConnWindow, BufferSize int
@@ -167,7 +169,7 @@ type Options struct {
 type config struct {
 	maxBody, maxMessage      int
 	maxBuffered              int64
-	budget                   *Budget // the Server's
+	budget                   *budget.Budget // the Server's
 	initWindow, clientWindow int64
 	maxConns                 int
 	idleTimeout              time.Duration
@@ -196,14 +198,14 @@ func (o Options) config() *config {
 		c.streamWindow = 4 << 20
 	}
 	if o.Budget != nil {
-		c.maxBuffered = o.Budget.limit
+		c.maxBuffered = o.Budget.Limit()
 	}
 	if c.maxBuffered <= 0 {
-		c.maxBuffered = 64 << 20
+		c.maxBuffered = budget.DefaultLimit
 	}
 	c.budget = o.Budget
 	if c.budget == nil {
-		c.budget = NewBudget(c.maxBuffered)
+		c.budget = budget.New(c.maxBuffered)
 	}
 	// No request larger than half the budget is read whole: it could
 	// never share it. (Larger ones go to Local, relayed as they come.)

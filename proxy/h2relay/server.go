@@ -1,6 +1,8 @@
 package h2relay
 
 import (
+	"github.com/infergate/infergate/budget"
+
 	"google.golang.org/grpc/codes"
 
 	"github.com/infergate/infergate/grpcwire"
@@ -22,7 +24,7 @@ type Server struct {
 	h      Handler
 	cfg    *config
 	local  *localListener
-	budget *Budget
+	budget *budget.Budget
 
 	mu      sync.Mutex
 	conns   map[*clientConn]struct{}
@@ -151,7 +153,7 @@ type clientConn struct {
 	draining bool // GOAWAY sent: no new streams
 	closed   bool
 	lim      connLimits
-	reserved int64 // of the budget; guarded by the budget's lock
+	share    budget.Share // its part of the budget
 	// resetIDs are the streams the relay reset last: frames the client
 	// sent on them before it saw the reset are ignored (RFC 9113 5.1).
 	resetIDs [16]uint32
@@ -682,3 +684,6 @@ func (cc *clientConn) localConn() (*destConn, error) {
 	cc.local = d
 	return d, nil
 }
+
+// BudgetStats returns the byte budget's figures; safe for concurrent use.
+func (s *Server) BudgetStats() budget.Stats { return s.budget.Stats() }

@@ -1,6 +1,8 @@
 package h2relay
 
 import (
+	"github.com/infergate/infergate/budget"
+
 	"github.com/infergate/infergate/grpcwire"
 
 	"context"
@@ -43,11 +45,9 @@ type stream struct {
 	opened time.Time
 	wasted bool
 	// sized: the request's length prefix was read. budgeted: it holds
-	// (or waits for) room in the budget; reserved and want are guarded
-	// by the budget's lock, waitTimer ends a wait.
+	// (or waits for) room in the budget, res.
 	sized, budgeted bool
-	reserved, want  int64
-	waitTimer       *time.Timer
+	res             budget.Reservation
 	// scan reads a big request's target as it arrives; cut: the request
 	// is relayed to the pool as it arrives (RouteEarly). Until the pool
 	// starts it, what arrives collects in call.Body.

@@ -1,6 +1,8 @@
 package h2relay
 
 import (
+	"github.com/infergate/infergate/budget"
+
 	"google.golang.org/grpc/codes"
 
 	"github.com/infergate/infergate/grpcwire"
@@ -150,8 +152,8 @@ func (s *stream) bufferData(data []byte, end bool, w *writes) error {
 	}
 	if hold || (need > 0 && s.budgeted && !s.admitted) {
 		s.admitted = true
-		if s.cc.srv.budget.reserve(s, need) {
-			s.admit(need)
+		if s.cc.srv.budget.Reserve(&s.res, s, &s.cc.share, need, s.call.Deadline) {
+			s.Admitted(need)
 		}
 	}
 	if end {
@@ -262,14 +264,10 @@ func (s *stream) sizeBodyLocked(need int64) {
 	s.call.Body = b
 }
 
-// admit gives a stream the budget took need bytes for the window to send
-// its whole request.
-func (s *stream) admit(need int64) {
+// Admitted gives a stream the budget took need bytes for the window to
+// send its whole request (budget.Waiter).
+func (s *stream) Admitted(need int64) {
 	s.mu.Lock()
-	if t := s.waitTimer; t != nil {
-		t.Stop()
-		s.waitTimer = nil
-	}
 	if s.done {
 		s.mu.Unlock()
 		return // its end gives the room back
@@ -283,6 +281,14 @@ func (s *stream) admit(need int64) {
 	c.growLocked(s.ch, need)
 	c.kickLocked()
 	c.mu.Unlock()
+}
+
+// Refused answers a stream that got no room in the budget before its
+// deadline (budget.Waiter).
+func (s *stream) Refused(err *budget.Error) {
+	var w writes
+	s.refuse(codes.ResourceExhausted, err.Error(), &w)
+	w.flush()
 }
 
 func (s *stream) creditClient(n int64, w *writes) {

@@ -104,17 +104,13 @@ func (s *stream) releaseAfterSend(dest *destConn, dh *half) {
 		dest.forget(dh)
 	}
 	s.mu.Lock()
-	wasted, budgeted, timer := s.wasted, s.budgeted, s.waitTimer
-	s.waitTimer = nil
+	wasted, budgeted := s.wasted, s.budgeted
 	s.unholdLocked()
 	s.cc.held.Add(-s.hdr)
 	s.hdr = 0
 	s.mu.Unlock()
-	if timer != nil {
-		timer.Stop()
-	}
 	if budgeted {
-		s.cc.srv.budget.release(s)
+		s.cc.srv.budget.Release(&s.res)
 	}
 	s.cc.streamEnded(wasted)
 }

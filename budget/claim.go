@@ -1,12 +1,11 @@
-package h2relay
+package budget
 
 import (
 	"context"
-	"fmt"
 	"time"
 )
 
-// The gRPC path's share of the Budget. Calls that grpc-go's server reads
+// The gRPC path's part of the Budget. Calls that grpc-go's server reads
 // (the fast path off, or calls the relay hands on) cannot be held back by
 // window the way the relay's own streams are: grpc-go reads a message
 // whole when the proxy asks for it, and its size is known only then. So
@@ -39,14 +38,6 @@ type claimWaiter struct {
 	admitted bool
 }
 
-// BudgetError is the error of a call of the gRPC path that waited for
-// room in the budget until its deadline (or the longest wait) passed.
-type BudgetError struct{ Limit int64 }
-
-func (e *BudgetError) Error() string {
-	return fmt.Sprintf("no room in the proxy's buffer budget (%d bytes, --max-buffered-bytes) for this request before its deadline", e.Limit)
-}
-
 // Claim is one gRPC-path call's hold on the budget: zero until Admit
 // fills it; Release gives back everything it holds. Not safe for
 // concurrent use by several goroutines.
@@ -57,8 +48,8 @@ type Claim struct {
 }
 
 // Admit waits until the budget has room for c's call, the call's context
-// ends (its error is returned) or it waited its deadline or 30 s away
-// (*BudgetError). Release c when the call ends, whatever Admit returned.
+// ends (its error is returned) or it waited its deadline or MaxWait away
+// (*Error). Release c when the call ends, whatever Admit returned.
 func (b *Budget) Admit(ctx context.Context, c *Claim) error {
 	*c = Claim{b: b}
 	b.mu.Lock()
@@ -73,7 +64,7 @@ func (b *Budget) Admit(ctx context.Context, c *Claim) error {
 	b.mu.Unlock()
 	b.waits.Add(1)
 
-	wait := maxBudgetWait
+	wait := MaxWait
 	if d, ok := ctx.Deadline(); ok {
 		// A little before the deadline, so the client reads why (the
 		// budget) rather than its own DEADLINE_EXCEEDED.
@@ -90,7 +81,7 @@ func (b *Budget) Admit(ctx context.Context, c *Claim) error {
 	case <-ctx.Done():
 		err = ctx.Err()
 	case <-timer.C:
-		err = &BudgetError{Limit: b.limit}
+		err = &Error{Limit: b.limit}
 	}
 	b.mu.Lock()
 	if w.admitted { // let in as the wait ended: take it, Release gives it back
@@ -105,7 +96,7 @@ func (b *Budget) Admit(ctx context.Context, c *Claim) error {
 		}
 	}
 	b.mu.Unlock()
-	if _, ok := err.(*BudgetError); ok {
+	if _, ok := err.(*Error); ok {
 		b.refusals.Add(1)
 	}
 	return err
@@ -180,7 +171,5 @@ func (c *Claim) Release() {
 	admitted := b.admitLocked()
 	b.wakeClaimsLocked()
 	b.mu.Unlock()
-	for _, a := range admitted {
-		a.s.admit(a.n)
-	}
+	admitted.tell()
 }

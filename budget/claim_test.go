@@ -1,4 +1,4 @@
-package h2relay
+package budget
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 // each read a message before any counted it.
 func TestClaimsAreLetInOneMessageAtATime(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := NewBudget(1 << 20)
+		b := New(1 << 20)
 		ctx := context.Background()
 		var first Claim
 		if err := b.Admit(ctx, &first); err != nil {
@@ -69,11 +69,11 @@ func TestClaimsAreLetInOneMessageAtATime(t *testing.T) {
 }
 
 // TestClaimWaitEndsBeforeItsDeadline: a claim that gets no room is
-// refused a little before its deadline with a BudgetError, so its client
+// refused a little before its deadline with an *Error, so its client
 // reads why; a cancelled one returns its context's error uncounted.
 func TestClaimWaitEndsBeforeItsDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := NewBudget(1 << 20)
+		b := New(1 << 20)
 		var hold Claim
 		_ = b.Admit(context.Background(), &hold)
 		hold.Hold(1 << 20)
@@ -83,9 +83,9 @@ func TestClaimWaitEndsBeforeItsDeadline(t *testing.T) {
 		start := time.Now()
 		var c Claim
 		err := b.Admit(ctx, &c)
-		var be *BudgetError
+		var be *Error
 		if !errors.As(err, &be) || be.Limit != 1<<20 {
-			t.Fatalf("Admit: %v, want a BudgetError", err)
+			t.Fatalf("Admit: %v, want an *Error", err)
 		}
 		if waited := time.Since(start); waited >= time.Second || waited < 900*time.Millisecond {
 			t.Errorf("refused after %v, want just before the 1s deadline", waited)

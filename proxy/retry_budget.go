@@ -27,12 +27,12 @@ func (c BudgetConfig) withDefaults() BudgetConfig {
 	return c
 }
 
-// budget is a token bucket in thousandths of a token: every first try
+// retryBudget is a token bucket in thousandths of a token: every first try
 // deposits Ratio tokens, every second try takes one, and the floor refills
 // MinPerSecond tokens a second. The bucket holds at most what ten seconds
 // of the floor or of deposits give, so a burst after a quiet hour is
 // bounded too.
-type budget struct {
+type retryBudget struct {
 	cfg        BudgetConfig // with defaults: Apply keeps a budget whose settings did not change
 	ratioMilli int64        // deposit per first try
 	floorMilli int64        // refill per second
@@ -45,9 +45,9 @@ type budget struct {
 	denied   atomic.Uint64
 }
 
-func newBudget(c BudgetConfig, now func() time.Time) *budget {
+func newRetryBudget(c BudgetConfig, now func() time.Time) *retryBudget {
 	c = c.withDefaults()
-	b := &budget{cfg: c, now: now, floorMilli: int64(c.MinPerSecond) * 1000}
+	b := &retryBudget{cfg: c, now: now, floorMilli: int64(c.MinPerSecond) * 1000}
 	if c.Ratio > 0 {
 		b.ratioMilli = int64(c.Ratio * 1000)
 	}
@@ -58,7 +58,7 @@ func newBudget(c BudgetConfig, now func() time.Time) *budget {
 }
 
 // deposit counts a first try.
-func (b *budget) deposit() {
+func (b *retryBudget) deposit() {
 	if b.ratioMilli == 0 {
 		return
 	}
@@ -69,7 +69,7 @@ func (b *budget) deposit() {
 
 // take spends one token for a second try; false when none is left (or
 // the budget is off).
-func (b *budget) take() bool {
+func (b *retryBudget) take() bool {
 	if b.ratioMilli == 0 {
 		return false
 	}
@@ -87,7 +87,7 @@ func (b *budget) take() bool {
 }
 
 // add puts n thousandths in, up to the cap.
-func (b *budget) add(n int64) {
+func (b *retryBudget) add(n int64) {
 	for {
 		t := b.tokens.Load()
 		c := b.capMilli.Load()
@@ -102,7 +102,7 @@ func (b *budget) add(n int64) {
 
 // refill adds the floor once per elapsed second and resizes the cap to ten
 // seconds of the last second's deposits.
-func (b *budget) refill() {
+func (b *retryBudget) refill() {
 	sec := b.now().Unix()
 	last := b.lastSec.Load()
 	if sec <= last || !b.lastSec.CompareAndSwap(last, sec) {
