@@ -1,8 +1,6 @@
 package alert
 
 import (
-	"github.com/infergate/infergate/proto/methods"
-
 	"fmt"
 	"math"
 	"regexp"
@@ -12,6 +10,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/infergate/infergate/proto/methods"
 )
 
 // promRuleFile is a Prometheus rule file.

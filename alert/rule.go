@@ -1,14 +1,13 @@
 package alert
 
 import (
-	"github.com/infergate/infergate/proto/methods"
-
 	"fmt"
 	"path"
 	"strings"
 	"time"
 
 	"github.com/infergate/infergate/monitor"
+	"github.com/infergate/infergate/proto/methods"
 )
 
 // ActionFallback is the action a rule may name: while the alert fires,

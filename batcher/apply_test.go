@@ -1,11 +1,11 @@
 package batcher
 
 import (
-	"github.com/infergate/infergate/proto/methods"
-
 	"errors"
 	"fmt"
 	"testing"
+
+	"github.com/infergate/infergate/proto/methods"
 )
 
 // Apply changes a model's knobs live: the next calls follow the new

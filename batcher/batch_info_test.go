@@ -1,8 +1,6 @@
 package batcher
 
 import (
-	"github.com/infergate/infergate/proto/methods"
-
 	"context"
 	"fmt"
 	"testing"
@@ -10,6 +8,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc/metadata"
+
+	"github.com/infergate/infergate/proto/methods"
 )
 
 // The Invoker of a merged call sees the batch (its callers' contexts, in

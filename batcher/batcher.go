@@ -1,8 +1,6 @@
 package batcher
 
 import (
-	"github.com/infergate/infergate/proto/methods"
-
 	"context"
 	"errors"
 	"fmt"
@@ -15,6 +13,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/infergate/infergate/batcher/merge"
+	"github.com/infergate/infergate/proto/methods"
 )
 
 // ErrNotBatched is returned by Do for a request the batcher does not take:

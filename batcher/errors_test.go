@@ -1,8 +1,6 @@
 package batcher
 
 import (
-	"github.com/infergate/infergate/proto/methods"
-
 	"errors"
 	"fmt"
 	"slices"
@@ -16,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/infergate/infergate/batcher/merge"
+	"github.com/infergate/infergate/proto/methods"
 )
 
 // startBatch queues n calls "a 1 r<i>" behind one busy call, so that they

@@ -1,12 +1,11 @@
 package batcher_test
 
 import (
-	"github.com/infergate/infergate/proto/methods"
-
 	"fmt"
 	"time"
 
 	"github.com/infergate/infergate/batcher"
+	"github.com/infergate/infergate/proto/methods"
 )
 
 func ExampleNew() {

@@ -1,8 +1,6 @@
 package batcher
 
 import (
-	"github.com/infergate/infergate/proto/methods"
-
 	"context"
 	"fmt"
 	"strings"
@@ -13,6 +11,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/infergate/infergate/batcher/merge"
+	"github.com/infergate/infergate/proto/methods"
 )
 
 // fakeCodec batches text requests "key rows id" (e.g. "a 1 r7"); "bad"

@@ -1,8 +1,6 @@
 package batcher
 
 import (
-	"github.com/infergate/infergate/proto/methods"
-
 	"errors"
 	"fmt"
 	"strings"
@@ -14,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/infergate/infergate/batcher/merge"
+	"github.com/infergate/infergate/proto/methods"
 )
 
 // nonIdempotentHarness is newHarness for model "m" listed in

@@ -1,13 +1,13 @@
 package batcher
 
 import (
-	"github.com/infergate/infergate/proto/methods"
-
 	"fmt"
 	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/infergate/infergate/proto/methods"
 )
 
 // The upstream's max_batch_size caps merged rows whatever MaxSize says: 20

@@ -1,8 +1,6 @@
 package batcher
 
 import (
-	"github.com/infergate/infergate/proto/methods"
-
 	"errors"
 	"fmt"
 	"testing"
@@ -10,6 +8,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/infergate/infergate/proto/methods"
 )
 
 // doVersion calls Do for one row of model m at version v.

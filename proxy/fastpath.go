@@ -1,10 +1,6 @@
 package proxy
 
 import (
-	"github.com/infergate/infergate/budget"
-
-	"github.com/infergate/infergate/grpcwire"
-
 	"context"
 	"fmt"
 	"strings"
@@ -15,6 +11,8 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/infergate/infergate/budget"
+	"github.com/infergate/infergate/grpcwire"
 	"github.com/infergate/infergate/monitor"
 	"github.com/infergate/infergate/proto/methods"
 	"github.com/infergate/infergate/proto/wire"

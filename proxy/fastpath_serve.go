@@ -1,8 +1,6 @@
 package proxy
 
 import (
-	"github.com/infergate/infergate/grpcwire"
-
 	"context"
 	"io"
 	"sync"
@@ -16,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/infergate/infergate/grpcwire"
 	"github.com/infergate/infergate/proxy/h2relay"
 )
 

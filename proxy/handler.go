@@ -1,8 +1,6 @@
 package proxy
 
 import (
-	"github.com/infergate/infergate/budget"
-
 	"context"
 	"io"
 	"log/slog"
@@ -14,6 +12,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/infergate/infergate/budget"
 	"github.com/infergate/infergate/monitor"
 	"github.com/infergate/infergate/proto/methods"
 	"github.com/infergate/infergate/proto/wire"

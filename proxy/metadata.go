@@ -1,11 +1,11 @@
 package proxy
 
 import (
-	"github.com/infergate/infergate/grpcwire"
-
 	"context"
 
 	"google.golang.org/grpc/metadata"
+
+	"github.com/infergate/infergate/grpcwire"
 )
 
 // hopHeaders are incoming metadata keys that describe the client's hop, not

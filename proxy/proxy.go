@@ -1,8 +1,6 @@
 package proxy
 
 import (
-	"github.com/infergate/infergate/budget"
-
 	"context"
 	"errors"
 	"fmt"
@@ -19,6 +17,7 @@ import (
 	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/keepalive"
 
+	"github.com/infergate/infergate/budget"
 	"github.com/infergate/infergate/monitor"
 	"github.com/infergate/infergate/proxy/h2relay"
 )

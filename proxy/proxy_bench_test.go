@@ -8,7 +8,6 @@ import (
 
 	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 

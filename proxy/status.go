@@ -1,8 +1,6 @@
 package proxy
 
 import (
-	"github.com/infergate/infergate/budget"
-
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/infergate/infergate/batcher"
+	"github.com/infergate/infergate/budget"
 )
 
 // The status edge. Inner code (the picker, attempts, the pumps) returns

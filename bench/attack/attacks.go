@@ -1,16 +1,15 @@
 package attack
 
 import (
-	"github.com/infergate/infergate/grpcwire"
-
-	"github.com/infergate/infergate/proto/methods"
-
 	"context"
 	"fmt"
 	"time"
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+
+	"github.com/infergate/infergate/grpcwire"
+	"github.com/infergate/infergate/proto/methods"
 )
 
 // maxStreamID is the last client stream ID HTTP/2 allows.

@@ -1,13 +1,12 @@
 package attack
 
 import (
-	"github.com/infergate/infergate/grpcwire"
-
 	"encoding/binary"
 	"fmt"
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/infergate/infergate/grpcwire"
 	"github.com/infergate/infergate/proto/kservepb"
 )
 

@@ -1,8 +1,6 @@
 package attack
 
 import (
-	"github.com/infergate/infergate/proto/methods"
-
 	"context"
 	"fmt"
 	"sync"
@@ -12,6 +10,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
+
+	"github.com/infergate/infergate/proto/methods"
 )
 
 // BigUploadsParams configures BigUploads.

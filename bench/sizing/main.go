@@ -24,8 +24,6 @@
 package main
 
 import (
-	"github.com/infergate/infergate/proto/methods"
-
 	"bufio"
 	"context"
 	"encoding/json"
@@ -48,6 +46,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/infergate/infergate/bench/attack"
+	"github.com/infergate/infergate/proto/methods"
 )
 
 type scenario struct {

@@ -1,14 +1,14 @@
 package main
 
 import (
-	"github.com/infergate/infergate/proto/methods"
-
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
+
+	"github.com/infergate/infergate/proto/methods"
 )
 
 // maxBody bounds what the demo reads from an admin endpoint.

@@ -1,14 +1,13 @@
 package main
 
 import (
-	"github.com/infergate/infergate/proto/methods"
-
 	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/infergate/infergate/batcher"
+	"github.com/infergate/infergate/proto/methods"
 )
 
 func TestBatchingFromYAML(t *testing.T) {

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"github.com/infergate/infergate/proto/methods"
-
 	"context"
 	"errors"
 	"fmt"
@@ -26,6 +24,7 @@ import (
 	"github.com/infergate/infergate/internal/memlimit"
 	"github.com/infergate/infergate/monitor"
 	"github.com/infergate/infergate/proto/kservepb"
+	"github.com/infergate/infergate/proto/methods"
 )
 
 // referenceYAML turns on every part that registers metrics: named

@@ -1,8 +1,6 @@
 package correlate
 
 import (
-	"github.com/infergate/infergate/proto/methods"
-
 	"context"
 	"math"
 	"slices"
@@ -14,6 +12,7 @@ import (
 	"github.com/infergate/infergate/monitor"
 	"github.com/infergate/infergate/monitor/baseline"
 	"github.com/infergate/infergate/monitor/gpu"
+	"github.com/infergate/infergate/proto/methods"
 )
 
 // The rolling rings, in samples: 1m and 5m at the default 1s interval.

@@ -1,8 +1,6 @@
 package h2relay
 
 import (
-	"google.golang.org/grpc/codes"
-
 	"context"
 	"errors"
 	"net"
@@ -14,6 +12,7 @@ import (
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+	"google.golang.org/grpc/codes"
 )
 
 // destConn is a connection the relay opened, as a client: to an upstream,

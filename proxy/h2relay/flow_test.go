@@ -7,9 +7,8 @@ import (
 	"sync"
 	"testing"
 
-	"google.golang.org/grpc"
-
 	"golang.org/x/net/http2"
+	"google.golang.org/grpc"
 )
 
 // Requests and responses far over every window and frame size come

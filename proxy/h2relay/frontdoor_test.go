@@ -1,8 +1,6 @@
 package h2relay
 
 import (
-	"github.com/infergate/infergate/grpcwire"
-
 	"bytes"
 	"context"
 	"fmt"
@@ -21,6 +19,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/infergate/infergate/grpcwire"
 	"github.com/infergate/infergate/proto/kservepb"
 )
 

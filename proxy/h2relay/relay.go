@@ -1,17 +1,14 @@
 package h2relay
 
 import (
-	"github.com/infergate/infergate/budget"
-
-	"github.com/infergate/infergate/grpcwire"
-
-	"google.golang.org/grpc/codes"
-
 	"net"
 	"time"
 
 	"golang.org/x/net/http2/hpack"
+	"google.golang.org/grpc/codes"
 
+	"github.com/infergate/infergate/budget"
+	"github.com/infergate/infergate/grpcwire"
 	"github.com/infergate/infergate/proto/wire"
 )
 

@@ -1,11 +1,11 @@
 package h2relay
 
 import (
-	"github.com/infergate/infergate/grpcwire"
-
 	"context"
 
 	"golang.org/x/net/http2/hpack"
+
+	"github.com/infergate/infergate/grpcwire"
 )
 
 // Responder answers a call the Handler serves itself (Route's serve): the

@@ -1,12 +1,6 @@
 package h2relay
 
 import (
-	"github.com/infergate/infergate/budget"
-
-	"google.golang.org/grpc/codes"
-
-	"github.com/infergate/infergate/grpcwire"
-
 	"errors"
 	"io"
 	"net"
@@ -17,6 +11,10 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
+	"google.golang.org/grpc/codes"
+
+	"github.com/infergate/infergate/budget"
+	"github.com/infergate/infergate/grpcwire"
 )
 
 // Server accepts client connections and relays their calls.

@@ -1,17 +1,15 @@
 package h2relay
 
 import (
-	"github.com/infergate/infergate/budget"
-
-	"github.com/infergate/infergate/grpcwire"
-
 	"context"
 	"sync"
 	"time"
 
-	"github.com/infergate/infergate/proto/wire"
-
 	"golang.org/x/net/http2/hpack"
+
+	"github.com/infergate/infergate/budget"
+	"github.com/infergate/infergate/grpcwire"
+	"github.com/infergate/infergate/proto/wire"
 )
 
 // stream is one client stream and, once sent on, its stream on a

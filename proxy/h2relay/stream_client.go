@@ -1,18 +1,15 @@
 package h2relay
 
 import (
-	"github.com/infergate/infergate/budget"
-
-	"google.golang.org/grpc/codes"
-
-	"github.com/infergate/infergate/grpcwire"
-
 	"errors"
 	"fmt"
 	"time"
 
 	"golang.org/x/net/http2"
+	"google.golang.org/grpc/codes"
 
+	"github.com/infergate/infergate/budget"
+	"github.com/infergate/infergate/grpcwire"
 	"github.com/infergate/infergate/proto/wire"
 )
 

@@ -1,14 +1,13 @@
 package h2relay
 
 import (
-	"google.golang.org/grpc/codes"
-
-	"github.com/infergate/infergate/grpcwire"
-
 	"time"
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+	"google.golang.org/grpc/codes"
+
+	"github.com/infergate/infergate/grpcwire"
 )
 
 // How a stream ends: its response relayed back, resets and losses on
