@@ -4,8 +4,6 @@ import (
 	"context"
 	"time"
 
-	"google.golang.org/grpc"
-
 	"github.com/infergate/infergate/monitor"
 	"github.com/infergate/infergate/proto/wire"
 )
@@ -15,7 +13,7 @@ import (
 
 // cascade serves edge first: the fallback answers, and an answer below the
 // confidence threshold goes to the primary.
-func (c *routedCall) cascade(ss grpc.ServerStream, o outcome) outcome {
+func (c *routedCall) cascade(ss side, o outcome) outcome {
 	live := c.mr.live
 	cc := c.mr.cfg.Cascade
 	e := c.tryFallback(c.ctx, reasonCascadeEdge)

@@ -19,15 +19,15 @@ import (
 	"github.com/infergate/infergate/proxy/h2relay"
 )
 
-// The fast path (issue 20): plain unary calls, the ones that would go to
-// the director's upstream as they are and come back as they are, are
-// relayed frame by frame by h2relay instead of crossing two gRPC stacks.
-// Everything else (streams, batched models, routed models and upstreams
-// with breakers, tracing, compressed requests, messages over the relay's
-// size, a director that reads the call) goes on to the proxy's own
-// grpc.Server exactly as without the relay: Route sends it there. A
-// relayed call is recorded by the same finish, with the same statuses
-// (statusOf), as one that took the gRPC path.
+// The relay's side of the pipeline. The relay (package h2relay) owns the
+// client connections; for each unary call it read, Route asks wayOf where
+// it goes. Plain calls, the ones that would go to the director's upstream
+// as they are and come back as they are, are relayed frame by frame
+// instead of crossing two gRPC stacks; Done records them with finish and
+// the same statuses (statusOf) as any other call. Calls the proxy must
+// act on are served on the relay's side (Serve, fastpath_serve.go);
+// streams, compressed requests and messages over the relay's size go on
+// to the proxy's own grpc.Server exactly as without the relay.
 
 // Relay returns the h2relay server that serves the proxy's fast path in
 // front of srv, the proxy's grpc.Server (NewServer). Serve srv on the
@@ -107,67 +107,37 @@ func (r relayHandler) Unary(method string) bool {
 	return true
 }
 
-// Route takes a call on the fast path when nothing but forwarding it is to
-// be done, and serves it with the proxy's handler (Serve) otherwise. A
-// request that is not one uncompressed message goes to the grpc.Server,
-// which answers it as it always did.
+// Route sends a call the relay read whole where wayOf says: forwarded
+// to a Pool, served here (Serve), or handed on to the grpc.Server.
 func (r relayHandler) Route(c *h2relay.Call) (*h2relay.Pool, bool) {
-	pool, serve := r.route(c)
-	switch {
-	case pool != nil:
-		r.p.forwarded.Add(1)
-	case serve:
-		r.p.served.Add(1)
-	default:
-		r.p.handedOn.Add(1)
-	}
-	return pool, serve
-}
-
-func (r relayHandler) route(c *h2relay.Call) (*h2relay.Pool, bool) {
-	msg, ok := c.Message()
-	if !ok {
-		return nil, false
-	}
-	if !r.forwardable(c) {
+	p := r.p
+	msg, one := c.Message()
+	var model, version string
+	var pool *h2relay.Pool
+	switch p.wayOf(c, one, msg, &model, &version) {
+	case wayForward:
+		if pool = r.forward(c, model, version, msg, int64(len(msg))); pool != nil {
+			p.forwarded.Add(1)
+			return pool, false
+		}
+		fallthrough // over the in-flight cap: served, and so refused
+	case wayServe:
+		p.served.Add(1)
 		return nil, true
 	}
-	model, version := bytesTarget(methods.Lookup(c.Method).Target, msg)
-	return r.routeTo(c, model, version, msg, int64(len(msg)))
-}
-
-// forwardable says whether c's way may be decided from its target alone:
-// no tracing, one fixed upstream the relay reaches, protobuf.
-func (r relayHandler) forwardable(c *h2relay.Call) bool {
-	p := r.p
-	if p.tracing != nil {
-		return false
-	}
-	fd, ok := p.director.(fixedDirector)
-	if !ok || fd.fixed().dest.Load().relayAddr == "" {
-		return false
-	}
-	subtype := contentSubtypeOf(c)
-	return subtype == "" || subtype == "proto" // else no model name to read
+	p.handedOn.Add(1)
+	return nil, false
 }
 
 // Scan says which requests name their model where the relay can read it
 // as they arrive.
-func (r relayHandler) Scan(method string) wire.TargetKind {
-	switch methods.Lookup(method).Target {
-	case wire.KServeTarget:
-		return wire.KServeTarget
-	case 0:
-		return 0
-	}
-	return wire.TFServingTarget
-}
+func (r relayHandler) Scan(method string) wire.TargetKind { return methods.Lookup(method).Target }
 
-// RouteEarly forwards a big request as it arrives when nothing but
-// forwarding is to be done with it; anything else (batching, a route,
-// serving it) needs it whole.
+// RouteEarly forwards a big request as it arrives when wayOf says to
+// forward it; anything else (batching, a route, serving it) needs it
+// whole, and Route decides then.
 func (r relayHandler) RouteEarly(c *h2relay.Call, model, version string) *h2relay.Pool {
-	if !r.forwardable(c) {
+	if r.p.wayOf(c, true, nil, &model, &version) != wayForward {
 		return nil
 	}
 	var size int64
@@ -176,42 +146,34 @@ func (r relayHandler) RouteEarly(c *h2relay.Call, model, version string) *h2rela
 		size = int64(n)
 		first = c.Body[grpcwire.PrefixLen:min(len(c.Body), grpcwire.PrefixLen+n)]
 	}
-	pool, _ := r.routeTo(c, model, version, first, size)
+	pool := r.forward(c, model, version, first, size)
 	if pool != nil {
 		r.p.forwarded.Add(1)
 	}
 	return pool
 }
 
-// routeTo is route once the call's target is known: a pool to forward
-// it to, or serve. msg is the request message, or its first bytes when
-// bytesIn is larger (a request forwarded as it arrives).
-func (r relayHandler) routeTo(c *h2relay.Call, model, version string, msg []byte, bytesIn int64) (*h2relay.Pool, bool) {
+// forward admits a call wayOf sends to the upstream as bytes, gives it
+// the proxy's deadline when it has none, and returns the pool to send it
+// to; nil when the in-flight cap refuses it. msg is the request message,
+// or its first bytes when bytesIn is larger (a request forwarded as it
+// arrives).
+func (r relayHandler) forward(c *h2relay.Call, model, version string, msg []byte, bytesIn int64) *h2relay.Pool {
 	p := r.p
+	if !p.admit() {
+		return nil
+	}
 	up := p.director.(fixedDirector).fixed()
 	d := up.dest.Load()
-	if p.batcher != nil && model != "" && p.batcher.Handles(c.Method, model) {
-		return nil, true
-	}
-	if p.router != nil && model != "" && methods.IsInference(c.Method) && !p.router.plain(up, model) {
-		return nil, true
-	}
-	if n := p.calls.Add(1); p.maxInFlight > 0 && n > p.maxInFlight {
-		// The handler refuses it, counts and records the refusal.
-		p.calls.Add(-1)
-		return nil, true
-	}
 	rc := &relayCall{up: up, upName: d.name, model: model, version: version, bytesIn: bytesIn}
 	if p.rec != nil {
 		rc.gauge = p.inFlight(d)
 		rc.gauge.Inc()
 	}
-	if c.Deadline.IsZero() && p.upstreamTimeout > 0 {
-		c.Timeout = p.upstreamTimeout
-	}
+	c.Timeout = p.ownTimeout(!c.Deadline.IsZero())
 	scanFeatures(methods.Lookup(c.Method).Inputs, msg, bytesIn, p.inputShapes, &rc.feat, &rc.wf)
 	c.Data = rc
-	return p.relayPool(up, d), false
+	return p.relayPool(up, d)
 }
 
 // relayEntry is the relay's pool to an upstream where it is (dest).
@@ -260,7 +222,7 @@ func (p *Proxy) moveRelayPool(up *Upstream) *h2relay.Pool {
 func (r relayHandler) Done(c *h2relay.Call, res *h2relay.Result) (codes.Code, string) {
 	p := r.p
 	rc := c.Data.(*relayCall)
-	p.calls.Add(-1)
+	p.leave()
 	if rc.gauge != nil {
 		rc.gauge.Dec()
 	}
@@ -272,12 +234,9 @@ func (r relayHandler) Done(c *h2relay.Call, res *h2relay.Result) (codes.Code, st
 	o := outcome{upstream: res.Upstream, bytesIn: rc.bytesIn, bytesOut: max(res.BytesOut-5, 0),
 		model: rc.model, version: rc.version, upName: rc.upName, feat: rc.feat, attempts: 1}
 	switch e := res.Err; {
-	case e == nil && res.Status == 0:
+	case e == nil && res.Status == codes.OK:
 	case e == nil:
-		o.err = &upstreamError{upstream: rc.upName, fromUpstream: true,
-			err: status.Error(res.Status, res.Message)}
-	case e.Kind == h2relay.ErrTimeout:
-		o.err = &proxyTimeoutError{timeout: p.upstreamTimeout}
+		o.err = &upstreamError{upstream: rc.upName, fromUpstream: true, err: status.Error(res.Status, res.Message)}
 	case e.Kind == h2relay.ErrTargetChanged:
 		o.err = status.Error(codes.InvalidArgument, e.Msg)
 	case e.Kind == h2relay.ErrClientGone:
@@ -289,6 +248,8 @@ func (r relayHandler) Done(c *h2relay.Call, res *h2relay.Result) (codes.Code, st
 	default:
 		o.err = p.upstreamFailed(ctx, rc.up, c.Method, status.Error(e.Code, e.Msg), res.Answered)
 	}
+	clientGone := res.Err != nil && res.Err.Kind == h2relay.ErrClientGone
+	o.err = p.timedOut(res.TimeoutAt, time.Now(), clientGone, o.err)
 	st := status.Convert(p.finish(ctx, nil, c.Start, c.Method, rc.upName, o))
 	return st.Code(), st.Message()
 }

@@ -1,12 +1,10 @@
 package proxy
 
 import (
-	"context"
 	"io"
 	"sync"
 
 	"golang.org/x/net/http2/hpack"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/metadata"
@@ -18,40 +16,36 @@ import (
 	"github.com/infergate/infergate/proxy/h2relay"
 )
 
-// Unary calls the fast path cannot forward as they are (a batched model, a
-// routed one, an upstream with a breaker, tracing on, a director that
-// reads the call) are still answered on the relay's side of the client
-// connection: Serve runs the proxy's handler, the same handle the
-// grpc.Server would run, on a relayStream, which plays the part of
-// grpc-go's server stream. So they cross one gRPC stack (the upstream
-// call's) instead of two plus the relay's hop to the grpc.Server.
+// Unary calls the relay read that are not just forwarded (a batched
+// model, a routed one, an upstream with a breaker, tracing on, a director
+// that reads the call) are answered on the relay's side of the client
+// connection: Serve runs them through the pipeline (serve) with a
+// relaySide, so they cross one gRPC stack (the upstream call's) instead
+// of two plus the relay's hop to the grpc.Server.
 
-// Serve answers a call with the proxy's handler.
+// Serve answers a call through the pipeline.
 func (r relayHandler) Serve(c *h2relay.Call, resp *h2relay.Responder) {
 	msg, _ := c.Message()
-	st := &relayStream{resp: resp, method: c.Method, req: msg}
+	s := &relaySide{resp: resp, req: msg}
 	md, bad := relayMetadata(c)
 	if ct := md["content-type"]; len(ct) > 0 {
-		st.subtype = grpcwire.ContentSubtype(ct[0])
+		s.subtype = grpcwire.ContentSubtype(ct[0])
 	}
 	if bad != nil {
 		// grpc-go's server refuses the call before any handler runs.
-		st.ctx = resp.Context()
-		st.finish(status.Error(codes.Internal, bad.Error()))
+		s.finish(status.Error(codes.Internal, bad.Error()))
 		return
 	}
 	ctx := metadata.NewIncomingContext(resp.Context(), md)
 	ctx = peer.NewContext(ctx, &peer.Peer{Addr: c.Peer})
-	st.ctx = grpc.NewContextWithServerTransportStream(ctx, relayTransport{st})
-	st.finish(r.p.handle(nil, st))
+	s.finish(r.p.serve(ctx, c.Method, s, nil))
 }
 
-// relayStream is grpc.ServerStream and grpc.ServerTransportStream for a
-// served call: one request message in, one response message out.
-type relayStream struct {
-	ctx     context.Context
+// relaySide is the pipeline's side for a call the relay read: its one
+// request message in, one answer out through the relay's Responder, the
+// status written by grpcwire as grpc-go's server writes it.
+type relaySide struct {
 	resp    *h2relay.Responder
-	method  string
 	subtype string
 	req     []byte
 	read    bool
@@ -61,23 +55,19 @@ type relayStream struct {
 	headerSent      bool
 }
 
-var (
-	_ grpc.ServerStream          = (*relayStream)(nil)
-	_ grpc.ServerTransportStream = relayTransport{}
-)
+func (s *relaySide) RecvMsg(m any) error {
+	if s.read {
+		return io.EOF
+	}
+	s.read = true
+	f := m.(*Frame)
+	*f = Frame{}
+	f.one[0] = mem.SliceBuffer(s.req)
+	f.data = f.one[:]
+	return nil
+}
 
-func (s *relayStream) Context() context.Context { return s.ctx }
-
-// relayTransport is the grpc.ServerTransportStream in a served call's
-// context (grpc.Method, grpc.SetHeader and friends read it).
-type relayTransport struct{ s *relayStream }
-
-func (t relayTransport) Method() string                  { return t.s.method }
-func (t relayTransport) SetHeader(md metadata.MD) error  { return t.s.SetHeader(md) }
-func (t relayTransport) SendHeader(md metadata.MD) error { return t.s.SendHeader(md) }
-func (t relayTransport) SetTrailer(md metadata.MD) error { t.s.SetTrailer(md); return nil }
-
-func (s *relayStream) SetHeader(md metadata.MD) error {
+func (s *relaySide) SetHeader(md metadata.MD) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.headerSent {
@@ -87,21 +77,21 @@ func (s *relayStream) SetHeader(md metadata.MD) error {
 	return nil
 }
 
-func (s *relayStream) SendHeader(md metadata.MD) error {
-	if err := s.SetHeader(md); err != nil {
-		return err
-	}
-	s.writeHeader()
-	return nil
-}
-
-func (s *relayStream) SetTrailer(md metadata.MD) {
+func (s *relaySide) SetTrailer(md metadata.MD) {
 	s.mu.Lock()
 	s.trailer = metadata.Join(s.trailer, md)
 	s.mu.Unlock()
 }
 
-func (s *relayStream) writeHeader() {
+func (s *relaySide) SendMsg(m any) error {
+	s.writeHeader()
+	if !s.resp.WriteMessage(m.(*Frame).Bytes()) {
+		return status.Error(codes.Canceled, "client went away")
+	}
+	return nil
+}
+
+func (s *relaySide) writeHeader() {
 	s.mu.Lock()
 	if s.headerSent {
 		s.mu.Unlock()
@@ -114,40 +104,8 @@ func (s *relayStream) writeHeader() {
 	s.resp.WriteHeader(fields)
 }
 
-func (s *relayStream) SendMsg(m any) error {
-	f, ok := m.(*Frame)
-	if !ok {
-		b, err := proto.Marshal(m.(proto.Message))
-		if err != nil {
-			return err
-		}
-		f = NewFrame(b)
-	}
-	s.writeHeader()
-	if !s.resp.WriteMessage(f.Bytes()) {
-		return status.Error(codes.Canceled, "client went away")
-	}
-	return nil
-}
-
-func (s *relayStream) RecvMsg(m any) error {
-	if s.read {
-		return io.EOF
-	}
-	s.read = true
-	switch v := m.(type) {
-	case *Frame:
-		*v = Frame{}
-		v.one[0] = mem.SliceBuffer(s.req)
-		v.data = v.one[:]
-	case proto.Message:
-		return proto.Unmarshal(s.req, v)
-	}
-	return nil
-}
-
 // finish ends the call with err's status, as grpc-go's server writes it.
-func (s *relayStream) finish(err error) {
+func (s *relaySide) finish(err error) {
 	st := status.Convert(err)
 	s.mu.Lock()
 	if !s.headerSent && len(s.header) > 0 {

@@ -54,106 +54,14 @@ func budgetFailed(err error) error {
 	return &clientError{status.FromContextError(err).Err()}
 }
 
-// handle is the grpc.StreamHandler for every method. A call goes one way
-// through the files: handle (admission, director, deadline) → unary or
-// stream (stream.go) → routeUnary (routed.go: the router's Pick, then
-// hedge.go, retry.go, cascade.go) → attempt (attempt.go: batched or not)
-// → reply (reply.go) → finish, which records the status statusOf
-// (status.go) made of the call's error and returns it to gRPC.
-func (p *Proxy) handle(_ any, ss grpc.ServerStream) (err error) {
-	// A panic in a call's handler becomes INTERNAL for that call, is
-	// counted and logged with its stack; the server keeps serving. (The
-	// stream pumps and hedges recover on their own goroutines.) Here, not
-	// in a stream interceptor: with any interceptor installed grpc-go
-	// allocates a StreamServerInfo for every call.
-	defer func() {
-		if v := recover(); v != nil {
-			err = statusOf(p.panicked(ss.Context(), v, "call handler"))
-		}
-	}()
-	start := p.now()
-	ctx := ss.Context()
+// handle is the grpc.StreamHandler for every method: grpc-go's side of
+// the proxy hands its calls to the pipeline (serve, pipeline.go).
+func (p *Proxy) handle(_ any, ss grpc.ServerStream) error {
 	method, ok := grpc.MethodFromServerStream(ss)
 	if !ok {
 		return statusOf(&internalError{msg: "no method name on the server stream"})
 	}
-	var span trace.Span
-	if p.tracing != nil {
-		ctx, span = p.tracing.startServer(ctx, method)
-	}
-	if n := p.calls.Add(1); p.maxInFlight > 0 && n > p.maxInFlight {
-		p.calls.Add(-1)
-		p.rejected.Add(1)
-		return p.finish(ctx, span, start, method, "", outcome{err: &inFlightError{max: p.maxInFlight}})
-	}
-	defer p.calls.Add(-1)
-	up, err := p.director.Direct(ctx, method)
-	if err == nil && up == nil {
-		err = &internalError{msg: "director returned no upstream for " + method}
-	} else if err != nil {
-		err = p.noRoute(ctx, method, err)
-	}
-	if err != nil {
-		return p.finish(ctx, span, start, method, "", outcome{err: err})
-	}
-	// Where up is now: a call in flight when it moves (Upstream.Move)
-	// is recorded where it went.
-	dest := up.dest.Load()
-	var inFlight *monitor.Gauge
-	if p.rec != nil {
-		inFlight = p.inFlight(dest)
-		inFlight.Inc()
-	}
-
-	outCtx, subtype := outgoingContext(ctx)
-	var subtypeOpt grpc.CallOption // the client's content-subtype; nil: none
-	if subtype != "" {
-		subtypeOpt = grpc.CallContentSubtype(subtype)
-	}
-	info := methods.Lookup(method)
-	var o outcome
-	if info.Unary {
-		// A unary call without a client deadline gets the proxy's.
-		var bound time.Time // the proxy's deadline, when it set one
-		if _, has := ctx.Deadline(); !has && p.upstreamTimeout > 0 {
-			var cancel context.CancelFunc
-			outCtx, cancel = context.WithTimeout(outCtx, p.upstreamTimeout)
-			defer cancel()
-			bound, _ = outCtx.Deadline()
-		}
-		// What the call holds (its request, then its answer) counts
-		// against the budget the relay's streams share; while it is
-		// spent the call waits here, before grpc-go reads its message.
-		var claim budget.Claim
-		if err := p.budget.Admit(ctx, &claim); err != nil {
-			o.err = budgetFailed(err)
-		} else {
-			o = p.unary(outCtx, bound.IsZero(), up, method, info.Target, ss, subtypeOpt, &claim)
-		}
-		claim.Release()
-		// Only when the proxy's own deadline passed: an upstream that
-		// answers DEADLINE_EXCEEDED by itself keeps its word. The clock,
-		// not outCtx.Err(), says so: the upstream got the deadline as
-		// grpc-timeout (rounded up) and may answer before the context's
-		// timer fires on a loaded machine.
-		if o.err != nil && proxyDeadlinePassed(bound, time.Now()) && ctx.Err() == nil &&
-			codeOf(o.err) == codes.DeadlineExceeded {
-			o.err = &proxyTimeoutError{timeout: p.upstreamTimeout}
-		}
-	} else {
-		o = p.stream(outCtx, up, method, info.Target, ss, subtypeOpt)
-	}
-	// The director's upstream by its name when the call started, should
-	// it have moved since.
-	o.upName = dest.name
-	if o.by != nil && o.by != up {
-		o.upName = o.by.Name()
-	}
-	err = p.finish(ctx, span, start, method, o.upName, o)
-	if inFlight != nil {
-		inFlight.Dec()
-	}
-	return err
+	return p.serve(ss.Context(), method, ss, ss)
 }
 
 // unary reads a call known to carry one message each way and answers it
@@ -161,7 +69,7 @@ func (p *Proxy) handle(_ any, ss grpc.ServerStream) (err error) {
 // goroutines): one, or the router's composition of them.
 // clientDeadline says that ctx's deadline, if any, is the client's.
 func (p *Proxy) unary(ctx context.Context, clientDeadline bool, up *Upstream, method string, kind wire.TargetKind,
-	ss grpc.ServerStream, subtype grpc.CallOption, claim *budget.Claim) (o outcome) {
+	ss side, subtype grpc.CallOption, claim *budget.Claim) (o outcome) {
 	o.claim = claim
 	// Without a router a call makes one upstream call, whose exchange is
 	// allocated with the request frame (request). A router's attempts may
@@ -298,10 +206,4 @@ func (p *Proxy) finish(ctx context.Context, span trace.Span, start time.Time, me
 		}, sm)
 	}
 	return st
-}
-
-// proxyDeadlinePassed reports whether the deadline the proxy set for a call
-// without one (zero when it set none) had passed at now.
-func proxyDeadlinePassed(bound, now time.Time) bool {
-	return !bound.IsZero() && !now.Before(bound)
 }

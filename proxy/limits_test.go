@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"strings"
 	"sync"
@@ -54,24 +55,38 @@ func TestUpstreamOwnDeadlineExceededStands(t *testing.T) {
 	}
 }
 
-// TestProxyDeadlinePassed: the rewrite to "the proxy's upstream timeout
+// TestProxyTimeoutVerdict: the rewrite to "the proxy's upstream timeout
 // passed" follows the clock, not the context's timer: an upstream that
 // answered at the deadline (it got the deadline as grpc-timeout) can come
 // back before the timer fired on a loaded machine, and CI once saw the
-// bare "context deadline exceeded" for it.
-func TestProxyDeadlinePassed(t *testing.T) {
+// bare "context deadline exceeded" for it. Any other ending keeps its
+// own status.
+func TestProxyTimeoutVerdict(t *testing.T) {
+	p := &Proxy{upstreamTimeout: time.Second}
 	bound := time.Unix(1000, 0)
+	late := status.Error(codes.DeadlineExceeded, "context deadline exceeded")
 	for _, c := range []struct {
+		name       string
 		bound, now time.Time
+		clientGone bool
+		err        error
 		want       bool
 	}{
-		{time.Time{}, bound, false},                  // the proxy set no deadline
-		{bound, bound.Add(-time.Millisecond), false}, // an early upstream answer keeps its word
-		{bound, bound, true},                         // at the deadline, timer or not
-		{bound, bound.Add(time.Millisecond), true},
+		{"the proxy set no deadline", time.Time{}, bound, false, late, false},
+		{"an early upstream answer keeps its word", bound, bound.Add(-time.Millisecond), false, late, false},
+		{"at the deadline, timer or not", bound, bound, false, late, true},
+		{"after it", bound, bound.Add(time.Millisecond), false, late, true},
+		{"the client left", bound, bound, true, late, false},
+		{"another code", bound, bound, false, status.Error(codes.Unavailable, "x"), false},
+		{"no error", bound, bound, false, nil, false},
 	} {
-		if got := proxyDeadlinePassed(c.bound, c.now); got != c.want {
-			t.Errorf("proxyDeadlinePassed(%v, %v) = %v, want %v", c.bound, c.now, got, c.want)
+		got := p.timedOut(c.bound, c.now, c.clientGone, c.err)
+		var pt *proxyTimeoutError
+		if errors.As(got, &pt) != c.want {
+			t.Errorf("%s: timedOut = %v, want the proxy's timeout: %v", c.name, got, c.want)
+		}
+		if !c.want && got != c.err {
+			t.Errorf("%s: timedOut changed %v into %v", c.name, c.err, got)
 		}
 	}
 }

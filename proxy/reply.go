@@ -3,7 +3,6 @@ package proxy
 import (
 	"strings"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
 	"github.com/infergate/infergate/monitor"
@@ -13,7 +12,7 @@ import (
 // route chose, marking an answer of another route than the primary in the
 // response header, and fills the outcome. It is the one place a unary
 // call's answer is written.
-func (p *Proxy) reply(ss grpc.ServerStream, a attemptResult, route, reason string, up *Upstream, o outcome, ctr *routeCounters) outcome {
+func (p *Proxy) reply(ss side, a attemptResult, route, reason string, up *Upstream, o outcome, ctr *routeCounters) outcome {
 	o.upstream += a.upstream
 	o.queue += a.queue
 	o.route, o.reason, o.by = route, reason, up

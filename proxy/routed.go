@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 
 	"github.com/infergate/infergate/monitor"
@@ -93,7 +92,7 @@ type routedCall struct {
 // routeUnary answers a unary call that names a model where the router's
 // Pick sends it: the primary (hedged, retried: hedge.go, retry.go), the
 // fallback, or a cascade (cascade.go).
-func (p *Proxy) routeUnary(rc *routedCall, up *Upstream, ss grpc.ServerStream, o outcome) outcome {
+func (p *Proxy) routeUnary(rc *routedCall, up *Upstream, ss side, o outcome) outcome {
 	info := pickInfo{model: rc.model}
 	info.deadline, _ = rc.ctx.Deadline()
 	pk := p.router.Pick(up, info)
@@ -132,13 +131,13 @@ func (p *Proxy) routeUnary(rc *routedCall, up *Upstream, ss grpc.ServerStream, o
 }
 
 // viaFallback answers from the fallback.
-func (c *routedCall) viaFallback(ss grpc.ServerStream, o outcome, reason string) outcome {
+func (c *routedCall) viaFallback(ss side, o outcome, reason string) outcome {
 	a := c.tryFallback(c.ctx, reason)
 	return c.fromFallback(ss, a, reason, o)
 }
 
 // fromFallback answers with the fallback's result a, counted for reason.
-func (c *routedCall) fromFallback(ss grpc.ServerStream, a attemptResult, reason string, o outcome) outcome {
+func (c *routedCall) fromFallback(ss side, a attemptResult, reason string, o outcome) outcome {
 	c.mr.live.counters.fallback.Add(1)
 	c.mr.live.counters.fellBack(reason)
 	return c.p.reply(ss, a, monitor.RouteFallback, reason, c.fb.up, o, &c.mr.live.counters)
@@ -148,7 +147,7 @@ func (c *routedCall) fromFallback(ss grpc.ServerStream, a attemptResult, reason 
 // it is slow (hedge.go) and retried on the fallback when it failed and
 // that is safe (retry.go), and answers. probe is the half-open probe's
 // report, nil when closed.
-func (c *routedCall) viaPrimary(ss grpc.ServerStream, o outcome, probe func(verdict)) outcome {
+func (c *routedCall) viaPrimary(ss side, o outcome, probe func(verdict)) outcome {
 	if c.fb != nil {
 		c.p.router.table.Load().budget.deposit()
 	}

@@ -203,10 +203,16 @@ func (h *fakeHandler) Done(c *Call, r *Result) (codes.Code, string) {
 	case h.done <- r:
 	default:
 	}
+	code, msg := r.Status, r.Message
 	if r.Err != nil {
-		return r.Err.Code, r.Err.Msg
+		code, msg = r.Err.Code, r.Err.Msg
 	}
-	return r.Status, r.Message
+	// The proxy's verdict (its timedOut): DEADLINE_EXCEEDED once the
+	// relay's own deadline passed is that deadline's.
+	if code == codes.DeadlineExceeded && !r.TimeoutAt.IsZero() && !time.Now().Before(r.TimeoutAt) {
+		msg = "the proxy's upstream timeout passed"
+	}
+	return code, msg
 }
 
 // relayEnv is a relay in front of an upstream, with a Local grpc.Server

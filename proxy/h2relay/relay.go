@@ -29,8 +29,11 @@ type Handler interface {
 	// Serve answers a call Route chose to serve, through r. It may block.
 	Serve(c *Call, r *Responder)
 	// Done is called once for every call Route sent to a Pool, when it
-	// ended. When r.Err is set the relay ends the call itself and sends
-	// the client the status Done returns (unless the client is gone).
+	// ended, and returns the call's status. The relay sends the client
+	// that status itself (unless the client is gone) when r.Err is set,
+	// or when it is not the upstream's (the Handler judged the call
+	// otherwise, say as ended by the proxy's own timeout); otherwise the
+	// upstream's trailers pass unchanged.
 	Done(c *Call, r *Result) (code codes.Code, msg string)
 	// Scan says how method's request names its target, for the relay to
 	// read it from a big request's first bytes (RouteEarly); 0 means it
@@ -94,6 +97,10 @@ type Result struct {
 	Upstream time.Duration
 	// BytesOut counts the response's DATA bytes.
 	BytesOut int64
+	// TimeoutAt is when Call.Timeout passed, or passes (real time); zero
+	// when the relay kept none. The Handler judges whether the call ended
+	// by it.
+	TimeoutAt time.Time
 }
 
 // ErrKind says why the relay ended a call.
@@ -106,7 +113,8 @@ const (
 	ErrUnavailable ErrKind = iota + 1
 	// ErrReset: the upstream reset the stream.
 	ErrReset
-	// ErrTimeout: Call.Timeout passed.
+	// ErrTimeout: Call.Timeout passed; the relay cancelled the upstream
+	// stream (Code is DEADLINE_EXCEEDED).
 	ErrTimeout
 	// ErrClientGone: the client reset the stream or its connection
 	// closed. Nothing is sent to it.

@@ -49,9 +49,16 @@ func (s *stream) finish(r *Result, trailers []hpack.HeaderField, w *writes) {
 		r.Upstream = s.cc.srv.cfg.now().Sub(s.sentAt)
 	}
 	answered := s.answered
+	r.TimeoutAt = s.timeoutAt
 	s.mu.Unlock()
 
 	code, msg := s.cc.srv.h.Done(&s.call, r)
+	// judged: the Handler's status is not the upstream's; it is sent
+	// instead of the upstream's trailers, trailers-only when they were.
+	judged := trailers != nil && r.Err == nil && (code != r.Status || msg != r.Message)
+	if judged && trailersOnly(trailers) {
+		answered = false
+	}
 	s.mu.Lock()
 	s.call.Body = nil
 	// A request relayed as it arrives may still be coming: the client
@@ -62,12 +69,12 @@ func (s *stream) finish(r *Result, trailers []hpack.HeaderField, w *writes) {
 	c := s.cc.c
 	c.mu.Lock()
 	switch {
-	case trailers != nil:
+	case trailers != nil && !judged:
 		c.writeHeadersLocked(s.ch, trailers, true)
 	case r.Err != nil && r.Err.Kind == ErrRefused:
 		_ = c.wr.WriteRSTStream(s.ch.id, http2.ErrCodeRefusedStream)
 		stop, reset = false, true
-	case r.Err != nil && r.Err.Kind != ErrClientGone:
+	case judged || r.Err != nil && r.Err.Kind != ErrClientGone:
 		c.writeHeadersLocked(s.ch, grpcwire.AppendStatus(nil, !answered, "", grpcwire.Status{Code: code, Message: msg}), true)
 	}
 	if stop {
@@ -128,17 +135,6 @@ func (s *stream) respHeaders(f *http2.MetaHeadersFrame, w *writes) {
 	end := f.StreamEnded()
 	if end && routed {
 		code, msg, ok := grpcwire.ReadStatus(f.Fields)
-		if ok && code == codes.DeadlineExceeded && s.proxyTimeoutPassed(time.Now()) {
-			// The upstream got the proxy's timeout as grpc-timeout
-			// and its timer fired first (it started later): the
-			// call ended by the proxy's timeout all the same, and
-			// says so, as when the relay's own timer wins.
-			s.mu.Lock()
-			s.answered = !first
-			s.mu.Unlock()
-			s.finish(&Result{Err: &Error{Kind: ErrTimeout, Code: codes.DeadlineExceeded, Msg: "the proxy's upstream timeout passed"}}, nil, w)
-			return
-		}
 		r := &Result{Status: code, Message: msg}
 		if !ok {
 			r.Status, r.Message = codes.Unknown, "upstream ended the call without grpc-status"
@@ -207,11 +203,7 @@ func (s *stream) destReset(code http2.ErrCode, w *writes) {
 		// A gRPC server resets a call whose deadline passed with CANCEL;
 		// gRPC's client reports the deadline, and so does the relay.
 		now := time.Now()
-		if s.proxyTimeoutPassed(now) {
-			s.timedOut()
-			return
-		}
-		if !s.call.Deadline.IsZero() && !now.Before(s.call.Deadline) {
+		if s.proxyTimeoutPassed(now) || !s.call.Deadline.IsZero() && !now.Before(s.call.Deadline) {
 			s.finish(&Result{Err: &Error{Kind: ErrReset, Code: codes.DeadlineExceeded, Msg: "context deadline exceeded"}}, nil, w)
 			return
 		}
@@ -299,6 +291,17 @@ func (s *stream) detach() {
 	}
 }
 
+// trailersOnly says whether an answer's last headers were its only ones
+// (they carry :status).
+func trailersOnly(fields []hpack.HeaderField) bool {
+	for _, f := range fields {
+		if f.Name == ":status" {
+			return true
+		}
+	}
+	return false
+}
+
 // proxyTimeoutPassed says whether Call.Timeout, the proxy's deadline for a
 // call sent without one, has passed at now.
 func (s *stream) proxyTimeoutPassed(now time.Time) bool {
@@ -329,5 +332,5 @@ func (s *stream) cancelDest() {
 // timedOut is Call.Timeout passing.
 func (s *stream) timedOut() {
 	s.cancelDest()
-	s.finish(&Result{Err: &Error{Kind: ErrTimeout, Code: codes.DeadlineExceeded, Msg: "the proxy's upstream timeout passed"}}, nil, nil)
+	s.finish(&Result{Err: &Error{Kind: ErrTimeout, Code: codes.DeadlineExceeded, Msg: "context deadline exceeded"}}, nil, nil)
 }

@@ -1,0 +1,221 @@
+package proxy
+
+import (
+	"context"
+	"time"
+
+	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/infergate/infergate/budget"
+	"github.com/infergate/infergate/monitor"
+	"github.com/infergate/infergate/proto/methods"
+	"github.com/infergate/infergate/proxy/h2relay"
+)
+
+// The call pipeline. Whichever side of the proxy read a call (the relay,
+// for calls on client connections; grpc-go's server, for streams and for
+// calls the relay hands on), the same steps run, each written once:
+//
+//	way       forward it as bytes, serve it here, or hand it to grpc-go
+//	          (wayOf: the relay asks it for every unary call it read)
+//	admit     the in-flight cap (admit, leave)
+//	deadline  the proxy's own deadline for a call without one (ownTimeout)
+//	pick      the director's upstream, then the router's Pick (routed.go)
+//	attempts  one, or a hedge, retry or cascade of them (attempt.go)
+//	answer    the one reply (reply.go) or status (statusOf, status.go)
+//	record    finish (handler.go), after the timeout verdict (timedOut)
+//
+// A forwarded call runs the same admit, deadline and verdict, its one
+// attempt is the relay's (fastpath.go), and finish records it. A served
+// call runs serve below, whether grpc-go or the relay read it.
+
+// side is where a served call's request is read and its answer written:
+// grpc-go's server stream, or the relay's (relaySide, fastpath_serve.go).
+// The pipeline uses nothing else of either.
+type side interface {
+	RecvMsg(m any) error
+	SetHeader(metadata.MD) error
+	SetTrailer(metadata.MD)
+	SendMsg(m any) error
+}
+
+// serve runs one call the proxy answers itself through the pipeline and
+// returns its status. ctx is the call's: the client's deadline, its
+// cancellation and its metadata. s is the side that read it; ss is set
+// when grpc-go read it, and only then can the call be a stream.
+func (p *Proxy) serve(ctx context.Context, method string, s side, ss grpc.ServerStream) (err error) {
+	// A panic in a call's handler becomes INTERNAL for that call, is
+	// counted and logged with its stack; the server keeps serving. (The
+	// stream pumps and hedges recover on their own goroutines.) Here, not
+	// in a stream interceptor: with any interceptor installed grpc-go
+	// allocates a StreamServerInfo for every call.
+	defer func() {
+		if v := recover(); v != nil {
+			err = statusOf(p.panicked(ctx, v, "call handler"))
+		}
+	}()
+	start := p.now()
+	var span trace.Span
+	if p.tracing != nil {
+		ctx, span = p.tracing.startServer(ctx, method)
+	}
+	if !p.admit() {
+		p.rejected.Add(1)
+		return p.finish(ctx, span, start, method, "", outcome{err: &inFlightError{max: p.maxInFlight}})
+	}
+	defer p.leave()
+	up, err := p.director.Direct(ctx, method)
+	if err == nil && up == nil {
+		err = &internalError{msg: "director returned no upstream for " + method}
+	} else if err != nil {
+		err = p.noRoute(ctx, method, err)
+	}
+	if err != nil {
+		return p.finish(ctx, span, start, method, "", outcome{err: err})
+	}
+	// Where up is now: a call in flight when it moves (Upstream.Move)
+	// is recorded where it went.
+	dest := up.dest.Load()
+	var inFlight *monitor.Gauge
+	if p.rec != nil {
+		inFlight = p.inFlight(dest)
+		inFlight.Inc()
+	}
+
+	outCtx, subtype := outgoingContext(ctx)
+	var subtypeOpt grpc.CallOption // the client's content-subtype; nil: none
+	if subtype != "" {
+		subtypeOpt = grpc.CallContentSubtype(subtype)
+	}
+	info := methods.Lookup(method)
+	var o outcome
+	if info.Unary || ss == nil {
+		var bound time.Time // the proxy's deadline, when it set one
+		_, has := ctx.Deadline()
+		if d := p.ownTimeout(has); d > 0 {
+			var cancel context.CancelFunc
+			outCtx, cancel = context.WithTimeout(outCtx, d)
+			defer cancel()
+			bound, _ = outCtx.Deadline()
+		}
+		// What the call holds (its request, then its answer) counts
+		// against the budget the relay's streams share; while it is
+		// spent the call waits here, before its message is read.
+		var claim budget.Claim
+		if err := p.budget.Admit(ctx, &claim); err != nil {
+			o.err = budgetFailed(err)
+		} else {
+			o = p.unary(outCtx, bound.IsZero(), up, method, info.Target, s, subtypeOpt, &claim)
+		}
+		claim.Release()
+		o.err = p.timedOut(bound, time.Now(), ctx.Err() != nil, o.err)
+	} else {
+		o = p.stream(outCtx, up, method, info.Target, ss, subtypeOpt)
+	}
+	// The director's upstream by its name when the call started, should
+	// it have moved since.
+	o.upName = dest.name
+	if o.by != nil && o.by != up {
+		o.upName = o.by.Name()
+	}
+	err = p.finish(ctx, span, start, method, o.upName, o)
+	if inFlight != nil {
+		inFlight.Dec()
+	}
+	return err
+}
+
+// admit takes a place under the proxy's cap on calls in flight
+// (WithMaxInFlight) and reports true, or reports false: the cap is
+// reached. A call admitted gives its place back with leave; serve refuses
+// and counts the others.
+func (p *Proxy) admit() bool {
+	if n := p.calls.Add(1); p.maxInFlight > 0 && n > p.maxInFlight {
+		p.calls.Add(-1)
+		return false
+	}
+	return true
+}
+
+// leave gives back the place admit took.
+func (p *Proxy) leave() { p.calls.Add(-1) }
+
+// ownTimeout is the deadline the proxy gives a unary call that came
+// without one (WithUpstreamTimeout); 0 for none, and for a call that has
+// the client's.
+func (p *Proxy) ownTimeout(hasDeadline bool) time.Duration {
+	if hasDeadline {
+		return 0
+	}
+	return p.upstreamTimeout
+}
+
+// timedOut is the proxy-timeout verdict: a call that ended with
+// DEADLINE_EXCEEDED once the deadline the proxy set itself (bound; zero
+// for none) had passed, its client still there, ended by the proxy's own
+// timeout, and says so. Only then: an upstream that answers
+// DEADLINE_EXCEEDED by itself before it keeps its word. The clock, not a
+// context, says so: the upstream got the deadline as grpc-timeout
+// (rounded up) and may answer before the proxy's timer fires on a loaded
+// machine.
+func (p *Proxy) timedOut(bound, now time.Time, clientGone bool, err error) error {
+	if err == nil || bound.IsZero() || clientGone || now.Before(bound) || codeOf(err) != codes.DeadlineExceeded {
+		return err
+	}
+	return &proxyTimeoutError{timeout: p.upstreamTimeout}
+}
+
+// way is where a unary call the relay read goes.
+type way uint8
+
+const (
+	// wayHandOn: to the proxy's grpc.Server, which answers it as it
+	// would without the relay (a request that is not one uncompressed
+	// message: grpc-go's checks and decompression apply).
+	wayHandOn way = iota
+	// wayServe: answered here, on the relay's side (Serve).
+	wayServe
+	// wayForward: relayed as bytes to the director's one upstream, with
+	// nothing to do but forward and record it.
+	wayForward
+)
+
+// wayOf decides where a unary call the relay read goes: the one place
+// that says whether a call may be forwarded as bytes. one says that the
+// request is (or, arriving, starts as) one uncompressed message. model
+// and version are the target it names; when *model is "" and msg (the
+// message) is given, they are read from msg here, once the cheaper
+// checks let the call be forwarded. A call is forwarded when nothing but
+// forwarding is to be done: no tracing, a director that reads nothing of
+// the call and whose upstream the relay reaches, protobuf, no batching of
+// its model, no route or breaker that must see it.
+func (p *Proxy) wayOf(c *h2relay.Call, one bool, msg []byte, model, version *string) way {
+	if !one {
+		return wayHandOn
+	}
+	if p.tracing != nil {
+		return wayServe
+	}
+	fd, ok := p.director.(fixedDirector)
+	if !ok || fd.fixed().dest.Load().relayAddr == "" {
+		return wayServe
+	}
+	if sub := contentSubtypeOf(c); sub != "" && sub != "proto" {
+		return wayServe // no model name to read
+	}
+	if *model == "" && msg != nil {
+		*model, *version = bytesTarget(methods.Lookup(c.Method).Target, msg)
+	}
+	if *model != "" {
+		if p.batcher != nil && p.batcher.Handles(c.Method, *model) {
+			return wayServe
+		}
+		if p.router != nil && methods.IsInference(c.Method) && !p.router.plain(fd.fixed(), *model) {
+			return wayServe
+		}
+	}
+	return wayForward
+}
