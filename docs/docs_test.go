@@ -168,3 +168,39 @@ func TestLinkParser(t *testing.T) {
 		}
 	}
 }
+
+// TestArchitectureNamesExist: every file architecture.md names exists,
+// and every function its tables name is declared in the file beside it,
+// so the walk through a call cannot point at code that moved.
+func TestArchitectureNamesExist(t *testing.T) {
+	data, err := os.ReadFile("architecture.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := regexp.MustCompile("`([a-z0-9_/]+\\.go)`")
+	row := regexp.MustCompile("^\\|[^|]*\\| `([a-z0-9_/]+\\.go)` \\| `([A-Za-z]+)` \\|$")
+	rows := 0
+	for n, line := range strings.Split(string(data), "\n") {
+		for _, m := range file.FindAllStringSubmatch(line, -1) {
+			if _, err := os.Stat(filepath.Join("..", m[1])); err != nil {
+				t.Errorf("architecture.md:%d: %s does not exist", n+1, m[1])
+			}
+		}
+		m := row.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		rows++
+		src, err := os.ReadFile(filepath.Join("..", m[1]))
+		if err != nil {
+			continue // reported above
+		}
+		decl := regexp.MustCompile(`(?m)^func (\([^)]*\) )?` + m[2] + `[\[(]`)
+		if !decl.Match(src) {
+			t.Errorf("architecture.md:%d: %s declares no function %s", n+1, m[1], m[2])
+		}
+	}
+	if rows < 10 {
+		t.Errorf("architecture.md: %d decision rows read, want the table of where each decision lives", rows)
+	}
+}

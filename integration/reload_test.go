@@ -294,6 +294,59 @@ func TestReloadTurnsBatchingOn(t *testing.T) {
 	ld.check(t)
 }
 
+// TestReloadAddsFirstRoute: a proxy started without routes gets its first
+// fallback from a reload and uses it at once, under load: once the
+// operator forces the route (the admin API, as an alert action would),
+// the fallback model takes the calls; nothing waits for a restart, and no
+// call fails.
+func TestReloadAddsFirstRoute(t *testing.T) {
+	sim := startSim(t)
+	conf := writeFile(t, "infergate.yaml", fmt.Sprintf("upstream: %q\n", sim.grpc))
+	token := writeFile(t, "token", "r0utes\n")
+	gate := start(t, "infergate", "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0", "--config", conf,
+		"--admin-token-file", token, "--log-level", "info")
+	admin := "http://" + gate.admin
+	served := func(model string) float64 {
+		return counterSum(scrape(t, sim.admin), "nv_inference_request_success", map[string]string{"model": model})
+	}
+	ld := startCallLoad(t, gate.grpc, "resnet50")
+	defer ld.stop()
+	ld.waitCalls(50)
+
+	routed := fmt.Sprintf("upstream: %q\nroutes:\n  - model: resnet50\n    fallback: {model: mobilenet_v3}\n", sim.grpc)
+	if err := os.WriteFile(conf, []byte(routed), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "resnet50's route in /api/v1/routes", func() bool {
+		_, body := httpGet(t, admin+"/api/v1/routes")
+		return strings.Contains(body, `"mobilenet_v3`) || strings.Contains(body, `mobilenet_v3 on`)
+	})
+	_, cfgBody := httpGet(t, admin+"/api/v1/status/config?format=json")
+	var st struct {
+		RestartRequired []string `json:"restart_required"`
+	}
+	if err := json.Unmarshal([]byte(cfgBody), &st); err != nil || len(st.RestartRequired) != 0 {
+		t.Errorf("after the first route: restart_required %v (%v), want none", st.RestartRequired, err)
+	}
+
+	before := served("mobilenet_v3")
+	req, _ := http.NewRequest("POST", admin+"/api/v1/routes/resnet50", strings.NewReader(`{"route": "fallback"}`))
+	req.Header.Set("Authorization", "Bearer r0utes")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("forcing resnet50 onto its fallback: HTTP %d", resp.StatusCode)
+	}
+	ld.waitCalls(100)
+	if got := served("mobilenet_v3") - before; got < 50 {
+		t.Errorf("the fallback served %v of the 100 calls after the route was forced, want most", got)
+	}
+	ld.check(t)
+}
+
 // TestReloadMovesDefaultUpstream: upstream: in the file points at a
 // second simserver, under load; the reload moves the default upstream
 // live (issue 28: new connections, the old drained): no call fails, the

@@ -71,18 +71,11 @@ func (p *Proxy) handle(_ any, ss grpc.ServerStream) error {
 func (p *Proxy) unary(ctx context.Context, clientDeadline bool, up *Upstream, method string, kind wire.TargetKind,
 	ss side, subtype grpc.CallOption, claim *budget.Claim) (o outcome) {
 	o.claim = claim
-	// Without a router a call makes one upstream call, whose exchange is
-	// allocated with the request frame (request). A router's attempts may
-	// run at once (a hedge): each allocates its own.
-	var req *Frame
-	var first *exchange
-	var wf *wire.Features // where the features' scan is kept; nil: not kept
-	if p.router == nil {
-		r := new(request)
-		req, first, wf = &r.frame, &r.first, &r.wf
-	} else {
-		req = new(Frame)
-	}
+	// A plain call makes one upstream call, whose exchange is allocated
+	// with the request frame (request). A routed call's attempts may run
+	// at once (a hedge): each allocates its own, and first goes unused.
+	r := new(request)
+	req, first, wf := &r.frame, &r.first, &r.wf
 	if err := ss.RecvMsg(req); err != nil {
 		if err == io.EOF {
 			o.err = errNoRequest
@@ -95,9 +88,9 @@ func (p *Proxy) unary(ctx context.Context, clientDeadline bool, up *Upstream, me
 	claim.Hold(o.bytesIn)
 	o.model, o.version = frameTarget(kind, req)
 	keep := p.inputShapes || p.tracing != nil
-	if p.router != nil && o.model != "" && methods.IsInference(method) {
-		// A routed call's attempts may outlive this frame (a hedge), so
-		// it lives on the heap; a plain call's stays on the stack.
+	if p.router != nil && o.model != "" && methods.IsInference(method) && !p.router.plain(up, o.model) {
+		// A routed call's attempts may outlive this call (a hedge): its
+		// state lives on the heap; a plain call's stays on the stack.
 		rc := &routedCall{call: call{p: p, ctx: ctx, method: method, kind: kind, req: req, subtype: subtype,
 			model: o.model, version: o.version, clientDeadline: clientDeadline}}
 		defer rc.free()

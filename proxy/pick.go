@@ -152,6 +152,14 @@ func (r *Router) plain(up *Upstream, model string) bool {
 	return r.table.Load().models[model] == nil && r.table.Load().breakers[up] == nil
 }
 
+// idle says that Pick would send every call to up as it is: no model has
+// a route and up has no breaker. A stream is then not held back to read
+// its first message before it opens upstream.
+func (r *Router) idle(up *Upstream) bool {
+	t := r.table.Load()
+	return len(t.models) == 0 && t.breakers[up] == nil
+}
+
 // Pick routes one call of a model the director sent to up. It never
 // blocks and changes no route: what it takes for the call (a half-open
 // probe's slot, a turn in the slow start or the alert's probes, a place

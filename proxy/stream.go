@@ -36,7 +36,7 @@ func (p *Proxy) stream(ctx context.Context, up *Upstream, method string, kind wi
 	// With a router, a model's stream is routed like its unary calls: its
 	// first frame is read before the upstream stream opens.
 	var sr streamRoute
-	if p.router != nil && kind != 0 && methods.IsInference(method) {
+	if p.router != nil && kind != 0 && methods.IsInference(method) && !p.router.idle(up) {
 		var err error
 		if sr, err = p.routeStream(ss, up, kind, st); err != nil {
 			o.err = err

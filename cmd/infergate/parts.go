@@ -8,7 +8,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"google.golang.org/grpc/credentials"
 
-	"github.com/infergate/infergate/alert"
 	"github.com/infergate/infergate/batcher"
 	"github.com/infergate/infergate/internal/memlimit"
 	"github.com/infergate/infergate/internal/statefile"
@@ -81,12 +80,8 @@ func newParts(cfg Config, mem memlimit.Result, reg prometheus.Registerer, log *s
 		return nil, err
 	}
 	w.closers = append(w.closers, func() { w.rt.Close() })
-	var act alert.Actuator // a nil *proxy.Router must not become a non-nil interface
-	if w.rt.router != nil {
-		act = w.rt.router
-		reg.MustRegister(w.rt.router.Collector())
-	}
-	if w.al, err = startAlerting(cfg.alerts, w.mon, w.gt, bs, act, reg, fm, log); err != nil {
+	reg.MustRegister(w.rt.router.Collector())
+	if w.al, err = startAlerting(cfg.alerts, w.mon, w.gt, bs, w.rt.router, reg, fm, log); err != nil {
 		return nil, err
 	}
 	w.bat, err = startBatcher(cfg.Batching, nonIdempotentModels(cfg.RoutingConfig), reg, log)

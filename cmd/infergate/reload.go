@@ -317,11 +317,9 @@ func (r *reloader) reload(trigger string) reloadResult {
 }
 
 // restartPending names the changes no step can make live whatever the
-// setting: parts that were off at start and need their machinery built.
-// Batching is not one: its batcher is built at start whatever the
-// setting (newBatcher). Routing is: a router, even an empty one, makes
-// every call on the gRPC path allocate more (proxy.unary), so none is
-// built while nothing is routed.
+// setting. Batching and routing are not among them: the batcher and the
+// router are built at start whatever the setting (an empty one costs a
+// call nothing), and a reload fills them.
 func restartPending(old, next Config) []string {
 	var out []string
 	// The default upstream moves (routingStep) between host:port
@@ -331,19 +329,7 @@ func restartPending(old, next Config) []string {
 	if _, to := next.routes.Default(); to != from && (!proxy.PlainHostPort(from) || !proxy.PlainHostPort(to)) {
 		out = append(out, "upstream")
 	}
-	if len(old.Routes) == 0 && old.Breaker == nil && !upstreamBreakers(old) && (len(next.Routes) > 0 || next.Breaker != nil || upstreamBreakers(next)) {
-		out = append(out, "routes")
-	}
 	return out
-}
-
-func upstreamBreakers(c Config) bool {
-	for _, u := range c.Upstreams {
-		if u.Breaker != nil {
-			return true
-		}
-	}
-	return false
 }
 
 // run reloads on SIGHUP (hup) and when the --config file changes, until

@@ -153,9 +153,6 @@ func routingStep(rt *routing, creds credentials.TransportCredentials, drain time
 			rt.DefaultAddress = addr
 			return fmt.Sprintf("default upstream %s -> %s", from, addr)
 		}
-		if rt.router == nil {
-			return func() string { return move() }, nil, nil
-		}
 		ups, dropped, err := next.routes.Reopen(rt.Routing, proxy.UpstreamOptions{
 			Credentials: creds, MaxMsgSize: old.MaxMessageBytes, Conns: old.UpstreamConns,
 			Keepalive: keepalive.ClientParameters{Time: old.UpstreamKeepaliveTime},

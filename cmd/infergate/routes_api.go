@@ -16,7 +16,8 @@ import (
 // back to breakers and alerts; the write needs the admin token. With
 // nothing routed the read answers empty lists rather than 404, so a
 // client (the status page) can tell "no routes" from "no such endpoint";
-// the write is not mounted then.
+// the write answers 404 for a model without a route.
+//
 // maxRouteBody caps the body of POST /api/v1/routes/{model}; a larger
 // one is answered 413 with the limit.
 const maxRouteBody = 4 << 10
@@ -31,6 +32,13 @@ func (a *admin) routesAPI(mux *http.ServeMux) {
 	}
 	mux.HandleFunc("GET /api/v1/routes", func(w http.ResponseWriter, _ *http.Request) {
 		routes, breakers := r.Status()
+		// Lists, never null: "no routes" reads as such.
+		if routes == nil {
+			routes = []proxy.RouteStatus{}
+		}
+		if breakers == nil {
+			breakers = []proxy.BreakerStatus{}
+		}
 		writeJSON(w, http.StatusOK, map[string]any{"routes": routes, "breakers": breakers})
 	})
 	set := func(w http.ResponseWriter, req *http.Request) {

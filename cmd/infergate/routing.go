@@ -16,15 +16,16 @@ import (
 // routing is the upstreams and the router built from the config.
 type routing struct {
 	*proxy.Routing
-	router *proxy.Router // nil when nothing is routed
+	// router is built whatever the configuration, empty while nothing
+	// is routed (an empty table costs a call nothing), so that a reload
+	// can add routes.
+	router *proxy.Router
 }
 
 // Close closes the router and every upstream's connections.
 func (rt *routing) Close() error {
 	var errs []error
-	if rt.router != nil {
-		errs = append(errs, rt.router.Close())
-	}
+	errs = append(errs, rt.router.Close())
 	return errors.Join(append(errs, rt.Routing.Close())...)
 }
 
@@ -40,9 +41,6 @@ func startRouting(cfg Config, creds credentials.TransportCredentials, mon *monit
 	}
 	rt := &routing{Routing: ups}
 	opts := ups.Router
-	if len(opts.Routes) == 0 && len(opts.Breakers) == 0 {
-		return rt, nil
-	}
 	opts.Latency = proxy.PrimaryLatency(mon)
 	opts.Logger = log
 	if rt.router, err = proxy.NewRouter(opts); err != nil {
@@ -54,10 +52,10 @@ func startRouting(cfg Config, creds credentials.TransportCredentials, mon *monit
 // describe is the start line's tail: the routed models and their
 // fallbacks, or nothing.
 func (rt *routing) describe() string {
-	if rt.router == nil {
+	routes, breakers := rt.router.Status()
+	if len(routes) == 0 && len(breakers) == 0 {
 		return ""
 	}
-	routes, breakers := rt.router.Status()
 	var parts []string
 	for _, r := range routes {
 		if r.Fallback != "" {
