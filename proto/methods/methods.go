@@ -56,9 +56,21 @@ type Info struct {
 }
 
 // table is built once and read-only afterwards: lookups take no lock.
-var table = func() map[string]Info {
-	m := map[string]Info{HealthCheck: {Known: true, Unary: true}}
+// order holds its names as they were added, KServe first.
+var table, order = func() (map[string]Info, []string) {
+	m := map[string]Info{}
+	var order []string
+	add := func(name string, info Info) {
+		info.Known = true
+		m[name] = info
+		order = append(order, name)
+	}
 	// Every KServe v2 / Triton method is unary except ModelStreamInfer.
+	add(ModelInfer, Info{Unary: true, Target: wire.KServeTarget, Inference: true, Inputs: wire.KServeTarget})
+	add(ModelStreamInfer, Info{Target: wire.KServeTarget, Inference: true})
+	for _, name := range []string{"ModelMetadata", "ModelReady", "ModelConfig", "ModelStatistics"} {
+		add(KServeService+name, Info{Unary: true, Target: wire.KServeTarget})
+	}
 	for _, name := range []string{
 		"ServerLive", "ServerReady", "ServerMetadata", "RepositoryIndex",
 		"RepositoryModelLoad", "RepositoryModelUnload",
@@ -66,22 +78,18 @@ var table = func() map[string]Info {
 		"CudaSharedMemoryStatus", "CudaSharedMemoryRegister", "CudaSharedMemoryUnregister",
 		"TraceSetting", "LogSettings",
 	} {
-		m[KServeService+name] = Info{Known: true, Unary: true}
+		add(KServeService+name, Info{Unary: true})
 	}
-	for _, name := range []string{"ModelMetadata", "ModelReady", "ModelConfig", "ModelStatistics"} {
-		m[KServeService+name] = Info{Known: true, Unary: true, Target: wire.KServeTarget}
-	}
-	m[ModelInfer] = Info{Known: true, Unary: true, Target: wire.KServeTarget, Inference: true, Inputs: wire.KServeTarget}
-	m[ModelStreamInfer] = Info{Known: true, Target: wire.KServeTarget, Inference: true}
 	// Every TF-Serving PredictionService method is unary.
-	m[GetModelMetadata] = Info{Known: true, Unary: true, Target: wire.TFServingTarget}
-	m[Predict] = Info{Known: true, Unary: true, Target: wire.TFServingTarget, Inference: true, Inputs: wire.TFServingTarget}
+	add(Predict, Info{Unary: true, Target: wire.TFServingTarget, Inference: true, Inputs: wire.TFServingTarget})
 	for _, name := range []string{"Classify", "Regress"} {
-		m[TFServingService+name] = Info{Known: true, Unary: true, Target: wire.TFServingTarget, Inference: true}
+		add(TFServingService+name, Info{Unary: true, Target: wire.TFServingTarget, Inference: true})
 	}
 	// MultiInference can name several models: no model label.
-	m[TFServingService+"MultiInference"] = Info{Known: true, Unary: true, Inference: true}
-	return m
+	add(TFServingService+"MultiInference", Info{Unary: true, Inference: true})
+	add(GetModelMetadata, Info{Unary: true, Target: wire.TFServingTarget})
+	add(HealthCheck, Info{Unary: true})
+	return m, order
 }()
 
 // Lookup returns what the table knows of fullMethod
@@ -101,21 +109,18 @@ func Short(fullMethod string) string {
 	return fullMethod
 }
 
-// InferenceNames returns the short names of the inference methods, sorted:
-// what a selector or a PromQL regular expression over the method label
-// matches when it means "inference".
+// InferenceNames returns the short names of the inference methods, KServe's
+// first: what a selector or a PromQL regular expression over the method
+// label matches when it means "inference".
 func InferenceNames() []string { return inferenceNames[:len(inferenceNames):len(inferenceNames)] }
 
 var inferenceNames = func() []string {
-	seen := map[string]bool{}
 	var out []string
-	for full, info := range table {
-		if s := Short(full); info.Inference && !seen[s] {
-			seen[s] = true
+	for _, full := range order {
+		if s := Short(full); table[full].Inference && !slices.Contains(out, s) {
 			out = append(out, s)
 		}
 	}
-	slices.Sort(out)
 	return out
 }()
 

@@ -36,7 +36,7 @@ func TestTable(t *testing.T) {
 }
 
 func TestInferenceNames(t *testing.T) {
-	want := []string{"Classify", "ModelInfer", "ModelStreamInfer", "MultiInference", "Predict", "Regress"}
+	want := []string{"ModelInfer", "ModelStreamInfer", "Predict", "Classify", "Regress", "MultiInference"}
 	if got := InferenceNames(); !slices.Equal(got, want) {
 		t.Fatalf("InferenceNames() = %v, want %v", got, want)
 	}
