@@ -68,7 +68,7 @@ demo: build
 bench-overhead: build
 	$(BIN)/bench overhead
 
-# bench-matrix: issue 20's matrix in one run, the project's load and ghz
+# bench-matrix: the overhead matrix (sizes, callers, connections) in one run, the project's load and ghz
 # side by side (go install github.com/bojand/ghz/cmd/ghz@v0.120.0).
 BENCH_MATRIX_FLAGS ?= -d 5s
 bench-matrix: build

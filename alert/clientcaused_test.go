@@ -67,7 +67,7 @@ func (r *monRig) state(name, model string) State {
 
 // TestLowTrafficModelAlerts: a model at 5 calls/s failing 100% with
 // UNAVAILABLE fires the built-in ModelErrorRatio within a few evaluations;
-// the 2s window alone (10 calls, 20 needed) never judged it (issue 21).
+// the 2s window alone (10 calls, 20 needed) never judged it.
 func TestLowTrafficModelAlerts(t *testing.T) {
 	r := newMonRig(t, &Config{})
 	for range 30 {
@@ -98,8 +98,8 @@ func TestLowTrafficModelAlerts(t *testing.T) {
 // TestClientCausedErrorsNeverPage: a hostile client sending 30 calls/s
 // whose own 2ms deadlines run out, and 30 calls/s to models that do not
 // exist, beside a well-behaved client, raises no alert under the built-in
-// rules, and an errors rule with action: fallback never moves the model
-// (issue 21). The same DEADLINE_EXCEEDED from the server (the proxy's
+// rules, and an errors rule with action: fallback never moves the model.
+// The same DEADLINE_EXCEEDED from the server (the proxy's
 // upstream timeout) still fires.
 func TestClientCausedErrorsNeverPage(t *testing.T) {
 	cfg := &Config{}
@@ -137,7 +137,7 @@ func TestClientCausedErrorsNeverPage(t *testing.T) {
 // TestNoTrafficResolves: once a failing model gets no calls, its alert
 // holds while the grown window (1m) still has its calls, then resolves
 // with "no traffic" in the evidence; it is not re-paged meanwhile, and
-// resolves once (issue 21: it used to hold for 5 minutes, re-page, then
+// resolves once (it used to hold for 5 minutes, re-page, then
 // resolve "with no verdict").
 func TestNoTrafficResolves(t *testing.T) {
 	r := newMonRig(t, &Config{})
@@ -206,7 +206,7 @@ func TestUndecidedAlertIsNotRepaged(t *testing.T) {
 }
 
 // TestManyModelsOneMessage: fifty models failing at once are one message
-// per rule under the default route, not fifty (issue 21).
+// per rule under the default route, not fifty.
 func TestManyModelsOneMessage(t *testing.T) {
 	r := newMonRig(t, &Config{})
 	for range 8 {

@@ -27,7 +27,7 @@ const (
 // A ratio's window grows when it holds fewer than minCalls calls: it
 // doubles, up to maxWindow (one minute), until it has them, so a model
 // at 5 calls/s that fails is judged on its last 4 seconds instead of
-// never (issue 21). A model without a single call in the grown window
+// never. A model without a single call in the grown window
 // has no traffic: the condition is false, with "no traffic" in the
 // evidence, and its alert resolves (the rule Prometheus follows when a
 // series disappears) instead of holding on no verdict.

@@ -12,7 +12,7 @@ import (
 )
 
 // streamMetrics are the stream quantities a threshold condition can name
-// as its metric (issue 19): measured per request inside ModelStreamInfer
+// as its metric: measured per request inside ModelStreamInfer
 // streams, where a stream's own length says little.
 var streamMetrics = map[string]*struct {
 	q monitor.StreamQuantity

@@ -8,7 +8,7 @@ import (
 )
 
 // Values that cannot work are refused at config load, each error naming
-// the field (issue 21: all were accepted and failed only at run time).
+// the field (all were accepted and failed only at run time).
 func TestConfigRefusesValuesThatCannotWork(t *testing.T) {
 	errorsRule := func(ratio, rate string) RuleConfig {
 		return RuleConfig{Name: "Errs", Condition: Condition{Kind: KindErrors, Ratio: ratio, Rate: rate}}

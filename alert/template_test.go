@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// hostileTemplate is issue 21's: 10^10 x's if nothing stops it.
+// hostileTemplate would write 10^10 x's if nothing stopped it.
 const hostileTemplate = "{{range 100000}}{{range 100000}}x{{end}}{{end}}"
 
 // unchecked compiles text as parseTemplates does but skips checkTemplate,

@@ -22,7 +22,7 @@ import (
 	"github.com/infergate/infergate/proto/kservepb"
 )
 
-// The front door under attack (issue 27, point 6): each load of the
+// The front door under attack: each load of the
 // issue's table from bench/attack against infergate with its defaults in
 // front of simserver, with a well-behaved client beside it on its own
 // connection. The good client's rate and p99 during the attack are

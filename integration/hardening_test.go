@@ -416,7 +416,7 @@ func TestThousandSeriesMemory(t *testing.T) {
 	t0 := time.Now()
 	text := metricsText(t, gate.admin)
 	t.Logf("1,000 busy series: peak RSS %.1f MiB; /metrics %d KiB in %s", float64(peak)/(1<<20), len(text)>>10, time.Since(t0).Round(time.Millisecond))
-	// 120 MiB until the slowest calls were kept (issue 29): each busy
+	// 120 MiB until the slowest calls were kept: each busy
 	// model keeps up to 10 calls and a baseline per step of its windows,
 	// about 50 KiB (docs/slow-calls.md), and here every one of the 1,000
 	// series is a model of its own: 150.3 MiB measured under make test's
@@ -437,7 +437,7 @@ func TestThousandSeriesMemory(t *testing.T) {
 	wg.Wait()
 	rss := rssBytes(t, gate)
 	t.Logf("after a burst of 10,000 names: RSS %.1f MiB", float64(rss)/(1<<20))
-	// 150 MiB until the front door (issue 27): measured alone 117.9 MiB
+	// 150 MiB until the front door: measured alone 117.9 MiB
 	// before it and 130.1 after (its per-stream accounting and smaller
 	// windows), 151.8 once under make test's load; 170 until the slowest
 	// calls were kept (the 1,000 models' keepers above): 194.2 under

@@ -349,7 +349,7 @@ func TestReloadAddsFirstRoute(t *testing.T) {
 
 // TestReloadMovesDefaultUpstream: upstream: in the file points at a
 // second simserver, under load; the reload moves the default upstream
-// live (issue 28: new connections, the old drained): no call fails, the
+// live (new connections, the old drained): no call fails, the
 // client's connection stays READY, the second simserver takes the calls
 // (its own metrics) and the first takes no more; infergate's series
 // carry the new upstream label, and nothing waits for a restart.

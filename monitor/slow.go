@@ -9,7 +9,7 @@ import (
 	"unsafe"
 )
 
-// The slowest calls, kept (issue 29). Each (model, version) has a
+// The slowest calls, kept. Each (model, version) has a
 // slowKeeper, shared by that model's series: the N slowest calls of each
 // step (a tenth of a minute at the default slice length), with what they
 // carried and how they were served, plus a baseline of every call of the

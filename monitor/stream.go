@@ -11,7 +11,7 @@ import (
 // series: a stream such as Triton's ModelStreamInfer carries many requests,
 // and a decoupled model (an LLM) answers each with many responses, so what
 // matters is not the stream's length but each request's wait for its
-// first response and the gaps between its responses (issue 19).
+// first response and the gaps between its responses.
 type StreamQuantity int
 
 // The stream quantities.

@@ -17,7 +17,7 @@ import (
 
 // TestCallClassClientDeadline: a DEADLINE_EXCEEDED is the client's when
 // the deadline the client sent ran out, the server's when the proxy's
-// upstream timeout did or the call carried no deadline (issue 21).
+// upstream timeout did or the call carried no deadline.
 func TestCallClassClientDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Millisecond)
@@ -44,7 +44,7 @@ func TestCallClassClientDeadline(t *testing.T) {
 
 // TestBreakerIgnoresClientDeadlines: calls whose client's own deadline
 // ran out never open a healthy upstream's breaker; the proxy's own
-// deadline and a call slower than slow_call still count (issue 21).
+// deadline and a call slower than slow_call still count.
 func TestBreakerIgnoresClientDeadlines(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		cfg := BreakerConfig{ConsecutiveFailures: 3, OpenFor: time.Minute, SlowCall: time.Second}
@@ -79,7 +79,7 @@ func TestBreakerIgnoresClientDeadlines(t *testing.T) {
 // TestConnectionClosingIsUnavailable: CANCELED made by the proxy's own
 // client ("the client connection is closing") while the client's call is
 // live reaches the client as UNAVAILABLE naming the upstream; a call the
-// client cancelled stays CANCELED (issue 21).
+// client cancelled stays CANCELED.
 func TestConnectionClosingIsUnavailable(t *testing.T) {
 	p, err := New(StaticDirector(namedUpstream("fb")), WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	if err != nil {

@@ -86,7 +86,7 @@ func TestFastPathTakesEachCallItsWay(t *testing.T) {
 	record("routed")
 
 	// Two messages where one belongs: grpc-go's answer (INTERNAL,
-	// cardinality), on the fast path from the relay itself (issue 27),
+	// cardinality), on the fast path from the relay itself,
 	// on the gRPC path from the grpc.Server.
 	cs, err := cc.NewStream(ctxT(t), &grpc.StreamDesc{ClientStreams: true, ServerStreams: true},
 		"/inference.GRPCInferenceService/ModelInfer", grpc.ForceCodecV2(Codec()))

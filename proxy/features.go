@@ -7,7 +7,7 @@ import (
 	"github.com/infergate/infergate/proto/wire"
 )
 
-// What a call carried (issue 29): its bytes, rows and inputs, read by
+// What a call carried: its bytes, rows and inputs, read by
 // wire.ScanFeatures from the request bytes the proxy holds anyway, never
 // by decoding a tensor. The figures (rows, input count) are read for every
 // inference call into a wire.Features on the stack, which costs no

@@ -113,7 +113,7 @@ func (p *Proxy) unary(ctx context.Context, clientDeadline bool, up *Upstream, me
 // own client while the call's context is live ("grpc: the client
 // connection is closing": the upstream's connection was closed under the
 // call, at a reload or shutdown) is UNAVAILABLE: the client cancelled
-// nothing, and CANCELED would tell it so (issue 21).
+// nothing, and CANCELED would tell it so.
 func (p *Proxy) upstreamFailed(ctx context.Context, up *Upstream, method string, err error, fromUpstream bool) error {
 	if !fromUpstream && ctx.Err() == nil && status.Code(err) == codes.Canceled {
 		err = status.Error(codes.Unavailable, "connection closed under the call: "+status.Convert(err).Message())

@@ -42,7 +42,7 @@ func codeClass(c codes.Code) string {
 // the client sent (ctx is the server side of the call), not the proxy's
 // upstream timeout and not one the upstream enforced by itself earlier:
 // a client that asks for an answer in 2ms cannot make a healthy model
-// page anyone (issue 21). The clock decides, as for the proxy's own
+// page anyone. The clock decides, as for the proxy's own
 // deadline: the upstream got the deadline rounded up and may answer a
 // hair before the server context's timer fires.
 func callClass(ctx context.Context, code codes.Code, err error) string {

@@ -127,7 +127,7 @@ func WithRouter(r *Router) Option {
 	return optionFunc(func(o *options) { o.router = r })
 }
 
-// FrontDoor bounds what clients can make the proxy hold (issue 27): bytes
+// FrontDoor bounds what clients can make the proxy hold: bytes
 // held for calls, streams per connection, connections, idle time. Zero
 // fields take the defaults documented on each.
 type FrontDoor struct {

@@ -197,8 +197,8 @@ func (c *routedCall) report(probe func(verdict), a attemptResult) {
 // client's own deadline running out (clientDeadline: ctx's deadline is
 // the one the client sent), unless the attempt had already taken longer
 // than the breaker's slow_call: a client that gives calls 2ms must not
-// trip a healthy upstream's breaker and move everyone to the fallback
-// (issue 21), while one that hangs past slow_call still trips it.
+// trip a healthy upstream's breaker and move everyone to the fallback,
+// while one that hangs past slow_call still trips it.
 func reportTo(b *breaker, ctx context.Context, clientDeadline bool, probe func(verdict), a attemptResult) {
 	if b == nil {
 		return

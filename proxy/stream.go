@@ -74,7 +74,7 @@ func (p *Proxy) stream(ctx context.Context, up *Upstream, method string, kind wi
 		o.err = p.upstreamFailed(ctx, up, method, err, false)
 		return o
 	}
-	// A ModelStreamInfer stream is measured per request too (issue 19).
+	// A ModelStreamInfer stream is measured per request too.
 	var meter *streamMeter
 	if method == methods.ModelStreamInfer && p.rec != nil {
 		meter = newStreamMeter(p.rec, method, up.Name(), sr.route)

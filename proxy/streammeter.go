@@ -44,7 +44,7 @@ var idSeed = maphash.MakeSeed()
 
 // streamMeter matches the responses of one ModelStreamInfer stream with
 // its requests and records, per request, the wait for its first response,
-// the gaps between its responses and their number (issue 19). It reads
+// the gaps between its responses and their number. It reads
 // frames with wire scans only. Requests are matched by id, as Triton's
 // responses carry their request's id; requests without an id share the
 // id "" and are matched first in, first out, which is the order Triton

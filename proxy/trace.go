@@ -76,7 +76,7 @@ const (
 	attrBatchID    = attribute.Key("infergate.batch.id")
 	attrBatchRows  = attribute.Key("infergate.batch.rows")
 	attrBatchCalls = attribute.Key("infergate.batch.size")
-	// What the call carried (issue 29). OpenTelemetry has no attribute
+	// What the call carried. OpenTelemetry has no attribute
 	// for these: the RPC conventions size messages only as metrics
 	// (rpc.server.request.size) and the GenAI ones count tokens, not
 	// tensors.

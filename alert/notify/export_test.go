@@ -6,7 +6,7 @@ import (
 )
 
 // Test-only entry points: infergate builds receivers with [Build] and sets
-// only the logger and the metrics (issue 17 item 6), so the knobs below
+// only the logger and the metrics, so the knobs below
 // exist for the package's own tests.
 
 // NewSender starts a Sender that delivers to n, labelled receiver and

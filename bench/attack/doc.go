@@ -5,8 +5,8 @@
 // server answered: the GOAWAY and when it came, the RST_STREAM codes, when
 // the connection ended.
 //
-// The attacks are the loads of infergate's issue 27 (CVE-2023-44487's
-// rapid reset with request bodies, zero-length streams, held streams,
+// The attacks are the loads infergate's front door is tested against
+// (CVE-2023-44487's rapid reset with request bodies, zero-length streams, held streams,
 // never-read answers, a huge length prefix, a malformed neighbour, big
 // concurrent uploads). They aim at a KServe v2 server (Triton, simserver)
 // or a proxy in front of one, and are meant for loopback targets only.

@@ -24,7 +24,7 @@ const StreamMethod = kservepb.GRPCInferenceService_ModelStreamInfer_FullMethodNa
 const ErrorMessage = "error_message"
 
 // StreamResult is the client's view of a Stream run's requests, measured
-// as infergate measures them (issue 19): the wait for each request's first
+// as infergate measures them: the wait for each request's first
 // response (TTFR), the gaps between its responses, and their number.
 type StreamResult struct {
 	FirstResponse Latency `json:"first_response_ms"`

@@ -1,5 +1,5 @@
 // Command sizing measures what infergate's client connections cost it in
-// memory (issue 27 point 3): per idle connection, per open stream, per
+// memory: per idle connection, per open stream, per
 // stream mid-upload, and infergate idle. Each run starts a fresh
 // simserver and infergate (from -bin), makes one warm-up call, takes a
 // baseline, applies one load with raw HTTP/2 clients of its own, holds it,

@@ -11,7 +11,7 @@ import (
 )
 
 // FrontDoorConfig is the front_door section: what clients can make the
-// proxy hold (issue 27), passed to proxy.WithFrontDoor.
+// proxy hold, passed to proxy.WithFrontDoor.
 type FrontDoorConfig struct {
 	// MaxBufferedBytes is the budget for every byte held for calls. 0
 	// (the default) is auto: a quarter of the container's memory limit,

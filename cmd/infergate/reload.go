@@ -24,7 +24,7 @@ import (
 	"github.com/infergate/infergate/proxy"
 )
 
-// Live reload (issue 28). SIGHUP, POST /-/reload and a change of the
+// Live reload. SIGHUP, POST /-/reload and a change of the
 // --config file each re-read the whole configuration the way the start
 // does (the file, then the original command line over it: flags win) and
 // check it with every check the start runs. A bad configuration is

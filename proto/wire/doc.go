@@ -26,7 +26,7 @@
 //     arriving (its gRPC framing included), fed chunk by chunk with O(1)
 //     state, so that the proxy can route a request from its first bytes,
 //     forward the rest as it passes, and still learn whether a later field
-//     changed the target (cut-through, issue 27).
+//     changed the target (cut-through).
 //   - ModelInferConfidence, PredictConfidence: the responses
 //     (inference.ModelInferResponse, tensorflow.serving.PredictResponse),
 //     for cascade routing: how confident the small model that answered is
@@ -36,11 +36,11 @@
 //     (its bytes, rows, and each input's name, datatype and shape, never
 //     the values), from the whole message or its first bytes, into a
 //     fixed-size Features without allocating, for the size class on the
-//     metrics, span attributes and slow-call records (issue 29).
+//     metrics, span attributes and slow-call records.
 //   - ScanInferRequest, ScanStreamResponse (and their Chunks forms): the
 //     two directions of a ModelStreamInfer stream, for its meter: a
 //     request's model, version and id; a response's id, error, final flag
 //     (triton_final_response) and whether it carries outputs, so that
-//     the proxy can time each request's responses (issue 19) without
+//     the proxy can time each request's responses without
 //     decoding the tensors.
 package wire

@@ -106,7 +106,7 @@ const (
 // TargetScanner reads the routing target (model name and version) of a
 // gRPC request body as it arrives, in chunks of any size, so that a proxy
 // can route a request from its first bytes and forward the rest as it
-// passes (cut-through, issue 27) while the scan goes on to the end: a
+// passes (cut-through) while the scan goes on to the end: a
 // later occurrence of a field overrides an earlier one in protobuf, and
 // the proxy must learn of it before the upstream gets the whole message.
 //

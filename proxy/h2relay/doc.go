@@ -7,7 +7,7 @@
 // the worker to the upstream connection's writer, the upstream's reader
 // back to the worker, the worker to the client connection's writer) and
 // makes about 150 allocations, which on two cores cost more CPU per call
-// than nginx's event loop (issue 20). Here each connection has one reader
+// than nginx's event loop. Here each connection has one reader
 // goroutine, and it writes what it read straight to the other side's
 // connection with a non-blocking write: a small call is read once and
 // written once on each side, on the goroutine that read it.
@@ -31,7 +31,7 @@
 //     are socket pairs, one per client connection, opened when first
 //     needed.
 //
-// The front door (issue 27): whatever a client sends is bounded by what
+// The front door: whatever a client sends is bounded by what
 // the relay grants, never by what the client wants.
 //
 //   - Flow control is the lever: every stream starts with a 64 KiB

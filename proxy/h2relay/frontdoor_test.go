@@ -23,7 +23,7 @@ import (
 	"github.com/infergate/infergate/proto/kservepb"
 )
 
-// The front door's rules (issue 27), each from the client's side of the
+// The front door's rules, each from the client's side of the
 // wire: what a misbehaving stream costs, and that its neighbours live.
 
 // statusOf waits for stream id's trailers and returns grpc-status and
