@@ -16,8 +16,8 @@ const (
 	// grpcAllocBudget is the gRPC path's (fast_path off, or a call the
 	// relay hands on): its server stream, its upstream stream, the
 	// metadata copies both ways and the proxy's bookkeeping. 141 when
-	// set (154 before the changes listed in doc.go's "Where the time
-	// goes"), all but one inside grpc-go.
+	// set (154 before the changes docs/benchmarks.md lists under "Where
+	// the proxy's time goes"), all but one inside grpc-go.
 	grpcAllocBudget = 145
 )
 

@@ -47,9 +47,11 @@ type Config struct {
 	// calls are rejected at once with RESOURCE_EXHAUSTED. Default
 	// DefaultMaxInFlight; 0 means no cap.
 	MaxInFlight int `yaml:"max_in_flight"`
-	// FastPath relays plain unary calls frame by frame (Proxy.Relay)
-	// instead of through the gRPC stack; every other call takes the gRPC
-	// path as before. Default true. Off on a TLS listener.
+	// FastPath puts the relay (Proxy.Relay) in front of the proxy's
+	// grpc.Server: it ends every client connection, TLS included,
+	// forwards plain unary calls frame by frame and serves the others
+	// itself, handing streams on to the grpc.Server. Off, every call takes
+	// the gRPC path. Default true.
 	FastPath bool `yaml:"fast_path"`
 }
 

@@ -67,9 +67,10 @@ const (
 	relayMaxBody = 64 << 20
 	// relayBuffer is each relayed connection's read buffer.
 	relayBuffer = 64 << 10
-	// relayMaxHeaderList is grpc-go's server default (16 MiB) would be
-	// far more than a gRPC client sends; 1 MiB still passes the longest
-	// metadata the tests send (a 1 MiB model name travels in the body).
+	// relayMaxHeaderList bounds a call's header list: grpc-go's server
+	// default (16 MiB) is far more than a gRPC client sends; 8 MiB still
+	// passes the longest metadata the tests send (a 1 MiB model name
+	// travels in the body).
 	relayMaxHeaderList = 8 << 20
 )
 
