@@ -12,11 +12,15 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo deve
 
 all: build
 
+# bench/ is a module of its own (its plots' libraries stay out of the
+# proxy's go.mod), built and tested beside the proxy's.
 build:
-	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN)/ ./cmd/... ./examples/simserver ./bench/cmd/...
+	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN)/ ./cmd/... ./examples/simserver
+	cd bench && $(GO) build -o ../$(BIN)/ ./cmd/...
 
 vet:
 	$(GO) vet ./...
+	cd bench && $(GO) vet ./...
 
 fmt:
 	@test -z "$$(gofmt -l . | grep -v '^proto/.*\.pb\.go$$')" || (gofmt -l . ; exit 1)
@@ -28,6 +32,7 @@ fmt:
 # page's screenshots) under _artifacts/; each test logs its folder.
 test: fmt vet build
 	$(GO) test -race -count=1 -timeout 20m -artifacts ./...
+	cd bench && $(GO) test -race -count=1 -timeout 20m ./...
 	$(MAKE) test-grpc-path
 	$(MAKE) test-allocs
 
@@ -49,6 +54,7 @@ docs:
 
 test-short:
 	$(GO) test -count=1 -short ./...
+	cd bench && $(GO) test -count=1 -short ./...
 
 proto-tools:
 	GOBIN=$(GOBIN) $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)

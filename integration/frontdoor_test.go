@@ -18,18 +18,18 @@ import (
 
 	"golang.org/x/net/http2"
 
-	"github.com/infergate/infergate/bench/attack"
+	"github.com/infergate/infergate/internal/attack"
 	"github.com/infergate/infergate/proto/kservepb"
 )
 
 // The front door under attack: each load of the
-// issue's table from bench/attack against infergate with its defaults in
+// table from internal/attack against infergate with its defaults in
 // front of simserver, with a well-behaved client beside it on its own
 // connection. The good client's rate and p99 during the attack are
 // asserted as ratios to its own baseline, measured alone just before;
 // infergate's RSS before, at its peak and after the attacker leaves
 // against the "Done when" bounds. The attacker is its own process
-// ("bench attack NAME -json", bench/attack), as it would be another
+// ("bench attack NAME -json", internal/attack), as it would be another
 // client: its goroutines do not share the good client's scheduler.
 
 const (

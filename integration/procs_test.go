@@ -28,11 +28,16 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binDir = dir
-	build := exec.Command("go", "build", "-o", dir+"/", "../cmd/infergate", "../examples/simserver", "../bench/cmd/bench")
-	build.Stdout, build.Stderr = os.Stdout, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build:", err)
-		os.Exit(1)
+	build := exec.Command("go", "build", "-o", dir+"/", "../cmd/infergate", "../examples/simserver")
+	// bench is a module of its own: built from its folder.
+	buildBench := exec.Command("go", "build", "-o", dir+"/", "./cmd/bench")
+	buildBench.Dir = "../bench"
+	for _, b := range []*exec.Cmd{build, buildBench} {
+		b.Stdout, b.Stderr = os.Stdout, os.Stderr
+		if err := b.Run(); err != nil {
+			fmt.Fprintln(os.Stderr, "build:", err)
+			os.Exit(1)
+		}
 	}
 	code := m.Run()
 	os.RemoveAll(dir)

@@ -9,8 +9,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/infergate/infergate/bench/internal/stubserver"
 	"github.com/infergate/infergate/bench/load"
+	"github.com/infergate/infergate/internal/stubserver"
 )
 
 func startStub(t *testing.T, hook stubserver.Hook) *stubserver.Server {

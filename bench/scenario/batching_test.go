@@ -11,7 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/infergate/infergate/bench/internal/stubserver"
+	"github.com/infergate/infergate/internal/stubserver"
 )
 
 func TestBatchSettingArgs(t *testing.T) {

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/infergate/infergate/bench/internal/stubserver"
 	"github.com/infergate/infergate/bench/load"
+	"github.com/infergate/infergate/internal/stubserver"
 )
 
 func TestHAProxyConfigRender(t *testing.T) {

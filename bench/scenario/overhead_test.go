@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/infergate/infergate/bench/internal/stubserver"
 	"github.com/infergate/infergate/bench/load"
 	"github.com/infergate/infergate/bench/report"
+	"github.com/infergate/infergate/internal/stubserver"
 )
 
 // TestMeasureOverheadAgainstStub runs the whole measurement loop with the

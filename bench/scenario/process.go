@@ -211,7 +211,7 @@ func FreeAddr() (string, error) {
 }
 
 // errMissingBinary reports a binary that does not exist, with a hint.
-var errMissingBinary = errors.New("binary not found (build it with: go build -o bin/ ./cmd/... ./examples/simserver ./bench/cmd/...)")
+var errMissingBinary = errors.New("binary not found (build it with: make build)")
 
 // startInfergate starts infergate in front of upstream on ports the kernel
 // picks (127.0.0.1:0) and reads the bound addresses from its start line.

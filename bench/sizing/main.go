@@ -20,7 +20,7 @@
 // settings with 5000 idle connections, the 10,000 streams and the 100
 // read-whole uploads at once).
 //
-//	make build && go run ./bench/sizing -reps 3
+//	make build && cd bench && go run ./sizing -bin ../bin -reps 3
 package main
 
 import (
@@ -45,7 +45,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/infergate/infergate/bench/attack"
+	"github.com/infergate/infergate/internal/attack"
 	"github.com/infergate/infergate/proto/methods"
 )
 

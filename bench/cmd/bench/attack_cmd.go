@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/infergate/infergate/bench/attack"
 	"github.com/infergate/infergate/bench/load"
+	"github.com/infergate/infergate/internal/attack"
 )
 
 // attackRunner runs one attack against addr.
@@ -89,7 +89,7 @@ func attackNames() []string {
 }
 
 // runAttack is "bench attack NAME -addr HOST:PORT [flags]": one misbehaving
-// HTTP/2 client (bench/attack) against a loopback server or proxy; it
+// HTTP/2 client (internal/attack) against a loopback server or proxy; it
 // prints the attack's report.
 func runAttack(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || strings.HasPrefix(args[0], "-") {

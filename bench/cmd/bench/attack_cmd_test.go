@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/infergate/infergate/bench/attack"
-	"github.com/infergate/infergate/bench/internal/stubserver"
+	"github.com/infergate/infergate/internal/attack"
+	"github.com/infergate/infergate/internal/stubserver"
 )
 
 func TestAttackCommand(t *testing.T) {

@@ -61,7 +61,7 @@
 // dropped connections and a SIGKILL of the primary one after another, and
 // reports per fault the time to fall over and back, failed calls, p99 and
 // route flips, with every call accounted for (failover.md, .json, .png,
-// calls.csv). attack runs one misbehaving HTTP/2 client from bench/attack
+// calls.csv). attack runs one misbehaving HTTP/2 client from internal/attack
 // (raw frames: rapid-reset, empty-headers, hold-streams, never-read,
 // huge-length, malformed-neighbour; or big-uploads, 100 honest grpc-go
 // callers with 4 MiB requests) against a loopback server or proxy and

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/infergate/infergate/bench/internal/stubserver"
 	"github.com/infergate/infergate/bench/load"
+	"github.com/infergate/infergate/internal/stubserver"
 )
 
 func TestLoadCommand(t *testing.T) {

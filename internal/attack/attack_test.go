@@ -8,7 +8,7 @@ import (
 
 	"golang.org/x/net/http2"
 
-	"github.com/infergate/infergate/bench/internal/stubserver"
+	"github.com/infergate/infergate/internal/stubserver"
 )
 
 // Each attack, scaled down, against grpc-go's own server (the stub): the
