@@ -74,6 +74,10 @@ type OverheadConfig struct {
 	// InfergateBArgs, when set, start a second infergate (path
 	// "infergate-b") with InfergateArgs and these.
 	InfergateBArgs []string
+	// InfergateB, when set, is the second infergate's binary (another
+	// build, say the previous main's), started with InfergateArgs and
+	// InfergateBArgs: two builds measured in the same run.
+	InfergateB string
 	// Nginx is the nginx binary; empty leaves that path out.
 	Nginx string
 	// NginxWorkers is nginx's worker_processes; empty means "auto".
@@ -303,15 +307,19 @@ func RunOverhead(ctx context.Context, cfg OverheadConfig) (*OverheadReport, erro
 		paths = append(paths, Path{PathInfergate, listen})
 		fmt.Fprintf(cfg.Log, "bench: overhead: infergate pid %d grpc=%s admin=%s\n", ig.Pid(), listen, admin)
 	}
-	if cfg.Infergate != "" && len(cfg.InfergateBArgs) > 0 {
+	if cfg.Infergate != "" && (len(cfg.InfergateBArgs) > 0 || cfg.InfergateB != "") {
 		args := append(slices.Clone(cfg.InfergateArgs), cfg.InfergateBArgs...)
-		ig, listen, admin, err := startInfergate(ctx, cfg.Infergate, simAddr, filepath.Join(dir, "infergate-b.log"), args)
+		bin := cfg.Infergate
+		if cfg.InfergateB != "" {
+			bin = cfg.InfergateB
+		}
+		ig, listen, admin, err := startInfergate(ctx, bin, simAddr, filepath.Join(dir, "infergate-b.log"), args)
 		if err != nil {
 			return nil, fmt.Errorf("overhead: infergate-b: %w", err)
 		}
 		defer ig.Stop()
 		paths = append(paths, Path{PathInfergateB, listen})
-		fmt.Fprintf(cfg.Log, "bench: overhead: infergate-b pid %d grpc=%s admin=%s (%s)\n", ig.Pid(), listen, admin, strings.Join(cfg.InfergateBArgs, " "))
+		fmt.Fprintf(cfg.Log, "bench: overhead: infergate-b pid %d grpc=%s admin=%s (%s %s)\n", ig.Pid(), listen, admin, bin, strings.Join(cfg.InfergateBArgs, " "))
 	}
 	if cfg.Nginx != "" {
 		listen, err := FreeAddr()
