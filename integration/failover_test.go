@@ -121,6 +121,16 @@ type routeState struct {
 	Route   string `json:"route"` // primary, fallback
 	Why     string `json:"why"`
 	Breaker string `json:"primary_breaker"` // closed, half-open, open
+	// Evidence is "yes" once a hedge counts the primary slow.
+	Evidence string `json:"hedge_evidence"`
+}
+
+// waitTailKnown waits until resnet50's primary tail has enough calls
+// behind it for a hedge to count the primary slow: before that a hung
+// primary is hedged, not tripped (a cold start's guess trips nothing).
+func (e *failoverEnv) waitTailKnown(t *testing.T) {
+	t.Helper()
+	waitFor(t, stateTimeout, "resnet50's hedges count as evidence", func() bool { return e.route(t).Evidence == "yes" })
 }
 
 // route returns resnet50's route as the admin API shows it now.
@@ -203,6 +213,7 @@ func TestFailoverEndToEnd(t *testing.T) {
 	l := e.load(4, 20*time.Millisecond)
 	// The primary's latency is known before anything breaks.
 	l.waitAnswered(t, "OK resnet50", 0, 20)
+	e.waitTailKnown(t)
 	fault(t, e.pri.admin, `{"model":"resnet50","hang":true}`)
 	e.waitOnFallback(t, "hang")
 	if a := e.call(2 * time.Second); a.code != codes.OK || a.model != "mobilenet_v3" || a.route != "fallback" {
@@ -265,6 +276,7 @@ func TestFailoverWithBatching(t *testing.T) {
 	e.maxRows = 3
 	l := e.load(6, 10*time.Millisecond)
 	l.waitAnswered(t, "OK resnet50", 0, 20)
+	e.waitTailKnown(t)
 	fault(t, e.pri.admin, `{"model":"resnet50","hang":true}`)
 	e.waitOnFallback(t, "hang")
 	// The load's calls are answered by the fallback, in batches.
@@ -366,8 +378,11 @@ rules:
 // ends with an answer or an explicit status, and the process exits 0.
 func TestFailoverSIGTERMLosesNothing(t *testing.T) {
 	e := newFailoverEnv(t, "--drain-delay", "0s")
-	fault(t, e.pri.admin, `{"model":"resnet50","hang":true}`)
 	l := e.load(8, 10*time.Millisecond)
+	// A hang from the start is hedged, not tripped (nothing is known of
+	// the primary): the breaker opens on a hang once its tail is.
+	e.waitTailKnown(t)
+	fault(t, e.pri.admin, `{"model":"resnet50","hang":true}`)
 	e.waitOnFallback(t, "hang")
 	l.waitAnswered(t, "OK mobilenet_v3", 0, 20)
 	if err := e.gate.sigterm(t); err != nil {

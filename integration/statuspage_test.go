@@ -143,8 +143,9 @@ func TestStatusPageInBrowser(t *testing.T) {
 		return calls.length >= 1 && calls.length <= 5 * heads.length && /\d/.test(calls[0].cells[1].textContent) &&
 			/\[[\d,]+\]/.test(calls[0].cells[2].textContent) && head && head.textContent.includes("the median request bytes");
 	})()`, 60*time.Second)
-	s.wait("resnet50's route and both breakers", `document.querySelector('#routes table.routes tbody tr[data-model="resnet50"]') &&
-		document.querySelectorAll('#routes table.breakers tbody tr').length === 2`, 30*time.Second)
+	s.wait("resnet50's route, both upstreams' breakers and both models'", `document.querySelector('#routes table.routes tbody tr[data-model="resnet50"]') &&
+		document.querySelectorAll('#routes table.breakers tbody tr[data-model=""]').length === 2 &&
+		document.querySelector('#routes table.breakers tbody tr[data-model="resnet50"]')`, 30*time.Second)
 	var before int
 	s.eval(`document.querySelectorAll('#alerts tr[data-alert="ModelErrorRatio"]').length`, &before)
 	if before != 0 {

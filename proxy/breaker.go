@@ -141,16 +141,29 @@ var (
 	errExcluded = errors.New("proxy: call cancelled before the upstream answered")
 )
 
-// verdict is what one call says of its upstream.
+// verdict is what one call says of its upstream and its model there.
 type verdict int8
 
 const (
 	verdictOK     verdict = iota // answered (an answer with a client-fault code included)
-	verdictFailed                // a failure code, or slower than SlowCall
+	verdictFailed                // the model's failure: a failure code the server sent, or slower than SlowCall
 	verdictNone                  // cancelled, or refused by the batcher's full queue
+	// verdictTransport: the call failed on the way to the server, which
+	// never answered it: connection refused or reset, GOAWAY, a stream
+	// reset before any response header.
+	verdictTransport
 )
 
-// breaker is one upstream's circuit breaker. gobreaker's state machine
+// A breaker's scope is its evidence. An upstream's transport breaker
+// (model "") opens on failures of the way to the server (verdictTransport)
+// and refuses every model there: a dead server. A model's breaker on an
+// upstream (model set, conn its upstream's transport breaker) opens on
+// that model's failures there (verdictFailed: statuses the server sent,
+// slow calls) and refuses that model only; it also refuses while conn
+// does. So one model's trouble never refuses another model, nor a
+// fallback that lives on the same server.
+//
+// breaker is one circuit breaker. gobreaker's state machine
 // (closed, open, half-open with a bounded number of probes, a timeout, a
 // generation per state so late results of an old state are ignored) decides;
 // but gobreaker takes its mutex on every call it sees, so in the closed
@@ -158,7 +171,12 @@ const (
 // atomics and calls gobreaker only for a failure: a healthy upstream's calls
 // share no lock. The state is mirrored in an atomic for the hot path.
 type breaker struct {
-	name string
+	// name is the upstream's; model the model's, "" for a transport
+	// breaker. conn is the upstream's transport breaker of a model's
+	// breaker, nil for a transport breaker (or an upstream without one).
+	name  string
+	model string
+	conn  *breaker
 	// dest is where its upstream was when it was made; nil in tests
 	// that make one alone.
 	dest *upstreamDest
@@ -197,9 +215,9 @@ type bucket struct {
 	failures atomic.Int64
 }
 
-func newBreaker(name string, cfg BreakerConfig, now func() time.Time, onChange func(*breaker, BreakerState, BreakerState)) *breaker {
+func newBreaker(name, model string, cfg BreakerConfig, now func() time.Time, onChange func(*breaker, BreakerState, BreakerState)) *breaker {
 	cfg = cfg.withDefaults()
-	b := &breaker{name: name, cfg: cfg, now: now, onChange: onChange,
+	b := &breaker{name: name, model: model, cfg: cfg, now: now, onChange: onChange,
 		buckets: make([]bucket, int(cfg.Window/time.Second))}
 	for _, c := range cfg.FailureCodes {
 		if int(c) < len(b.failure) {
@@ -207,7 +225,7 @@ func newBreaker(name string, cfg BreakerConfig, now func() time.Time, onChange f
 		}
 	}
 	b.cb = gobreaker.NewTwoStepCircuitBreaker[struct{}](gobreaker.Settings{
-		Name:        name,
+		Name:        name + "/" + model,
 		MaxRequests: uint32(cfg.Probes),
 		Timeout:     cfg.OpenFor,
 		// Counts are ours (see the type's comment); gobreaker's own
@@ -278,12 +296,62 @@ func (b *breaker) isFailure(code codes.Code, took time.Duration) bool {
 	return b.cfg.SlowCall > 0 && took > b.cfg.SlowCall
 }
 
-// admit says whether a call may go to the upstream now. It returns a
-// non-nil report function for a half-open probe, which must be called
-// with the probe's verdict (verdictNone gives its place to another probe);
-// nil with ok true in the closed state, where the caller reports with
-// record.
+// admit says whether a call may go to the upstream now, through b and,
+// for a model's breaker, its upstream's transport breaker. It returns a
+// non-nil report function when either is half-open (the call is a probe),
+// which must be called with the call's verdict (verdictNone gives its
+// place to another probe); nil with ok true when both are closed, where
+// the caller reports with record.
 func (b *breaker) admit() (probe func(verdict), ok bool) {
+	var conn func(verdict)
+	if b.conn != nil {
+		if conn, ok = b.conn.admitOwn(); !ok {
+			return nil, false
+		}
+	}
+	own, ok := b.admitOwn()
+	if !ok {
+		if conn != nil {
+			conn(verdictNone)
+		}
+		return nil, false
+	}
+	if own == nil && conn == nil {
+		return nil, true
+	}
+	// A probe of one of the two: the other, closed, counts the call as
+	// record would.
+	return func(v verdict) {
+		if own != nil {
+			own(b.judge(v))
+		} else {
+			b.recordOwn(b.judge(v))
+		}
+		if conn != nil {
+			conn(b.conn.judge(v))
+		} else if b.conn != nil {
+			b.conn.recordOwn(b.conn.judge(v))
+		}
+	}, true
+}
+
+// judge is what a call's verdict says of this breaker's evidence: a
+// transport failure says nothing of a model, and is the transport
+// breaker's failure; a model's failure shows the transport working.
+func (b *breaker) judge(v verdict) verdict {
+	switch {
+	case v == verdictTransport && b.model != "":
+		return verdictNone
+	case v == verdictTransport:
+		return verdictFailed
+	case v == verdictFailed && b.model == "":
+		return verdictOK
+	}
+	return v
+}
+
+// admitOwn is admit for b alone.
+func (b *breaker) admitOwn() (probe func(verdict), ok bool) {
 	switch {
 	case b.State() == BreakerClosed:
 		return nil, true
@@ -320,14 +388,54 @@ func (b *breaker) admit() (probe func(verdict), ok bool) {
 	}, true
 }
 
-// refusing says whether the breaker is open and its open time not over:
-// admit refuses every call then (past it, the next call is a probe).
+// refusing says whether the breaker (or its upstream's transport
+// breaker) is open and its open time not over: admit refuses every call
+// then (past it, the next call is a probe).
 func (b *breaker) refusing() bool {
+	return b.refusingOwn() || b.conn != nil && b.conn.refusingOwn()
+}
+
+func (b *breaker) refusingOwn() bool {
 	return b.State() == BreakerOpen && b.now().UnixNano() < b.openUntil.Load()
 }
 
-// record counts the result of a call admitted in the closed state.
-func (b *breaker) record(failed bool) {
+// gate is the state that decides a model's calls: the worse of b's and
+// its upstream's transport breaker's (open, then half-open, then closed).
+func (b *breaker) gate() BreakerState {
+	s := b.State()
+	if b.conn != nil {
+		s = max(s, b.conn.State())
+	}
+	return s
+}
+
+// gateName names the breaker that gate's state is from, for people.
+func (b *breaker) gateName() string {
+	if b.conn != nil && b.conn.State() > b.State() {
+		return b.conn.name
+	}
+	if b.model != "" {
+		return b.model + " on " + b.name
+	}
+	return b.name
+}
+
+// record counts the verdict of a call admitted with both breakers
+// closed, each by what it says of its evidence (judge).
+func (b *breaker) record(v verdict) {
+	b.recordOwn(b.judge(v))
+	if b.conn != nil {
+		b.conn.recordOwn(b.conn.judge(v))
+	}
+}
+
+// recordOwn counts a verdict of b's own evidence, admitted in the closed
+// state; verdictNone counts nothing.
+func (b *breaker) recordOwn(v verdict) {
+	if v == verdictNone || b.State() != BreakerClosed {
+		return
+	}
+	failed := v == verdictFailed
 	bk := b.bucketNow()
 	bk.calls.Add(1)
 	if !failed {
@@ -384,9 +492,17 @@ func (b *breaker) counts() (calls, failures int64) {
 }
 
 // share returns the part of its calls a model with a fallback sends to
-// this upstream now: 1, or during the slow start after a closing a share
-// growing from 0.1 to 1.
+// this upstream now: 1, or during the slow start after a closing (of b,
+// or of its upstream's transport breaker) a share growing from 0.1 to 1.
 func (b *breaker) share() float64 {
+	s := b.shareOwn()
+	if b.conn != nil {
+		s = min(s, b.conn.shareOwn())
+	}
+	return s
+}
+
+func (b *breaker) shareOwn() float64 {
 	until := b.rampUntil.Load()
 	if until == 0 {
 		return 1
@@ -402,5 +518,5 @@ func (b *breaker) share() float64 {
 // one closed with its slow start over. Its latency then is its healthy
 // one, the one automatic hedging learns.
 func (b *breaker) settled() bool {
-	return b == nil || (b.State() == BreakerClosed && b.share() >= 1)
+	return b == nil || (b.gate() == BreakerClosed && b.share() >= 1)
 }

@@ -18,22 +18,22 @@ import (
 func TestBreakerLifecycle(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var changes []string
-		b := newBreaker("up", BreakerConfig{OpenFor: 5 * time.Second, Probes: 2}, time.Now,
+		b := newBreaker("up", "m", BreakerConfig{OpenFor: 5 * time.Second, Probes: 2}, time.Now,
 			func(_ *breaker, from, to BreakerState) { changes = append(changes, from.String()+">"+to.String()) })
 		for i := range 4 {
-			b.record(true)
+			b.record(verdictFailed)
 			if b.State() != BreakerClosed {
 				t.Fatalf("open after %d failures, want 5", i+1)
 			}
 		}
-		b.record(false) // a success resets the run
+		b.record(verdictOK) // a success resets the run
 		for range 4 {
-			b.record(true)
+			b.record(verdictFailed)
 		}
 		if b.State() != BreakerClosed {
 			t.Fatal("4 failures after a success opened it")
 		}
-		b.record(true)
+		b.record(verdictFailed)
 		if b.State() != BreakerOpen {
 			t.Fatalf("state %s after 5 failures in a row, want open", b.State())
 		}
@@ -63,7 +63,7 @@ func TestBreakerLifecycle(t *testing.T) {
 			t.Errorf("changes %v, want closed>open, open>half-open, half-open>open, open>half-open, half-open>closed", changes)
 		}
 		// Closed again: old failures are forgotten.
-		b.record(true)
+		b.record(verdictFailed)
 		if b.State() != BreakerClosed {
 			t.Error("one failure after closing opened it")
 		}
@@ -75,8 +75,8 @@ func TestBreakerLifecycle(t *testing.T) {
 // closes the breaker nor keeps another probe out.
 func TestBreakerCancelledProbe(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := newBreaker("up", BreakerConfig{OpenFor: time.Second, Probes: 1, ConsecutiveFailures: 1}, time.Now, nil)
-		b.record(true)
+		b := newBreaker("up", "m", BreakerConfig{OpenFor: time.Second, Probes: 1, ConsecutiveFailures: 1}, time.Now, nil)
+		b.record(verdictFailed)
 		time.Sleep(time.Second + time.Millisecond)
 		p, ok := b.admit()
 		if !ok || p == nil {
@@ -100,28 +100,28 @@ func TestBreakerCancelledProbe(t *testing.T) {
 // forgets old seconds.
 func TestBreakerFailureRatio(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := newBreaker("up", BreakerConfig{ConsecutiveFailures: -1, FailureRatio: 0.5, MinCalls: 20, Window: 10 * time.Second}, time.Now, nil)
+		b := newBreaker("up", "m", BreakerConfig{ConsecutiveFailures: -1, FailureRatio: 0.5, MinCalls: 20, Window: 10 * time.Second}, time.Now, nil)
 		for i := range 18 {
-			b.record(i%2 == 0)
+			b.record(failedIf(i%2 == 0))
 		}
 		if b.State() != BreakerClosed {
 			t.Fatal("opened below MinCalls")
 		}
 		time.Sleep(11 * time.Second) // those 18 leave the window
 		for i := range 19 {
-			b.record(i%3 == 0) // 7 of 19 failed
+			b.record(failedIf(i%3 == 0)) // 7 of 19 failed
 		}
 		if b.State() != BreakerClosed {
 			t.Fatalf("opened at 7/19 failed; calls, failures = %v", fmt2(b.counts()))
 		}
-		b.record(true)
-		b.record(true)
-		b.record(true) // 10 of 22
+		b.record(verdictFailed)
+		b.record(verdictFailed)
+		b.record(verdictFailed) // 10 of 22
 		if b.State() != BreakerClosed {
 			t.Fatal("opened at 10/22")
 		}
-		b.record(true) // 11 of 23
-		b.record(true) // 12 of 24: half
+		b.record(verdictFailed) // 11 of 23
+		b.record(verdictFailed) // 12 of 24: half
 		if b.State() != BreakerOpen {
 			t.Fatalf("state %s at 12/24 failed, want open", b.State())
 		}
@@ -133,7 +133,7 @@ func fmt2(a, b int64) [2]int64 { return [2]int64{a, b} }
 // Which results are failures: the configured codes and slow calls; a
 // client's mistake is the upstream answering.
 func TestBreakerIsFailure(t *testing.T) {
-	b := newBreaker("up", BreakerConfig{SlowCall: 100 * time.Millisecond}, time.Now, nil)
+	b := newBreaker("up", "m", BreakerConfig{SlowCall: 100 * time.Millisecond}, time.Now, nil)
 	for _, tc := range []struct {
 		code codes.Code
 		took time.Duration
@@ -208,10 +208,10 @@ func TestBudget(t *testing.T) {
 // for a window starts again at 1x.
 func TestBreakerBacksOffWhenItReopens(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := newBreaker("up", BreakerConfig{OpenFor: time.Second, Probes: 1, Window: 10 * time.Second}, time.Now, nil)
+		b := newBreaker("up", "m", BreakerConfig{OpenFor: time.Second, Probes: 1, Window: 10 * time.Second}, time.Now, nil)
 		trip := func() {
 			for range 5 {
-				b.record(true)
+				b.record(verdictFailed)
 			}
 		}
 		openFor := func() time.Duration { return time.Duration(b.openUntil.Load() - time.Now().UnixNano()) }
@@ -257,12 +257,12 @@ func TestBreakerSettled(t *testing.T) {
 		if !none.settled() {
 			t.Error("no breaker: not settled")
 		}
-		b := newBreaker("up", BreakerConfig{OpenFor: time.Second, Probes: 1}, time.Now, nil)
+		b := newBreaker("up", "m", BreakerConfig{OpenFor: time.Second, Probes: 1}, time.Now, nil)
 		if !b.settled() {
 			t.Error("closed breaker: not settled")
 		}
 		for range 5 {
-			b.record(true)
+			b.record(verdictFailed)
 		}
 		if b.settled() {
 			t.Error("open breaker: settled")
@@ -290,12 +290,12 @@ func TestBreakerSettled(t *testing.T) {
 // all over SlowStart (by default half of OpenFor).
 func TestBreakerSlowStart(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := newBreaker("up", BreakerConfig{OpenFor: 4 * time.Second, Probes: 1}, time.Now, nil)
+		b := newBreaker("up", "m", BreakerConfig{OpenFor: 4 * time.Second, Probes: 1}, time.Now, nil)
 		if s := b.share(); s != 1 {
 			t.Fatalf("share %v before any trip, want 1", s)
 		}
 		for range 5 {
-			b.record(true)
+			b.record(verdictFailed)
 		}
 		time.Sleep(4*time.Second + time.Millisecond)
 		p, _ := b.admit()
@@ -433,4 +433,12 @@ func autoHedgeLoop(tail float64, seed uint64) (hedged, naive float64) {
 	}
 	answeredTail := func(st monitor.Stats, _ uint64, _ time.Duration) time.Duration { return st.P999 }
 	return run(censoredTail), run(answeredTail)
+}
+
+// failedIf is the verdict of a call of the model that failed or not.
+func failedIf(failed bool) verdict {
+	if failed {
+		return verdictFailed
+	}
+	return verdictOK
 }

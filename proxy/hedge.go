@@ -32,27 +32,33 @@ func (c *routedCall) primary(probe func(verdict)) (a attemptResult, h *attemptRe
 // hedge) or a cascade answers with the edge's answer it holds: the hedge
 // delay, and no later than half of what the call's deadline leaves; 0 for
 // no limit. slow says whether the primary still unanswered then counts as
-// a slow call for its breaker.
+// a slow call for its breaker: a hedge is evidence only once its delay
+// is. A configured delay is the operator's word; an automatic one, or one
+// judged against the primary's tail, only once the tail has enough calls
+// behind it (tailKnown): at a cold start a p99.9 learnt from a few dozen
+// calls would trip the breaker of a healthy primary.
 func (c *routedCall) patience() (after time.Duration, slow bool) {
 	after = c.mr.hedgeAfter() // 0: off, or automatic with the tail unknown
 	auto := c.mr.cfg.HedgeAfter == 0
-	slow = true
+	known := c.mr.live.tailKnown()
+	slow = !auto || known
 	if dl, ok := c.ctx.Deadline(); ok && c.mr.cfg.HedgeAfter >= 0 {
 		// The fallback needs time to answer: no later than half of what
 		// the deadline leaves; with the tail unknown, that is the
-		// automatic delay (a primary hung from the start is then hedged,
-		// and tripped, before the callers' deadlines). Shorter than the
-		// model's delay, it shows the primary slow only past the slowest
-		// of its healthy calls (its p99.9). An automatic delay never
-		// ends before that: it would replace healthy answers that were
-		// still on time.
+		// automatic delay (a primary hung from the start is then hedged
+		// before the callers' deadlines, though not counted slow: its
+		// callers are answered, and its breaker waits for evidence).
+		// Shorter than the model's delay, it shows the primary slow only
+		// past the slowest of its healthy calls (its p99.9, once known).
+		// An automatic delay never ends before that: it would replace
+		// healthy answers that were still on time.
 		if left := dl.Sub(c.p.router.opts.Now()) / 2; left > 0 && (after == 0 || left < after) {
 			tail := time.Duration(c.mr.live.tail.Load())
 			after = left
 			if auto {
 				after = max(after, tail)
 			}
-			slow = (tail > 0 && after > tail) || (auto && tail == 0)
+			slow = known && tail > 0 && after > tail
 		}
 	}
 	return after, slow

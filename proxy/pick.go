@@ -56,10 +56,10 @@ func (mr *modelRoute) decide(pb *breaker) decision {
 		return decision{route: RoutePrimaryMode, why: "forced by the operator"}
 	case mr.forced == ForceFallback && hasFallback:
 		return decision{route: RouteFallbackMode, reason: reasonForced, why: "forced by the operator"}
-	case pb != nil && pb.State() != BreakerClosed:
-		why := "breaker of " + pb.name + " " + pb.State().String()
+	case pb != nil && pb.gate() != BreakerClosed:
+		why := "breaker of " + pb.gateName() + " " + pb.gate().String()
 		if !hasFallback {
-			if pb.State() == BreakerOpen {
+			if pb.gate() == BreakerOpen {
 				why += ": calls fail at once (no fallback)"
 			} else {
 				why += ": probe calls only (no fallback)"
@@ -67,14 +67,14 @@ func (mr *modelRoute) decide(pb *breaker) decision {
 			return decision{route: RoutePrimaryMode, reason: reasonBreaker, why: why}
 		}
 		if mr.fallbackOpen() {
-			why += "; breaker of the fallback's " + mr.fallback.name + " open too: calls fail at once"
+			why += "; breaker of the fallback " + mr.fallback.gateName() + " open too: calls fail at once"
 		}
 		return decision{route: RouteFallbackMode, reason: reasonBreaker, why: why}
 	case mr.alert != "" && hasFallback:
 		return decision{route: RouteFallbackMode, reason: reasonAlert, why: "alert " + mr.alert + " firing"}
 	case hasFallback && mr.cfg.Cascade == nil && pb != nil && pb.share() < 1:
 		return decision{route: RouteFallbackMode, reason: reasonSlowStart,
-			why: fmt.Sprintf("slow start: %.0f%% of calls back on %s", 100*pb.share(), pb.name)}
+			why: fmt.Sprintf("slow start: %.0f%% of calls back on %s", 100*pb.share(), pb.gateName())}
 	case mr.cfg.Cascade != nil && hasFallback:
 		return decision{route: RouteCascadeMode}
 	}
@@ -97,16 +97,45 @@ func (mr *modelRoute) fallbackTarget(model string, pri *Upstream) target {
 	return t
 }
 
-// primaryBreaker is the breaker of a route's primary when the director
-// chose up: the route's own upstream's, or up's.
+// primaryBreaker is the model's breaker on a route's primary when the
+// director chose up: on the route's own upstream, or, for a route whose
+// primary is the director's choice, on up (directedBreaker).
 func (r *Router) primaryBreaker(mr *modelRoute, up *Upstream) *breaker {
-	if mr.primary != nil {
+	if mr.primary != nil || mr.cfg.Upstream != nil {
 		return mr.primary
 	}
-	if mr.cfg.Upstream != nil {
-		up = mr.cfg.Upstream
+	return r.directedBreaker(up, mr.cfg.Model)
+}
+
+// maxDirected bounds the model breakers made at first call: model names
+// come from clients. Past it, a model there has only its upstream's
+// breaker (a dead server still fails its calls fast).
+const maxDirected = 1024
+
+// directedBreaker is model's breaker on up, an upstream with a breaker,
+// for a model the table has none for (a route's primary that is the
+// Director's choice, a model without a route): made at the model's first
+// call there, with up's settings. nil when up has no breaker; up's own
+// breaker for model "" and past maxDirected.
+func (r *Router) directedBreaker(up *Upstream, model string) *breaker {
+	t := r.table.Load()
+	conn := t.breakers[up]
+	if conn == nil || model == "" {
+		return conn
 	}
-	return r.table.Load().breakers[up]
+	k := modelKey{up, model}
+	if b, ok := t.directed.Load(k); ok {
+		return b.(*breaker)
+	}
+	if t.ndirected.Add(1) > maxDirected {
+		t.ndirected.Add(-1)
+		return conn
+	}
+	b, loaded := t.directed.LoadOrStore(k, newModelBreaker(k, conn, conn.cfg, r.opts.Now, r.breakerChanged))
+	if loaded {
+		t.ndirected.Add(-1)
+	}
+	return b.(*breaker)
 }
 
 // pickInfo is what Pick knows of a call when it is routed.
@@ -170,9 +199,9 @@ func (r *Router) Pick(up *Upstream, info pickInfo) (pk Pick) {
 	pk.pri = target{up: up}
 	mr := r.table.Load().models[info.model]
 	if mr == nil {
-		// A model without a route on an upstream with a breaker: the
-		// breaker only fails calls fast while open.
-		if pk.pb = r.table.Load().breakers[up]; pk.pb != nil {
+		// A model without a route on an upstream with a breaker: its
+		// breaker there only fails its calls fast while open.
+		if pk.pb = r.directedBreaker(up, info.model); pk.pb != nil {
 			pk.admitPrimary(info.stream, "")
 		}
 		return pk
@@ -199,7 +228,7 @@ func (r *Router) Pick(up *Upstream, info pickInfo) (pk Pick) {
 		if info.stream {
 			// A stream does not probe: it is long-lived and says little
 			// of the upstream per call.
-			if pk.pb.State() == BreakerOpen || pk.hasFallback {
+			if pk.pb.gate() == BreakerOpen || pk.hasFallback {
 				pk.refuseOrFallback(reasonBreaker)
 			}
 			return pk
@@ -240,7 +269,7 @@ func (pk *Pick) admitPrimary(stream bool, model string) {
 		return
 	}
 	if stream {
-		if pk.pb.State() == BreakerOpen {
+		if pk.pb.gate() == BreakerOpen {
 			pk.refuseOrFallback(reasonBreaker)
 		}
 		return
@@ -320,7 +349,7 @@ func (pk *Pick) done(v verdict) {
 	case pk.probe != nil:
 		pk.probe(v)
 	case v != verdictNone:
-		pk.pb.record(v == verdictFailed)
+		pk.pb.record(v)
 	}
 }
 

@@ -61,8 +61,8 @@ func (p *Proxy) retryStream(sr streamRoute, mr *modelRoute, pb *breaker, fb targ
 	if codeOf(openErr) != codes.Unavailable {
 		return sr, false
 	}
-	if pb != nil && pb.State() == BreakerClosed {
-		pb.record(true)
+	if pb != nil && pb.gate() == BreakerClosed {
+		pb.record(verdictTransport) // the stream never reached the server
 	}
 	if mr.cfg.NonIdempotent || mr.fallbackOpen() || !p.router.table.Load().budget.take() {
 		return sr, false

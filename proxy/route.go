@@ -139,9 +139,24 @@ type Router struct {
 // the breakers and the retry budget, replaced together (Apply) so that a
 // call never sees a route whose breaker is from another configuration.
 type routeTable struct {
-	models   map[string]*modelRoute
-	breakers map[*Upstream]*breaker
-	budget   *retryBudget
+	models map[string]*modelRoute
+	// breakers are the upstreams' transport breakers; modelBreakers the
+	// routed models' breakers on an upstream (their primary's, their
+	// fallback's), each watching its upstream's transport breaker too.
+	breakers      map[*Upstream]*breaker
+	modelBreakers map[modelKey]*breaker
+	// directed holds the model breakers of routes whose primary is the
+	// Director's choice, made at a model's first call on an upstream
+	// with a breaker (modelKey → *breaker).
+	directed  *sync.Map
+	ndirected *atomic.Int64 // entries in directed
+	budget    *retryBudget
+}
+
+// modelKey names a model's breaker: the model on one upstream.
+type modelKey struct {
+	up    *Upstream
+	model string
 }
 
 // modelRoute is one model's route: its configuration, its mode as alerts
@@ -149,8 +164,8 @@ type routeTable struct {
 // versions).
 type modelRoute struct {
 	cfg      *RouteConfig
-	primary  *breaker // the primary's breaker, nil if none (and no Upstream)
-	fallback *breaker // the fallback upstream's breaker, if any
+	primary  *breaker // the model's breaker on its primary, nil if none (and no Upstream)
+	fallback *breaker // the fallback model's breaker on its upstream, if any
 	forced   string   // ForceAuto, ForcePrimary, ForceFallback
 	alert    string   // the alert holding the model on its fallback, "" if none
 	live     *routeLive
@@ -163,8 +178,12 @@ type routeLive struct {
 	ramp     atomic.Uint64 // for the slow start
 	p50, p99 atomic.Int64  // nanoseconds, 0 unknown
 	// tail is the primary's p999 as censoredTail estimates it, the base of
-	// the automatic hedge delay (nanoseconds, 0 unknown).
-	tail atomic.Int64
+	// the automatic hedge delay (nanoseconds, 0 unknown). tailCalls
+	// counts the primary's calls the estimate was learnt from, and
+	// tailSeen the primary's calls at the last refresh.
+	tail      atomic.Int64
+	tailCalls atomic.Uint64
+	tailSeen  uint64 // the router's loop only
 	// won holds hedgesWon at each of the last LatencyWindow refreshes
 	// (a ring, written by the router's loop only).
 	won    [LatencyWindow/time.Second + 1]uint64
@@ -224,19 +243,36 @@ func cmpString(a, b string) int {
 
 // link points each route at its breakers; run on every new table.
 func (r *Router) link(t *routeTable) {
-	for _, mr := range t.models {
+	for name, mr := range t.models {
 		mr.primary, mr.fallback = nil, nil
-		if mr.cfg.Upstream != nil {
-			mr.primary = t.breakers[mr.cfg.Upstream]
+		pk := modelKey{mr.cfg.Upstream, name}
+		if pk.up != nil {
+			mr.primary = t.modelBreakers[pk]
 		}
-		// A fallback on the primary's own upstream (another model on
-		// the same server) is not gated by its breaker: that breaker
-		// opened on the primary model's failures, and the lighter model
-		// beside it is what the route falls back to.
-		if fb := mr.cfg.Fallback; fb != nil && fb.Upstream != nil && fb.Upstream != mr.cfg.Upstream {
-			mr.fallback = t.breakers[fb.Upstream]
+		// The fallback model's own breaker on its upstream: another
+		// model's trouble there (the primary's, on the same server)
+		// does not refuse it; a dead server does.
+		if fk, ok := fallbackKey(name, mr.cfg); ok && fk != pk {
+			mr.fallback = t.modelBreakers[fk]
 		}
 	}
+}
+
+// fallbackKey names the breaker of a route's fallback model; false when
+// its upstream is the Director's choice.
+func fallbackKey(model string, rc *RouteConfig) (modelKey, bool) {
+	fb := rc.Fallback
+	if fb == nil {
+		return modelKey{}, false
+	}
+	k := modelKey{fb.Upstream, fb.Model}
+	if k.up == nil {
+		k.up = rc.Upstream
+	}
+	if k.model == "" {
+		k.model = model
+	}
+	return k, k.up != nil
 }
 
 // Close stops the router's loop. Call it after the server stopped.
@@ -270,7 +306,7 @@ func (r *Router) logTransitions() {
 	for {
 		select {
 		case t := <-r.transitions:
-			r.log.Warn("circuit breaker", "upstream", t.b.name, "from", t.from.String(), "to", t.to.String(),
+			r.log.Warn("circuit breaker", "upstream", t.b.name, "model", t.b.model, "from", t.from.String(), "to", t.to.String(),
 				"window_calls", t.calls, "window_failures", t.failures, "consecutive_failures", t.consecutive)
 		default:
 			if n := r.dropped.Swap(0); n > 0 {
@@ -336,10 +372,33 @@ func (r *Router) refresh() {
 			// counted as slow and its breaker closed on a sick upstream.
 			if mr.primary.settled() {
 				live.tail.Store(int64(censoredTail(st, won, time.Duration(live.tail.Load()))))
+				// The calls the primary answered since the last
+				// refresh are behind the estimate now.
+				live.tailCalls.Add(live.counters.primary.Load() - live.tailSeen)
 			}
+			live.tailSeen = live.counters.primary.Load()
 		}
 	}
 }
+
+// tailKnown says whether the primary's tail estimate has enough calls
+// behind it to be evidence: as many as the alerts need to bound a p99.9
+// with confidence (monitor.LowerBoundRank).
+func (l *routeLive) tailKnown() bool {
+	return l.tail.Load() > 0 && l.tailCalls.Load() >= minTailCalls
+}
+
+// minTailCalls is the least number of calls for which a lower confidence
+// bound on hedgeQuantile exists, the rule the alerts judge quantiles by.
+var minTailCalls = func() uint64 {
+	n := uint64(1)
+	for {
+		if _, ok := monitor.LowerBoundRank(n, hedgeQuantile); ok {
+			return n
+		}
+		n++
+	}
+}()
 
 // hedgeQuantile is the quantile of the primary's latency that the
 // automatic hedge delay is a multiple of: a hedge goes to the lighter
@@ -433,7 +492,8 @@ func (r *Router) update(model string, f func(mr *modelRoute) error) error {
 	if err := f(&next); err != nil {
 		return err
 	}
-	t := &routeTable{models: maps.Clone(old.models), breakers: old.breakers, budget: old.budget}
+	t := &routeTable{models: maps.Clone(old.models), breakers: old.breakers, modelBreakers: old.modelBreakers,
+		directed: old.directed, ndirected: old.ndirected, budget: old.budget}
 	t.models[model] = &next
 	r.table.Store(t)
 	r.poke()

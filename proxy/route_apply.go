@@ -6,17 +6,21 @@ import (
 	"maps"
 	"reflect"
 	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
 )
 
 // buildTable makes the table of opts. With prev, what the new table
 // shares with it carries over: the breaker of an upstream whose breaker
 // settings did not change and that did not move (its state, window and
-// trips), the retry
-// budget when its settings did not change (its tokens), and each model's
-// live counters, forced mode and the alert holding it on its fallback
-// when the model keeps a route (and, for those two, a fallback).
+// trips), and of a model there whose upstream's breaker carried over; the
+// retry budget when its settings did not change (its tokens); and each
+// model's live counters, forced mode and the alert holding it on its
+// fallback when the model keeps a route (and, for those two, a fallback).
 func (r *Router) buildTable(opts RouterOptions, prev *routeTable) (*routeTable, error) {
-	t := &routeTable{models: map[string]*modelRoute{}, breakers: map[*Upstream]*breaker{}}
+	t := &routeTable{models: map[string]*modelRoute{}, breakers: map[*Upstream]*breaker{},
+		modelBreakers: map[modelKey]*breaker{}, directed: new(sync.Map), ndirected: new(atomic.Int64)}
 	addBreaker := func(up *Upstream, cfg BreakerConfig) error {
 		if up == nil || t.breakers[up] != nil {
 			return nil
@@ -33,10 +37,26 @@ func (r *Router) buildTable(opts RouterOptions, prev *routeTable) (*routeTable, 
 				return nil
 			}
 		}
-		b := newBreaker(d.name, cfg, opts.Now, r.breakerChanged)
+		b := newBreaker(d.name, "", cfg, opts.Now, r.breakerChanged)
 		b.dest = d
 		t.breakers[up] = b
 		return nil
+	}
+	// A model's breaker on an upstream has the upstream's settings.
+	addModelBreaker := func(k modelKey) {
+		if k.up == nil || t.modelBreakers[k] != nil {
+			return
+		}
+		conn := t.breakers[k.up]
+		cfg := opts.Breakers[k.up]
+		if prev != nil {
+			if old := prev.modelBreakers[k]; old != nil && old.conn == conn && old.dest == k.up.dest.Load() &&
+				reflect.DeepEqual(old.cfg, cfg.withDefaults()) {
+				t.modelBreakers[k] = old
+				return
+			}
+		}
+		t.modelBreakers[k] = newModelBreaker(k, conn, cfg, opts.Now, r.breakerChanged)
 	}
 	for _, up := range slices.SortedFunc(maps.Keys(opts.Breakers), func(a, b *Upstream) int { return cmpString(a.Name(), b.Name()) }) {
 		if err := addBreaker(up, opts.Breakers[up]); err != nil {
@@ -56,6 +76,12 @@ func (r *Router) buildTable(opts RouterOptions, prev *routeTable) (*routeTable, 
 			if err := addBreaker(rc.Fallback.Upstream, BreakerConfig{}); err != nil {
 				return nil, err
 			}
+		}
+		if rc.Fallback != nil || t.breakers[rc.Upstream] != nil {
+			addModelBreaker(modelKey{rc.Upstream, rc.Model})
+		}
+		if k, ok := fallbackKey(rc.Model, &rc); ok {
+			addModelBreaker(k)
 		}
 		mr := &modelRoute{cfg: &rc, forced: ForceAuto}
 		if old := prevRoute(prev, rc.Model); old != nil {
@@ -83,6 +109,15 @@ func (r *Router) buildTable(opts RouterOptions, prev *routeTable) (*routeTable, 
 	}
 	r.link(t)
 	return t, nil
+}
+
+// newModelBreaker makes the breaker of model k.model on upstream k.up,
+// watching conn, the upstream's transport breaker (nil: none).
+func newModelBreaker(k modelKey, conn *breaker, cfg BreakerConfig, now func() time.Time, onChange func(*breaker, BreakerState, BreakerState)) *breaker {
+	d := k.up.dest.Load()
+	b := newBreaker(d.name, k.model, cfg, now, onChange)
+	b.dest, b.conn = d, conn
+	return b
 }
 
 func prevRoute(prev *routeTable, model string) *modelRoute {

@@ -42,7 +42,11 @@ func TestRouterApplyCarriesState(t *testing.T) {
 		t.Fatal(err)
 	}
 	old := r.table.Load()
-	oldBreaker := old.breakers[rt.Default]
+	oldBreaker := old.modelBreakers[modelKey{rt.Default, "resnet50"}]
+	oldConn := old.breakers[rt.Default]
+	if oldBreaker == nil || oldBreaker.conn != oldConn || oldConn == nil {
+		t.Fatalf("resnet50's breaker %p watches %p, want its upstream's breaker %p", oldBreaker, oldBreaker.conn, oldConn)
+	}
 	old.models["resnet50"].live.counters.primary.Add(7)
 
 	dialled := map[string]UpstreamOptions{}
@@ -61,7 +65,7 @@ func TestRouterApplyCarriesState(t *testing.T) {
 	if got := r.fallbackName("resnet50"); !strings.HasPrefix(got, "efficientnet") {
 		t.Errorf("fallback after Apply: %q, want efficientnet", got)
 	}
-	if cur.breakers[rt.Default] != oldBreaker || cur.budget != old.budget {
+	if cur.breakers[rt.Default] != oldConn || cur.modelBreakers[modelKey{rt.Default, "resnet50"}] != oldBreaker || cur.budget != old.budget {
 		t.Errorf("the primary's breaker or the budget was made anew for an unchanged configuration")
 	}
 	if mr.forced != ForceFallback || mr.alert != "Slow" || mr.live.counters.primary.Load() != 7 {

@@ -335,12 +335,32 @@ func (e *routeEnv) call(t *testing.T, timeout time.Duration) result {
 	return r
 }
 
-// breakerStatus returns the breaker of upstream as Router.Status shows it.
+// breakerStatus returns, as Router.Status shows it, the breaker of the
+// model routed to upstream (the primary's "big", the edge's "small"), or
+// the upstream's own breaker where no model has one.
 func (e *routeEnv) breakerStatus(t *testing.T, upstream string) BreakerStatus {
 	t.Helper()
 	_, bs := e.router.Status()
+	var found *BreakerStatus
+	for i, b := range bs {
+		if b.Upstream == upstream && (found == nil || found.Model == "") {
+			found = &bs[i]
+		}
+	}
+	if found == nil {
+		t.Fatalf("no breaker of %s in %+v", upstream, bs)
+		return BreakerStatus{}
+	}
+	return *found
+}
+
+// transportStatus returns the upstream's own breaker (failures of the way
+// to the server) as Router.Status shows it.
+func (e *routeEnv) transportStatus(t *testing.T, upstream string) BreakerStatus {
+	t.Helper()
+	_, bs := e.router.Status()
 	for _, b := range bs {
-		if b.Upstream == upstream {
+		if b.Upstream == upstream && b.Model == "" {
 			return b
 		}
 	}
@@ -386,4 +406,16 @@ func waitReady(t *testing.T, cc *grpc.ClientConn) {
 			t.Fatalf("connection still %s after %s", s, testTimeout)
 		}
 	}
+}
+
+// modelBreaker returns model's breaker on up in the router's table.
+func (e *routeEnv) modelBreaker(up *Upstream, model string) *breaker {
+	t := e.router.table.Load()
+	if b := t.modelBreakers[modelKey{up, model}]; b != nil {
+		return b
+	}
+	if b, ok := t.directed.Load(modelKey{up, model}); ok {
+		return b.(*breaker)
+	}
+	return nil
 }

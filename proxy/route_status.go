@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -10,9 +11,13 @@ import (
 	"github.com/infergate/infergate/monitor"
 )
 
-// BreakerStatus is one upstream's breaker as GET /api/v1/routes shows it.
+// BreakerStatus is one breaker as GET /api/v1/routes shows it: an
+// upstream's (Model empty: it opens on failures of the way to the server
+// and refuses every model there) or a model's on an upstream (it opens on
+// that model's failures there and refuses that model only).
 type BreakerStatus struct {
 	Upstream string `json:"upstream"`
+	Model    string `json:"model,omitempty"`
 	State    string `json:"state"`
 	// Calls and Failures are counted over the breaker's window while it is
 	// closed; Consecutive is the failures since the last success.
@@ -44,9 +49,14 @@ type RouteStatus struct {
 	Since      *time.Time `json:"since,omitempty"`
 	Changes    uint64     `json:"changes"`
 	HedgeAfter string     `json:"hedge_after,omitempty"`
-	P50Ms      float64    `json:"primary_p50_ms,omitempty"`
-	P99Ms      float64    `json:"primary_p99_ms,omitempty"`
-	Calls      RouteCalls `json:"calls"`
+	// HedgeEvidence says whether a primary still unanswered at an
+	// automatic hedge delay counts as slow for its breaker: "learning
+	// (N of M calls)" until the primary's tail has as many calls behind
+	// it as a p99.9 needs, then "yes". Empty without automatic hedging.
+	HedgeEvidence string     `json:"hedge_evidence,omitempty"`
+	P50Ms         float64    `json:"primary_p50_ms,omitempty"`
+	P99Ms         float64    `json:"primary_p99_ms,omitempty"`
+	Calls         RouteCalls `json:"calls"`
 }
 
 // RouteCalls are a model's call counters since start.
@@ -77,7 +87,7 @@ func (r *Router) Status() ([]RouteStatus, []BreakerStatus) {
 			rs.Primary = "(default upstream)"
 		}
 		if mr.primary != nil {
-			rs.Breaker = mr.primary.State().String()
+			rs.Breaker = mr.primary.gate().String()
 		}
 		if mr.cfg.Fallback != nil {
 			rs.Fallback = r.fallbackName(name)
@@ -85,6 +95,12 @@ func (r *Router) Status() ([]RouteStatus, []BreakerStatus) {
 				rs.HedgeAfter = mr.hedgeAfter().String()
 				if mr.cfg.HedgeAfter == 0 && mr.hedgeAfter() == 0 {
 					rs.HedgeAfter = "auto: half the deadline until the primary's p99.9 is known"
+				}
+				if mr.cfg.HedgeAfter == 0 {
+					rs.HedgeEvidence = "yes"
+					if !mr.live.tailKnown() {
+						rs.HedgeEvidence = fmt.Sprintf("learning (%d of %d calls)", mr.live.tailCalls.Load(), minTailCalls)
+					}
 				}
 			}
 		}
@@ -119,9 +135,9 @@ func (r *Router) Status() ([]RouteStatus, []BreakerStatus) {
 	}
 	slices.SortFunc(routes, func(a, b RouteStatus) int { return strings.Compare(a.Model, b.Model) })
 	var brs []BreakerStatus
-	for _, b := range r.table.Load().breakers {
+	for _, b := range r.table.Load().allBreakers() {
 		calls, failures := b.counts()
-		bs := BreakerStatus{Upstream: b.name, State: b.State().String(), Calls: calls, Failures: failures,
+		bs := BreakerStatus{Upstream: b.name, Model: b.model, State: b.State().String(), Calls: calls, Failures: failures,
 			Consecutive: b.consecutive.Load(), Opened: b.transitions[BreakerOpen].Load()}
 		if b.State() == BreakerOpen {
 			t := time.Unix(0, b.openUntil.Load())
@@ -129,15 +145,35 @@ func (r *Router) Status() ([]RouteStatus, []BreakerStatus) {
 		}
 		brs = append(brs, bs)
 	}
-	slices.SortFunc(brs, func(a, b BreakerStatus) int { return strings.Compare(a.Upstream, b.Upstream) })
 	return routes, brs
+}
+
+// allBreakers returns the table's breakers, each upstream's transport
+// breaker before its models', by upstream and model.
+func (t *routeTable) allBreakers() []*breaker {
+	var bs []*breaker
+	for _, b := range t.breakers {
+		bs = append(bs, b)
+	}
+	for _, b := range t.modelBreakers {
+		bs = append(bs, b)
+	}
+	t.directed.Range(func(_, v any) bool { bs = append(bs, v.(*breaker)); return true })
+	slices.SortFunc(bs, func(a, b *breaker) int {
+		if c := strings.Compare(a.name, b.name); c != 0 {
+			return c
+		}
+		return strings.Compare(a.model, b.model)
+	})
+	return bs
 }
 
 var (
 	breakerStateDesc = prometheus.NewDesc("infergate_breaker_state",
-		"Circuit breaker state per upstream: 0 closed, 1 half-open, 2 open.", []string{"upstream"}, nil)
+		"Circuit breaker state: 0 closed, 1 half-open, 2 open. model is empty for an upstream's breaker (failures of the way to the server; it refuses every model there), set for a model's breaker on that upstream (its failures there; it refuses that model only).",
+		[]string{"upstream", "model"}, nil)
 	breakerTransDesc = prometheus.NewDesc("infergate_breaker_transitions_total",
-		"Circuit breaker state changes per upstream, by the state entered.", []string{"upstream", "to"}, nil)
+		"Circuit breaker state changes, by the state entered; model as in infergate_breaker_state.", []string{"upstream", "model", "to"}, nil)
 	routeCallsDesc = prometheus.NewDesc("infergate_route_calls_total",
 		"Inference calls of routed models by the route that answered: primary, fallback, cascade_edge, cascade_escalated.",
 		[]string{"model", "route"}, nil)
@@ -181,10 +217,10 @@ func (c routerCollector) Collect(ch chan<- prometheus.Metric) {
 	counter := func(d *prometheus.Desc, v uint64, lv ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), lv...)
 	}
-	for _, b := range r.table.Load().breakers {
-		ch <- prometheus.MustNewConstMetric(breakerStateDesc, prometheus.GaugeValue, float64(b.State()), b.name)
+	for _, b := range r.table.Load().allBreakers() {
+		ch <- prometheus.MustNewConstMetric(breakerStateDesc, prometheus.GaugeValue, float64(b.State()), b.name, b.model)
 		for _, s := range []BreakerState{BreakerClosed, BreakerHalfOpen, BreakerOpen} {
-			counter(breakerTransDesc, b.transitions[s].Load(), b.name, s.String())
+			counter(breakerTransDesc, b.transitions[s].Load(), b.name, b.model, s.String())
 		}
 	}
 	for name, mr := range r.table.Load().models {

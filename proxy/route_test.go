@@ -54,7 +54,7 @@ func TestRouteErrorsFallBackAndReturn(t *testing.T) {
 		if asked != "small" || version != "" {
 			t.Errorf("edge was asked for %q version %q, want the fallback model small, no version (the primary's 3 dropped)", asked, version)
 		}
-		if st := e.router.table.Load().breakers[e.priUp].State(); st == BreakerClosed {
+		if st := e.modelBreaker(e.priUp, "big").State(); st == BreakerClosed {
 			t.Errorf("breaker %s after 30 failures, want open or half-open", st)
 		}
 
@@ -127,7 +127,7 @@ func TestRouteHedgeWithinDeadline(t *testing.T) {
 				t.Fatalf("call stuck on the primary with a 600ms deadline and a 1m hedge delay: %+v, want the edge's answer by a hedge", r)
 			}
 		}
-		if b := e.router.table.Load().breakers[e.priUp]; b.State() != BreakerClosed || b.consecutive.Load() != 0 {
+		if b := e.modelBreaker(e.priUp, "big"); b.State() != BreakerClosed || b.consecutive.Load() != 0 {
 			t.Errorf("breaker %s with %d failures in a row after early hedges, want closed with none counted", b.State(), b.consecutive.Load())
 		}
 	})
@@ -147,13 +147,14 @@ func TestRouteAutoHedgeWaitsForTheTail(t *testing.T) {
 			t.Errorf("a 1.2s call with the tail unknown: %+v, want the primary's answer, not a hedge", r)
 		}
 		// With the tail unknown only the deadline sets a hedge: a primary
-		// hung from the start is hedged at half of it, and counted slow.
+		// hung from the start is hedged at half of it, but not counted
+		// slow: a delay from a guess is evidence of nothing.
 		e.pri.set(behaveHang)
 		if r := e.infer(t, 400*time.Millisecond); r.code != codes.OK || r.server != "edge" || r.reason != reasonHedge {
 			t.Errorf("a hung primary, tail unknown, 400ms deadline: %+v, want the edge's answer by a hedge", r)
 		}
-		if n := e.router.table.Load().breakers[e.priUp].consecutive.Load(); n != 1 {
-			t.Errorf("%d failures counted for the hung primary, want 1", n)
+		if n := e.modelBreaker(e.priUp, "big").consecutive.Load(); n != 0 {
+			t.Errorf("%d failures counted for the hung primary with its tail unknown, want none", n)
 		}
 		e.pri.set(behaveSlow)
 		live := e.router.table.Load().models["big"].live
@@ -193,7 +194,7 @@ func TestRouteSlowWithoutBudget(t *testing.T) {
 				t.Fatalf("slow call %d without budget: %+v, want the primary's (late) answer", i, r)
 			}
 		}
-		if st := e.router.table.Load().breakers[e.priUp].State(); st != BreakerOpen {
+		if st := e.modelBreaker(e.priUp, "big").State(); st != BreakerOpen {
 			t.Fatalf("primary breaker %s after 5 calls slower than the hedge delay, want open", st)
 		}
 		if r := e.infer(t, 5*time.Second); r.server != "edge" || r.reason != reasonBreaker {
@@ -576,7 +577,7 @@ func TestRouteFallbackDefaultBreaker(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var edgeUp *Upstream
 		e := newRouteEnv(t, func(rc *RouteConfig, _ *RouterOptions, _ *BreakerConfig) { edgeUp = rc.Fallback.Upstream })
-		b := e.router.table.Load().breakers[edgeUp]
+		b := e.modelBreaker(edgeUp, "small")
 		if b == nil {
 			t.Fatal("the fallback upstream has no breaker")
 		}
@@ -600,7 +601,7 @@ func TestRouteFallbackOnSameUpstream(t *testing.T) {
 		for range 20 {
 			e.infer(t, time.Second)
 		}
-		if st := e.router.table.Load().breakers[e.priUp].State(); st != BreakerOpen {
+		if st := e.modelBreaker(e.priUp, "big").State(); st != BreakerOpen {
 			t.Fatalf("primary breaker %s after 20 failed calls, want open", st)
 		}
 		for range 5 {
@@ -627,7 +628,7 @@ func TestRouteSlowStartSkipsAnOpenFallback(t *testing.T) {
 		for range 20 {
 			e.infer(t, time.Second)
 		}
-		if pri, edge := e.router.table.Load().breakers[e.priUp].State(), e.router.table.Load().breakers[edgeUp].State(); pri == BreakerClosed || edge != BreakerOpen {
+		if pri, edge := e.modelBreaker(e.priUp, "big").State(), e.modelBreaker(edgeUp, "small").State(); pri == BreakerClosed || edge != BreakerOpen {
 			t.Fatalf("breakers primary %s, edge %s after both failed, want both open", pri, edge)
 		}
 		e.pri.set(behaveOK)
@@ -715,11 +716,16 @@ func TestRouteFallbackLeavesBatchHeaderAlone(t *testing.T) {
 // half the deadline while the primary's tail is unknown), marked
 // primary_slow, instead of the caller's DEADLINE_EXCEEDED with the answer
 // in the proxy's hands; the cut escalations count as slow and trip the
-// primary's breaker.
+// model's breaker on the primary when the delay is evidence (configured),
+// not while it is a guess (automatic, the tail unknown). The primary's
+// transport breaker stays closed: the server answers other models.
 func TestRouteCascadeHungPrimary(t *testing.T) {
-	for _, tc := range []struct{ hedge, deadline time.Duration }{
-		{50 * time.Millisecond, 5 * time.Second},
-		{0, time.Second}, // automatic: half the deadline, once the edge answered
+	for _, tc := range []struct {
+		hedge, deadline time.Duration
+		trips           bool
+	}{
+		{50 * time.Millisecond, 5 * time.Second, true},
+		{0, time.Second, false}, // automatic: half the deadline, once the edge answered
 	} {
 		t.Run(fmt.Sprint("hedge_after=", tc.hedge), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -734,11 +740,15 @@ func TestRouteCascadeHungPrimary(t *testing.T) {
 						t.Fatalf("call %d: unsure edge, hung primary: %+v, want the edge's answer marked primary_slow", i, r)
 					}
 				}
-				_, breakers := e.router.Status()
-				for _, b := range breakers {
-					if b.Upstream == "primary" && b.State != BreakerOpen.String() {
-						t.Errorf("primary breaker %+v after 5 cut escalations, want open", b)
-					}
+				want := BreakerClosed
+				if tc.trips {
+					want = BreakerOpen
+				}
+				if b := e.breakerStatus(t, "primary"); b.Model != "big" || b.State != want.String() {
+					t.Errorf("big's breaker on the primary %+v after 5 cut escalations, want %s", b, want)
+				}
+				if b := e.transportStatus(t, "primary"); b.State != BreakerClosed.String() {
+					t.Errorf("the primary's own breaker %+v, want closed", b)
 				}
 			})
 		})
@@ -790,9 +800,11 @@ func TestRouteStreamRetriedWhenPrimaryRefuses(t *testing.T) {
 				if c := routes[0].Calls; c.Retries != 1 || c.RetriesWon != 1 || c.Primary != 0 {
 					t.Errorf("route counters %+v, want one retry won and no primary call", c)
 				}
+				// A refused connection is the transport's failure: the
+				// primary's own breaker counts it, big's says nothing.
 				for _, b := range breakers {
-					if b.Upstream == "primary" && b.Failures != 1 {
-						t.Errorf("primary breaker %+v, want the refused open counted", b)
+					if want := map[string]int64{"": 1, "big": 0}[b.Model]; b.Upstream == "primary" && b.Failures != want {
+						t.Errorf("primary breaker %+v, want %d failures (the refused open counted by the transport's)", b, want)
 					}
 				}
 			})

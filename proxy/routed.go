@@ -211,16 +211,30 @@ func reportTo(b *breaker, ctx context.Context, clientDeadline bool, probe func(v
 		}
 		return
 	}
-	failed := b.isFailure(codeOf(a.err), a.upstream)
+	v := verdictOf(b, a)
 	if probe != nil {
-		v := verdictOK
-		if failed {
-			v = verdictFailed
-		}
 		probe(v)
 		return
 	}
-	b.record(failed)
+	b.record(v)
+}
+
+// verdictOf is what an attempt says of its upstream and its model there:
+// a failure code on the way to the server (it never answered: no
+// response header, the connection refused, reset or going away) is the
+// transport's; a failure code the server sent, or an answer slower than
+// slow_call, is the model's. A deadline or cancellation is never the
+// transport's: a slow model must not refuse its neighbours.
+func verdictOf(b *breaker, a attemptResult) verdict {
+	code := codeOf(a.err)
+	if !b.isFailure(code, a.upstream) {
+		return verdictOK
+	}
+	var up *upstreamError
+	if errors.As(a.err, &up) && !up.fromUpstream && code != codes.DeadlineExceeded && code != codes.Canceled {
+		return verdictTransport
+	}
+	return verdictFailed
 }
 
 // deadlineSlack is how close to the client's deadline an upstream's
@@ -240,14 +254,14 @@ func clientDeadlineHit(ctx context.Context, err error) bool {
 	return ok && codeOf(err) == codes.DeadlineExceeded && time.Until(dl) < deadlineSlack
 }
 
-// reportFailed counts a failure (a call still unanswered at the hedge
-// delay).
+// reportFailed counts a slow call of the model (one still unanswered at
+// the hedge delay).
 func (c *routedCall) reportFailed(probe func(verdict)) {
 	switch {
 	case c.pb == nil:
 	case probe != nil:
 		probe(verdictFailed)
 	default:
-		c.pb.record(true)
+		c.pb.record(verdictFailed)
 	}
 }

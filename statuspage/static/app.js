@@ -395,8 +395,9 @@ function renderRoutes() {
       num((c.primary || 0) + " / " + (c.fallback || 0)),
     );
   });
-  const brows = breakers.map((b) => el("tr", { dataset: { upstream: String(b.upstream) } },
+  const brows = breakers.map((b) => el("tr", { dataset: { upstream: String(b.upstream), model: String(b.model || "") } },
     td(txt(b.upstream)),
+    td(txt(b.model || "all models (the way to it)")),
     td(badge(b.state)),
     num(b.calls), num(b.failures), num(b.consecutive_failures),
     num(b.open_until ? clock(Date.parse(b.open_until)) : "—"),

@@ -1,0 +1,117 @@
+package proxy
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/infergate/infergate/proto/kservepb"
+)
+
+// inferModel makes one ModelInfer call of model and returns its status
+// and the server that answered ("" on an error).
+func (e *routeEnv) inferModel(t *testing.T, model string) (codes.Code, string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+	defer cancel()
+	resp, err := e.client.ModelInfer(ctx, &kservepb.ModelInferRequest{ModelName: model}, grpc.WaitForReady(false))
+	if err != nil {
+		return status.Code(err), "", err
+	}
+	return codes.OK, resp.Id, nil
+}
+
+// TestBreakerScopeIsItsEvidence: a model whose calls all fail on a server
+// (the server's own UNAVAILABLE) opens that model's breaker there and
+// goes to its fallback, which lives on the same server, while another
+// model there is never refused; a dead server (connections refused) then
+// opens the server's own breaker, which refuses every model there at once.
+func TestBreakerScopeIsItsEvidence(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newRouteEnv(t, func(rc *RouteConfig, _ *RouterOptions, _ *BreakerConfig) {
+			rc.Fallback = &FallbackTarget{Upstream: rc.Upstream, Model: "small"} // beside it
+		})
+		e.pri.only.Store("big")
+		e.pri.set(behaveError)
+		for i := range 30 {
+			if r := e.call(t, time.Second); r.code != codes.OK || r.model != "small" || r.route != "fallback" {
+				t.Fatalf("big's call %d with big failing: %+v, want its fallback small's answer", i, r)
+			}
+			if code, server, err := e.inferModel(t, "other"); code != codes.OK || server != "primary" {
+				t.Fatalf("other's call %d beside big's failures: %v, want the primary's answer", i, err)
+			}
+		}
+		if b := e.modelBreaker(e.priUp, "big"); b.State() == BreakerClosed {
+			t.Errorf("big's breaker on the primary %s after 30 failures, want open", b.State())
+		}
+		if b := e.transportStatus(t, "primary"); b.State != BreakerClosed.String() || b.Failures != 0 {
+			t.Errorf("the primary's own breaker %+v after one model's failures, want closed and no failure", b)
+		}
+		if b := e.modelBreaker(e.priUp, "other"); b == nil || b.State() != BreakerClosed {
+			t.Errorf("other's breaker on the primary %v, want made at its first call and closed", b)
+		}
+
+		// A dead server: the way to it fails for every model.
+		e.pri.kill()
+		for range 10 {
+			e.inferModel(t, "other")
+			synctest.Wait()
+		}
+		if b := e.transportStatus(t, "primary"); b.State == BreakerClosed.String() {
+			t.Errorf("the primary's own breaker %+v after refused connections, want open", b)
+		}
+		if b := e.modelBreaker(e.priUp, "other"); b.State() != BreakerClosed {
+			t.Errorf("other's own breaker %s: a dead server says nothing of the model, want closed", b.State())
+		}
+		before := e.pri.calls.Load()
+		code, _, err := e.inferModel(t, "other")
+		if code != codes.Unavailable || !strings.Contains(status.Convert(err).Message(), "circuit breaker open") {
+			t.Errorf("other's call with the server's breaker open: %v, want UNAVAILABLE naming the breaker", err)
+		}
+		if e.pri.calls.Load() != before {
+			t.Error("a call reached the dead server through its open breaker")
+		}
+	})
+}
+
+// TestHedgeIsEvidenceOnceItsDelayIs: an automatic hedge delay learnt from
+// too few calls sends hedges but counts nothing against the primary; once
+// the primary's tail has as many calls behind it as the alerts need to
+// bound a p99.9, a primary still unanswered at the delay is a slow call.
+func TestHedgeIsEvidenceOnceItsDelayIs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newRouteEnv(t, func(rc *RouteConfig, _ *RouterOptions, bc *BreakerConfig) {
+			rc.HedgeAfter = 0 // automatic
+			bc.ConsecutiveFailures = 3
+		})
+		live := e.router.table.Load().models["big"].live
+		live.tail.Store(int64(10 * time.Millisecond)) // a delay of 30ms, learnt from a few calls
+		live.tailCalls.Store(minTailCalls - 1)
+		e.pri.set(behaveHang)
+		for i := range 5 {
+			if r := e.call(t, 5*time.Second); r.code != codes.OK || r.reason != reasonHedge {
+				t.Fatalf("call %d, tail a guess: %+v, want a hedge's answer", i, r)
+			}
+		}
+		b := e.modelBreaker(e.priUp, "big")
+		if b.State() != BreakerClosed || b.consecutive.Load() != 0 {
+			t.Fatalf("big's breaker %s with %d failures after hedges on a guessed delay, want closed, none", b.State(), b.consecutive.Load())
+		}
+		live.tailCalls.Store(minTailCalls)
+		for range 3 {
+			e.call(t, 5*time.Second)
+		}
+		if b.State() != BreakerOpen {
+			t.Errorf("big's breaker %s after 3 calls past a known tail's delay, want open", b.State())
+		}
+		if minTailCalls < 1000 || minTailCalls > 2000 {
+			t.Errorf("minTailCalls %d: a p99.9 needs about a thousand calls to be bounded", minTailCalls)
+		}
+	})
+}
