@@ -88,7 +88,7 @@ func loadRulesFile(path string) (alert.Config, error) {
 	dec := yaml.NewDecoder(f)
 	dec.KnownFields(true)
 	if err := dec.Decode(&ac); err != nil && !errors.Is(err, io.EOF) {
-		return ac, fmt.Errorf("rules: %s: %s", path, yamlMessage(err))
+		return ac, fmt.Errorf("rules: %s: %s", path, yamlMessage(err, nil))
 	}
 	return ac, nil
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"flag"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"net"
 	"os"
 	"reflect"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,6 +18,7 @@ import (
 
 	"github.com/infergate/infergate/alert"
 	"github.com/infergate/infergate/batcher"
+	"github.com/infergate/infergate/internal/bytesize"
 	"github.com/infergate/infergate/monitor"
 	"github.com/infergate/infergate/monitor/gpu"
 	"github.com/infergate/infergate/proxy"
@@ -316,26 +319,45 @@ func loadFile(path string) (Config, error) {
 		return c, fmt.Errorf("config: %w", err)
 	}
 	defer f.Close()
-	dec := yaml.NewDecoder(f)
+	src, err := io.ReadAll(f)
+	if err != nil {
+		return c, fmt.Errorf("config: %w", err)
+	}
+	// Sizes with units ("64MiB") in *_bytes keys become bytes first,
+	// line by line, so the decoder's line numbers stay the file's.
+	if src, err = bytesize.RewriteYAML(src); err != nil {
+		return c, fmt.Errorf("config: %s: %v", path, err)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(src))
 	dec.KnownFields(true)
 	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
-		return c, fmt.Errorf("config: %s: %s", path, yamlMessage(err))
+		return c, fmt.Errorf("config: %s: %s", path, yamlMessage(err, src))
 	}
 	return c, nil
 }
 
 // yamlMessage rewrites the YAML decoder's messages in the file's terms:
 // "line 3: field upstreem not found in type main.Config" becomes
-// `line 3: unknown field "upstreem"` (and names the section it is in),
-// and Go type names in type errors become the YAML section they decode.
-func yamlMessage(err error) string {
+// `line 3: unknown field "upstreem"` (and names the section it is in);
+// "line 8: cannot unmarshal !!seq into map[string]batcher.ModelSettings"
+// becomes "line 8: batching.models: a map of name to settings, got a
+// list" when src (the file) says which key is on that line; other Go
+// type names become the YAML section they decode.
+func yamlMessage(err error, src []byte) string {
 	var te *yaml.TypeError
 	if !errors.As(err, &te) {
 		return strings.TrimPrefix(err.Error(), "yaml: ")
 	}
 	paths := yamlSections()
+	keys := yamlKeyLines(src)
 	msgs := make([]string, 0, len(te.Errors))
 	for _, m := range te.Errors {
+		if g := typeErrorRE.FindStringSubmatch(m); g != nil {
+			if line, _ := strconv.Atoi(g[1]); keys[line] != "" {
+				msgs = append(msgs, fmt.Sprintf("line %s: %s: %s, got %s", g[1], keys[line], expectYAML(g[4]), yamlKind(g[2], g[3])))
+				continue
+			}
+		}
 		if i := strings.Index(m, " not found in type "); i >= 0 && strings.Contains(m, "field ") {
 			j := strings.Index(m, "field ")
 			field := m[j+len("field ") : i]
@@ -355,6 +377,92 @@ func yamlMessage(err error) string {
 		msgs = append(msgs, m)
 	}
 	return strings.Join(msgs, "; ")
+}
+
+// typeErrorRE reads a YAML type error: line, tag, value, Go type.
+var typeErrorRE = regexp.MustCompile("^line (\\d+): cannot unmarshal (!!\\w+)(?: `([^`]*)`)? into (.+)$")
+
+// yamlKeyLines maps the line of each value in a YAML document to its key
+// path ("batching.models", "routes[0].fallback"); empty for no document.
+func yamlKeyLines(src []byte) map[int]string {
+	out := map[int]string{}
+	var doc yaml.Node
+	if len(src) == 0 || yaml.Unmarshal(src, &doc) != nil {
+		return out
+	}
+	var walk func(n *yaml.Node, path string)
+	walk = func(n *yaml.Node, path string) {
+		switch n.Kind {
+		case yaml.DocumentNode:
+			for _, c := range n.Content {
+				walk(c, path)
+			}
+		case yaml.MappingNode:
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				p := n.Content[i].Value
+				if path != "" {
+					p = path + "." + p
+				}
+				if _, seen := out[n.Content[i+1].Line]; !seen {
+					out[n.Content[i+1].Line] = p
+				}
+				walk(n.Content[i+1], p)
+			}
+		case yaml.SequenceNode:
+			for i, c := range n.Content {
+				p := fmt.Sprintf("%s[%d]", path, i)
+				if _, seen := out[c.Line]; !seen {
+					out[c.Line] = p
+				}
+				walk(c, p)
+			}
+		}
+	}
+	walk(&doc, "")
+	return out
+}
+
+// expectYAML says in YAML's terms what a Go type takes.
+func expectYAML(goType string) string {
+	switch {
+	case strings.HasPrefix(goType, "map["):
+		_, elem, _ := strings.Cut(goType, "]")
+		return "a map of name to " + strings.TrimPrefix(strings.TrimPrefix(expectYAML(elem), "a "), "an ")
+	case strings.HasPrefix(goType, "[]"):
+		return "a list of " + strings.TrimPrefix(strings.TrimPrefix(expectYAML(goType[2:]), "a "), "an ")
+	case strings.HasPrefix(goType, "*"):
+		return expectYAML(goType[1:])
+	case goType == "time.Duration":
+		return "a duration (e.g. 5s)"
+	case goType == "string":
+		return "a string"
+	case goType == "bool":
+		return "true or false"
+	case strings.HasPrefix(goType, "int"), strings.HasPrefix(goType, "uint"):
+		return "a whole number"
+	case strings.HasPrefix(goType, "float"):
+		return "a number"
+	case strings.Contains(goType, "."):
+		return "settings (a mapping)"
+	}
+	return goType
+}
+
+// yamlKind says what a YAML tag (and value) is.
+func yamlKind(tag, value string) string {
+	switch tag {
+	case "!!seq":
+		return "a list"
+	case "!!map":
+		return "a mapping"
+	case "!!bool":
+		return "true or false (" + value + ")"
+	case "!!int", "!!float":
+		return "a number (" + value + ")"
+	case "!!null":
+		return "nothing"
+	}
+	return fmt.Sprintf("%q", value)
 }
 
 // yamlSections maps the Go type name of every struct the YAML file decodes
@@ -422,6 +530,36 @@ func to[T int | int64 | string | bool | time.Duration](get func(*Config) *T) bin
 	}
 }
 
+// sizeTo binds a flag that is a size in bytes: plain bytes, or a number
+// with a unit ("64MiB"), as the YAML file's *_bytes keys take them.
+func sizeTo[T int | int64](get func(*Config) *T) binder {
+	return func(fs *flag.FlagSet, name, usage string, c *Config, _ *[]error) {
+		fs.Var(sizeValue[T]{get(c)}, name, usage)
+	}
+}
+
+// sizeValue is a flag.Value for a size in bytes.
+type sizeValue[T int | int64] struct{ p *T }
+
+func (v sizeValue[T]) String() string {
+	if v.p == nil {
+		return "0"
+	}
+	return strconv.FormatInt(int64(*v.p), 10)
+}
+
+func (v sizeValue[T]) Set(s string) error {
+	n, err := bytesize.Parse(s)
+	if err != nil {
+		return err
+	}
+	if int64(T(n)) != n {
+		return fmt.Errorf("%q is too large", s)
+	}
+	*v.p = T(n)
+	return nil
+}
+
 // with binds a flag whose value set applies to c; def is the default
 // -help shows, and a back-quoted word of the usage names the value.
 func with(def func(*Config) string, set func(c *Config, v string) error) binder {
@@ -471,7 +609,7 @@ var flags = []flagRow{
 			})
 		}},
 	{"admin", "admin", "HTTP admin address: /metrics, /healthz, /readyz", to(func(c *Config) *string { return &c.Admin })},
-	{"max-message-bytes", "max_message_bytes", "largest gRPC message in either direction", to(func(c *Config) *int { return &c.MaxMessageBytes })},
+	{"max-message-bytes", "max_message_bytes", "largest gRPC message in either direction (a `size`: bytes, or with a unit such as 16MiB)", sizeTo(func(c *Config) *int { return &c.MaxMessageBytes })},
 	{"upstream-conns", "upstream_conns", "pooled HTTP/2 connections to the upstream", to(func(c *Config) *int { return &c.UpstreamConns })},
 	{"fast-path", "fast_path", "relay plain unary calls frame by frame, not through the gRPC stack (the relay ends TLS on a TLS listener)", to(func(c *Config) *bool { return &c.FastPath })},
 	{"shutdown-timeout", "shutdown_timeout", "drain limit for in-flight calls on SIGTERM", to(func(c *Config) *time.Duration { return &c.ShutdownTimeout })},
@@ -481,8 +619,8 @@ var flags = []flagRow{
 	{"upstream-keepalive-time", "upstream_keepalive_time", "ping interval to the upstream while calls are in flight (servers must allow it)",
 		to(func(c *Config) *time.Duration { return &c.UpstreamKeepaliveTime })},
 	{"max-in-flight", "max_in_flight", "cap on calls in progress; beyond it RESOURCE_EXHAUSTED (0 = no cap)", to(func(c *Config) *int { return &c.MaxInFlight })},
-	{"max-buffered-bytes", "front_door.max_buffered_bytes", "memory budget for every byte held for calls; when spent, senders wait (0 = auto: a quarter of the container's memory limit, at least 32 MiB, else 64 MiB)",
-		to(func(c *Config) *int64 { return &c.FrontDoor.MaxBufferedBytes })},
+	{"max-buffered-bytes", "front_door.max_buffered_bytes", "memory budget for every byte held for calls (a `size`: bytes, or with a unit such as 64MiB); when spent, senders wait (0 = auto: a quarter of the container's memory limit, at least 32 MiB, else 64 MiB)",
+		sizeTo(func(c *Config) *int64 { return &c.FrontDoor.MaxBufferedBytes })},
 	{"max-concurrent-streams", "front_door.max_concurrent_streams", "streams one client connection may have open; over it REFUSED_STREAM",
 		to(func(c *Config) *int { return &c.FrontDoor.MaxConcurrentStreams })},
 	{"max-connections", "front_door.max_connections", "cap on client connections; new ones past it are closed (0 = no cap)", to(func(c *Config) *int { return &c.FrontDoor.MaxConnections })},
@@ -491,7 +629,7 @@ var flags = []flagRow{
 	{"max-series", "monitor.max_series", "cap on latency series; beyond it calls count as \"other\"", to(func(c *Config) *int { return &c.Monitor.MaxSeries })},
 	{"series-idle-timeout", "monitor.series_idle_timeout", "drop a latency series after this long without calls",
 		to(func(c *Config) *time.Duration { return &c.Monitor.SeriesIdleTimeout })},
-	{"max-label-bytes", "monitor.max_label_bytes", "longest model/version/method that becomes a label value", to(func(c *Config) *int { return &c.Monitor.MaxLabelBytes })},
+	{"max-label-bytes", "monitor.max_label_bytes", "longest model/version/method that becomes a label value (a `size`: bytes, or with a unit such as 1KiB)", sizeTo(func(c *Config) *int { return &c.Monitor.MaxLabelBytes })},
 	{"tls-cert", "tls.cert_file", "listener TLS certificate (PEM)", to(func(c *Config) *string { return &c.TLS.CertFile })},
 	{"tls-key", "tls.key_file", "listener TLS key (PEM)", to(func(c *Config) *string { return &c.TLS.KeyFile })},
 	{"tls-client-ca", "tls.client_ca_file", "CA for client certificates: turns on mTLS", to(func(c *Config) *string { return &c.TLS.ClientCAFile })},

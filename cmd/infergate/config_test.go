@@ -51,7 +51,9 @@ func TestParseConfigErrorsNameTheField(t *testing.T) {
 		{"missing file", []string{"--upstream", "a:1", "--upstream-ca", "testdata/nope.pem"}, `config: upstream_tls.ca_file: cannot read "testdata/nope.pem": no such file or directory`},
 		{"unknown yaml field", []string{"--config", "testdata/config.bad-unknown-field.yaml"}, `config: testdata/config.bad-unknown-field.yaml: line 1: unknown field "upstreem"`},
 		{"unknown nested yaml field", []string{"--config", "testdata/config.bad-nested-field.yaml"}, `line 3: unknown field "max_seriez" in section monitor`},
-		{"yaml type error", []string{"--config", "testdata/config.bad-duration.yaml"}, "line 2: cannot unmarshal !!str `soon` into a duration (e.g. 5s)"},
+		{"yaml type error", []string{"--config", "testdata/config.bad-duration.yaml"}, `line 2: drain_delay: a duration (e.g. 5s), got "soon"`},
+		{"yaml list for a map", []string{"--config", "testdata/config.bad-models-list.yaml"}, "line 5: batching.models: a map of name to settings (a mapping), got a list"},
+		{"size without a unit we know", []string{"--upstream", "a:1", "--max-buffered-bytes", "64XB"}, `unknown unit "XB"`},
 		{"zero keepalive flag", []string{"--upstream", "a:1", "--upstream-keepalive-time", "0s"}, "config: --upstream-keepalive-time: must be at least 10s, got 0s"},
 		{"short keepalive", []string{"--upstream", "a:1", "--upstream-keepalive-time", "1s"}, "config: upstream_keepalive_time: must be at least 10s, got 1s"},
 		{"negative in flight", []string{"--upstream", "a:1", "--max-in-flight", "-1"}, "config: max_in_flight: must be 0 (no cap) or positive, got -1"},
@@ -91,6 +93,24 @@ func TestZeroMeansNoneWhereDocumented(t *testing.T) {
 		c.UpstreamKeepaliveTime != proxy.DefaultKeepaliveTime || c.Monitor.SeriesIdleTimeout != monitor.DefaultIdleTimeout ||
 		c.Monitor.MaxLabelBytes != monitor.DefaultMaxLabelBytes || c.Readiness.Probe != "auto" {
 		t.Errorf("defaults not filled: %+v", c)
+	}
+}
+
+// Sizes in bytes take units, on the command line and in the file.
+func TestSizesTakeUnits(t *testing.T) {
+	c, err := parseConfig([]string{"--config", "testdata/config.sizes.yaml"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.MaxMessageBytes != 16<<20 || c.FrontDoor.MaxBufferedBytes != 96<<20 || c.Monitor.MaxLabelBytes != 1024 {
+		t.Errorf("file sizes: message %d, buffered %d, label %d; want 16MiB, 96MiB, 1KiB", c.MaxMessageBytes, c.FrontDoor.MaxBufferedBytes, c.Monitor.MaxLabelBytes)
+	}
+	c, err = parseConfig([]string{"--upstream", "a:1", "--max-buffered-bytes", "64MiB", "--max-message-bytes", "1GiB", "--max-label-bytes", "256"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.FrontDoor.MaxBufferedBytes != 64<<20 || c.MaxMessageBytes != 1<<30 || c.Monitor.MaxLabelBytes != 256 {
+		t.Errorf("flag sizes: buffered %d, message %d, label %d", c.FrontDoor.MaxBufferedBytes, c.MaxMessageBytes, c.Monitor.MaxLabelBytes)
 	}
 }
 

@@ -79,7 +79,7 @@ func TestFrontDoorErrorsNameTheField(t *testing.T) {
 		want string
 	}{
 		{[]string{"--max-buffered-bytes", "-1"}, "config: front_door.max_buffered_bytes: must be 0 (auto) or positive, got -1"},
-		{[]string{"--max-buffered-bytes", "64MiB"}, `invalid value "64MiB" for flag -max-buffered-bytes`},
+		{[]string{"--max-buffered-bytes", "64XB"}, `invalid value "64XB" for flag -max-buffered-bytes: "64XB": unknown unit "XB"`},
 		{[]string{"--max-concurrent-streams", "0"}, "config: --max-concurrent-streams: must be between 1 and 4294967295, got 0"},
 		{[]string{"--max-concurrent-streams", "4294967296"}, "config: front_door.max_concurrent_streams: must be between 1 and 4294967295, got 4294967296"},
 		{[]string{"--max-connections", "-2"}, "config: front_door.max_connections: must be 0 (no cap) or positive, got -2"},
