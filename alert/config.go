@@ -72,6 +72,10 @@ type BaselineConfig struct {
 	// Prometheus, when set, is a Prometheus base URL whose history of
 	// infergate_request_duration_seconds warms the baseline at start.
 	Prometheus string `yaml:"prometheus"`
+	// Learn is how long a model's calm calls are learned before its
+	// baseline counts (and the baseline rules may fire): a start's first
+	// seconds are not what is normal for a model. 0 means 30s.
+	Learn time.Duration `yaml:"learn"`
 }
 
 // RouteConfig is a node of the routing tree, like Alertmanager's: the
@@ -270,6 +274,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Baseline.Weeks < 0 || c.Baseline.TimeScale < 0 || math.IsNaN(c.Baseline.TimeScale) || math.IsInf(c.Baseline.TimeScale, 0) {
 		add("baseline: weeks and time_scale must not be negative")
+	}
+	if c.Baseline.Learn < 0 {
+		add("baseline.learn: must be 0 (30s) or positive, got %s", c.Baseline.Learn)
 	}
 	c.schedules = map[string]*schedule{}
 	for i, s := range c.Schedules {

@@ -43,7 +43,10 @@ func gpuEnv(t *testing.T) env {
 		t.Fatal(err)
 	}
 	sim := startSim(t, "--config", path, "--gpu-interval", "100ms")
-	gate := startProxy(t, sim.grpc, "--gpu-source", "prometheus",
+	// The baseline learns for 2s, not 30s: the light phase is calm from
+	// its first call, and these tests judge the hints, not the learning.
+	conf := writeFile(t, "infergate.yaml", "alerting:\n  baseline: {learn: 2s}\n")
+	gate := startProxy(t, sim.grpc, "--config", conf, "--gpu-source", "prometheus",
 		"--gpu-metrics-url", "http://"+sim.admin+"/metrics", "--gpu-interval", "100ms")
 	return env{sim: sim, gate: gate}
 }

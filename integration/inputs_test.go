@@ -86,7 +86,7 @@ func TestInputsGrewHint(t *testing.T) {
 	// The latency baseline and the inputs' are learned in about a minute.
 	waitFor(t, 3*time.Minute, "embedder's latency and inputs learned", func() bool {
 		m, ok := embedder()
-		return ok && m.BaselineSource != "none" && m.BaselineSource != "" && m.Inputs != nil
+		return ok && m.BaselineSource != "learning" && m.BaselineSource != "" && m.Inputs != nil
 	})
 	if m, _ := embedder(); m.CauseHint != "none" || m.Inputs.Moved != "" {
 		t.Fatalf("steady load: hint %s, inputs %+v", m.CauseHint, *m.Inputs)

@@ -35,8 +35,8 @@ const (
 // The fault the demo injects, and the shortest run that shows it for a
 // while (-seconds 0, run until stopped, always does).
 var (
-	demoFault       = faultPlan{model: "resnet50", slowdown: 1.6, at: 15 * time.Second, dur: 15 * time.Second}
-	minFaultSeconds = 20
+	demoFault       = faultPlan{model: "resnet50", slowdown: 1.6, at: 45 * time.Second, dur: 15 * time.Second}
+	minFaultSeconds = 50
 )
 
 // maxMsgSize raises gRPC's 4 MiB default, as Triton clients must.

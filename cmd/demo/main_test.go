@@ -38,12 +38,12 @@ func TestStreamsTextFaultPlan(t *testing.T) {
 		want string
 	}{
 		{options{seconds: 0, maxInflight: 256},
-			"fault: at 15s the demo slows resnet50 down 1.6x in simserver; it heals it at 30s\n" +
+			"fault: at 45s the demo slows resnet50 down 1.6x in simserver; it heals it at 1m0s\n" +
 				"       watch resnet50's P99 and UP P99 rise while OVH stays small: the slowness is upstream;\n" +
 				"       its latency alert sends it to its fallback mobilenet_v3 (a ROUTE line, rows\n"},
-		{options{seconds: 35, maxInflight: 256}, "it heals it at 30s\n"},
-		{options{seconds: 25, maxInflight: 256}, "it heals it when the demo ends at 25s\n"},
-		{options{seconds: 10, maxInflight: 256}, "fault: off (runs shorter than 20s)"},
+		{options{seconds: 65, maxInflight: 256}, "it heals it at 1m0s\n"},
+		{options{seconds: 55, maxInflight: 256}, "it heals it when the demo ends at 55s\n"},
+		{options{seconds: 10, maxInflight: 256}, "fault: off (runs shorter than 50s)"},
 		{options{seconds: 60, noFault: true, maxInflight: 256}, "fault: off (-no-fault)"},
 	}
 	for _, tc := range cases {

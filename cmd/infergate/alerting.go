@@ -136,7 +136,7 @@ const baselineFileKind = "baseline"
 // again from live traffic: only alerting reads them, and alerting must
 // never keep the proxy from serving.
 func newBaselines(ac *alert.Config, fm *statefile.Metrics, log *slog.Logger) (*baseline.Store, error) {
-	opts := baseline.Options{Holidays: ac.Baseline.Holidays, Weeks: ac.Baseline.Weeks, Scale: ac.Baseline.TimeScale}
+	opts := baseline.Options{Holidays: ac.Baseline.Holidays, Weeks: ac.Baseline.Weeks, Scale: ac.Baseline.TimeScale, MinLearn: ac.Baseline.Learn}
 	if ac.Baseline.TimeZone != "" {
 		loc, err := time.LoadLocation(ac.Baseline.TimeZone)
 		if err != nil {

@@ -93,7 +93,7 @@ type modelDoc struct {
 	P99                  float64  `json:"p99_seconds"`
 	QueueP99             *float64 `json:"queue_p99_seconds,omitempty"`
 	// BaselineP99 and BaselineP50 are the baseline levels; null until
-	// known; BaselineSource is none, recent or seasonal. LatencyUp: the
+	// known; BaselineSource is learning, recent or seasonal. LatencyUp: the
 	// recent calls are, with confidence, above the baseline band or over
 	// the SLO (UpReason "baseline" or "slo"); TooFewCalls: they could not
 	// tell.

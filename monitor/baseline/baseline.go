@@ -35,6 +35,7 @@ const (
 	DefaultRecentSamples = 360
 	DefaultRecentEvery   = 5
 	DefaultMinRecent     = 10
+	DefaultMinLearn      = 30 * time.Second
 	DefaultAcceptAfter   = time.Hour
 	DefaultMaxKeys       = 10000
 	// minHourSamples is how many samples an hour needs to be learned: a
@@ -72,6 +73,12 @@ type Options struct {
 	// MinRecent is how many calm samples the recent level needs; 0 means
 	// 10.
 	MinRecent int
+	// MinLearn is how long (in Now's time) a model's calm samples must
+	// span before its recent level is a baseline: a start's first seconds
+	// (cold caches and connections, a load still ramping up) are not what
+	// is normal for it, and a page against them would be false. 0 means
+	// 30s; negative, none.
+	MinLearn time.Duration
 	// AcceptAfter is how long a model must stay up before its new level
 	// is learned; 0 means 1h, negative means never.
 	AcceptAfter time.Duration
@@ -102,7 +109,7 @@ type Level struct {
 type Baseline struct {
 	// Q holds the level per tracked quantile.
 	Q [NumQuantiles]Level
-	// Source is "none" (still learning), "recent" (no seasonal history
+	// Source is "learning" (too few calm samples, or too short a time), "recent" (no seasonal history
 	// for this hour yet) or "seasonal".
 	Source string
 	// Widen is the factor applied to the band: 2 with no week of history
@@ -124,9 +131,10 @@ func (b Baseline) Level(q int) time.Duration {
 // Known reports whether there is a baseline at all.
 func (b Baseline) Known() bool { return b.Source != SourceNone }
 
-// Sources of a Baseline.
+// Sources of a Baseline. SourceNone is a model still learning: too few
+// calm samples, or over too short a time (Options.MinLearn).
 const (
-	SourceNone     = "none"
+	SourceNone     = "learning"
 	SourceRecent   = "recent"
 	SourceSeasonal = "seasonal"
 )
@@ -253,6 +261,9 @@ func New(opts Options) *Store {
 	if opts.MinRecent <= 0 {
 		opts.MinRecent = DefaultMinRecent
 	}
+	if opts.MinLearn == 0 {
+		opts.MinLearn = DefaultMinLearn
+	}
 	if opts.AcceptAfter == 0 {
 		opts.AcceptAfter = DefaultAcceptAfter
 	}
@@ -299,6 +310,9 @@ type track struct {
 	cur         hourAcc
 	upSince     time.Time // zero while calm
 	lastSeen    time.Time
+	// firstCalm is when its first calm sample came (Now's time); zero
+	// for a track restored from a state file, which has learnt already.
+	firstCalm time.Time
 }
 
 // ring is a ring of recent calm samples of one quantile, in microseconds.
@@ -404,6 +418,9 @@ func (s *Store) Observe(key string, sm Sample, up bool) {
 	} else {
 		t.upSince = time.Time{}
 	}
+	if t.calm == 0 && t.firstCalm.IsZero() && len(t.recent[P50].v) == 0 {
+		t.firstCalm = now
+	}
 	// Every sample until the ring holds a fifth of its size (a level a
 	// minute after start), then one in RecentEvery.
 	if len(t.recent[P50].v) < s.opts.RecentSamples/s.opts.RecentEvery || t.calm%s.opts.RecentEvery == 0 {
@@ -447,19 +464,21 @@ func (s *Store) closeHour(t *track) {
 
 // Get returns model key's baseline now.
 func (s *Store) Get(key string) Baseline {
-	st := s.Clock()
+	now := s.opts.Now()
+	st := s.seasonal(now)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.get(s.tracks[key], s.hourOfWeek(st))
+	return s.get(s.tracks[key], s.hourOfWeek(st), now)
 }
 
-func (s *Store) get(t *track, how int) Baseline {
+func (s *Store) get(t *track, how int, now time.Time) Baseline {
 	b := Baseline{Source: SourceNone, HourOfWeek: how, Widen: 2}
 	if t == nil {
 		return b
 	}
 	b.RecentSamples = len(t.recent[P50].v)
-	if b.RecentSamples >= s.opts.MinRecent {
+	learnt := s.opts.MinLearn < 0 || t.firstCalm.IsZero() || now.Sub(t.firstCalm) >= s.opts.MinLearn
+	if b.RecentSamples >= s.opts.MinRecent && learnt {
 		b.Source = SourceRecent
 		if !t.recentOK {
 			for q := range NumQuantiles {
@@ -550,13 +569,13 @@ type LevelAt struct {
 
 // Infos returns every model's baseline now, sorted by model.
 func (s *Store) Infos() []Info {
-	st := s.Clock()
-	how := s.hourOfWeek(st)
+	now := s.opts.Now()
+	how := s.hourOfWeek(s.seasonal(now))
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make([]Info, 0, len(s.tracks))
 	for k, t := range s.tracks {
-		b := s.get(t, how)
+		b := s.get(t, how, now)
 		in := Info{Model: k, Source: b.Source, Weeks: b.Weeks, Recent: b.RecentSamples, Hour: how, Widen: b.Widen, UpSince: t.upSince, LastSeen: t.lastSeen}
 		for _, h := range t.hours {
 			if h != nil {

@@ -117,9 +117,36 @@ func TestIncidentIsNotLearned(t *testing.T) {
 	}
 }
 
-func TestRecentBaselineEarly(t *testing.T) {
+// TestNoBaselineBeforeItsTime: however many samples a steep start gives
+// (one a second from the first call), the recent level is no baseline
+// until they span MinLearn: a cold start's first seconds are not normal.
+func TestNoBaselineBeforeItsTime(t *testing.T) {
 	c := &fakeClock{monday}
 	s := New(Options{Now: c.now})
+	for i := range 30 {
+		if i > 0 {
+			c.t = c.t.Add(time.Second)
+		}
+		// A start ramping from slow to steady: its first seconds are
+		// the slowest.
+		s.Observe("m", Sample{0.05 - 0.0013*float64(min(i, 30)), 0.06, 0.08}, false)
+		if b := s.Get("m"); b.Known() || b.Source != "learning" {
+			t.Fatalf("after %d samples over %v: baseline %+v, want learning", i+1, time.Duration(i)*time.Second, b)
+		}
+	}
+	c.t = c.t.Add(time.Second)
+	s.Observe("m", Sample{0.011, 0.06, 0.08}, false)
+	if b := s.Get("m"); b.Source != SourceRecent {
+		t.Fatalf("after 31 samples over 30s: %+v, want a recent baseline", b)
+	}
+	if infos := s.Infos(); len(infos) != 1 || infos[0].Source != SourceRecent {
+		t.Errorf("Infos %+v, want the same source", infos)
+	}
+}
+
+func TestRecentBaselineEarly(t *testing.T) {
+	c := &fakeClock{monday}
+	s := New(Options{Now: c.now, MinLearn: -1})
 	if b := s.Get("m"); b.Known() {
 		t.Fatalf("baseline before any sample: %+v", b)
 	}

@@ -63,7 +63,7 @@ func TestCorrelatorScenarios(t *testing.T) {
 		Known: gpu.FieldUtilization | gpu.FieldMemoryUsed | gpu.FieldMemoryTotal | gpu.FieldSMClock | gpu.FieldSMClockMax | gpu.FieldClockEventReasons}
 	lat := &fakeLatency{t: t, p99: map[string]time.Duration{"m": 10 * time.Millisecond}}
 	g := &fakeGPU{dev: idle}
-	c := New(Options{Latency: lat, GPU: g.state})
+	c := New(Options{Latency: lat, GPU: g.state, Baselines: learnAtOnce()})
 
 	step := func(n int, p99 time.Duration, dev gpu.Device, jitter bool) ModelState {
 		for i := range n {
@@ -136,7 +136,7 @@ func TestCorrelatorScenarios(t *testing.T) {
 
 func TestCorrelatorNoGPU(t *testing.T) {
 	lat := &fakeLatency{t: t, p99: map[string]time.Duration{"m": 10 * time.Millisecond}, q99: map[string]time.Duration{"m": time.Millisecond}}
-	c := New(Options{Latency: lat})
+	c := New(Options{Latency: lat, Baselines: learnAtOnce()})
 	for range 20 {
 		c.Step()
 	}
@@ -179,7 +179,7 @@ func TestCorrelatorNoGPU(t *testing.T) {
 // still counts, through the median.
 func TestCorrelatorMedianRise(t *testing.T) {
 	lat := &fakeStats{p50: 10 * time.Millisecond, p99: 40 * time.Millisecond}
-	c := New(Options{Latency: lat})
+	c := New(Options{Latency: lat, Baselines: learnAtOnce()})
 	for range 20 {
 		c.Step()
 	}
@@ -207,7 +207,7 @@ func (f *fakeStats) Recent(int, func(monitor.SeriesKey) string) (map[string]moni
 // long ring is dropped.
 func TestCorrelatorForgetsIdleModels(t *testing.T) {
 	lat := &fakeLatency{t: t, p99: map[string]time.Duration{"m": time.Millisecond}}
-	c := New(Options{Latency: lat})
+	c := New(Options{Latency: lat, Baselines: learnAtOnce()})
 	c.Step()
 	delete(lat.p99, "m")
 	for range LongSamples - 1 {
@@ -227,7 +227,7 @@ func TestCorrelatorForgetsIdleModels(t *testing.T) {
 // stays up however long it lasts.
 func TestCorrelatorSLOAnchor(t *testing.T) {
 	lat := &fakeStats{p50: 40 * time.Millisecond, p99: 80 * time.Millisecond}
-	c := New(Options{Latency: lat, SLO: func(m string) baseline.SLO {
+	c := New(Options{Latency: lat, Baselines: learnAtOnce(), SLO: func(m string) baseline.SLO {
 		return baseline.SLO{baseline.P50: 20 * time.Millisecond}
 	}})
 	c.Step()
@@ -269,3 +269,9 @@ func TestStreamOnlyModelHasNoLatency(t *testing.T) {
 		t.Error("a baseline learned from a model without calls")
 	}
 }
+
+// learnAtOnce is a baseline store that learns from samples however close
+// together: these tests step the correlator many times a millisecond,
+// while the store's learning time (baseline.Options.MinLearn, tested
+// there) is real time.
+func learnAtOnce() *baseline.Store { return baseline.New(baseline.Options{MinLearn: -1}) }

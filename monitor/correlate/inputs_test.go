@@ -56,7 +56,7 @@ func newInputRig(t *testing.T) *inputRig {
 			Known: gpu.FieldUtilization | gpu.FieldMemoryUsed | gpu.FieldMemoryTotal}},
 		rnd: rand.New(rand.NewPCG(1, 2)),
 	}
-	r.c = New(Options{Latency: r.lat, GPU: r.g.state, Inputs: r.in})
+	r.c = New(Options{Latency: r.lat, GPU: r.g.state, Inputs: r.in, Baselines: learnAtOnce()})
 	return r
 }
 
