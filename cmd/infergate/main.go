@@ -149,7 +149,7 @@ func fastPathCounter(p *proxy.Proxy, path string, get func(proxy.Stats) int64) p
 	return prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "infergate_fast_path_calls_total",
 		Help: "Unary calls the fast path (--fast-path) routed, by path: forwarded (relayed frame by frame to the upstream), " +
-			"served (answered by the proxy's handler on the relay: batched, routed, breakers, tracing), " +
+			"served (answered by the pipeline on the relay: batched, routed, breakers, tracing), " +
 			"grpc_server (handed to the gRPC server: not one uncompressed message).",
 		ConstLabels: prometheus.Labels{"path": path},
 	}, func() float64 { return float64(get(p.Stats())) })
