@@ -13,14 +13,18 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo deve
 all: build
 
 # bench/ is a module of its own (its plots' libraries stay out of the
-# proxy's go.mod), built and tested beside the proxy's.
+# proxy's go.mod), built and tested beside the proxy's. Tests and vet
+# take both modules in one run through test.work (a Go workspace the
+# go command reads only when GOWORK names it), so their packages share
+# the cores as one `go test ./...` does.
+WORKSPACE := GOWORK=$(CURDIR)/test.work
+
 build:
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN)/ ./cmd/... ./examples/simserver
 	cd bench && $(GO) build -o ../$(BIN)/ ./cmd/...
 
 vet:
-	$(GO) vet ./...
-	cd bench && $(GO) vet ./...
+	$(WORKSPACE) $(GO) vet ./... ./bench/...
 
 fmt:
 	@test -z "$$(gofmt -l . | grep -v '^proto/.*\.pb\.go$$')" || (gofmt -l . ; exit 1)
@@ -31,8 +35,7 @@ fmt:
 # skipping. -artifacts keeps what tests write to t.ArtifactDir() (the status
 # page's screenshots) under _artifacts/; each test logs its folder.
 test: fmt vet build
-	$(GO) test -race -count=1 -timeout 20m -artifacts ./...
-	cd bench && $(GO) test -race -count=1 -timeout 20m ./...
+	$(WORKSPACE) $(GO) test -race -count=1 -timeout 20m -artifacts ./... ./bench/...
 	$(MAKE) test-grpc-path
 	$(MAKE) test-allocs
 
@@ -53,8 +56,7 @@ docs:
 	$(GO) run ./cmd/infergate docs --out docs/reference
 
 test-short:
-	$(GO) test -count=1 -short ./...
-	cd bench && $(GO) test -count=1 -short ./...
+	$(WORKSPACE) $(GO) test -count=1 -short ./... ./bench/...
 
 proto-tools:
 	GOBIN=$(GOBIN) $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
