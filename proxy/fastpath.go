@@ -240,6 +240,10 @@ func (r relayHandler) Done(c *h2relay.Call, res *h2relay.Result) (codes.Code, st
 		o.err = &upstreamError{upstream: rc.upName, fromUpstream: true, err: status.Error(res.Status, res.Message)}
 	case e.Kind == h2relay.ErrTargetChanged:
 		o.err = status.Error(codes.InvalidArgument, e.Msg)
+	case e.Kind == h2relay.ErrTimeout:
+		// The relay's timer for the proxy's own deadline: the verdict
+		// below names it; the upstream did not fail.
+		o.err = status.Error(e.Code, e.Msg)
 	case e.Kind == h2relay.ErrClientGone:
 		code := codes.Canceled
 		if !c.Deadline.IsZero() && !time.Now().Before(c.Deadline) {
