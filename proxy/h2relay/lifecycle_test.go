@@ -360,10 +360,17 @@ func TestProxyTimeout(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 	receive(t, upCtx.Done(), "cancellation upstream")
-	// The relay's timer, or the upstream's reset at the grpc-timeout it
-	// was sent (CANCEL), whichever came first: either is the deadline.
-	if r := receive(t, e.h.done, "Done"); r.Err == nil || r.Err.Code != codes.DeadlineExceeded ||
-		r.Err.Kind != ErrTimeout && r.Err.Kind != ErrReset || r.TimeoutAt.IsZero() {
+	// The relay's timer, or the upstream at the grpc-timeout it was
+	// sent (a reset with CANCEL, or its own DEADLINE_EXCEEDED answer),
+	// whichever came first: each is the deadline, and the Handler hears
+	// when the relay's own passed to judge it.
+	r := receive(t, e.h.done, "Done")
+	code := r.Status
+	if r.Err != nil {
+		code = r.Err.Code
+	}
+	if code != codes.DeadlineExceeded || r.TimeoutAt.IsZero() ||
+		r.Err != nil && r.Err.Kind != ErrTimeout && r.Err.Kind != ErrReset {
 		t.Fatalf("Done heard %+v", r)
 	}
 	e.settled()
