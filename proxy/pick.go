@@ -178,7 +178,8 @@ type Pick struct {
 // take nothing for it: no route for the model, no breaker on up. Such a
 // call may take the fast path (fastpath.go), which reports no verdict.
 func (r *Router) plain(up *Upstream, model string) bool {
-	return r.table.Load().models[model] == nil && r.table.Load().breakers[up] == nil
+	t := r.table.Load()
+	return t.models[model] == nil && t.breakers[up] == nil
 }
 
 // idle says that Pick would send every call to up as it is: no model has

@@ -107,6 +107,18 @@ func (r *Router) buildTable(opts RouterOptions, prev *routeTable) (*routeTable, 
 	} else {
 		t.budget = newRetryBudget(opts.Budget, opts.Now)
 	}
+	if prev != nil {
+		// A model's breaker made at its first call keeps its state while
+		// its upstream's breaker does and no route now gives it one.
+		prev.directed.Range(func(k, v any) bool {
+			b := v.(*breaker)
+			if key := k.(modelKey); b.conn == t.breakers[key.up] && t.modelBreakers[key] == nil {
+				t.directed.Store(key, b)
+				t.ndirected.Add(1)
+			}
+			return true
+		})
+	}
 	r.link(t)
 	return t, nil
 }

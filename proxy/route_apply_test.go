@@ -125,3 +125,44 @@ routes:
 		t.Errorf("a changed breaker setting kept the old breaker")
 	}
 }
+
+// A reload keeps the breaker a model without a route got at its first
+// call (open here: its calls still fail fast) while its upstream's breaker
+// carries over; one whose model now has a route gives way to the route's.
+func TestRouterApplyCarriesFirstCallBreakers(t *testing.T) {
+	rt := openYAML(t, applyBefore)
+	r, err := NewRouter(rt.Router)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	other := r.directedBreaker(rt.Default, "other")
+	if other == nil || other.conn != r.table.Load().breakers[rt.Default] {
+		t.Fatalf("other's breaker %v, want one watching its upstream's", other)
+	}
+	for range 5 { // the default ConsecutiveFailures
+		other.record(verdictFailed)
+	}
+	if other.State() != BreakerOpen {
+		t.Fatalf("other's breaker %s after 5 failures, want open", other.State())
+	}
+	r.directedBreaker(rt.Default, "soon-routed")
+	next := plan(t, applyBefore+"  - model: soon-routed\n    fallback: {upstream: edge, model: mobilenet_v3}\n")
+	reopened, _, err := next.Reopen(rt, UpstreamOptions{Conns: 2}, fakeDial(map[string]UpstreamOptions{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Apply(reopened.Router); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.directedBreaker(rt.Default, "other"); got != other || got.State() != BreakerOpen {
+		t.Errorf("after Apply other's breaker is %p (%v), want the carried %p, open", got, got.State(), other)
+	}
+	cur := r.table.Load()
+	if _, ok := cur.directed.Load(modelKey{rt.Default, "soon-routed"}); ok || cur.modelBreakers[modelKey{rt.Default, "soon-routed"}] == nil {
+		t.Error("a model that gained a route keeps its first-call breaker instead of the route's")
+	}
+	if n := cur.ndirected.Load(); n != 1 {
+		t.Errorf("%d first-call breakers counted, want 1", n)
+	}
+}

@@ -38,8 +38,8 @@ type admin struct {
 	pprof bool
 	// alerts serves /api/v1/alerts, rules, silences and baselines.
 	alerts *alert.API
-	// router serves /api/v1/routes (routes_api.go); nil: nothing routed.
-	router *proxy.Router
+	// router serves /api/v1/routes (routes_api.go).
+	router *proxy.Router // always built, empty while nothing is routed
 	// reload serves POST /-/reload and /api/v1/status/config (reload.go).
 	reload *reloader
 }

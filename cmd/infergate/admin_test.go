@@ -17,10 +17,16 @@ import (
 // With nothing routed, /api/v1/routes answers empty lists (the page reads
 // it) rather than 404.
 func TestStatusPageSameAccessAsReads(t *testing.T) {
+	r, err := proxy.NewRouter(proxy.RouterOptions{}) // nothing routed, as infergate builds it
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
 	a := &admin{
 		gatherer: prometheus.NewRegistry(),
 		series:   func() any { return []seriesDoc{} },
 		alerts:   &alert.API{Token: "s3cret"},
+		router:   r,
 	}
 	h := a.handler()
 	do := func(method, path string) *httptest.ResponseRecorder {
@@ -38,6 +44,8 @@ func TestStatusPageSameAccessAsReads(t *testing.T) {
 		{"GET", "/status/app.js", 200, "fetch("},
 		{"GET", "/", 302, ""},
 		{"GET", "/api/v1/routes", 200, `"routes": []`},
+		{"GET", "/api/v1/routes", 200, `"breakers": []`},
+		{"POST", "/api/v1/routes/unrouted", 401, "bearer token"},
 		{"POST", "/status/", 405, ""},
 		{"POST", "/api/v1/silences", 401, "bearer token"},
 	}
