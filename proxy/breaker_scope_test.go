@@ -53,8 +53,8 @@ func TestBreakerScopeIsItsEvidence(t *testing.T) {
 		if b := e.transportStatus(t, "primary"); b.State != BreakerClosed.String() || b.Failures != 0 {
 			t.Errorf("the primary's own breaker %+v after one model's failures, want closed and no failure", b)
 		}
-		if b := e.modelBreaker(e.priUp, "other"); b == nil || b.State() != BreakerClosed {
-			t.Errorf("other's breaker on the primary %v, want made at its first call and closed", b)
+		if b := e.modelBreaker(e.priUp, "other"); b != nil {
+			t.Errorf("other's breaker on the primary %v, want none: it never failed", b)
 		}
 
 		// A dead server: the way to it fails for every model.
@@ -66,8 +66,8 @@ func TestBreakerScopeIsItsEvidence(t *testing.T) {
 		if b := e.transportStatus(t, "primary"); b.State == BreakerClosed.String() {
 			t.Errorf("the primary's own breaker %+v after refused connections, want open", b)
 		}
-		if b := e.modelBreaker(e.priUp, "other"); b.State() != BreakerClosed {
-			t.Errorf("other's own breaker %s: a dead server says nothing of the model, want closed", b.State())
+		if b := e.modelBreaker(e.priUp, "other"); b != nil {
+			t.Errorf("other's own breaker %s: a dead server says nothing of the model, want none made", b.State())
 		}
 		before := e.pri.calls.Load()
 		code, _, err := e.inferModel(t, "other")
@@ -112,6 +112,32 @@ func TestHedgeIsEvidenceOnceItsDelayIs(t *testing.T) {
 		}
 		if minTailCalls < 1000 || minTailCalls > 2000 {
 			t.Errorf("minTailCalls %d: a p99.9 needs about a thousand calls to be bounded", minTailCalls)
+		}
+	})
+}
+
+// TestClientNamesMakeNoBreakers: model names are the client's. Calls the
+// server answers make no breaker, whatever the names; a name too long to
+// be a label value gets none even when its calls fail.
+func TestClientNamesMakeNoBreakers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newRouteEnv(t, nil)
+		for i := range 50 {
+			e.inferModel(t, "client-"+strings.Repeat("x", i))
+		}
+		long := strings.Repeat("m", 1<<10)
+		e.pri.set(behaveError)
+		for range 5 {
+			e.inferModel(t, long)
+		}
+		if n := e.router.table.Load().ndirected.Load(); n != 0 {
+			t.Errorf("%d breakers made for names clients sent, want none", n)
+		}
+		_, bs := e.router.Status()
+		for _, b := range bs {
+			if len(b.Model) > 128 {
+				t.Errorf("a breaker named with a %d-byte model name", len(b.Model))
+			}
 		}
 	})
 }

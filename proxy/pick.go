@@ -5,6 +5,7 @@ import (
 	"math"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/infergate/infergate/monitor"
 )
@@ -107,20 +108,32 @@ func (r *Router) primaryBreaker(mr *modelRoute, up *Upstream) *breaker {
 	return r.directedBreaker(up, mr.cfg.Model)
 }
 
-// maxDirected bounds the model breakers made at first call: model names
-// come from clients. Past it, a model there has only its upstream's
-// breaker (a dead server still fails its calls fast).
+// maxDirected bounds the model breakers made on demand: model names come
+// from clients. Past it, a model there has only its upstream's breaker (a
+// dead server still fails its calls fast). A name longer than
+// monitor.DefaultMaxLabelBytes, or not UTF-8, never gets one: it would
+// become a label value.
 const maxDirected = 1024
 
+// knownBreaker is model's breaker on up if it has one already, else up's
+// own (nil when up has none): it makes nothing.
+func (r *Router) knownBreaker(up *Upstream, model string) *breaker {
+	t := r.table.Load()
+	if b, ok := t.directed.Load(modelKey{up, model}); ok {
+		return b.(*breaker)
+	}
+	return t.breakers[up]
+}
+
 // directedBreaker is model's breaker on up, an upstream with a breaker,
-// for a model the table has none for (a route's primary that is the
-// Director's choice, a model without a route): made at the model's first
-// call there, with up's settings. nil when up has no breaker; up's own
+// for a model the table has none for: a route's primary that is the
+// Director's choice (made at its first call), a model without a route
+// (made at its first failure there), with up's settings. nil when up has no breaker; up's own
 // breaker for model "" and past maxDirected.
 func (r *Router) directedBreaker(up *Upstream, model string) *breaker {
 	t := r.table.Load()
 	conn := t.breakers[up]
-	if conn == nil || model == "" {
+	if conn == nil || model == "" || len(model) > monitor.DefaultMaxLabelBytes || !utf8.ValidString(model) {
 		return conn
 	}
 	k := modelKey{up, model}
@@ -201,8 +214,9 @@ func (r *Router) Pick(up *Upstream, info pickInfo) (pk Pick) {
 	mr := r.table.Load().models[info.model]
 	if mr == nil {
 		// A model without a route on an upstream with a breaker: its
-		// breaker there only fails its calls fast while open.
-		if pk.pb = r.directedBreaker(up, info.model); pk.pb != nil {
+		// breaker there (made at its first failure, routeUnary), or the
+		// upstream's, only fails its calls fast while open.
+		if pk.pb = r.knownBreaker(up, info.model); pk.pb != nil {
 			pk.admitPrimary(info.stream, "")
 		}
 		return pk

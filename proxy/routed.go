@@ -116,6 +116,14 @@ func (p *Proxy) routeUnary(rc *routedCall, up *Upstream, ss side, o outcome) out
 		// A model without a route on an upstream with a breaker.
 		a := rc.attempt(rc.ctx, rc.pri, attemptPrimary)
 		rc.report(pk.probe, a)
+		if pk.pb.model == "" && verdictOf(pk.pb, a) == verdictFailed {
+			// Its first failure there gives it a breaker of its own:
+			// model names are the client's, so only the ones the server
+			// fails for become state.
+			if b := p.router.directedBreaker(rc.pri.up, rc.model); b != pk.pb {
+				b.recordOwn(verdictFailed)
+			}
+		}
 		return p.reply(ss, a, monitor.RoutePrimary, "", rc.pri.up, o, nil)
 	}
 	if pk.hasFallback {
