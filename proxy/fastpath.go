@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -131,8 +132,37 @@ func (r relayHandler) Route(c *h2relay.Call) (*h2relay.Pool, bool) {
 }
 
 // Scan says which requests name their model where the relay can read it
-// as they arrive.
-func (r relayHandler) Scan(method string) wire.TargetKind { return methods.Lookup(method).Target }
+// as they arrive, and how: proto/wire's scanner of that layout.
+func (r relayHandler) Scan(method string) func() h2relay.Scanner {
+	switch methods.Lookup(method).Target {
+	case wire.KServeTarget:
+		return newKServeScanner
+	case wire.TFServingTarget:
+		return newTFServingScanner
+	}
+	return nil
+}
+
+func newKServeScanner() h2relay.Scanner    { return newTargetScanner(wire.KServeTarget) }
+func newTFServingScanner() h2relay.Scanner { return newTargetScanner(wire.TFServingTarget) }
+
+// targetScanner is wire's TargetScanner as the relay's Scanner: its
+// unroutable errors are the relay's.
+type targetScanner struct{ wire.TargetScanner }
+
+func newTargetScanner(kind wire.TargetKind) *targetScanner {
+	s := new(targetScanner)
+	s.Reset(kind)
+	return s
+}
+
+func (s *targetScanner) Feed(chunk []byte) error {
+	err := s.TargetScanner.Feed(chunk)
+	if err != nil && errors.Is(err, wire.ErrUnroutable) {
+		return fmt.Errorf("%w: %w", h2relay.ErrUnroutable, err)
+	}
+	return err
+}
 
 // RouteEarly forwards a big request as it arrives when wayOf says to
 // forward it; anything else (batching, a route, serving it) needs it

@@ -13,12 +13,15 @@ import (
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc/codes"
+
+	"github.com/infergate/infergate/proxy/h2relay/h2codec"
 )
 
 // destConn is a connection the relay opened, as a client: to an upstream,
 // or to the proxy's own server (Local).
 type destConn struct {
-	c    *fconn
+	c    *h2codec.Conn
+	cfg  *config
 	pool *Pool // nil for Local
 
 	// Guarded by c.mu:
@@ -34,30 +37,30 @@ type destConn struct {
 }
 
 func newDestConn(nc net.Conn, cfg *config, pool *Pool) *destConn {
-	d := &destConn{pool: pool, nextID: 1}
-	d.c = newFconn(nc, cfg, nil)
+	d := &destConn{cfg: cfg, pool: pool, nextID: 1}
+	d.c = h2codec.NewConn(nc, &cfg.dest, nil)
 	if pool != nil {
 		// An upstream connection carries many clients' responses:
 		// it reads with a big buffer from its first read.
-		d.c.br.startBig()
+		d.c.ReadBig()
 	}
-	d.c.mu.Lock()
-	d.c.greetLocked(true)
-	d.c.kickLocked()
-	d.c.mu.Unlock()
+	d.c.Lock()
+	d.c.GreetLocked(true)
+	d.c.KickLocked()
+	d.c.Unlock()
 	go d.read()
 	return d
 }
 
 func (d *destConn) dead() bool {
-	d.c.mu.Lock()
-	defer d.c.mu.Unlock()
-	return d.c.closed || d.goingAway
+	d.c.Lock()
+	defer d.c.Unlock()
+	return d.c.ClosedLocked() || d.goingAway
 }
 
 // canTake says whether d can open one more stream now.
 func (d *destConn) canTakeLocked() bool {
-	return d.settled && !d.c.closed && !d.goingAway && d.active < d.c.peerMaxStreams
+	return d.settled && !d.c.ClosedLocked() && !d.goingAway && d.active < d.c.PeerMaxStreamsLocked()
 }
 
 // start opens s's stream on d with fields and body. reserved says that
@@ -67,12 +70,12 @@ func (d *destConn) canTakeLocked() bool {
 // now would never be, so the call hung until the client gave up.
 func (d *destConn) start(s *stream, fields []hpack.HeaderField, body []byte, end, reserved bool, w *writes) bool {
 	c := d.c
-	c.mu.Lock()
-	if c.closed || reserved && d.goingAway {
+	c.Lock()
+	if c.ClosedLocked() || reserved && d.goingAway {
 		if reserved {
 			d.active--
 		}
-		c.mu.Unlock()
+		c.Unlock()
 		return false
 	}
 	due := d.startLocked(s, fields, body, end, reserved)
@@ -82,10 +85,10 @@ func (d *destConn) start(s *stream, fields []hpack.HeaderField, body []byte, end
 	if exhausted {
 		d.goingAway = true
 	}
-	c.mu.Unlock()
-	w.add(c)
-	if due.h != nil && due.n > 0 {
-		due.h.s.creditClient(due.n, w)
+	c.Unlock()
+	w.Add(c)
+	if due.H != nil && due.N > 0 {
+		streamOf(due.H).creditClient(due.N, w)
 	}
 	if exhausted && d.pool != nil {
 		d.pool.dropConn(d)
@@ -96,43 +99,43 @@ func (d *destConn) start(s *stream, fields []hpack.HeaderField, body []byte, end
 // A stream relayed as it arrives (cut) sends what arrived so far instead
 // of body, and its end only if it came; the client's window for those
 // bytes is due (returned) as they leave.
-func (d *destConn) startLocked(s *stream, fields []hpack.HeaderField, body []byte, end, reserved bool) (due credit) {
+func (d *destConn) startLocked(s *stream, fields []hpack.HeaderField, body []byte, end, reserved bool) (due h2codec.Credit) {
 	c := d.c
 	id := d.nextID
 	d.nextID += 2
 	if !reserved {
 		d.active++
 	}
-	h := c.addHalfLocked(id, s)
-	var src *half
+	h := c.AddHalfLocked(id, s)
+	var src *h2codec.Half
 	s.mu.Lock()
 	s.dest, s.dh = d, h
-	if s.cut {
+	if s.path == pathCut {
 		body, end, src = s.call.Body, s.clientEnded, s.ch
 		s.call.Body = nil
 		s.unholdLocked() // it is the queue's now, bounded by the window
 	}
 	if s.pool != nil {
-		s.sentAt = c.cfg.now()
+		s.sentAt = d.cfg.now()
 	}
 	s.mu.Unlock()
-	c.writeHeadersLocked(h, fields, end && len(body) == 0)
+	c.WriteHeadersLocked(h, fields, end && len(body) == 0)
 	if len(body) > 0 {
-		due = c.writeDataLocked(h, body, end, true, src)
+		due = c.WriteDataLocked(h, body, end, true, src)
 	}
 	return due
 }
 
 // forget drops h once its stream ended.
-func (d *destConn) forget(h *half) {
+func (d *destConn) forget(h *h2codec.Half) {
 	c := d.c
-	c.mu.Lock()
-	if !h.gone {
-		c.removeHalfLocked(h)
+	c.Lock()
+	if !h.GoneLocked() {
+		c.RemoveHalfLocked(h)
 		d.active--
 	}
 	drained := d.goingAway && d.active == 0
-	c.mu.Unlock()
+	c.Unlock()
 	if d.pool != nil {
 		d.pool.wake()
 		if d.pool.draining.Load() {
@@ -140,7 +143,7 @@ func (d *destConn) forget(h *half) {
 		}
 	}
 	if drained {
-		c.close(errClosed)
+		c.Close(h2codec.ErrClosed)
 	}
 }
 
@@ -150,11 +153,11 @@ func (d *destConn) read() {
 	var w writes
 	var err error
 	for {
-		f, in, isData, rerr := c.readFrame()
+		f, in, isData, rerr := c.ReadFrame()
 		err = rerr
 		if isData {
-			err = d.onData(in.id, int64(len(in.data)), in.data, in.end, &w)
-			c.br.Discard(len(in.data))
+			err = d.onData(in.ID, int64(len(in.Data)), in.Data, in.End, &w)
+			c.Discard(len(in.Data))
 			if err != nil {
 				break
 			}
@@ -162,40 +165,40 @@ func (d *destConn) read() {
 			var se http2.StreamError
 			if errors.As(err, &se) {
 				d.onReset(se.StreamID, se.Code, &w)
-				c.mu.Lock()
-				_ = c.wr.WriteRSTStream(se.StreamID, se.Code)
-				c.mu.Unlock()
-				w.add(c)
+				c.Lock()
+				c.WriteResetLocked(se.StreamID, se.Code)
+				c.Unlock()
+				w.Add(c)
 			} else {
 				break
 			}
 		} else if err = d.onFrame(f, &w); err != nil {
 			break
 		}
-		if !c.br.wholeFrame() {
+		if !c.WholeFrame() {
 			w.flush()
 		}
 	}
 	w.flush()
-	c.br.release()
+	c.ReleaseBuf()
 	d.lost(err)
 }
 
 // lost ends every stream of a connection that failed.
 func (d *destConn) lost(err error) {
 	c := d.c
-	c.close(err)
-	c.mu.Lock()
-	hs := make([]*half, 0, len(c.halves))
-	for _, h := range c.halves {
+	c.Close(err)
+	c.Lock()
+	hs := make([]*h2codec.Half, 0, c.OpenLocked())
+	for _, h := range c.HalvesLocked() {
 		hs = append(hs, h)
 	}
 	last, goingAway := d.lastOK, d.goingAway
-	c.mu.Unlock()
+	c.Unlock()
 	var w writes
 	for _, h := range hs {
 		// Streams the upstream said it never processed may go again.
-		h.s.destLost(err, goingAway && h.id > last, &w)
+		streamOf(h).destLost(err, goingAway && h.ID() > last, &w)
 	}
 	w.flush()
 	if d.pool != nil {
@@ -207,50 +210,57 @@ func (d *destConn) onFrame(f http2.Frame, w *writes) error {
 	c := d.c
 	switch f := f.(type) {
 	case *http2.MetaHeadersFrame:
-		c.mu.Lock()
-		h := c.halves[f.StreamID]
-		c.mu.Unlock()
+		c.Lock()
+		h := c.HalfLocked(f.StreamID)
+		var err error
+		if h != nil {
+			err = c.PeerHeadersLocked(h, f.StreamEnded())
+		}
+		c.Unlock()
+		if err != nil {
+			return err
+		}
 		if h != nil {
 			if f.Truncated {
 				d.onReset(f.StreamID, http2.ErrCodeFrameSize, w)
 				return nil
 			}
-			h.s.respHeaders(f, w)
+			streamOf(h).respHeaders(f, w)
 		}
 	case *http2.DataFrame:
 		return d.onData(f.StreamID, int64(f.Length), f.Data(), f.StreamEnded(), w)
 	case *http2.RSTStreamFrame:
 		d.onReset(f.StreamID, f.ErrCode, w)
 	case *http2.SettingsFrame, *http2.WindowUpdateFrame, *http2.PingFrame:
-		settings, err := c.onControl(f, w)
+		settings, err := c.OnControl(f, &w.Batch)
 		if settings {
-			c.mu.Lock()
+			c.Lock()
 			d.settled = true
-			c.mu.Unlock()
+			c.Unlock()
 			if d.pool != nil {
 				d.pool.wake()
 			}
 		}
 		return err
 	case *http2.GoAwayFrame:
-		c.mu.Lock()
+		c.Lock()
 		d.goingAway, d.lastOK = true, f.LastStreamID
-		var refused []*half
-		for id, h := range c.halves {
+		var refused []*h2codec.Half
+		for id, h := range c.HalvesLocked() {
 			if id > f.LastStreamID {
 				refused = append(refused, h)
 			}
 		}
 		idle := d.active == 0
-		c.mu.Unlock()
+		c.Unlock()
 		for _, h := range refused {
-			h.s.destLost(errors.New("upstream going away"), true, w)
+			streamOf(h).destLost(errors.New("upstream going away"), true, w)
 		}
 		if d.pool != nil {
 			d.pool.dropConn(d)
 		}
 		if idle {
-			c.close(errClosed)
+			c.Close(h2codec.ErrClosed)
 		}
 	}
 	return nil
@@ -260,23 +270,23 @@ func (d *destConn) onFrame(f http2.Frame, w *writes) error {
 // without.
 func (d *destConn) onData(id uint32, n int64, data []byte, end bool, w *writes) error {
 	c := d.c
-	c.mu.Lock()
-	h := c.halves[id]
-	if err := c.takeDataLocked(h, n); err != nil {
-		c.mu.Unlock()
+	c.Lock()
+	h := c.HalfLocked(id)
+	if err := c.TakeDataLocked(h, n, end); err != nil {
+		c.Unlock()
 		return err
 	}
-	c.giveBackLocked(h, n-int64(len(data))) // padding
-	c.mu.Unlock()
-	w.add(c)
+	c.GiveBackLocked(h, n-int64(len(data))) // padding
+	c.Unlock()
+	w.Add(c)
 	if h != nil {
-		if due, fast := h.s.respData(data, end, w); due > 0 {
-			c.mu.Lock()
-			c.giveBackLocked(h, due)
+		if due, fast := streamOf(h).respData(data, end, w); due > 0 {
+			c.Lock()
+			c.GiveBackLocked(h, due)
 			if fast {
-				c.widenLocked(h)
+				c.WidenLocked(h)
 			}
-			c.mu.Unlock()
+			c.Unlock()
 		}
 	}
 	return nil
@@ -284,11 +294,11 @@ func (d *destConn) onData(id uint32, n int64, data []byte, end bool, w *writes) 
 
 func (d *destConn) onReset(id uint32, code http2.ErrCode, w *writes) {
 	c := d.c
-	c.mu.Lock()
-	h := c.halves[id]
-	c.mu.Unlock()
+	c.Lock()
+	h := c.HalfLocked(id)
+	c.Unlock()
 	if h != nil {
-		h.s.destReset(code, w)
+		streamOf(h).destReset(code, w)
 	}
 }
 
@@ -348,18 +358,18 @@ func (p *Pool) closeIdle() {
 	}
 	var idle []*destConn
 	for _, d := range p.conns {
-		d.c.mu.Lock()
-		if d.active == 0 && !d.c.closed && !d.goingAway {
+		d.c.Lock()
+		if d.active == 0 && !d.c.ClosedLocked() && !d.goingAway {
 			// Picked no more (canTakeLocked); the reader's end drops
 			// it from conns.
 			d.goingAway = true
 			idle = append(idle, d)
 		}
-		d.c.mu.Unlock()
+		d.c.Unlock()
 	}
 	p.mu.Unlock()
 	for _, d := range idle {
-		d.c.close(errClosed)
+		d.c.Close(h2codec.ErrClosed)
 	}
 }
 
@@ -397,7 +407,7 @@ func (p *Pool) pickLocked() *destConn {
 	n := len(p.conns)
 	for i := range n {
 		d := p.conns[(p.next+i)%n]
-		d.c.mu.Lock()
+		d.c.Lock()
 		ok := d.canTakeLocked()
 		if ok {
 			// Reserve the slot before unlocking; start uses it.
@@ -406,11 +416,11 @@ func (p *Pool) pickLocked() *destConn {
 			// slot and opened more streams than the upstream
 			// allows, which it refused.
 			d.active++
-			d.c.mu.Unlock()
+			d.c.Unlock()
 			p.next = (p.next + i + 1) % n
 			return d
 		}
-		d.c.mu.Unlock()
+		d.c.Unlock()
 	}
 	return nil
 }
@@ -436,7 +446,7 @@ func (p *Pool) dial() {
 	p.dialing--
 	if err == nil && p.closed {
 		_ = nc.Close()
-		err = errClosed
+		err = h2codec.ErrClosed
 	}
 	if err != nil {
 		p.lastErr = err
@@ -518,7 +528,7 @@ func (p *Pool) close() {
 	p.conns = nil
 	p.mu.Unlock()
 	for _, d := range conns {
-		d.c.close(errClosed)
+		d.c.Close(h2codec.ErrClosed)
 	}
 }
 

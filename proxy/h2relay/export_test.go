@@ -1,11 +1,13 @@
 package h2relay
 
+import "github.com/infergate/infergate/proxy/h2relay/h2codec"
+
 // openHalves counts the streams the relay still holds, on client
 // connections, their Local connections and the pools' connections, so a
 // test can check that every stream it ended was forgotten.
 func (s *Server) openHalves() int {
 	s.mu.Lock()
-	var conns []*fconn
+	var conns []*h2codec.Conn
 	for cc := range s.conns {
 		conns = append(conns, cc.c)
 		cc.mu.Lock()
@@ -28,11 +30,11 @@ func (s *Server) openHalves() int {
 	}
 	n := 0
 	for _, c := range conns {
-		c.mu.Lock()
-		if !c.closed {
-			n += len(c.halves)
+		c.Lock()
+		if !c.ClosedLocked() {
+			n += c.OpenLocked()
 		}
-		c.mu.Unlock()
+		c.Unlock()
 	}
 	return n
 }

@@ -9,6 +9,8 @@ import (
 
 	"golang.org/x/net/http2"
 	"google.golang.org/grpc"
+
+	"github.com/infergate/infergate/proxy/h2relay/h2codec"
 )
 
 // Requests and responses far over every window and frame size come
@@ -161,7 +163,7 @@ func TestFramesOfEverySizeUpToTheMax(t *testing.T) {
 		return ok && w.id == 1 && int(w.inc)+64<<10 >= len(b)
 	})
 	for i, size := 0, 0; len(b) > 0; i++ {
-		size = []int{1 << 20, 1, 600 << 10, 16384, 7, bigBufSize + 1}[i%6]
+		size = []int{1 << 20, 1, 600 << 10, 16384, 7, h2codec.BigBufSize + 1}[i%6]
 		n := min(size, len(b))
 		if err := c.fr.WriteData(1, n == len(b), b[:n]); err != nil {
 			t.Fatal(err)

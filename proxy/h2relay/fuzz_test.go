@@ -22,7 +22,7 @@ import (
 
 // FuzzClientBytes feeds arbitrary bytes to a served client connection,
 // after the client preface (and, when the input's first byte says so, a
-// valid SETTINGS frame). For every input: no panic (checkInvariants is
+// valid SETTINGS frame). For every input: no panic (the codec's CheckInvariants is
 // on), the connection is forgotten once the client closes it, no stream is
 // left behind, and a call on another connection, open for the whole run,
 // is still answered. Every fuzzHeapEvery inputs the heap in use is checked

@@ -3,6 +3,7 @@ package h2relay
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -23,12 +24,13 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/infergate/infergate/proto/wire"
+	"github.com/infergate/infergate/proxy/h2relay/h2codec"
 )
 
 // TestMain fails the package if a test leaves goroutines behind: readers,
 // flushers, dialers or timers' functions.
 func TestMain(m *testing.M) {
-	checkInvariants = true
+	h2codec.CheckInvariants = true
 	goleak.VerifyTestMain(m)
 }
 
@@ -170,11 +172,23 @@ func (h *fakeHandler) Serve(c *Call, r *Responder) {
 func (h *fakeHandler) Refused(*Call, codes.Code, string) { h.refused.Add(1) }
 
 // Scan reads KServe targets of methods naming "Cut".
-func (h *fakeHandler) Scan(method string) wire.TargetKind {
+func (h *fakeHandler) Scan(method string) func() Scanner {
 	if strings.Contains(method, "Cut") {
-		return wire.KServeTarget
+		return func() Scanner { return &kserveScanner{wire.NewTargetScanner(wire.KServeTarget)} }
 	}
-	return 0
+	return nil
+}
+
+// kserveScanner is proto/wire's scanner as the relay's, as the proxy
+// plugs it in.
+type kserveScanner struct{ *wire.TargetScanner }
+
+func (s *kserveScanner) Feed(chunk []byte) error {
+	err := s.TargetScanner.Feed(chunk)
+	if errors.Is(err, wire.ErrUnroutable) {
+		return fmt.Errorf("%w: %w", ErrUnroutable, err)
+	}
+	return err
 }
 
 // RouteEarly relays as they arrive the calls of every model but "whole".

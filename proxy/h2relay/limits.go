@@ -5,6 +5,8 @@ import (
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+
+	"github.com/infergate/infergate/proxy/h2relay/h2codec"
 )
 
 // What one client connection may cost the proxy, decided in one place:
@@ -88,7 +90,7 @@ func (cc *clientConn) wasted() {
 func (cc *clientConn) admitLocked() (refuse bool) {
 	c := cc.c
 	// Counted until the relay forgot it: halves are the streams it holds.
-	if uint32(len(c.halves)) >= cc.srv.cfg.maxStreams {
+	if uint32(c.OpenLocked()) >= cc.srv.cfg.maxStreams {
 		return true
 	}
 	// A client that does not read what it is owed gets no more streams
@@ -98,7 +100,7 @@ func (cc *clientConn) admitLocked() (refuse bool) {
 	// frames' margin above it, the client reads nothing. At outCap itself
 	// it may just be taking a big answer: refusing then failed big calls
 	// that gRPC's client could not send again.)
-	return !c.controlRoomLocked() || cc.held.Load() > connHeldMax
+	return !c.ControlRoomLocked() || cc.held.Load() > connHeldMax
 }
 
 // malformedRequest says whether a request's header block makes it
@@ -177,10 +179,10 @@ func (cc *clientConn) stopIdleTimer() {
 
 // refuseConn answers a connection over the server's connection limit: our
 // SETTINGS and a GOAWAY that lets no stream in, then the close.
-func refuseConn(c *fconn) {
-	c.mu.Lock()
-	c.greetLocked(false)
-	_ = c.wr.WriteGoAway(0, http2.ErrCodeEnhanceYourCalm, []byte("too many connections"))
-	c.mu.Unlock()
-	c.close(errClosed)
+func refuseConn(c *h2codec.Conn) {
+	c.Lock()
+	c.GreetLocked(false)
+	c.WriteGoAwayLocked(0, http2.ErrCodeEnhanceYourCalm, []byte("too many connections"))
+	c.Unlock()
+	c.Close(h2codec.ErrClosed)
 }

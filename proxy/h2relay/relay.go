@@ -1,6 +1,7 @@
 package h2relay
 
 import (
+	"errors"
 	"net"
 	"time"
 
@@ -9,7 +10,7 @@ import (
 
 	"github.com/infergate/infergate/budget"
 	"github.com/infergate/infergate/grpcwire"
-	"github.com/infergate/infergate/proto/wire"
+	"github.com/infergate/infergate/proxy/h2relay/h2codec"
 )
 
 // Handler routes the unary calls the relay reads whole and hears how each
@@ -35,10 +36,10 @@ type Handler interface {
 	// otherwise, say as ended by the proxy's own timeout); otherwise the
 	// upstream's trailers pass unchanged.
 	Done(c *Call, r *Result) (code codes.Code, msg string)
-	// Scan says how method's request names its target, for the relay to
-	// read it from a big request's first bytes (RouteEarly); 0 means it
-	// does not, and big requests are read whole.
-	Scan(method string) wire.TargetKind
+	// Scan says how to read the target of method's request from a big
+	// request's first bytes (RouteEarly): a maker of Scanners, or nil
+	// when method names none, and big requests are read whole.
+	Scan(method string) func() Scanner
 	// RouteEarly is Route for a big request still arriving, once its
 	// first bytes named model and version: the pool to relay it to as it
 	// arrives (cut-through), or nil to read it whole and Route it at its
@@ -51,6 +52,29 @@ type Handler interface {
 	// status it sent, so that the call is counted like any other.
 	Refused(c *Call, code codes.Code, msg string)
 }
+
+// Scanner reads a request's target as its bytes pass: the hook by which
+// the relay routes a big request from its first bytes and keeps reading
+// the rest, without knowing any message format.
+type Scanner interface {
+	// Feed scans the next chunk; it keeps no reference to it, and
+	// returns the first error met so far. An error wrapping
+	// ErrUnroutable is bytes that may be a valid message but that the
+	// scanner will not route by (the relay never guesses); any other
+	// error is a malformed message, left to the upstream to refuse.
+	Feed(chunk []byte) error
+	// Known says the first message named its target; Target is it.
+	Known() bool
+	Target() (model, version string)
+	// Changed says a later occurrence named another target.
+	Changed() bool
+	// Done says nothing more it reads can name a target.
+	Done() bool
+}
+
+// ErrUnroutable is what a Scanner's errors wrap for bytes it will not
+// route by.
+var ErrUnroutable = errors.New("h2relay: unroutable request")
 
 // Call is one unary call the relay read whole.
 type Call struct {
@@ -186,6 +210,9 @@ type config struct {
 	outCap                   int
 	dialTimeout              time.Duration
 	now                      func() time.Time
+	// client and dest are what the codec's connections to clients and
+	// to destinations (upstreams, Local) are told.
+	client, dest h2codec.Config
 }
 
 func (o Options) config() *config {
@@ -217,7 +244,7 @@ func (o Options) config() *config {
 	c.maxBody = int(min(int64(c.maxBody), c.maxBuffered/2))
 	// Every stream may send this much before the relay grants more: what
 	// a stream can make the relay hold unasked. Windows widen from here
-	// while data flows (widenLocked), and a request read whole gets its
+	// while data flows (WidenLocked), and a request read whole gets its
 	// size at once from the budget.
 	c.initWindow = min(c.streamWindow, 64<<10)
 	// A client's streams start smaller: what 256 streams of one
@@ -246,5 +273,12 @@ func (o Options) config() *config {
 	// Frames wait in the output buffer up to this much before data waits
 	// in its stream's queue instead (and its source gets no window).
 	c.outCap = 4 << 20
+	c.dest = h2codec.Config{
+		BufSize: c.bufSize, MaxReadFrame: c.maxReadFrame, MaxHeaderList: c.maxHeaderList,
+		MaxStreams: c.maxStreams, InitWindow: c.initWindow, StreamWindow: c.streamWindow,
+		ConnWindow: c.connWindow, OutCap: c.outCap, Budget: c.budget,
+	}
+	c.client = c.dest
+	c.client.InitWindow = c.clientWindow
 	return c
 }

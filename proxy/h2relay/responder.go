@@ -56,9 +56,9 @@ func (r *Responder) WriteHeader(fields []hpack.HeaderField) bool {
 	s.answered = true
 	s.mu.Unlock()
 	c := s.cc.c
-	c.mu.Lock()
-	c.writeHeadersLocked(s.ch, fields, false)
-	c.mu.Unlock()
+	c.Lock()
+	c.WriteHeadersLocked(s.ch, fields, false)
+	c.Unlock()
 	return true
 }
 
@@ -77,13 +77,13 @@ func (r *Responder) WriteMessage(msg []byte) bool {
 	prefix := make([]byte, grpcwire.PrefixLen)
 	grpcwire.PutPrefix(prefix, len(msg))
 	c := s.cc.c
-	c.mu.Lock()
-	c.writeDataLocked(s.ch, prefix, false, true, nil)
-	c.writeDataLocked(s.ch, msg, false, false, nil)
+	c.Lock()
+	c.WriteDataLocked(s.ch, prefix, false, true, nil)
+	c.WriteDataLocked(s.ch, msg, false, false, nil)
 	if len(msg) >= 64<<10 {
-		c.kickLocked()
+		c.KickLocked()
 	}
-	c.mu.Unlock()
+	c.Unlock()
 	return true
 }
 
@@ -100,10 +100,10 @@ func (r *Responder) Finish(fields []hpack.HeaderField) {
 	cancel := s.cancel
 	s.mu.Unlock()
 	c := s.cc.c
-	c.mu.Lock()
-	c.writeHeadersLocked(s.ch, fields, true)
-	c.kickLocked()
-	c.mu.Unlock()
+	c.Lock()
+	c.WriteHeadersLocked(s.ch, fields, true)
+	c.KickLocked()
+	c.Unlock()
 	cancel()
 	s.releaseAfterSend(nil, nil)
 }

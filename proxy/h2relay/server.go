@@ -2,7 +2,6 @@ package h2relay
 
 import (
 	"errors"
-	"io"
 	"net"
 	"strconv"
 	"strings"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/infergate/infergate/budget"
 	"github.com/infergate/infergate/grpcwire"
+	"github.com/infergate/infergate/proxy/h2relay/h2codec"
 )
 
 // Server accepts client connections and relays their calls.
@@ -112,7 +112,7 @@ func (s *Server) Stop() {
 	}
 	s.mu.Unlock()
 	for _, cc := range conns {
-		cc.c.close(errClosed)
+		cc.c.Close(h2codec.ErrClosed)
 	}
 	s.closeIdle()
 	s.closePools()
@@ -142,7 +142,7 @@ func (s *Server) closePools() {
 // clientConn is one client's connection.
 type clientConn struct {
 	srv *Server
-	c   *fconn
+	c   *h2codec.Conn
 
 	mu       sync.Mutex
 	local    *destConn // to the proxy's own server; opened when first needed
@@ -166,8 +166,7 @@ type clientConn struct {
 
 func (s *Server) serveConn(nc net.Conn) {
 	cc := &clientConn{srv: s}
-	cc.c = newFconn(nc, s.cfg, func(*fconn, error) {})
-	cc.c.initWin = s.cfg.clientWindow
+	cc.c = h2codec.NewConn(nc, &s.cfg.client, func(*h2codec.Conn, error) {})
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
@@ -181,12 +180,12 @@ func (s *Server) serveConn(nc net.Conn) {
 	s.mu.Unlock()
 	if over {
 		refuseConn(cc.c)
-		cc.c.br.release()
+		cc.c.ReleaseBuf()
 		return
 	}
 	defer func() {
 		cc.stopIdleTimer()
-		cc.c.br.release()
+		cc.c.ReleaseBuf()
 		cc.shutdown()
 		s.mu.Lock()
 		delete(s.conns, cc)
@@ -198,26 +197,25 @@ func (s *Server) serveConn(nc net.Conn) {
 	}()
 
 	_ = nc.SetReadDeadline(time.Now().Add(10 * time.Second))
-	var pre [len(http2.ClientPreface)]byte
-	if _, err := io.ReadFull(cc.c.br, pre[:]); err != nil || string(pre[:]) != http2.ClientPreface {
+	if !cc.c.ReadPreface() {
 		_ = nc.Close()
 		return
 	}
 	_ = nc.SetReadDeadline(time.Time{})
-	cc.c.mu.Lock()
-	cc.c.greetLocked(false)
-	cc.c.kickLocked()
-	cc.c.mu.Unlock()
+	cc.c.Lock()
+	cc.c.GreetLocked(false)
+	cc.c.KickLocked()
+	cc.c.Unlock()
 	cc.mu.Lock()
 	cc.becameIdleLocked()
 	cc.mu.Unlock()
 
 	var w writes
 	for {
-		f, in, isData, err := cc.c.readFrame()
+		f, in, isData, err := cc.c.ReadFrame()
 		if isData {
-			err = cc.onData(in.id, int64(len(in.data)), in.data, in.end, &w)
-			cc.c.br.Discard(len(in.data))
+			err = cc.onData(in.ID, int64(len(in.Data)), in.Data, in.End, &w)
+			cc.c.Discard(len(in.Data))
 			if err != nil {
 				var se http2.StreamError
 				if !errors.As(err, &se) {
@@ -249,12 +247,12 @@ func (s *Server) serveConn(nc net.Conn) {
 				return
 			}
 		}
-		if !cc.c.br.wholeFrame() {
+		if !cc.c.WholeFrame() {
 			w.flush()
 		}
 		if cc.calm.Load() {
 			w.flush()
-			cc.connError(errCalm)
+			cc.connError(h2codec.ErrCalm)
 			return
 		}
 	}
@@ -269,24 +267,14 @@ func (cc *clientConn) opened(id uint32) {
 	cc.mu.Unlock()
 }
 
-// writes is the set of connections a reader goroutine wrote to since it
-// last flushed: it kicks them all once its input is drained, so frames
-// read together leave together.
+// writes is what a reader goroutine owes others once its input is
+// drained: the connections it wrote to (kicked together, so frames read
+// together leave together), and client streams whose request is
+// complete, routed then, so a stream the client reset in the frames read
+// with it (Rapid Reset) is never sent anywhere.
 type writes struct {
-	conns []*fconn
-	// ready are client streams whose request is complete, routed when
-	// the reader's input is drained: a stream the client reset in the
-	// frames read with it (Rapid Reset) is never sent anywhere.
+	h2codec.Batch
 	ready []*stream
-}
-
-func (w *writes) add(c *fconn) {
-	for _, x := range w.conns {
-		if x == c {
-			return
-		}
-	}
-	w.conns = append(w.conns, c)
 }
 
 func (w *writes) flush() {
@@ -296,14 +284,11 @@ func (w *writes) flush() {
 		s.dispatch(w)
 	}
 	w.ready = w.ready[:0]
-	for i, c := range w.conns {
-		c.mu.Lock()
-		c.kickLocked()
-		c.mu.Unlock()
-		w.conns[i] = nil
-	}
-	w.conns = w.conns[:0]
+	w.Flush()
 }
+
+// streamOf is the relay's stream behind one of its connections' halves.
+func streamOf(h *h2codec.Half) *stream { return h.Owner.(*stream) }
 
 // connError ends the connection: GOAWAY with the error's code.
 func (cc *clientConn) connError(err error) {
@@ -315,43 +300,43 @@ func (cc *clientConn) connError(err error) {
 		code = http2.ErrCodeFrameSize
 	}
 	c := cc.c
-	c.mu.Lock()
-	if !c.closed && code != http2.ErrCodeNo {
+	c.Lock()
+	if !c.ClosedLocked() && code != http2.ErrCodeNo {
 		cc.mu.Lock()
 		last := cc.maxID
 		cc.mu.Unlock()
-		_ = c.wr.WriteGoAway(last, code, nil)
+		c.WriteGoAwayLocked(last, code, nil)
 	}
-	c.mu.Unlock()
-	c.close(err)
+	c.Unlock()
+	c.Close(err)
 }
 
 // shutdown ends every stream of a connection that closed.
 func (cc *clientConn) shutdown() {
 	c := cc.c
-	c.close(errClosed)
-	c.mu.Lock()
-	streams := make([]*stream, 0, len(c.halves))
-	for _, h := range c.halves {
-		streams = append(streams, h.s)
+	c.Close(h2codec.ErrClosed)
+	c.Lock()
+	streams := make([]*stream, 0, c.OpenLocked())
+	for _, h := range c.HalvesLocked() {
+		streams = append(streams, streamOf(h))
 	}
-	c.mu.Unlock()
+	c.Unlock()
 	for _, s := range streams {
 		s.clientGone(http2.ErrCodeCancel)
 	}
 	// Halves kept for responses that would have waited for window are
 	// forgotten with the connection, and what they took of the budget
 	// given back.
-	c.mu.Lock()
-	for _, h := range c.halves {
-		c.removeHalfLocked(h)
+	c.Lock()
+	for _, h := range c.HalvesLocked() {
+		c.RemoveHalfLocked(h)
 	}
-	c.mu.Unlock()
+	c.Unlock()
 	cc.mu.Lock()
 	local := cc.local
 	cc.mu.Unlock()
 	if local != nil {
-		local.c.close(errClosed)
+		local.c.Close(h2codec.ErrClosed)
 	}
 }
 
@@ -367,10 +352,10 @@ func (cc *clientConn) goAway() {
 	last, idle := cc.maxID, cc.active == 0
 	cc.mu.Unlock()
 	c := cc.c
-	c.mu.Lock()
-	_ = c.wr.WriteGoAway(last, http2.ErrCodeNo, nil)
-	c.kickLocked()
-	c.mu.Unlock()
+	c.Lock()
+	c.WriteGoAwayLocked(last, http2.ErrCodeNo, nil)
+	c.KickLocked()
+	c.Unlock()
 	if idle {
 		cc.closeSoon()
 	}
@@ -385,14 +370,14 @@ func (cc *clientConn) goAway() {
 func (cc *clientConn) closeSoon() {
 	time.AfterFunc(100*time.Millisecond, func() {
 		c := cc.c
-		c.mu.Lock()
-		busy := !c.closed && (len(c.halves) > 0 || len(c.out) > 0 || c.flushing)
-		c.mu.Unlock()
+		c.Lock()
+		busy := c.BusyLocked()
+		c.Unlock()
 		if busy {
 			cc.closeSoon()
 			return
 		}
-		c.close(errClosed)
+		c.Close(h2codec.ErrClosed)
 	})
 }
 
@@ -407,11 +392,11 @@ func (cc *clientConn) onFrame(f http2.Frame, w *writes) error {
 		if cc.idle(f.StreamID) {
 			return http2.ConnectionError(http2.ErrCodeProtocol) // RFC 9113 6.4
 		}
-		c.mu.Lock()
-		h := c.halves[f.StreamID]
-		c.mu.Unlock()
+		c.Lock()
+		h := c.HalfLocked(f.StreamID)
+		c.Unlock()
 		if h != nil {
-			h.s.clientReset(f.ErrCode)
+			streamOf(h).clientReset(f.ErrCode)
 			cc.forgetHalf(h)
 		}
 	case *http2.PriorityFrame:
@@ -423,10 +408,10 @@ func (cc *clientConn) onFrame(f http2.Frame, w *writes) error {
 		if f.StreamID != 0 && cc.idle(f.StreamID) {
 			return http2.ConnectionError(http2.ErrCodeProtocol) // RFC 9113 5.1
 		}
-		_, err := c.onControl(f, w)
+		_, err := c.OnControl(f, &w.Batch)
 		return err
 	case *http2.SettingsFrame, *http2.PingFrame:
-		_, err := c.onControl(f, w)
+		_, err := c.OnControl(f, &w.Batch)
 		return err
 	case *http2.GoAwayFrame:
 		// The client opens no more streams; those in progress finish.
@@ -439,13 +424,20 @@ func (cc *clientConn) onFrame(f http2.Frame, w *writes) error {
 func (cc *clientConn) onHeaders(f *http2.MetaHeadersFrame, w *writes) error {
 	c := cc.c
 	id := f.StreamID
-	c.mu.Lock()
-	h := c.halves[id]
-	c.mu.Unlock()
+	c.Lock()
+	h := c.HalfLocked(id)
+	var err error
 	if h != nil {
+		err = c.PeerHeadersLocked(h, f.StreamEnded())
+	}
+	c.Unlock()
+	if h != nil {
+		if err != nil {
+			return err
+		}
 		// Trailers from the client: only a stream relayed as it arrives
 		// can carry them on.
-		return h.s.clientTrailers(f, w)
+		return streamOf(h).clientTrailers(f, w)
 	}
 	cc.mu.Lock()
 	if id%2 == 0 {
@@ -477,14 +469,15 @@ func (cc *clientConn) onHeaders(f *http2.MetaHeadersFrame, w *writes) error {
 	}
 	s := &stream{cc: cc, fields: f.Fields, opened: time.Now(), hdr: headerBytes(f.Fields)}
 	s.call.Start = cc.srv.cfg.now()
-	s.call.Peer = c.nc.RemoteAddr()
-	c.mu.Lock()
+	s.call.Peer = c.NetConn().RemoteAddr()
+	c.Lock()
 	if cc.admitLocked() {
-		c.mu.Unlock()
+		c.Unlock()
 		return http2.StreamError{StreamID: id, Code: http2.ErrCodeRefusedStream}
 	}
-	s.ch = c.addHalfLocked(id, s)
-	c.mu.Unlock()
+	s.ch = c.AddHalfLocked(id, s)
+	_ = c.PeerHeadersLocked(s.ch, f.StreamEnded()) // a new stream: never an error
+	c.Unlock()
 	cc.held.Add(s.hdr)
 	cc.mu.Lock()
 	cc.active++
@@ -536,7 +529,7 @@ func (cc *clientConn) onHeaders(f *http2.MetaHeadersFrame, w *writes) error {
 			s.refuse(codes.Internal, msgNoRequest, w)
 			return nil
 		}
-		s.buffering = true
+		s.path = pathWhole
 		return nil
 	}
 	s.mu.Lock()
@@ -549,19 +542,19 @@ func (cc *clientConn) onHeaders(f *http2.MetaHeadersFrame, w *writes) error {
 // without.
 func (cc *clientConn) onData(id uint32, n int64, data []byte, end bool, w *writes) error {
 	c := cc.c
-	c.mu.Lock()
-	h := c.halves[id]
-	if err := c.takeDataLocked(h, n); err != nil {
-		c.mu.Unlock()
+	c.Lock()
+	h := c.HalfLocked(id)
+	if err := c.TakeDataLocked(h, n, end); err != nil {
+		c.Unlock()
 		return err
 	}
 	if pad := n - int64(len(data)); pad > 0 {
-		c.giveBackLocked(h, pad)
+		c.GiveBackLocked(h, pad)
 	}
 	if h == nil {
 		// A stream that ended (or never was): nothing more is owed.
-		c.mu.Unlock()
-		w.add(c)
+		c.Unlock()
+		w.Add(c)
 		cc.mu.Lock()
 		known := id <= cc.maxID && id%2 == 1
 		reset := cc.wasResetLocked(id)
@@ -575,9 +568,9 @@ func (cc *clientConn) onData(id uint32, n int64, data []byte, end bool, w *write
 		// Closed: the client is told, that stream alone (RFC 9113 5.1).
 		return http2.StreamError{StreamID: id, Code: http2.ErrCodeStreamClosed}
 	}
-	c.mu.Unlock()
-	w.add(c) // the connection's window update, if one is due
-	return h.s.clientData(data, end, w)
+	c.Unlock()
+	w.Add(c) // the connection's window update, if one is due
+	return streamOf(h).clientData(data, end, w)
 }
 
 // resetStream resets a client stream with code. Unless the connection is
@@ -585,15 +578,15 @@ func (cc *clientConn) onData(id uint32, n int64, data []byte, end bool, w *write
 // counts as wasted.
 func (cc *clientConn) resetStream(id uint32, code http2.ErrCode, w *writes) {
 	c := cc.c
-	c.mu.Lock()
-	h := c.halves[id]
-	if c.controlRoomLocked() {
-		_ = c.wr.WriteRSTStream(id, code)
+	c.Lock()
+	h := c.HalfLocked(id)
+	if c.ControlRoomLocked() {
+		c.WriteResetLocked(id, code)
 	} else {
-		c.failLocked(errCalm) // resets it does not read
+		c.FailLocked(h2codec.ErrCalm) // resets it does not read
 	}
-	c.mu.Unlock()
-	w.add(c)
+	c.Unlock()
+	w.Add(c)
 	cc.mu.Lock()
 	cc.noteResetLocked(id)
 	// Resets that answer frames on a closed stream, or a stream racing
@@ -601,8 +594,8 @@ func (cc *clientConn) resetStream(id uint32, code http2.ErrCode, w *writes) {
 	notWasted := cc.draining || code == http2.ErrCodeStreamClosed && h == nil
 	cc.mu.Unlock()
 	if h != nil {
-		h.s.markWasted(!notWasted)
-		h.s.clientGone(http2.ErrCodeCancel)
+		streamOf(h).markWasted(!notWasted)
+		streamOf(h).clientGone(http2.ErrCodeCancel)
 		cc.forgetHalf(h)
 	} else if !notWasted {
 		cc.wasted()
@@ -643,11 +636,11 @@ func (cc *clientConn) wasResetLocked(id uint32) bool {
 // keeps its half while its last frames wait for window (releaseAfterSend);
 // once reset, that window never comes, so without this the half and its
 // queued response stayed until the connection closed.
-func (cc *clientConn) forgetHalf(h *half) {
+func (cc *clientConn) forgetHalf(h *h2codec.Half) {
 	c := cc.c
-	c.mu.Lock()
-	c.removeHalfLocked(h)
-	c.mu.Unlock()
+	c.Lock()
+	c.RemoveHalfLocked(h)
+	c.Unlock()
 }
 
 // streamEnded counts a stream off, wasted or completed; the last one of
@@ -675,7 +668,7 @@ func (cc *clientConn) localConn() (*destConn, error) {
 	if cc.local != nil && !cc.local.dead() {
 		return cc.local, nil
 	}
-	d, err := cc.srv.local.open(cc.c.nc, cc.srv.cfg)
+	d, err := cc.srv.local.open(cc.c.NetConn(), cc.srv.cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -9,26 +9,25 @@ import (
 
 	"github.com/infergate/infergate/budget"
 	"github.com/infergate/infergate/grpcwire"
-	"github.com/infergate/infergate/proto/wire"
+	"github.com/infergate/infergate/proxy/h2relay/h2codec"
 )
 
 // stream is one client stream and, once sent on, its stream on a
 // destination connection.
 type stream struct {
 	cc *clientConn
-	ch *half // the client's side; guarded by cc.c.mu
+	ch *h2codec.Half // the client's side; guarded by cc.c.mu
 
 	mu sync.Mutex
 	// fields are the client's request headers, pseudo-headers first.
 	fields []hpack.HeaderField
 	call   Call
-	// body collects a unary request until it is complete.
-	buffering bool
-	local     bool // relayed to the client connection's Local connection
-	pool      *Pool
-	dest      *destConn
-	dh        *half     // the destination's side; guarded by dest.c.mu
-	sentAt    time.Time // by the Handler's clock
+	// path is how its request travels.
+	path   requestPath
+	pool   *Pool
+	dest   *destConn
+	dh     *h2codec.Half // the destination's side; guarded by dest.c.mu
+	sentAt time.Time     // by the Handler's clock
 	// clientEnded: the client sent END_STREAM.
 	clientEnded bool
 	// timeoutAt is when Call.Timeout passes (real time); zero when the
@@ -49,7 +48,7 @@ type stream struct {
 	// scan reads a big request's target as it arrives; cut: the request
 	// is relayed to the pool as it arrives (RouteEarly). Until the pool
 	// starts it, what arrives collects in call.Body.
-	scan *wire.TargetScanner
+	scan Scanner
 	cut  bool
 	// need is the request's size from its length prefix; admitted: it
 	// asked the budget for it.
@@ -67,6 +66,23 @@ type stream struct {
 	// cancel ends a served call's context (Responder).
 	cancel context.CancelFunc
 }
+
+// requestPath is how a stream's request travels through the relay.
+type requestPath uint8
+
+const (
+	// pathRelayed: relayed to Local as it arrives (a stream that is not
+	// a unary call, or a request too big to hold).
+	pathRelayed requestPath = iota
+	// pathWhole: a unary call, read whole before it is routed.
+	pathWhole
+	// pathCut: routed from its first bytes (RouteEarly) and relayed to
+	// a pool as it arrives.
+	pathCut
+	// pathDecided: read whole, then sent to a pool, served, handed to
+	// Local or refused.
+	pathDecided
+)
 
 // requestFields are the header fields sent upstream for a routed call: the
 // client's, with the upstream's :authority and the time left as

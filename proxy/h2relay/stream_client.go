@@ -10,7 +10,6 @@ import (
 
 	"github.com/infergate/infergate/budget"
 	"github.com/infergate/infergate/grpcwire"
-	"github.com/infergate/infergate/proto/wire"
 )
 
 // A stream's client side: the request as it arrives, and where it goes.
@@ -18,19 +17,13 @@ import (
 // clientData is a DATA frame of the client's stream.
 func (s *stream) clientData(data []byte, end bool, w *writes) error {
 	s.mu.Lock()
-	if s.clientEnded {
-		// RFC 9113 5.1: DATA after END_STREAM is a stream error.
-		s.mu.Unlock()
-		s.creditClient(int64(len(data)), w)
-		return http2.StreamError{StreamID: s.ch.id, Code: http2.ErrCodeStreamClosed}
-	}
 	s.clientEnded = end
 	if s.declared > 0 {
 		s.got += int64(len(data))
 		if s.got > s.declared-1 || end && s.got != s.declared-1 {
 			s.mu.Unlock()
 			s.creditClient(int64(len(data)), w)
-			return http2.StreamError{StreamID: s.ch.id, Code: http2.ErrCodeProtocol}
+			return http2.StreamError{StreamID: s.ch.ID(), Code: http2.ErrCodeProtocol}
 		}
 	}
 	if s.done {
@@ -38,11 +31,11 @@ func (s *stream) clientData(data []byte, end bool, w *writes) error {
 		s.creditClient(int64(len(data)), w)
 		return nil
 	}
-	if s.buffering {
+	if s.path == pathWhole {
 		return s.bufferData(data, end, w)
 	}
 	dest, dh := s.dest, s.dh
-	if dest == nil && s.cut {
+	if dest == nil && s.path == pathCut {
 		// Routed, waiting for its pool to start it: what comes is held
 		// (no window given back) and goes first when it starts.
 		s.call.Body = append(s.call.Body, data...)
@@ -60,20 +53,20 @@ func (s *stream) clientData(data []byte, end bool, w *writes) error {
 		return nil
 	}
 	dc := dest.c
-	dc.mu.Lock()
-	due := dc.writeDataLocked(dh, data, end, false, s.ch)
-	fast := dc.flowingLocked(due, len(data))
-	dc.mu.Unlock()
-	w.add(dc)
-	if due.n > 0 {
+	dc.Lock()
+	due := dc.WriteDataLocked(dh, data, end, false, s.ch)
+	fast := dc.FlowingLocked(due, len(data))
+	dc.Unlock()
+	w.Add(dc)
+	if due.N > 0 {
 		c := s.cc.c
-		c.mu.Lock()
-		c.giveBackLocked(s.ch, due.n)
+		c.Lock()
+		c.GiveBackLocked(s.ch, due.N)
 		if fast {
-			c.widenLocked(s.ch)
+			c.WidenLocked(s.ch)
 		}
-		c.mu.Unlock()
-		w.add(c)
+		c.Unlock()
+		w.Add(c)
 	}
 	return nil
 }
@@ -100,18 +93,18 @@ func (s *stream) bufferData(data []byte, end bool, w *writes) error {
 			}
 			need = grpcwire.PrefixLen + int64(n)
 			s.need = need
-			kind := s.cc.srv.h.Scan(s.call.Method)
-			if need > int64(s.cc.srv.cfg.maxBody) && (kind == 0 || need <= s.cc.c.initWin) {
+			scanner := s.cc.srv.h.Scan(s.call.Method)
+			if need > int64(s.cc.srv.cfg.maxBody) && (scanner == nil || need <= s.cc.c.InitWindow()) {
 				s.mu.Unlock()
 				return s.tooBigToHold(data, end, w)
 			}
 			switch {
-			case need <= s.cc.c.initWin:
+			case need <= s.cc.c.InitWindow():
 				s.sizeBodyLocked(need)
-			case kind != 0:
+			case scanner != nil:
 				// Read its target from its first bytes: it may be
 				// relayed as it arrives (early), holding nothing.
-				s.scan = wire.NewTargetScanner(kind)
+				s.scan = scanner()
 				fresh = true
 			default:
 				s.budgeted = true
@@ -133,7 +126,7 @@ func (s *stream) bufferData(data []byte, end bool, w *writes) error {
 		switch {
 		case err == nil && s.scan.Known():
 			early = true
-		case err != nil || int64(len(s.call.Body)) >= s.cc.c.initWin:
+		case err != nil || int64(len(s.call.Body)) >= s.cc.c.InitWindow():
 			// Unreadable, or no target within what the client may
 			// send unasked: read whole, under the budget.
 			s.scan, s.budgeted, hold = nil, true, true
@@ -165,7 +158,7 @@ func (s *stream) bufferData(data []byte, end bool, w *writes) error {
 // comes, data (not yet in Body) after what arrived before it.
 func (s *stream) tooBigToHold(data []byte, end bool, w *writes) error {
 	s.mu.Lock()
-	s.buffering, s.scan, s.budgeted = false, nil, false
+	s.path, s.scan, s.budgeted = pathRelayed, nil, false
 	s.call.Body = append(s.call.Body, data...)
 	s.mu.Unlock()
 	return s.toLocal(end, w)
@@ -184,16 +177,16 @@ func (s *stream) routeEarly(w *writes) bool {
 		return false
 	}
 	s.mu.Lock()
-	s.cut, s.pool, s.buffering = true, p, false
+	s.path, s.pool = pathCut, p
 	need := s.need
 	s.mu.Unlock()
 	// Its size is known: open its window now, within the budget, rather
 	// than widening from the first 16 KiB.
 	c := s.cc.c
-	c.mu.Lock()
-	c.widenToLocked(s.ch, need)
-	c.mu.Unlock()
-	w.add(c)
+	c.Lock()
+	c.WidenToLocked(s.ch, need)
+	c.Unlock()
+	w.Add(c)
 	p.send(s, w)
 	return true
 }
@@ -209,7 +202,7 @@ func (s *stream) checkTarget(data []byte, w *writes) bool {
 		return true
 	}
 	err := sc.Feed(data)
-	if sc.Changed() || errors.Is(err, wire.ErrUnroutable) {
+	if sc.Changed() || errors.Is(err, ErrUnroutable) {
 		s.scan = nil
 		s.cancelDest()
 		s.finish(&Result{Err: &Error{Kind: ErrTargetChanged, Code: codes.InvalidArgument,
@@ -243,7 +236,7 @@ func (s *stream) unholdLocked() {
 func (s *stream) wholeBody() []byte {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.cut {
+	if s.path == pathCut {
 		return nil
 	}
 	return s.call.Body
@@ -274,10 +267,10 @@ func (s *stream) Admitted(need int64) {
 	s.covered = true
 	s.mu.Unlock()
 	c := s.cc.c
-	c.mu.Lock()
-	c.growLocked(s.ch, need)
-	c.kickLocked()
-	c.mu.Unlock()
+	c.Lock()
+	c.GrowLocked(s.ch, need)
+	c.KickLocked()
+	c.Unlock()
 }
 
 // Refused answers a stream that got no room in the budget before its
@@ -290,31 +283,27 @@ func (s *stream) Refused(err *budget.Error) {
 
 func (s *stream) creditClient(n int64, w *writes) {
 	c := s.cc.c
-	c.mu.Lock()
-	c.giveBackLocked(s.ch, n)
-	c.mu.Unlock()
-	w.add(c)
+	c.Lock()
+	c.GiveBackLocked(s.ch, n)
+	c.Unlock()
+	w.Add(c)
 }
 
 // clientTrailers are headers ending a client stream that is relayed as it
 // arrives.
 func (s *stream) clientTrailers(f *http2.MetaHeadersFrame, w *writes) error {
 	s.mu.Lock()
-	dest, dh, buffering, ended := s.dest, s.dh, s.buffering, s.clientEnded
+	dest, dh, whole := s.dest, s.dh, s.path == pathWhole
 	s.clientEnded = true
 	s.mu.Unlock()
-	if ended {
-		// HEADERS on a half-closed (remote) stream (RFC 9113 5.1).
-		return http2.StreamError{StreamID: f.StreamID, Code: http2.ErrCodeStreamClosed}
-	}
-	if buffering || !f.StreamEnded() {
+	if whole || !f.StreamEnded() {
 		return http2.StreamError{StreamID: f.StreamID, Code: http2.ErrCodeProtocol}
 	}
 	if dest != nil {
-		dest.c.mu.Lock()
-		dest.c.writeHeadersLocked(dh, f.Fields, true)
-		dest.c.mu.Unlock()
-		w.add(dest.c)
+		dest.c.Lock()
+		dest.c.WriteHeadersLocked(dh, f.Fields, true)
+		dest.c.Unlock()
+		w.Add(dest.c)
 	}
 	return nil
 }
@@ -324,15 +313,14 @@ func (s *stream) clientTrailers(f *http2.MetaHeadersFrame, w *writes) error {
 func (s *stream) toLocal(end bool, w *writes) error {
 	d, err := s.cc.localConn()
 	if err != nil {
-		return http2.StreamError{StreamID: s.ch.id, Code: http2.ErrCodeRefusedStream}
+		return http2.StreamError{StreamID: s.ch.ID(), Code: http2.ErrCodeRefusedStream}
 	}
 	s.mu.Lock()
-	s.local = true
 	body := s.call.Body
 	s.call.Body = nil
 	s.mu.Unlock()
 	if !d.start(s, s.fields, body, end, false, w) {
-		return http2.StreamError{StreamID: s.ch.id, Code: http2.ErrCodeRefusedStream}
+		return http2.StreamError{StreamID: s.ch.ID(), Code: http2.ErrCodeRefusedStream}
 	}
 	if !end && len(body) > 0 {
 		// The window the client spent on what was read so far comes
@@ -349,7 +337,7 @@ func (s *stream) dispatch(w *writes) {
 		s.mu.Unlock()
 		return // reset before it was routed: nothing of it went anywhere
 	}
-	s.buffering = false
+	s.path = pathDecided
 	s.mu.Unlock()
 	switch grpcwire.CountMessages(s.call.Body) {
 	case 0:
@@ -378,15 +366,14 @@ func (s *stream) dispatch(w *writes) {
 func (s *stream) toLocalWhole(w *writes) {
 	d, err := s.cc.localConn()
 	if err != nil {
-		s.cc.resetStream(s.ch.id, http2.ErrCodeRefusedStream, w)
+		s.cc.resetStream(s.ch.ID(), http2.ErrCodeRefusedStream, w)
 		return
 	}
 	s.mu.Lock()
-	s.local = true
 	body := s.call.Body
 	s.mu.Unlock()
 	if !d.start(s, s.fields, body, true, false, w) {
-		s.cc.resetStream(s.ch.id, http2.ErrCodeRefusedStream, w)
+		s.cc.resetStream(s.ch.ID(), http2.ErrCodeRefusedStream, w)
 	}
 }
 
@@ -448,7 +435,7 @@ func (s *stream) refuse(code codes.Code, msg string, w *writes) {
 		return
 	}
 	s.wasted = true
-	s.buffering = false
+	s.path = pathDecided
 	ended := s.clientEnded
 	s.mu.Unlock()
 	s.cc.srv.h.Refused(&s.call, code, msg)
@@ -457,16 +444,16 @@ func (s *stream) refuse(code codes.Code, msg string, w *writes) {
 	s.mu.Unlock()
 	cc := s.cc
 	c := cc.c
-	c.mu.Lock()
-	c.writeHeadersLocked(s.ch, grpcwire.AppendStatus(nil, true, "", grpcwire.Status{Code: code, Message: msg}), true)
+	c.Lock()
+	c.WriteHeadersLocked(s.ch, grpcwire.AppendStatus(nil, true, "", grpcwire.Status{Code: code, Message: msg}), true)
 	if !ended {
-		_ = c.wr.WriteRSTStream(s.ch.id, http2.ErrCodeNo)
+		c.WriteResetLocked(s.ch.ID(), http2.ErrCodeNo)
 	}
-	c.mu.Unlock()
-	w.add(c)
+	c.Unlock()
+	w.Add(c)
 	if !ended {
 		cc.mu.Lock()
-		cc.noteResetLocked(s.ch.id)
+		cc.noteResetLocked(s.ch.ID())
 		cc.mu.Unlock()
 	}
 	s.finishLocal()

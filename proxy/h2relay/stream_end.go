@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/infergate/infergate/grpcwire"
+	"github.com/infergate/infergate/proxy/h2relay/h2codec"
 )
 
 // How a stream ends: its response relayed back, resets and losses on
@@ -63,33 +64,33 @@ func (s *stream) finish(r *Result, trailers []hpack.HeaderField, w *writes) {
 	s.call.Body = nil
 	// A request relayed as it arrives may still be coming: the client
 	// is told to stop (as grpc-go's server does after its status).
-	stop := s.cut && !s.clientEnded && (r.Err == nil || r.Err.Kind != ErrClientGone)
+	stop := s.path == pathCut && !s.clientEnded && (r.Err == nil || r.Err.Kind != ErrClientGone)
 	s.mu.Unlock()
 	reset := false
 	c := s.cc.c
-	c.mu.Lock()
+	c.Lock()
 	switch {
 	case trailers != nil && !judged:
-		c.writeHeadersLocked(s.ch, trailers, true)
+		c.WriteHeadersLocked(s.ch, trailers, true)
 	case r.Err != nil && r.Err.Kind == ErrRefused:
-		_ = c.wr.WriteRSTStream(s.ch.id, http2.ErrCodeRefusedStream)
+		c.WriteResetLocked(s.ch.ID(), http2.ErrCodeRefusedStream)
 		stop, reset = false, true
 	case judged || r.Err != nil && r.Err.Kind != ErrClientGone:
-		c.writeHeadersLocked(s.ch, grpcwire.AppendStatus(nil, !answered, "", grpcwire.Status{Code: code, Message: msg}), true)
+		c.WriteHeadersLocked(s.ch, grpcwire.AppendStatus(nil, !answered, "", grpcwire.Status{Code: code, Message: msg}), true)
 	}
 	if stop {
-		_ = c.wr.WriteRSTStream(s.ch.id, http2.ErrCodeNo)
+		c.WriteResetLocked(s.ch.ID(), http2.ErrCodeNo)
 		reset = true
 	}
 	if w == nil {
-		c.kickLocked()
+		c.KickLocked()
 	}
-	c.mu.Unlock()
+	c.Unlock()
 	if reset {
-		s.cc.resetSent(s.ch.id)
+		s.cc.resetSent(s.ch.ID())
 	}
 	if w != nil {
-		w.add(c)
+		w.Add(c)
 	}
 	s.releaseAfterSend(dest, dh)
 }
@@ -97,15 +98,11 @@ func (s *stream) finish(r *Result, trailers []hpack.HeaderField, w *writes) {
 // releaseAfterSend forgets the stream's halves; the client's half stays
 // until its queued frames went out, so a response waiting for window is
 // not lost.
-func (s *stream) releaseAfterSend(dest *destConn, dh *half) {
+func (s *stream) releaseAfterSend(dest *destConn, dh *h2codec.Half) {
 	c := s.cc.c
-	c.mu.Lock()
-	if len(s.ch.q) == 0 {
-		c.removeHalfLocked(s.ch)
-	} else {
-		s.ch.closeAfterQueue = true
-	}
-	c.mu.Unlock()
+	c.Lock()
+	s.ch.ForgetAfterQueueLocked()
+	c.Unlock()
 	if dest != nil && dh != nil {
 		dest.forget(dh)
 	}
@@ -146,10 +143,10 @@ func (s *stream) respHeaders(f *http2.MetaHeadersFrame, w *writes) {
 		return
 	}
 	c := s.cc.c
-	c.mu.Lock()
-	c.writeHeadersLocked(s.ch, f.Fields, end)
-	c.mu.Unlock()
-	w.add(c)
+	c.Lock()
+	c.WriteHeadersLocked(s.ch, f.Fields, end)
+	c.Unlock()
+	w.Add(c)
 	if end {
 		s.finishLocal()
 	}
@@ -168,11 +165,11 @@ func (s *stream) respData(data []byte, end bool, w *writes) (int64, bool) {
 	dh := s.dh
 	s.mu.Unlock()
 	c := s.cc.c
-	c.mu.Lock()
-	due := c.writeDataLocked(s.ch, data, end, false, dh)
-	fast := c.flowingLocked(due, len(data))
-	c.mu.Unlock()
-	w.add(c)
+	c.Lock()
+	due := c.WriteDataLocked(s.ch, data, end, false, dh)
+	fast := c.FlowingLocked(due, len(data))
+	c.Unlock()
+	w.Add(c)
 	if end {
 		s.mu.Lock()
 		routed := s.pool != nil
@@ -184,7 +181,7 @@ func (s *stream) respData(data []byte, end bool, w *writes) (int64, bool) {
 			s.finishLocal()
 		}
 	}
-	return due.n, fast
+	return due.N, fast
 }
 
 // destReset is a RST_STREAM from the destination.
@@ -210,11 +207,11 @@ func (s *stream) destReset(code http2.ErrCode, w *writes) {
 	}
 	if !routed {
 		c := s.cc.c
-		c.mu.Lock()
-		_ = c.wr.WriteRSTStream(s.ch.id, code)
-		c.mu.Unlock()
-		w.add(c)
-		s.cc.resetSent(s.ch.id)
+		c.Lock()
+		c.WriteResetLocked(s.ch.ID(), code)
+		c.Unlock()
+		w.Add(c)
+		s.cc.resetSent(s.ch.ID())
 		s.finishLocal()
 		return
 	}
@@ -233,7 +230,7 @@ func (s *stream) retryOnce(refused bool, w *writes) bool {
 	if retry {
 		s.retried = true
 	}
-	cut := s.cut
+	cut := s.path == pathCut
 	s.mu.Unlock()
 	if !retry {
 		return false
@@ -262,14 +259,14 @@ func (s *stream) destLost(err error, retry bool, w *writes) {
 	}
 	if !routed {
 		c := s.cc.c
-		c.mu.Lock()
+		c.Lock()
 		if !answered {
-			c.writeHeadersLocked(s.ch, grpcwire.AppendStatus(nil, true, "", grpcwire.Status{Code: codes.Unavailable, Message: "connection to the proxy's server lost"}), true)
+			c.WriteHeadersLocked(s.ch, grpcwire.AppendStatus(nil, true, "", grpcwire.Status{Code: codes.Unavailable, Message: "connection to the proxy's server lost"}), true)
 		} else {
-			_ = c.wr.WriteRSTStream(s.ch.id, http2.ErrCodeInternal)
+			c.WriteResetLocked(s.ch.ID(), http2.ErrCodeInternal)
 		}
-		c.mu.Unlock()
-		w.add(c)
+		c.Unlock()
+		w.Add(c)
 		s.finishLocal()
 		return
 	}
@@ -321,12 +318,12 @@ func (s *stream) cancelDest() {
 		return
 	}
 	dc := dest.c
-	dc.mu.Lock()
-	if !dh.gone {
-		_ = dc.wr.WriteRSTStream(dh.id, http2.ErrCodeCancel)
+	dc.Lock()
+	if !dh.GoneLocked() {
+		dc.WriteResetLocked(dh.ID(), http2.ErrCodeCancel)
 	}
-	dc.kickLocked()
-	dc.mu.Unlock()
+	dc.KickLocked()
+	dc.Unlock()
 }
 
 // timedOut is Call.Timeout passing.

@@ -1,6 +1,6 @@
 //go:build unix
 
-package h2relay
+package h2codec
 
 import (
 	"errors"

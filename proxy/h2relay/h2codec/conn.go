@@ -1,8 +1,11 @@
-package h2relay
+package h2codec
 
 import (
 	"bytes"
 	"errors"
+	"io"
+	"iter"
+	"maps"
 	"net"
 	"sync"
 
@@ -10,16 +13,46 @@ import (
 	"golang.org/x/net/http2/hpack"
 )
 
-// fconn is one HTTP/2 connection, either side. Its reader goroutine owns
-// rd; everything else is guarded by mu, which is never held while another
-// fconn's mu is taken (credits to other connections are handed back to the
-// caller to apply after unlocking).
-type fconn struct {
+// Config is what a connection needs to know of the side it serves.
+type Config struct {
+	// BufSize is the read buffer's size (readBuf grows it while the peer
+	// sends faster than it is read).
+	BufSize int
+	// MaxReadFrame and MaxHeaderList are the largest frame and header
+	// list the peer may send (our SETTINGS).
+	MaxReadFrame, MaxHeaderList uint32
+	// MaxStreams is our SETTINGS_MAX_CONCURRENT_STREAMS to a client.
+	MaxStreams uint32
+	// InitWindow is the window every stream starts with (our SETTINGS);
+	// StreamWindow the widest a stream's window grows to; ConnWindow the
+	// connection's.
+	InitWindow, StreamWindow, ConnWindow int64
+	// OutCap is how much output waits in the connection's buffer before
+	// data waits in its stream's queue instead (and its source gets no
+	// window).
+	OutCap int
+	// Budget pays for windows wider than InitWindow.
+	Budget Budget
+}
+
+// Budget is the byte budget that wider windows are taken from (package
+// budget's Budget): a wider window lets a sender put more in the relay's
+// queues.
+type Budget interface {
+	TryTake(n int64) bool
+	GiveBack(n int64)
+}
+
+// Conn is one HTTP/2 connection, either side. Its reader goroutine owns
+// rd; everything else is guarded by its lock (Lock), which is never held
+// while another Conn's is taken (credits to other connections are handed
+// back to the caller to apply after unlocking).
+type Conn struct {
 	nc  net.Conn
 	raw *rawWriter // non-blocking writes; nil: the flusher writes
 	br  *readBuf
 	rd  *http2.Framer // reads only, on the reader goroutine
-	cfg *config
+	cfg *Config
 
 	mu sync.Mutex
 	// out holds frames not yet written to nc; spare is the other half of
@@ -37,41 +70,39 @@ type fconn struct {
 	enc  *hpack.Encoder
 	hbuf bytes.Buffer
 
-	// The peer's settings and our send window toward it.
+	// The peer's settings.
 	peerMaxFrame   uint32
 	peerInitWin    int32
 	peerMaxStreams uint32
-	sendWin        int64
 
-	// Our receive window: what we granted and have not yet got back.
-	recvAvail   int64
-	recvUnacked int64
-	// initWin is the window every stream starts with (our SETTINGS).
-	initWin int64
+	send outflow // what we may send on the connection
+	recv inflow  // what the peer may send on it
 
-	halves map[uint32]*half // streams by this connection's stream ID
+	halves map[uint32]*Half // streams by this connection's stream ID
 	// queued are halves with data waiting for window or buffer space.
-	queued []*half
+	queued []*Half
 
-	onClose func(*fconn, error) // called once, without mu held
+	onClose func(*Conn, error) // called once, without mu held
 }
 
-// half is one stream as one connection sees it: the stream's ID there and
-// both directions' flow control. Guarded by its conn's mu.
-type half struct {
-	c  *fconn
+// Half is one stream as one connection sees it: the stream's ID there, its
+// state and both directions' flow control. Guarded by its Conn's lock.
+type Half struct {
+	c  *Conn
 	id uint32
-	s  *stream
+	// Owner is what the user of the codec keeps for the stream.
+	Owner any
 
-	sendWin int64
-	q       []pending // frames waiting for window, in order
-	queued  bool      // in c.queued
+	state State
+	send  outflow
+	q     []pending // frames waiting for window, in order
+	// queued: in c.queued.
+	queued bool
 
-	recvAvail   int64
-	recvUnacked int64
+	recv inflow
 	// win is the receive window kept open for the stream: the initial
 	// window at first, widened while its data leaves as fast as it
-	// comes (widenLocked), or to a whole request the budget admitted.
+	// comes (WidenLocked), or to a whole request the budget admitted.
 	win int64
 	// extra is what widening took of the budget, given back when h is
 	// forgotten; got counts the bytes received on h.
@@ -79,6 +110,28 @@ type half struct {
 	gone       bool // removed from c.halves
 	// closeAfterQueue: the stream ended; forget h once its queue is out.
 	closeAfterQueue bool
+}
+
+// ID is the stream's ID on its connection.
+func (h *Half) ID() uint32 { return h.id }
+
+// Conn is the connection h belongs to.
+func (h *Half) Conn() *Conn { return h.c }
+
+// GoneLocked says whether h was forgotten (RemoveHalfLocked).
+func (h *Half) GoneLocked() bool { return h.gone }
+
+// StateLocked is h's state (RFC 9113 5.1).
+func (h *Half) StateLocked() State { return h.state }
+
+// ForgetAfterQueueLocked forgets h now when nothing of it waits to be
+// written, or else once its queue is out.
+func (h *Half) ForgetAfterQueueLocked() {
+	if len(h.q) == 0 {
+		h.c.RemoveHalfLocked(h)
+		return
+	}
+	h.closeAfterQueue = true
 }
 
 // pending is one queued frame of a half: data (the bytes are owned by the
@@ -89,73 +142,140 @@ type pending struct {
 	hdrs   []hpack.HeaderField
 	isHdr  bool
 	end    bool
-	credit credit // what writing data gives back to its source
+	credit Credit // what writing data gives back to its source
 }
 
-// credit is window to return to a source once its data left for the other
+// Credit is window to return to a source once its data left for the other
 // side.
-type credit struct {
-	h *half
-	n int64
+type Credit struct {
+	H *Half
+	N int64
 }
 
 // outWriter makes the write framer append to out.
-type outWriter fconn
+type outWriter Conn
 
 func (w *outWriter) Write(p []byte) (int, error) {
 	w.out = append(w.out, p...)
 	return len(p), nil
 }
 
-func newFconn(nc net.Conn, cfg *config, onClose func(*fconn, error)) *fconn {
-	c := &fconn{
+// NewConn starts a connection over nc; onClose hears once that it closed.
+func NewConn(nc net.Conn, cfg *Config, onClose func(*Conn, error)) *Conn {
+	c := &Conn{
 		nc:             nc,
 		raw:            newRawWriter(nc),
-		br:             newReadBuf(nc, cfg.bufSize),
+		br:             newReadBuf(nc, cfg.BufSize),
 		cfg:            cfg,
 		peerMaxFrame:   16384,
 		peerInitWin:    65535,
 		peerMaxStreams: ^uint32(0),
-		sendWin:        65535,
-		recvAvail:      65535,
-		initWin:        cfg.initWindow,
-		halves:         make(map[uint32]*half),
+		send:           outflow{n: 65535},
+		recv:           inflow{avail: 65535},
+		halves:         make(map[uint32]*Half),
 		onClose:        onClose,
 	}
 	c.rd = http2.NewFramer(nil, c.br)
-	c.rd.SetMaxReadFrameSize(cfg.maxReadFrame)
+	c.rd.SetMaxReadFrameSize(cfg.MaxReadFrame)
 	c.rd.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
-	c.rd.MaxHeaderListSize = cfg.maxHeaderList
+	c.rd.MaxHeaderListSize = cfg.MaxHeaderList
 	c.wr = http2.NewFramer((*outWriter)(c), nil)
 	c.enc = hpack.NewEncoder(&c.hbuf)
 	return c
 }
 
-// inData is a DATA frame read in place: data lies in the connection's read
-// buffer until the reader discards it.
-type inData struct {
-	id   uint32
-	end  bool
-	data []byte
+// Lock takes the connection's lock; every method named Locked wants it.
+func (c *Conn) Lock() { c.mu.Lock() }
+
+// Unlock releases it.
+func (c *Conn) Unlock() { c.mu.Unlock() }
+
+// NetConn is the connection underneath.
+func (c *Conn) NetConn() net.Conn { return c.nc }
+
+// ClosedLocked says whether the connection closed.
+func (c *Conn) ClosedLocked() bool { return c.closed }
+
+// BusyLocked says whether anything is left on it: a stream, or output not
+// yet written.
+func (c *Conn) BusyLocked() bool {
+	return !c.closed && (len(c.halves) > 0 || len(c.out) > 0 || c.flushing)
 }
 
-// readFrame reads the next frame, on the reader goroutine. An unpadded
+// HalfLocked is the stream id, or nil when it has none (idle or closed).
+func (c *Conn) HalfLocked(id uint32) *Half { return c.halves[id] }
+
+// HalvesLocked are its streams, in no order.
+func (c *Conn) HalvesLocked() iter.Seq2[uint32, *Half] { return maps.All(c.halves) }
+
+// OpenLocked is how many streams it has.
+func (c *Conn) OpenLocked() int { return len(c.halves) }
+
+// PeerMaxStreamsLocked is the peer's SETTINGS_MAX_CONCURRENT_STREAMS.
+func (c *Conn) PeerMaxStreamsLocked() uint32 { return c.peerMaxStreams }
+
+// InitWindow is the window its streams start with.
+func (c *Conn) InitWindow() int64 { return c.cfg.InitWindow }
+
+// WriteResetLocked writes RST_STREAM for stream id.
+func (c *Conn) WriteResetLocked(id uint32, code http2.ErrCode) {
+	_ = c.wr.WriteRSTStream(id, code)
+}
+
+// WriteGoAwayLocked writes GOAWAY.
+func (c *Conn) WriteGoAwayLocked(last uint32, code http2.ErrCode, debug []byte) {
+	_ = c.wr.WriteGoAway(last, code, debug)
+}
+
+// ReadPreface reads a client's connection preface and says whether it was
+// one.
+func (c *Conn) ReadPreface() bool {
+	var pre [len(http2.ClientPreface)]byte
+	_, err := io.ReadFull(c.br, pre[:])
+	return err == nil && string(pre[:]) == http2.ClientPreface
+}
+
+// Discard drops n bytes of a DATA frame ReadFrame returned in place, once
+// they are used.
+func (c *Conn) Discard(n int) { c.br.Discard(n) }
+
+// WholeFrame says whether the next frame is read already: when it is not,
+// the next read may block, so what the reader has for others must go
+// first.
+func (c *Conn) WholeFrame() bool { return c.br.wholeFrame() }
+
+// ReadBig makes the first read take a big buffer (if one is free): for a
+// connection known to carry many streams' data.
+func (c *Conn) ReadBig() { c.br.startBig() }
+
+// ReleaseBuf gives a big read buffer back; the reader calls it as it ends.
+func (c *Conn) ReleaseBuf() { c.br.release() }
+
+// InData is a DATA frame read in place: data lies in the connection's read
+// buffer until the reader discards it.
+type InData struct {
+	ID   uint32
+	End  bool
+	Data []byte
+}
+
+// ReadFrame reads the next frame, on the reader goroutine. An unpadded
 // DATA frame that fits the read buffer comes back as in (isData), its
 // payload still in the buffer: it is written on from there, not copied
 // through the Framer's own buffer first (big tensors are copy-bound). The
 // caller discards it once used (c.br.Discard).
-func (c *fconn) readFrame() (f http2.Frame, in inData, isData bool, err error) {
+func (c *Conn) ReadFrame() (f http2.Frame, in InData, isData bool, err error) {
 	fh, err := c.rd.ReadFrameHeader()
 	if err != nil {
 		return nil, in, false, err
 	}
 	if fh.Type == http2.FrameData && fh.StreamID != 0 && !fh.Flags.Has(http2.FlagDataPadded) &&
-		fh.Length <= c.cfg.maxReadFrame && int(fh.Length) <= c.br.Size() {
+		fh.Length <= c.cfg.MaxReadFrame && int(fh.Length) <= c.br.Size() {
 		data, err := c.br.Peek(int(fh.Length))
 		if err != nil {
 			return nil, in, false, err
 		}
-		return nil, inData{id: fh.StreamID, end: fh.Flags.Has(http2.FlagDataEndStream), data: data}, true, nil
+		return nil, InData{ID: fh.StreamID, End: fh.Flags.Has(http2.FlagDataEndStream), Data: data}, true, nil
 	}
 	f, err = c.rd.ReadFrameForHeader(fh)
 	return f, in, false, err
@@ -163,36 +283,38 @@ func (c *fconn) readFrame() (f http2.Frame, in inData, isData bool, err error) {
 
 // greet writes our SETTINGS and the connection window update every
 // connection starts with.
-func (c *fconn) greetLocked(client bool) {
+func (c *Conn) GreetLocked(client bool) {
 	if client {
 		c.out = append(c.out, http2.ClientPreface...)
 	}
 	st := []http2.Setting{
-		{ID: http2.SettingInitialWindowSize, Val: uint32(c.initWin)},
-		{ID: http2.SettingMaxFrameSize, Val: c.cfg.maxReadFrame},
-		{ID: http2.SettingMaxHeaderListSize, Val: c.cfg.maxHeaderList},
+		{ID: http2.SettingInitialWindowSize, Val: uint32(c.cfg.InitWindow)},
+		{ID: http2.SettingMaxFrameSize, Val: c.cfg.MaxReadFrame},
+		{ID: http2.SettingMaxHeaderListSize, Val: c.cfg.MaxHeaderList},
 	}
 	if client {
 		st = append(st, http2.Setting{ID: http2.SettingEnablePush, Val: 0})
 	} else {
-		st = append(st, http2.Setting{ID: http2.SettingMaxConcurrentStreams, Val: c.cfg.maxStreams})
+		st = append(st, http2.Setting{ID: http2.SettingMaxConcurrentStreams, Val: c.cfg.MaxStreams})
 	}
 	_ = c.wr.WriteSettings(st...)
-	if d := c.cfg.connWindow - 65535; d > 0 {
+	if d := c.cfg.ConnWindow - 65535; d > 0 {
 		_ = c.wr.WriteWindowUpdate(0, uint32(d))
-		c.recvAvail += d
+		c.recv.init(c.recv.avail + d)
 	}
 }
 
 // addHalf registers stream s under id on c.
-func (c *fconn) addHalfLocked(id uint32, s *stream) *half {
-	h := &half{c: c, id: id, s: s, sendWin: int64(c.peerInitWin), recvAvail: c.initWin, win: c.initWin}
+func (c *Conn) AddHalfLocked(id uint32, owner any) *Half {
+	h := &Half{c: c, id: id, Owner: owner, win: c.cfg.InitWindow}
+	h.send.add(int64(c.peerInitWin))
+	h.recv.init(c.cfg.InitWindow)
 	c.halves[id] = h
 	return h
 }
 
-// removeHalfLocked forgets h; its queued frames are dropped.
-func (c *fconn) removeHalfLocked(h *half) {
+// RemoveHalfLocked forgets h; its queued frames are dropped.
+func (c *Conn) RemoveHalfLocked(h *Half) {
 	if h.gone {
 		return
 	}
@@ -200,22 +322,26 @@ func (c *fconn) removeHalfLocked(h *half) {
 	h.q = nil
 	delete(c.halves, h.id)
 	if h.extra > 0 {
-		c.cfg.budget.GiveBack(h.extra)
+		c.cfg.Budget.GiveBack(h.extra)
 		h.extra = 0
 	}
 }
 
-// writeHeadersLocked writes a HEADERS frame (and CONTINUATIONs) for h, or
+// WriteHeadersLocked writes a HEADERS frame (and CONTINUATIONs) for h, or
 // queues it behind h's pending data.
-func (c *fconn) writeHeadersLocked(h *half, fields []hpack.HeaderField, end bool) {
+func (c *Conn) WriteHeadersLocked(h *Half, fields []hpack.HeaderField, end bool) {
 	if len(h.q) > 0 {
 		h.q = append(h.q, pending{isHdr: true, hdrs: fields, end: end})
 		return
 	}
-	c.encodeHeadersLocked(h.id, fields, end)
+	c.encodeHeadersLocked(h, fields, end)
 }
 
-func (c *fconn) encodeHeadersLocked(id uint32, fields []hpack.HeaderField, end bool) {
+func (c *Conn) encodeHeadersLocked(h *Half, fields []hpack.HeaderField, end bool) {
+	id := h.id
+	if end {
+		h.endLocal()
+	}
 	c.hbuf.Reset()
 	for _, f := range fields {
 		_ = c.enc.WriteField(f)
@@ -235,31 +361,31 @@ func (c *fconn) encodeHeadersLocked(id uint32, fields []hpack.HeaderField, end b
 	}
 }
 
-// writeDataLocked sends data on h as far as the windows and the output
+// WriteDataLocked sends data on h as far as the windows and the output
 // buffer allow and queues the rest (copied unless owned). It returns the
-// credit that is due now for what was written; the rest is given back as
+// Credit that is due now for what was written; the rest is given back as
 // the queue drains.
-func (c *fconn) writeDataLocked(h *half, data []byte, end, owned bool, src *half) (due credit) {
+func (c *Conn) WriteDataLocked(h *Half, data []byte, end, owned bool, src *Half) (due Credit) {
 	if len(h.q) == 0 {
 		if n := c.sendableLocked(h, len(data)); n > 0 || (len(data) == 0 && end) {
 			k := c.sendDataLocked(h, data, n, end, owned)
-			due.n += int64(k)
+			due.N += int64(k)
 			data = data[k:]
 		}
 		if len(data) == 0 {
-			due.h = src
+			due.H = src
 			return due
 		}
 	}
 	if !owned {
 		data = bytes.Clone(data)
 	}
-	h.q = append(h.q, pending{data: data, end: end, credit: credit{h: src, n: int64(len(data))}})
+	h.q = append(h.q, pending{data: data, end: end, credit: Credit{H: src, N: int64(len(data))}})
 	if !h.queued {
 		h.queued = true
 		c.queued = append(c.queued, h)
 	}
-	due.h = src
+	due.H = src
 	return due
 }
 
@@ -268,9 +394,12 @@ func (c *fconn) writeDataLocked(h *half, data []byte, end, owned bool, src *half
 // takes them from h's and the connection's send windows; n must fit both.
 // own says data is the relay's own, which writeVecLocked may write from
 // where it lies. It returns how many bytes of data it sent.
-func (c *fconn) sendDataLocked(h *half, data []byte, n int, end, own bool) int {
+func (c *Conn) sendDataLocked(h *Half, data []byte, n int, end, own bool) int {
 	if len(data) == 0 {
 		c.appendData(h.id, end, nil)
+		if end {
+			h.endLocal()
+		}
 		return 0
 	}
 	sent := 0
@@ -282,14 +411,17 @@ func (c *fconn) sendDataLocked(h *half, data []byte, n int, end, own bool) int {
 		c.appendData(h.id, end && sent+k == len(data), data[sent:sent+k])
 		sent += k
 	}
-	h.sendWin -= int64(sent)
-	c.sendWin -= int64(sent)
+	h.send.take(int64(sent))
+	c.send.take(int64(sent))
+	if end && sent == len(data) {
+		h.endLocal()
+	}
 	return sent
 }
 
 // appendData writes one DATA frame into out: what the Framer's WriteData
 // does, without its copy through its own buffer.
-func (c *fconn) appendData(id uint32, end bool, data []byte) {
+func (c *Conn) appendData(id uint32, end bool, data []byte) {
 	var flags byte
 	if end {
 		flags = byte(http2.FlagDataEndStream)
@@ -301,7 +433,7 @@ func (c *fconn) appendData(id uint32, end bool, data []byte) {
 	c.out = append(c.out, data...)
 	if len(c.out)-c.off >= writeAt {
 		// A big message: write as it grows, not all at the end of the
-		// reader's batch. (Not kickLocked: this may run inside
+		// reader's batch. (Not KickLocked: this may run inside
 		// drainLocked.)
 		c.writeOutLocked()
 	}
@@ -319,7 +451,7 @@ func (c *fconn) appendData(id uint32, end bool, data []byte) {
 // frame is whole. The caller sends the rest as before. It returns 0, having
 // written no frame, when n is small (copying is cheaper than a syscall
 // more) or the kernel did not take out's bytes first.
-func (c *fconn) writeVecLocked(id uint32, data []byte, n int, end bool) int {
+func (c *Conn) writeVecLocked(id uint32, data []byte, n int, end bool) int {
 	if n < vecMin || c.flushing || c.closed || c.raw == nil {
 		return 0
 	}
@@ -350,7 +482,7 @@ func (c *fconn) writeVecLocked(id uint32, data []byte, n int, end bool) int {
 	clear(iov) // holds no request past the call
 	c.iov = iov[:0]
 	if err != nil {
-		c.failLocked(err)
+		c.FailLocked(err)
 		return covered // the connection is gone; nothing more is sent
 	}
 	if written < prefix {
@@ -397,35 +529,35 @@ const (
 // copy into the buffer saves.
 const writeAt = 256 << 10
 
-// errCalm ends a connection whose peer makes the relay queue control
+// ErrCalm ends a connection whose peer makes the relay queue control
 // frames (PING and SETTINGS acknowledgements, resets) faster than it
 // reads them.
-var errCalm = http2.ConnectionError(http2.ErrCodeEnhanceYourCalm)
+var ErrCalm = http2.ConnectionError(http2.ErrCodeEnhanceYourCalm)
 
-// controlRoomLocked says whether one more control frame the peer asked
+// ControlRoomLocked says whether one more control frame the peer asked
 // for may be queued. Data stops at outCap; past outCap plus this margin
 // the peer is not reading what it asks for (a PING flood from a client
 // that reads nothing grew the output without bound), as x/net's server
 // limits its queued control frames.
-func (c *fconn) controlRoomLocked() bool {
-	return len(c.out)-c.off < c.cfg.outCap+256<<10
+func (c *Conn) ControlRoomLocked() bool {
+	return len(c.out)-c.off < c.cfg.OutCap+256<<10
 }
 
 // sendableLocked is how many bytes of n h may send now.
-func (c *fconn) sendableLocked(h *half, n int) int {
-	room := int64(c.cfg.outCap - (len(c.out) - c.off))
-	return int(max(0, min(int64(n), h.sendWin, c.sendWin, room)))
+func (c *Conn) sendableLocked(h *Half, n int) int {
+	room := int64(c.cfg.OutCap - (len(c.out) - c.off))
+	return int(max(0, min(int64(n), h.send.available(), c.send.available(), room)))
 }
 
 // drainLocked writes queued frames that now fit and returns the credits
 // they earned.
-func (c *fconn) drainLocked(credits []credit) []credit {
+func (c *Conn) drainLocked(credits []Credit) []Credit {
 	keep := c.queued[:0]
 	for _, h := range c.queued {
 		for len(h.q) > 0 {
 			p := &h.q[0]
 			if p.isHdr {
-				c.encodeHeadersLocked(h.id, p.hdrs, p.end)
+				c.encodeHeadersLocked(h, p.hdrs, p.end)
 				h.q = h.q[1:]
 				continue
 			}
@@ -434,8 +566,8 @@ func (c *fconn) drainLocked(credits []credit) []credit {
 				break
 			}
 			k := c.sendDataLocked(h, p.data, n, p.end, true)
-			if p.credit.h != nil && k > 0 {
-				credits = append(credits, credit{h: p.credit.h, n: int64(k)})
+			if p.credit.H != nil && k > 0 {
+				credits = append(credits, Credit{H: p.credit.H, N: int64(k)})
 			}
 			p.data = p.data[k:]
 			if len(p.data) > 0 {
@@ -449,7 +581,7 @@ func (c *fconn) drainLocked(credits []credit) []credit {
 			h.queued = false
 			h.q = nil
 			if h.closeAfterQueue {
-				c.removeHalfLocked(h)
+				c.RemoveHalfLocked(h)
 			}
 		}
 	}
@@ -458,112 +590,102 @@ func (c *fconn) drainLocked(credits []credit) []credit {
 	return credits
 }
 
-// giveBackLocked returns stream window to the peer for n bytes of h that
+// GiveBackLocked returns stream window to the peer for n bytes of h that
 // left (nothing once h is forgotten). Updates go out in batches of a
 // quarter window, as gRPC's transports do, so a small call costs no
 // WINDOW_UPDATE frame. The connection's window is given back as data
-// arrives (takeDataLocked), not here.
-func (c *fconn) giveBackLocked(h *half, n int64) {
-	if c.closed || n <= 0 || h == nil || h.gone {
+// arrives (TakeDataLocked), not here.
+func (c *Conn) GiveBackLocked(h *Half, n int64) {
+	if h == nil || h.gone {
 		return
 	}
-	h.recvUnacked += n
-	if h.recvUnacked >= h.win/4 {
-		_ = c.wr.WriteWindowUpdate(h.id, uint32(h.recvUnacked))
-		h.recvAvail += h.recvUnacked
-		h.recvUnacked = 0
+	c.releaseLocked(h.id, &h.recv, n, h.win/4)
+}
+
+// releaseLocked gives n bytes of window f back to the peer, for stream id
+// (0: the connection), once a batch of them is owed.
+func (c *Conn) releaseLocked(id uint32, f *inflow, n, batch int64) {
+	if c.closed || n <= 0 {
+		return
+	}
+	if d := f.release(n, batch); d > 0 {
+		_ = c.wr.WriteWindowUpdate(id, uint32(d))
 	}
 }
 
-// flowingLocked says whether data of n bytes, written with due as the
+// FlowingLocked says whether data of n bytes, written with due as the
 // result, left at once: none of it queued (the output takes at most
 // outCap, so a peer that does not read soon makes data queue). An output
 // merely backed up for a moment (the kernel's buffer full while a big
 // message goes) counts as flowing: holding widening back then kept big
 // uploads at a 16 KiB window.
-func (c *fconn) flowingLocked(due credit, n int) bool {
-	return n > 0 && due.n == int64(n)
+func (c *Conn) FlowingLocked(due Credit, n int) bool {
+	return n > 0 && due.N == int64(n)
 }
 
-// widenLocked doubles h's window, up to the relay's stream window, for a
+// WidenLocked doubles h's window, up to the relay's stream window, for a
 // stream whose data just left as fast as it came: its destination reads,
 // so a wider window costs no memory and saves round trips. A stream whose
 // destination stops reading keeps the window it had, so what the relay
 // holds of it stays bounded by that (a client that never reads its
 // responses used to let each stream's upstream send the whole 4 MiB
 // window into the relay's queues).
-func (c *fconn) widenLocked(h *half) {
+func (c *Conn) WidenLocked(h *Half) {
 	// Only a stream that moved half its window already: a small call
 	// never widens (it would cost a WINDOW_UPDATE and a trip to the
 	// budget's lock for nothing).
-	if h == nil || h.gone || c.closed || h.win >= c.cfg.streamWindow || h.got < h.win/2 {
+	if h == nil || h.gone || c.closed || h.win >= c.cfg.StreamWindow || h.got < h.win/2 {
 		return
 	}
 	// What a wider window lets a sender put in the relay's queues is
 	// the budget's: it widens only while there is room.
-	win := min(h.win*2, c.cfg.streamWindow)
-	if !c.cfg.budget.TryTake(win - h.win) {
+	win := min(h.win*2, c.cfg.StreamWindow)
+	if !c.cfg.Budget.TryTake(win - h.win) {
 		return
 	}
 	h.extra += win - h.win
-	c.growLocked(h, win)
+	c.GrowLocked(h, win)
 }
 
-// widenToLocked opens h's window to win at once, as far as the budget has
+// WidenToLocked opens h's window to win at once, as far as the budget has
 // room, for a stream known to carry that much.
-func (c *fconn) widenToLocked(h *half, win int64) {
-	win = min(win, c.cfg.streamWindow)
-	if h == nil || h.gone || c.closed || win <= h.win || !c.cfg.budget.TryTake(win-h.win) {
+func (c *Conn) WidenToLocked(h *Half, win int64) {
+	win = min(win, c.cfg.StreamWindow)
+	if h == nil || h.gone || c.closed || win <= h.win || !c.cfg.Budget.TryTake(win-h.win) {
 		return
 	}
 	h.extra += win - h.win
-	c.growLocked(h, win)
+	c.GrowLocked(h, win)
 }
 
-// growLocked opens h's window to win at once.
-func (c *fconn) growLocked(h *half, win int64) {
+// GrowLocked opens h's window to win at once.
+func (c *Conn) GrowLocked(h *Half, win int64) {
 	if h == nil || h.gone || c.closed || win <= h.win {
 		return
 	}
 	d := win - h.win
 	h.win = win
-	h.recvAvail += d + h.recvUnacked
-	_ = c.wr.WriteWindowUpdate(h.id, uint32(d+h.recvUnacked))
-	h.recvUnacked = 0
+	_ = c.wr.WriteWindowUpdate(h.id, uint32(h.recv.grant(d)))
 }
 
-// giveBackConnLocked returns connection window to the peer for n bytes
-// received.
-func (c *fconn) giveBackConnLocked(n int64) {
-	if c.closed || n <= 0 {
-		return
-	}
-	c.recvUnacked += n
-	if c.recvUnacked >= c.cfg.connWindow/4 {
-		_ = c.wr.WriteWindowUpdate(0, uint32(c.recvUnacked))
-		c.recvAvail += c.recvUnacked
-		c.recvUnacked = 0
-	}
-}
-
-// applyCredits gives the credits back to their connections, each under its
+// ApplyCredits gives the credits back to their connections, each under its
 // own lock, and kicks their writes.
-func applyCredits(cs []credit) {
+func ApplyCredits(cs []Credit) {
 	for _, cr := range cs {
-		if cr.h == nil || cr.n == 0 {
+		if cr.H == nil || cr.N == 0 {
 			continue
 		}
-		c := cr.h.c
+		c := cr.H.c
 		c.mu.Lock()
-		c.giveBackLocked(cr.h, cr.n)
-		c.kickLocked()
+		c.GiveBackLocked(cr.H, cr.N)
+		c.KickLocked()
 		c.mu.Unlock()
 	}
 }
 
-// kickLocked starts writing out: one non-blocking write now, and a flusher
+// KickLocked starts writing out: one non-blocking write now, and a flusher
 // goroutine for what the kernel did not take.
-func (c *fconn) kickLocked() {
+func (c *Conn) KickLocked() {
 	if !c.writeOutLocked() {
 		return
 	}
@@ -575,7 +697,7 @@ func (c *fconn) kickLocked() {
 		case !c.flushing && (len(cs) > 0 || len(c.out) > c.off):
 			c.startFlusherLocked(cs)
 		case len(cs) > 0:
-			go applyCredits(cs)
+			go ApplyCredits(cs)
 		}
 	}
 }
@@ -583,7 +705,7 @@ func (c *fconn) kickLocked() {
 // writeOutLocked tries one non-blocking write of out and leaves the rest to
 // a flusher goroutine. It reports whether out is empty and no flusher
 // writes: then, and only then, may the caller drain queued data.
-func (c *fconn) writeOutLocked() bool {
+func (c *Conn) writeOutLocked() bool {
 	if c.flushing || c.closed {
 		return false
 	}
@@ -592,7 +714,7 @@ func (c *fconn) writeOutLocked() bool {
 	}
 	n, err := c.raw.write(c.out[c.off:])
 	if err != nil {
-		c.failLocked(err)
+		c.FailLocked(err)
 		return false
 	}
 	c.off += n
@@ -607,24 +729,24 @@ func (c *fconn) writeOutLocked() bool {
 // startFlusherLocked hands the writing to a flusher goroutine, which first
 // gives back cs. There is at most one: two would write their buffers in
 // either order.
-func (c *fconn) startFlusherLocked(cs []credit) {
-	if c.flushing && checkInvariants {
-		panic("h2relay: a second flusher")
+func (c *Conn) startFlusherLocked(cs []Credit) {
+	if c.flushing && CheckInvariants {
+		panic("h2codec: a second flusher")
 	}
 	c.flushing = true
 	go c.flushWith(cs)
 }
 
-// checkInvariants makes broken invariants panic; the tests set it.
-var checkInvariants = false
+// CheckInvariants makes broken invariants panic; the tests set it.
+var CheckInvariants = false
 
-func (c *fconn) flushWith(cs []credit) {
-	applyCredits(cs)
+func (c *Conn) flushWith(cs []Credit) {
+	ApplyCredits(cs)
 	c.flusher()
 }
 
 // flusher writes out until it is empty, blocking as the peer reads.
-func (c *fconn) flusher() {
+func (c *Conn) flusher() {
 	c.mu.Lock()
 	for {
 		if c.closed {
@@ -632,7 +754,7 @@ func (c *fconn) flusher() {
 			c.mu.Unlock()
 			return
 		}
-		var cs []credit
+		var cs []Credit
 		if len(c.queued) > 0 {
 			cs = c.drainLocked(nil)
 		}
@@ -640,30 +762,30 @@ func (c *fconn) flusher() {
 			c.out, c.off = c.out[:0], 0
 			c.flushing = false
 			c.mu.Unlock()
-			applyCredits(cs)
+			ApplyCredits(cs)
 			return
 		}
 		full, b := c.out, c.out[c.off:]
 		c.out, c.off = c.spare[:0], 0
 		c.mu.Unlock()
-		applyCredits(cs)
+		ApplyCredits(cs)
 		_, err := c.nc.Write(b)
 		c.mu.Lock()
 		c.spare = full[:0]
 		if err != nil {
 			c.flushing = false
-			c.failLocked(err)
+			c.FailLocked(err)
 			c.mu.Unlock()
 			return
 		}
 	}
 }
 
-var errClosed = errors.New("h2relay: connection closed")
+var ErrClosed = errors.New("h2codec: connection closed")
 
-// failLocked closes c; onClose runs on its own goroutine, as it takes
+// FailLocked closes c; onClose runs on its own goroutine, as it takes
 // other locks.
-func (c *fconn) failLocked(err error) {
+func (c *Conn) FailLocked(err error) {
 	if c.closed {
 		return
 	}
@@ -676,22 +798,22 @@ func (c *fconn) failLocked(err error) {
 	}
 }
 
-// close writes what is buffered (best effort, without blocking) and closes.
-func (c *fconn) close(err error) {
+// Close writes what is buffered (best effort, without blocking) and closes.
+func (c *Conn) Close(err error) {
 	c.mu.Lock()
 	if !c.flushing && len(c.out) > c.off && !c.closed {
 		_, _ = c.raw.write(c.out[c.off:])
 	}
-	c.failLocked(err)
+	c.FailLocked(err)
 	c.mu.Unlock()
 }
 
-// onControl handles the connection's own frames, the same on either side:
+// OnControl handles the connection's own frames, the same on either side:
 // SETTINGS (applied and acknowledged), WINDOW_UPDATE (queued data that now
 // fits goes) and PING (answered). A peer that asks for acknowledgements
-// faster than it reads them loses the connection (errCalm). settings says
+// faster than it reads them loses the connection (ErrCalm). settings says
 // that a peer's SETTINGS (not an ack) was applied.
-func (c *fconn) onControl(f http2.Frame, w *writes) (settings bool, err error) {
+func (c *Conn) OnControl(f http2.Frame, w *Batch) (settings bool, err error) {
 	switch f := f.(type) {
 	case *http2.SettingsFrame:
 		if f.IsAck() {
@@ -702,11 +824,11 @@ func (c *fconn) onControl(f http2.Frame, w *writes) (settings bool, err error) {
 			return false, nil
 		}
 	}
-	var cs []credit
+	var cs []Credit
 	c.mu.Lock()
-	if _, wu := f.(*http2.WindowUpdateFrame); !wu && !c.controlRoomLocked() {
+	if _, wu := f.(*http2.WindowUpdateFrame); !wu && !c.ControlRoomLocked() {
 		c.mu.Unlock()
-		return false, errCalm
+		return false, ErrCalm
 	}
 	switch f := f.(type) {
 	case *http2.SettingsFrame:
@@ -722,13 +844,13 @@ func (c *fconn) onControl(f http2.Frame, w *writes) (settings bool, err error) {
 		_ = c.wr.WritePing(true, f.Data)
 	}
 	c.mu.Unlock()
-	w.add(c)
-	applyCredits(cs)
+	w.Add(c)
+	ApplyCredits(cs)
 	return settings, err
 }
 
 // applySettings takes in the peer's SETTINGS.
-func (c *fconn) applySettingsLocked(f *http2.SettingsFrame) error {
+func (c *Conn) applySettingsLocked(f *http2.SettingsFrame) error {
 	return f.ForeachSetting(func(s http2.Setting) error {
 		// Out-of-range values end the connection (RFC 9113 6.5.2): a
 		// MAX_FRAME_SIZE of 0 made every DATA write loop for ever on
@@ -743,8 +865,7 @@ func (c *fconn) applySettingsLocked(f *http2.SettingsFrame) error {
 			d := int64(s.Val) - int64(c.peerInitWin)
 			c.peerInitWin = int32(s.Val)
 			for _, h := range c.halves {
-				h.sendWin += d
-				if h.sendWin > 1<<31-1 {
+				if !h.send.add(d) {
 					return http2.ConnectionError(http2.ErrCodeFlowControl)
 				}
 			}
@@ -758,41 +879,75 @@ func (c *fconn) applySettingsLocked(f *http2.SettingsFrame) error {
 }
 
 // onWindowUpdate applies a WINDOW_UPDATE from the peer.
-func (c *fconn) onWindowUpdateLocked(f *http2.WindowUpdateFrame) error {
+func (c *Conn) onWindowUpdateLocked(f *http2.WindowUpdateFrame) error {
 	if f.StreamID == 0 {
-		c.sendWin += int64(f.Increment)
-		if c.sendWin > 1<<31-1 {
+		if !c.send.add(int64(f.Increment)) {
 			return http2.ConnectionError(http2.ErrCodeFlowControl)
 		}
 		return nil
 	}
 	if h := c.halves[f.StreamID]; h != nil {
-		h.sendWin += int64(f.Increment)
-		if h.sendWin > 1<<31-1 {
+		if !h.send.add(int64(f.Increment)) {
 			return http2.StreamError{StreamID: f.StreamID, Code: http2.ErrCodeFlowControl}
 		}
 	}
 	return nil
 }
 
-// takeData accounts for n received bytes against our windows. The
+// TakeDataLocked accounts for n received bytes against our windows. The
 // connection's window is given back at once, as grpc-go's transports do:
 // what a stream holds is bounded by its own window, and holding the
 // connection's window until the data left would let one client that does
 // not read (or resets while its response waits) use up a shared upstream
 // connection's window and stall every call on it.
-func (c *fconn) takeDataLocked(h *half, n int64) error {
-	c.recvAvail -= n
-	if c.recvAvail < 0 {
+//
+// DATA on a stream the peer ended is a stream error (RFC 9113 5.1); end
+// says this frame ends it.
+func (c *Conn) TakeDataLocked(h *Half, n int64, end bool) error {
+	if !c.recv.take(n) {
 		return http2.ConnectionError(http2.ErrCodeFlowControl)
 	}
-	c.giveBackConnLocked(n)
-	if h != nil {
-		h.got += n
-		h.recvAvail -= n
-		if h.recvAvail < 0 {
-			return http2.StreamError{StreamID: h.id, Code: http2.ErrCodeFlowControl}
-		}
+	c.releaseLocked(0, &c.recv, n, c.cfg.ConnWindow/4)
+	if h == nil {
+		return nil
+	}
+	if h.state.remoteEnded() {
+		return errStreamClosed(h)
+	}
+	h.got += n
+	if !h.recv.take(n) {
+		return http2.StreamError{StreamID: h.id, Code: http2.ErrCodeFlowControl}
+	}
+	if end {
+		h.endRemote()
 	}
 	return nil
+}
+
+// Batch is the set of connections a reader goroutine wrote to since it
+// last flushed: it kicks them all once its input is drained, so frames
+// read together leave together.
+type Batch struct {
+	conns []*Conn
+}
+
+// Add notes that c has output to kick.
+func (b *Batch) Add(c *Conn) {
+	for _, x := range b.conns {
+		if x == c {
+			return
+		}
+	}
+	b.conns = append(b.conns, c)
+}
+
+// Flush kicks every connection added since the last Flush.
+func (b *Batch) Flush() {
+	for i, c := range b.conns {
+		c.mu.Lock()
+		c.KickLocked()
+		c.mu.Unlock()
+		b.conns[i] = nil
+	}
+	b.conns = b.conns[:0]
 }

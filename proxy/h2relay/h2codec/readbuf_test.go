@@ -1,4 +1,4 @@
-package h2relay
+package h2codec
 
 import (
 	"bytes"
@@ -89,8 +89,8 @@ func TestReadBufKeepsTheStream(t *testing.T) {
 // out (then it reads as before, with its small buffer).
 func TestReadBufGrowsShrinksAndIsBounded(t *testing.T) {
 	const small = 4 << 10
-	big := bytes.Repeat([]byte{1}, 2*bigBufSize)
-	chunks := []int{small, bigBufSize}
+	big := bytes.Repeat([]byte{1}, 2*BigBufSize)
+	chunks := []int{small, BigBufSize}
 	for range shrinkAfter + 2 {
 		chunks = append(chunks, 100)
 	}
@@ -107,7 +107,7 @@ func TestReadBufGrowsShrinksAndIsBounded(t *testing.T) {
 		t.Fatal("big before a read filled the small buffer")
 	}
 	read() // the peer has more: this read takes the big buffer
-	if !b.big() || b.Buffered() != bigBufSize {
+	if !b.big() || b.Buffered() != BigBufSize {
 		t.Fatalf("big=%v buffered=%d after a full read", b.big(), b.Buffered())
 	}
 	for range shrinkAfter {

@@ -1,4 +1,4 @@
-package h2relay
+package h2codec
 
 import (
 	"bytes"
@@ -39,21 +39,22 @@ func TestVectoredWriteSurvivesPartialWrites(t *testing.T) {
 		for i := range body {
 			body[i] = byte(rng.Uint32())
 		}
-		c := newFconn(wc, Options{}.config(), nil)
+		c := NewConn(wc, &Config{BufSize: 64 << 10, MaxReadFrame: 1 << 20, MaxHeaderList: 16 << 20,
+			InitWindow: 64 << 10, StreamWindow: 4 << 20, ConnWindow: 16 << 20, OutCap: 4 << 20}, nil)
 		c.mu.Lock()
 		// A frame already waiting in out goes first.
 		_ = c.wr.WritePing(false, [8]byte{1, 2, 3})
-		h := c.addHalfLocked(1, nil)
-		h.sendWin, c.sendWin = 1<<30, 1<<30
+		h := c.AddHalfLocked(1, nil)
+		h.send, c.send = outflow{n: 1 << 30}, outflow{n: 1 << 30}
 		first := 1<<20 + 100<<10                             // not a multiple of writeAt's frames
-		c.writeDataLocked(h, body[:first], false, true, nil) // the request read whole
+		c.WriteDataLocked(h, body[:first], false, true, nil) // the request read whole
 		if sndbuf == 1<<20 && len(c.out)-c.off > 0 {
 			// Room for it all in the socket: nothing is copied to out
 			// (copied, the frames after the last writeAt would wait).
 			t.Fatalf("sndbuf %d: %d bytes copied to out, want none", sndbuf, len(c.out)-c.off)
 		}
-		c.writeDataLocked(h, body[first:], true, true, nil) // more, then the end
-		c.kickLocked()
+		c.WriteDataLocked(h, body[first:], true, true, nil) // more, then the end
+		c.KickLocked()
 		c.mu.Unlock()
 
 		time.Sleep(10 * time.Millisecond) // the peer reads late: the socket fills
@@ -87,7 +88,7 @@ func TestVectoredWriteSurvivesPartialWrites(t *testing.T) {
 		if !bytes.Equal(got, body) {
 			t.Fatalf("sndbuf %d: %d bytes arrived, not the %d sent (or not in order)", sndbuf, len(got), len(body))
 		}
-		c.close(errClosed)
+		c.Close(ErrClosed)
 		rc.Close()
 	}
 }

@@ -1,4 +1,4 @@
-package h2relay
+package h2codec
 
 import (
 	"errors"
@@ -31,7 +31,9 @@ type readBuf struct {
 }
 
 const (
-	bigBufSize = 512 << 10
+	// BigBufSize is the read buffer a connection takes while its peer
+	// sends faster than it reads.
+	BigBufSize = 512 << 10
 	// maxBigBufs bounds the big buffers out at once (32 MiB): past it,
 	// connections read with their small ones, as all did before.
 	maxBigBufs = 64
@@ -55,7 +57,7 @@ func takeBig() []byte {
 	case b := <-bigFree:
 		return b
 	default:
-		return make([]byte, bigBufSize)
+		return make([]byte, BigBufSize)
 	}
 }
 
@@ -103,7 +105,7 @@ func (b *readBuf) fill(need int) error {
 	switch {
 	case b.big() && n == 0 && b.littleRun >= shrinkAfter && need <= len(b.small):
 		b.release()
-	case !b.big() && b.full && len(b.small) < bigBufSize:
+	case !b.big() && b.full && len(b.small) < BigBufSize:
 		if nb := takeBig(); nb != nil {
 			copy(nb, b.buf[b.r:b.w])
 			b.buf, b.r, b.w = nb, 0, n
@@ -142,7 +144,7 @@ func (b *readBuf) fill(need int) error {
 // until the next Peek or Read.
 func (b *readBuf) Peek(n int) ([]byte, error) {
 	if n < 0 || n > len(b.buf) {
-		return nil, errors.New("h2relay: peek beyond the read buffer")
+		return nil, errors.New("h2codec: peek beyond the read buffer")
 	}
 	for b.w-b.r < n {
 		if err := b.fill(n); err != nil {
