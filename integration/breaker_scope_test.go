@@ -78,7 +78,7 @@ func TestOneModelsTroubleIsItsOwn(t *testing.T) {
 
 	// A dead server: the way to it fails for every model.
 	t.Logf("breakers before the server dies: %v", breakerStates(t, gate.admin))
-	sim.kill()
+	sim.Kill()
 	dead := time.Now()
 	kc := kservepb.NewGRPCInferenceServiceClient(dial(t, gate.grpc))
 	waitFor(t, 15*time.Second, "the simserver's own breaker open once it died", func() bool {

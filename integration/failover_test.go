@@ -234,7 +234,7 @@ func TestFailoverEndToEnd(t *testing.T) {
 		e.waitOnPrimary(t, "healed after "+f)
 	}
 
-	e.pri.kill()
+	e.pri.Kill()
 	e.waitOnFallback(t, "primary killed")
 	if a := e.call(2 * time.Second); a.code != codes.OK || a.model != "mobilenet_v3" {
 		t.Errorf("call with the primary dead: %+v", a)

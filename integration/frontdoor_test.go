@@ -238,7 +238,7 @@ type frontDoor struct {
 func newFrontDoor(t *testing.T) *frontDoor {
 	t.Helper()
 	e := newEnv(t)
-	f := &frontDoor{t: t, e: e, pid: e.gate.cmd.Process.Pid, good: startGoodClient(t, e.gate.grpc)}
+	f := &frontDoor{t: t, e: e, pid: e.gate.Pid(), good: startGoodClient(t, e.gate.grpc)}
 	time.Sleep(300 * time.Millisecond) // connections and pools warm
 	f.baseFrom = time.Now()
 	time.Sleep(goodBaseline)

@@ -276,7 +276,7 @@ func TestSIGTERMUnderLoad(t *testing.T) {
 		})
 	}
 	eventually(t, "load to flow", func() bool { return ok.Load() > 50 })
-	e.gate.cmd.Process.Signal(syscall.SIGTERM)
+	e.gate.Signal(syscall.SIGTERM)
 	// Readiness goes red at once; calls keep succeeding meanwhile.
 	eventually(t, "/readyz to turn 503", func() bool {
 		code, _ := httpGet(t, "http://"+e.gate.admin+"/readyz")
@@ -290,12 +290,12 @@ func TestSIGTERMUnderLoad(t *testing.T) {
 		t.Fatalf("%d of %d calls failed during the drain delay (first: %v)", n, n+ok.Load(), firstErr.Load())
 	}
 	select {
-	case <-e.gate.done:
+	case <-e.gate.Done():
 	case <-time.After(60 * time.Second):
 		t.Fatal("no exit after SIGTERM")
 	}
-	if e.gate.err != nil {
-		t.Fatalf("exit: %v\n%s", e.gate.err, e.gate.log)
+	if e.gate.Err() != nil {
+		t.Fatalf("exit: %v\n%s", e.gate.Err(), e.gate.log)
 	}
 }
 
@@ -356,7 +356,7 @@ func identityModelsFile(t *testing.T, n int) string {
 // rssBytes reads a process's resident set size from /proc.
 func rssBytes(t *testing.T, p *proc) int64 {
 	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.Pid()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -16,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/infergate/infergate/internal/childproc"
 )
 
 // binDir holds binaries built once by TestMain.
@@ -62,87 +63,49 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
-// proc is a started binary and the addresses it announced.
+// proc is a started binary, the addresses it announced and its whole
+// log.
 type proc struct {
-	cmd   *exec.Cmd
+	*childproc.Proc
 	log   *lockedBuffer
 	grpc  string
 	admin string
-	done  chan struct{}
-	err   error // exit status, valid after done
 }
 
-var startLine = regexp.MustCompile(`grpc=(\S+) admin=(\S+)`)
-
-// start runs bin with args and waits for its start line on stderr.
+// start runs bin with args and waits for its start line.
 func start(t *testing.T, bin string, args ...string) *proc {
 	t.Helper()
-	cmd := exec.Command(filepath.Join(binDir, bin), args...)
-	stderr, err := cmd.StderrPipe()
+	p := &proc{log: &lockedBuffer{}}
+	cp, err := childproc.Start(context.Background(), childproc.Spec{
+		Name: bin, Path: filepath.Join(binDir, bin), Args: args, Output: p.log, Timeout: 60 * time.Second,
+		Ready: regexp.MustCompile(`^` + regexp.QuoteMeta(bin) + `: .*?grpc=(\S+) admin=(\S+)`),
+	})
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%v\n%s", err, p.log)
 	}
-	p := &proc{cmd: cmd, log: &lockedBuffer{}, done: make(chan struct{})}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	found := make(chan [2]string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		sent := false
-		for sc.Scan() {
-			line := sc.Text()
-			fmt.Fprintln(p.log, line)
-			if m := startLine.FindStringSubmatch(line); m != nil && !sent && strings.Contains(line, bin+":") {
-				found <- [2]string{m[1], m[2]}
-				sent = true
-			}
-		}
-		io.Copy(p.log, stderr)
-	}()
-	go func() { p.err = cmd.Wait(); close(p.done) }()
+	p.Proc, p.grpc, p.admin = cp, cp.Match[1], cp.Match[2]
 	t.Cleanup(func() {
 		// A failed test shows what each process said, and whether it died
 		// on its own: a client's "EOF" says nothing of why.
 		if t.Failed() {
 			exited := "running"
-			select {
-			case <-p.done:
-				exited = fmt.Sprintf("exited by itself: %v", p.err)
-			default:
+			if p.Exited() {
+				exited = fmt.Sprintf("exited by itself: %v", p.Err())
 			}
 			t.Logf("%s %v (%s); its log:\n%s", bin, args, exited, headTail(p.log.String(), 8<<10, 2<<10))
 		}
-		p.kill()
+		p.Kill()
 	})
-	select {
-	case a := <-found:
-		p.grpc, p.admin = a[0], a[1]
-	case <-p.done:
-		t.Fatalf("%s exited before serving: %v\n%s", bin, p.err, p.log)
-	case <-time.After(60 * time.Second):
-		t.Fatalf("%s did not announce its addresses\n%s", bin, p.log)
-	}
 	return p
-}
-
-func (p *proc) kill() {
-	select {
-	case <-p.done:
-		return
-	default:
-	}
-	p.cmd.Process.Signal(syscall.SIGKILL)
-	<-p.done
 }
 
 // sigterm sends SIGTERM and returns the exit error once the process ends.
 func (p *proc) sigterm(t *testing.T) error {
 	t.Helper()
-	p.cmd.Process.Signal(syscall.SIGTERM)
+	_ = p.Signal(syscall.SIGTERM)
 	select {
-	case <-p.done:
-		return p.err
+	case <-p.Done():
+		return p.Err()
 	case <-time.After(60 * time.Second):
 		t.Fatalf("process did not exit after SIGTERM\n%s", p.log)
 		return nil

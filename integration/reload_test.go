@@ -113,7 +113,7 @@ func TestReload(t *testing.T) {
 	if err := os.WriteFile(rules, []byte(reloadRules("750ms", "second")), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	gate.cmd.Process.Signal(syscall.SIGHUP)
+	gate.Signal(syscall.SIGHUP)
 	waitFor(t, 30*time.Second, "the new threshold in /api/v1/rules", func() bool {
 		_, body := httpGet(t, admin+"/api/v1/rules")
 		return strings.Contains(body, `"750ms"`)

@@ -163,7 +163,7 @@ func TestStatusPageInBrowser(t *testing.T) {
 
 	// A page whose reads fail says so instead of freezing. (Failed
 	// loads are console errors, so this comes after noProblems.)
-	gate.kill()
+	gate.Kill()
 	s.wait("the stale banner", `!document.getElementById("stale").hidden &&
 		document.getElementById("stale").textContent.includes("could not refresh")`, 60*time.Second)
 	s.shot("statuspage-stale.png")

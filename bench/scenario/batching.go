@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/infergate/infergate/bench/load"
+	"github.com/infergate/infergate/internal/childproc"
 )
 
 // batchTarget is a running model path for the batching scenario: infergate's
@@ -304,10 +305,10 @@ func stretchDuration(d time.Duration, rate float64, minRequests int) time.Durati
 // configured with s. A fresh simserver per configuration means each one
 // starts from the same seeded long-tail draws and an empty queue.
 func startBatchPair(ctx context.Context, cfg BatchingConfig, dir string, s BatchSetting, tag string) (batchTarget, func(), error) {
-	sim, m, err := StartProcess(ctx, StartSpec{
-		Name: "simserver", Bin: cfg.Simserver,
+	sim, m, err := StartProcess(ctx, childproc.Spec{
+		Name: "simserver", Path: cfg.Simserver,
 		Args:    append([]string{"--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0"}, cfg.SimserverArgs...),
-		LogPath: filepath.Join(dir, tag+"-simserver.log"), ReadyLine: simserverLine,
+		LogPath: filepath.Join(dir, tag+"-simserver.log"), Ready: simserverLine,
 	})
 	if err != nil {
 		return batchTarget{}, nil, fmt.Errorf("batching: %s: %w", s.Name, err)

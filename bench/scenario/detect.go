@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/infergate/infergate/bench/load"
+	"github.com/infergate/infergate/internal/childproc"
 )
 
 // DetectModel is the simulated model the detect scenario drives.
@@ -355,10 +356,10 @@ func RunDetect(ctx context.Context, cfg DetectConfig) (*DetectReport, error) {
 	if err := os.WriteFile(rules, []byte(rulesYAML), 0o644); err != nil {
 		return nil, fmt.Errorf("detect: %w", err)
 	}
-	sim, m, err := StartProcess(ctx, StartSpec{
-		Name: "simserver", Bin: cfg.Simserver,
+	sim, m, err := StartProcess(ctx, childproc.Spec{
+		Name: "simserver", Path: cfg.Simserver,
 		Args:    []string{"--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0", "--config", models},
-		LogPath: filepath.Join(dir, "simserver.log"), ReadyLine: simserverLine,
+		LogPath: filepath.Join(dir, "simserver.log"), Ready: simserverLine,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("detect: %w", err)
@@ -421,7 +422,7 @@ type detectRun struct {
 	watch    *detectWatch
 	rep      *DetectReport
 	worldErr chan error
-	ig       *Process
+	ig       *childproc.Proc
 }
 
 // sleep waits d, or fails when ctx ends or the world stopped.
@@ -434,7 +435,7 @@ func (r *detectRun) sleep(d time.Duration) error {
 	case <-r.ctx.Done():
 		return fmt.Errorf("detect: %w", r.ctx.Err())
 	case err := <-r.worldErr:
-		return fmt.Errorf("%w (infergate log: %s)", err, r.ig.LogTail())
+		return fmt.Errorf("%w (infergate log: %s)", err, r.ig.Tail())
 	}
 }
 

@@ -16,6 +16,8 @@ import (
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/infergate/infergate/internal/childproc"
 )
 
 // Models of the failover scenario: the big model on the primary and the
@@ -308,9 +310,9 @@ type failoverRun struct {
 	ctx     context.Context
 	dir     string
 	start   time.Time
-	ig      *Process
+	ig      *childproc.Proc
 	admin   string // infergate's
-	primary *Process
+	primary *childproc.Proc
 	simAddr string // the primary's gRPC address, kept across the restart
 	simAdm  string // the primary's admin address (changes on restart)
 	faults  simFaults
@@ -332,8 +334,8 @@ func (r *failoverRun) sleep(d time.Duration) error {
 		return nil
 	case <-r.ctx.Done():
 		return fmt.Errorf("failover: %w", r.ctx.Err())
-	case <-r.ig.exited:
-		return fmt.Errorf("failover: infergate exited (%v): %s", r.ig.err, r.ig.LogTail())
+	case <-r.ig.Done():
+		return fmt.Errorf("failover: infergate exited (%v): %s", r.ig.Err(), r.ig.Tail())
 	}
 }
 
@@ -362,10 +364,10 @@ func (r *failoverRun) startPrimary(models, listen string) error {
 	var lastErr error
 	r.starts++
 	for try := 0; try < 10; try++ {
-		p, m, err := StartProcess(r.ctx, StartSpec{
-			Name: "simserver (primary)", Bin: r.cfg.Simserver,
+		p, m, err := StartProcess(r.ctx, childproc.Spec{
+			Name: "simserver (primary)", Path: r.cfg.Simserver,
 			Args:    []string{"--listen", listen, "--admin", "127.0.0.1:0", "--config", models},
-			LogPath: filepath.Join(r.dir, fmt.Sprintf("primary-%d.log", r.starts)), ReadyLine: simserverLine,
+			LogPath: filepath.Join(r.dir, fmt.Sprintf("primary-%d.log", r.starts)), Ready: simserverLine,
 		})
 		if err == nil {
 			r.primary, r.simAddr, r.simAdm = p, m[1], m[2]
@@ -409,10 +411,10 @@ func RunFailover(ctx context.Context, cfg FailoverConfig) (*FailoverReport, erro
 		return nil, err
 	}
 	defer func() { r.primary.Stop() }()
-	edge, m, err := StartProcess(ctx, StartSpec{
-		Name: "simserver (edge)", Bin: cfg.Simserver,
+	edge, m, err := StartProcess(ctx, childproc.Spec{
+		Name: "simserver (edge)", Path: cfg.Simserver,
 		Args:    []string{"--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0", "--config", edgeModels},
-		LogPath: filepath.Join(dir, "edge.log"), ReadyLine: simserverLine,
+		LogPath: filepath.Join(dir, "edge.log"), Ready: simserverLine,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("failover: %w", err)

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"text/template"
+
+	"github.com/infergate/infergate/internal/childproc"
 )
 
 // HAProxy modes: HTTP/2 on both sides (a gRPC-aware peer), or a plain TCP
@@ -102,7 +104,7 @@ func (c HAProxyConfig) Render() (string, error) {
 // StartHAProxy writes the config into c.Dir and starts bin in the
 // foreground ("-db -f DIR/haproxy.cfg"), one process with Threads threads,
 // ready once c.Listen accepts connections.
-func StartHAProxy(ctx context.Context, bin string, c HAProxyConfig) (*Process, error) {
+func StartHAProxy(ctx context.Context, bin string, c HAProxyConfig) (*childproc.Proc, error) {
 	text, err := c.Render()
 	if err != nil {
 		return nil, err
@@ -111,8 +113,8 @@ func StartHAProxy(ctx context.Context, bin string, c HAProxyConfig) (*Process, e
 	if err := os.WriteFile(conf, []byte(text), 0o644); err != nil {
 		return nil, fmt.Errorf("scenario: haproxy config: %w", err)
 	}
-	p, _, err := StartProcess(ctx, StartSpec{
-		Name: "haproxy", Bin: bin, Args: []string{"-db", "-f", conf},
+	p, _, err := StartProcess(ctx, childproc.Spec{
+		Name: "haproxy", Path: bin, Args: []string{"-db", "-f", conf},
 		LogPath: filepath.Join(c.Dir, "haproxy.out"), ReadyAddr: c.Listen,
 	})
 	return p, err

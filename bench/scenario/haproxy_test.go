@@ -106,7 +106,7 @@ func TestHAProxyProxiesGRPC(t *testing.T) {
 					t.Fatal(err)
 				}
 				if res.Completed != 4 || res.Failed != 0 {
-					t.Errorf("shape %v: %d ok, %d failed %v; log: %s", shape, res.Completed, res.Failed, res.Errors, hp.LogTail())
+					t.Errorf("shape %v: %d ok, %d failed %v; log: %s", shape, res.Completed, res.Failed, res.Errors, hp.Tail())
 				}
 			}
 		})

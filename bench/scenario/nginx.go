@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"text/template"
+
+	"github.com/infergate/infergate/internal/childproc"
 )
 
 // NginxConfig describes nginx as a gRPC reverse proxy in front of one
@@ -103,7 +105,7 @@ func (c NginxConfig) Render() (string, error) {
 
 // StartNginx writes the config into c.Dir and starts bin with
 // "-p DIR -c DIR/nginx.conf", ready once c.Listen accepts connections.
-func StartNginx(ctx context.Context, bin string, c NginxConfig) (*Process, error) {
+func StartNginx(ctx context.Context, bin string, c NginxConfig) (*childproc.Proc, error) {
 	if os.Geteuid() == 0 && c.User == "" {
 		c.User = "root"
 	}
@@ -115,8 +117,8 @@ func StartNginx(ctx context.Context, bin string, c NginxConfig) (*Process, error
 	if err := os.WriteFile(conf, []byte(text), 0o644); err != nil {
 		return nil, fmt.Errorf("scenario: nginx config: %w", err)
 	}
-	p, _, err := StartProcess(ctx, StartSpec{
-		Name: "nginx", Bin: bin, Args: []string{"-p", c.Dir, "-c", conf, "-e", filepath.Join(c.Dir, "error.log")},
+	p, _, err := StartProcess(ctx, childproc.Spec{
+		Name: "nginx", Path: bin, Args: []string{"-p", c.Dir, "-c", conf, "-e", filepath.Join(c.Dir, "error.log")},
 		LogPath: filepath.Join(c.Dir, "nginx.out"), ReadyAddr: c.Listen,
 	})
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/infergate/infergate/bench/load"
+	"github.com/infergate/infergate/internal/childproc"
 )
 
 // PayloadSpec is one payload size of the overhead scenario.
@@ -285,10 +286,10 @@ func RunOverhead(ctx context.Context, cfg OverheadConfig) (*OverheadReport, erro
 	defer cleanup()
 	fmt.Fprintf(cfg.Log, "bench: overhead: work dir %s\n", dir)
 
-	sim, m, err := StartProcess(ctx, StartSpec{
-		Name: "simserver", Bin: cfg.Simserver,
+	sim, m, err := StartProcess(ctx, childproc.Spec{
+		Name: "simserver", Path: cfg.Simserver,
 		Args:    []string{"--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0"},
-		LogPath: filepath.Join(dir, "simserver.log"), ReadyLine: simserverLine,
+		LogPath: filepath.Join(dir, "simserver.log"), Ready: simserverLine,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("overhead: %w", err)
@@ -354,10 +355,10 @@ func RunOverhead(ctx context.Context, cfg OverheadConfig) (*OverheadReport, erro
 		}
 	}
 	if cfg.ByteRelay != "" {
-		br, m, err := StartProcess(ctx, StartSpec{
-			Name: "tcp-relay", Bin: cfg.ByteRelay,
+		br, m, err := StartProcess(ctx, childproc.Spec{
+			Name: "tcp-relay", Path: cfg.ByteRelay,
 			Args:    []string{"relay", "-listen", "127.0.0.1:0", "-upstream", simAddr},
-			LogPath: filepath.Join(dir, "tcp-relay.log"), ReadyLine: byteRelayLine,
+			LogPath: filepath.Join(dir, "tcp-relay.log"), Ready: byteRelayLine,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("overhead: %w", err)
@@ -372,7 +373,7 @@ func RunOverhead(ctx context.Context, cfg OverheadConfig) (*OverheadReport, erro
 
 // startHAProxyIn starts HAProxy in mode in front of upstream, its files
 // in dir (created), on a port picked just before.
-func startHAProxyIn(ctx context.Context, bin, dir, upstream, mode string, threads int) (*Process, string, error) {
+func startHAProxyIn(ctx context.Context, bin, dir, upstream, mode string, threads int) (*childproc.Proc, string, error) {
 	listen, err := FreeAddr()
 	if err != nil {
 		return nil, "", err

@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/infergate/infergate/bench/load"
+	"github.com/infergate/infergate/internal/childproc"
 	"github.com/infergate/infergate/proto/kservepb"
 )
 
@@ -170,10 +171,10 @@ func RunSoak(ctx context.Context, cfg SoakConfig) (*SoakReport, error) {
 	}
 	defer cleanup()
 	fmt.Fprintf(cfg.Log, "bench: soak: work dir %s\n", dir)
-	sim, m, err := StartProcess(ctx, StartSpec{
-		Name: "simserver", Bin: cfg.Simserver,
+	sim, m, err := StartProcess(ctx, childproc.Spec{
+		Name: "simserver", Path: cfg.Simserver,
 		Args:    append([]string{"--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0"}, cfg.SimserverArgs...),
-		LogPath: filepath.Join(dir, "simserver.log"), ReadyLine: simserverLine,
+		LogPath: filepath.Join(dir, "simserver.log"), Ready: simserverLine,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("soak: %w", err)
@@ -239,7 +240,7 @@ func RunSoak(ctx context.Context, cfg SoakConfig) (*SoakReport, error) {
 		at := time.Since(start)
 		s, err := probe.sample(context.WithoutCancel(ctx), at, iv.swap())
 		if err != nil {
-			return nil, fmt.Errorf("soak: sample at %s: %w (infergate log: %s)", fmtAt(at), err, ig.LogTail())
+			return nil, fmt.Errorf("soak: sample at %s: %w (infergate log: %s)", fmtAt(at), err, ig.Tail())
 		}
 		rep.Samples = append(rep.Samples, s)
 		fmt.Fprintf(cfg.Log, "bench: soak: %s\n", s.progress())

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/infergate/infergate/bench/load"
+	"github.com/infergate/infergate/internal/childproc"
 )
 
 // UploadsConfig configures RunUploads: Callers honest gRPC clients, each
@@ -168,10 +169,10 @@ func RunUploads(ctx context.Context, cfg UploadsConfig) (*UploadsReport, error) 
 	defer cleanup()
 	fmt.Fprintf(cfg.Log, "bench: uploads: work dir %s\n", dir)
 
-	sim, m, err := StartProcess(ctx, StartSpec{
-		Name: "simserver", Bin: cfg.Simserver,
+	sim, m, err := StartProcess(ctx, childproc.Spec{
+		Name: "simserver", Path: cfg.Simserver,
 		Args:    []string{"--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0"},
-		LogPath: filepath.Join(dir, "simserver.log"), ReadyLine: simserverLine,
+		LogPath: filepath.Join(dir, "simserver.log"), Ready: simserverLine,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("uploads: %w", err)

@@ -32,7 +32,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -46,6 +45,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/infergate/infergate/internal/attack"
+	"github.com/infergate/infergate/internal/childproc"
 	"github.com/infergate/infergate/proto/methods"
 )
 
@@ -148,78 +148,29 @@ func fatal(err error) {
 	os.Exit(1)
 }
 
-// proc is a started child and the addresses it printed.
+// proc is a started child and the key=value pairs of its start line.
 type proc struct {
-	cmd   *exec.Cmd
+	*childproc.Proc
 	addrs map[string]string
-	tail  *tailBuf
-}
-
-type tailBuf struct {
-	mu sync.Mutex
-	b  []string
-}
-
-func (t *tailBuf) add(s string) {
-	t.mu.Lock()
-	t.b = append(t.b, s)
-	if len(t.b) > 20 {
-		t.b = t.b[1:]
-	}
-	t.mu.Unlock()
 }
 
 var addrRE = regexp.MustCompile(`(\w+)=(\S+)`)
 
-// start runs path with args and waits for its stderr line with prefix.
+// start runs path with args and waits for its start line, the first line
+// that begins with prefix.
 func start(path string, args, env []string, prefix string) (*proc, error) {
-	cmd := exec.Command(path, args...)
-	cmd.Env = append(cleanEnv(), env...)
-	stderr, err := cmd.StderrPipe()
+	cp, err := childproc.Start(context.Background(), childproc.Spec{
+		Name: filepath.Base(path), Path: path, Args: args, Env: append(cleanEnv(), env...),
+		Ready: regexp.MustCompile(`^` + regexp.QuoteMeta(prefix) + `.*`),
+	})
 	if err != nil {
 		return nil, err
 	}
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	p := &proc{cmd: cmd, addrs: map[string]string{}, tail: &tailBuf{}}
-	got := make(chan bool, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		sent := false
-		for sc.Scan() {
-			line := sc.Text()
-			p.tail.add(line)
-			if !sent && strings.HasPrefix(line, prefix) {
-				for _, m := range addrRE.FindAllStringSubmatch(line, -1) {
-					p.addrs[m[1]] = m[2]
-				}
-				sent = true
-				got <- true
-			}
-		}
-		if !sent {
-			got <- false
-		}
-	}()
-	select {
-	case ok := <-got:
-		if !ok {
-			cmd.Process.Kill()
-			cmd.Wait()
-			return nil, fmt.Errorf("%s exited: %s", path, strings.Join(p.tail.b, "\n"))
-		}
-	case <-time.After(15 * time.Second):
-		cmd.Process.Kill()
-		cmd.Wait()
-		return nil, fmt.Errorf("%s: no start line", path)
+	p := &proc{Proc: cp, addrs: map[string]string{}}
+	for _, m := range addrRE.FindAllStringSubmatch(cp.Match[0], -1) {
+		p.addrs[m[1]] = m[2]
 	}
 	return p, nil
-}
-
-func (p *proc) stop() {
-	_ = p.cmd.Process.Kill()
-	_ = p.cmd.Wait()
 }
 
 // cleanEnv is this process's environment without Go runtime settings,
@@ -284,8 +235,8 @@ func metrics(admin string) map[string]float64 {
 
 func read(ig, sim *proc) sample {
 	var s sample
-	s.RSS, s.RSSAnon = status(ig.cmd.Process.Pid)
-	s.SimRSS, _ = status(sim.cmd.Process.Pid)
+	s.RSS, s.RSSAnon = status(ig.Pid())
+	s.SimRSS, _ = status(sim.Pid())
 	m := metrics(ig.addrs["admin"])
 	s.Heap = int64(m["go_memstats_heap_inuse_bytes"])
 	s.Goroutines = int64(m["go_goroutines"])
@@ -328,13 +279,13 @@ func runOne(bin string, s scenario, rep int, settle time.Duration) *result {
 	if err != nil {
 		return fail(err)
 	}
-	defer sim.stop()
+	defer sim.Kill()
 	args := append([]string{"--upstream", sim.addrs["grpc"], "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0", "--pprof"}, s.flags...)
 	ig, err := start(filepath.Join(bin, "infergate"), args, s.env, "infergate:")
 	if err != nil {
 		return fail(err)
 	}
-	defer ig.stop()
+	defer ig.Kill()
 	addr := ig.addrs["grpc"]
 	r.Notes["version"] = ig.addrs["version"]
 	r.Notes["budget"] = ig.addrs["buffer_budget"]

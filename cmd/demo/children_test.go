@@ -57,7 +57,7 @@ func fakeSpec(t *testing.T, mode string) childSpec {
 	return childSpec{name: "fake", path: exe, startTimeout: 30 * time.Second}
 }
 
-func TestParseStartLine(t *testing.T) {
+func TestStartLine(t *testing.T) {
 	cases := []struct {
 		name, child, line string
 		grpc, admin       string
@@ -72,9 +72,9 @@ func TestParseStartLine(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			g, a, ok := parseStartLine(tc.child, tc.line)
-			if g != tc.grpc || a != tc.admin || ok != tc.ok {
-				t.Errorf("parseStartLine(%q, %q) = %q, %q, %v; want %q, %q, %v", tc.child, tc.line, g, a, ok, tc.grpc, tc.admin, tc.ok)
+			m := startLine(tc.child).FindStringSubmatch(tc.line)
+			if ok := m != nil; ok != tc.ok || ok && (m[1] != tc.grpc || m[2] != tc.admin) {
+				t.Errorf("startLine(%q) on %q = %q; want %q, %q, %v", tc.child, tc.line, m, tc.grpc, tc.admin, tc.ok)
 			}
 		})
 	}
@@ -85,20 +85,19 @@ func TestStartChildServes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.stop()
+	defer c.Stop()
 	if c.grpcAddr != "127.0.0.1:4321" || c.adminAddr != "127.0.0.1:4322" {
 		t.Errorf("addresses %q %q", c.grpcAddr, c.adminAddr)
 	}
-	c.stop()
-	if c.exitedUnexpectedly() {
+	c.Stop()
+	if c.ExitedUnasked() {
 		t.Error("a stopped child counts as unexpectedly exited")
 	}
-	if c.waitErr != nil {
-		t.Errorf("child exit after SIGTERM: %v", c.waitErr)
+	if err := c.Err(); err != nil {
+		t.Errorf("child exit after SIGTERM: %v", err)
 	}
 	// The start line is consumed; the other lines (stdout too) are kept.
-	got := strings.Join(c.logs.lines(), "\n")
-	if got != "level=INFO msg=loading\nlevel=INFO msg=serving" {
+	if got := c.Tail(); !strings.HasSuffix(got, "level=INFO msg=loading\n  level=INFO msg=serving") {
 		t.Errorf("kept log lines %q", got)
 	}
 }
@@ -111,8 +110,8 @@ func TestStartChildVerboseForwards(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.stop()
-	<-c.readerDone
+	c.Stop()
+	_ = c.Tail() // waits for the output to be read to its end
 	if got := out.String(); !strings.Contains(got, "[fake] level=INFO msg=loading\n") || strings.Contains(got, "grpc=") {
 		t.Errorf("forwarded %q", got)
 	}
@@ -123,7 +122,7 @@ func TestStartChildDiesBeforeStartLine(t *testing.T) {
 	if err == nil {
 		t.Fatal("want an error")
 	}
-	for _, want := range []string{"fake exited before it started", "exit status 2", "address already in use"} {
+	for _, want := range []string{"fake exited before it was ready", "exit status 2", "address already in use"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q: %v", want, err)
 		}
@@ -143,15 +142,5 @@ func TestStartChildMissingBinary(t *testing.T) {
 	spec := childSpec{name: "nope", path: t.TempDir() + "/nope"}
 	if _, err := startChild(context.Background(), spec); err == nil || !strings.Contains(err.Error(), "demo: start nope") {
 		t.Errorf("got %v", err)
-	}
-}
-
-func TestRingLogKeepsLast(t *testing.T) {
-	r := newRingLog(3)
-	for i := range 5 {
-		r.add(fmt.Sprint(i))
-	}
-	if got := strings.Join(r.lines(), ","); got != "2,3,4" {
-		t.Errorf("got %s", got)
 	}
 }

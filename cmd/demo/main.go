@@ -130,7 +130,7 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	defer sim.stop()
+	defer sim.Stop()
 	tmp, err := os.MkdirTemp("", "infergate-demo-")
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
@@ -148,7 +148,7 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	defer gate.stop() // deferred last, so it stops before simserver
+	defer gate.Stop() // deferred last, so it stops before simserver
 
 	hc := &http.Client{Timeout: 2 * time.Second}
 	if err := waitReady(ctx, hc, gate, sim, stderr); err != nil {
@@ -221,10 +221,10 @@ loop:
 			break loop
 		case <-deadline:
 			break loop
-		case <-sim.done:
+		case <-sim.Done():
 			died = sim
 			break loop
-		case <-gate.done:
+		case <-gate.Done():
 			died = gate
 			break loop
 		case <-tick.C:
@@ -238,13 +238,13 @@ loop:
 	bg.Wait()
 
 	if died != nil {
-		fmt.Fprintf(stderr, "demo: %s exited unexpectedly (%v)%s\n", died.name, died.waitErr, died.lastLines())
+		fmt.Fprintf(stderr, "demo: %s exited unexpectedly (%v)%s\n", died.Name, died.Err(), died.Tail())
 		return errChildDied
 	}
 	draw(true)
 	fmt.Fprintln(stdout, "\nstopping infergate and simserver ...")
-	gate.stop()
-	sim.stop()
+	gate.Stop()
+	sim.Stop()
 	fmt.Fprintln(stdout, "done")
 	return nil
 }
@@ -305,10 +305,10 @@ func waitReady(ctx context.Context, hc *http.Client, gate, sim *child, stderr io
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("demo: wait for infergate: %w", ctx.Err())
-		case <-gate.done:
-			return fmt.Errorf("demo: infergate exited (%v)%s", gate.waitErr, gate.lastLines())
-		case <-sim.done:
-			return fmt.Errorf("demo: simserver exited (%v)%s", sim.waitErr, sim.lastLines())
+		case <-gate.Done():
+			return fmt.Errorf("demo: infergate exited (%v)%s", gate.Err(), gate.Tail())
+		case <-sim.Done():
+			return fmt.Errorf("demo: simserver exited (%v)%s", sim.Err(), sim.Tail())
 		case <-t.C:
 		}
 	}
