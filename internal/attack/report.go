@@ -9,23 +9,6 @@ import (
 	"golang.org/x/net/http2"
 )
 
-// GoAway is the first GOAWAY a server sent on an attack's connection.
-type GoAway struct {
-	Code         http2.ErrCode
-	LastStreamID uint32
-	Debug        string
-	// After is the time from the attack's start to the frame's arrival.
-	After time.Duration
-}
-
-func (g *GoAway) String() string {
-	s := fmt.Sprintf("%s last_stream=%d after %s", g.Code, g.LastStreamID, g.After.Round(time.Millisecond))
-	if g.Debug != "" {
-		s += fmt.Sprintf(" debug=%q", g.Debug)
-	}
-	return s
-}
-
 // Report is what one attack sent and how the server answered it. Fields an
 // attack has no use for stay zero.
 type Report struct {
