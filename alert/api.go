@@ -1,12 +1,8 @@
 package alert
 
 import (
-	"crypto/subtle"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -95,8 +91,8 @@ func (e *Engine) AddSilence(s Silence) (string, error) {
 	return id, err
 }
 
-// errNotFiring: Ack of an alert that is not firing (409 on the API).
-var errNotFiring = errors.New("only a firing alert can be acknowledged")
+// ErrNotFiring is what Ack returns for an alert that is not firing.
+var ErrNotFiring = errors.New("only a firing alert can be acknowledged")
 
 // Ack acknowledges a firing alert: a silence of it until it resolves. A
 // second ack of the same alert returns the first one's silence. A pending
@@ -115,7 +111,7 @@ func (e *Engine) Ack(fp, by, comment string) (string, error) {
 		return "", fmt.Errorf("no active alert %q", fp)
 	}
 	if state != StateFiring {
-		return "", fmt.Errorf("alert %q is %s: %w (add a silence for it instead)", fp, state, errNotFiring)
+		return "", fmt.Errorf("alert %q is %s: %w (add a silence for it instead)", fp, state, ErrNotFiring)
 	}
 	for _, s := range e.silences.all() {
 		if s.UntilResolved == fp {
@@ -131,148 +127,16 @@ func (e *Engine) Ack(fp, by, comment string) (string, error) {
 	return e.AddSilence(Silence{Matchers: ms, UntilResolved: fp, CreatedBy: by, Comment: comment})
 }
 
-// API serves the alert endpoints of the admin listener:
-//
-//	GET    /api/v1/alerts               active alerts with evidence
-//	POST   /api/v1/alerts/{fp}/ack      acknowledge one (token)
-//	GET    /api/v1/rules                the rules
-//	GET    /api/v1/silences             silences
-//	POST   /api/v1/silences             add one (token)
-//	DELETE /api/v1/silences/{id}        remove one (token)
-//	GET    /api/v1/baselines            per-model baseline, band, history
-//
-// Token is the bearer token writes need; "" refuses every write with 403
-// and says how to configure one.
-type API struct {
-	Engine *Engine
-	Token  string
-}
-
-// Register mounts the endpoints on mux.
-func (api *API) Register(mux *http.ServeMux) {
-	mux.HandleFunc("GET /api/v1/alerts", func(w http.ResponseWriter, r *http.Request) {
-		body := map[string]any{"alerts": api.Engine.Alerts()}
-		if r := api.Engine.StateReset(); r != nil {
-			// The operator should know the alerts and silences shown
-			// are not those from before the restart.
-			body["state_reset"] = r
-		}
-		writeJSON(w, http.StatusOK, body)
-	})
-	mux.HandleFunc("GET /api/v1/rules", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]any{"rules": api.Engine.Rules()})
-	})
-	mux.HandleFunc("GET /api/v1/silences", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]any{"silences": api.Engine.Silences()})
-	})
-	mux.HandleFunc("GET /api/v1/baselines", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]any{"baselines": api.Engine.opts.Baselines.Infos()})
-	})
-	mux.HandleFunc("POST /api/v1/silences", api.write(func(w http.ResponseWriter, r *http.Request) {
-		var s Silence
-		if !decodeBody(w, r, MaxSilenceBody, &s, false) {
-			return
-		}
-		s.UntilResolved = ""
-		id, err := api.Engine.AddSilence(s)
-		if err != nil {
-			writeError(w, http.StatusBadRequest, err.Error())
-			return
-		}
-		writeJSON(w, http.StatusOK, map[string]string{"id": id})
-	}))
-	mux.HandleFunc("DELETE /api/v1/silences/{id}", api.write(func(w http.ResponseWriter, r *http.Request) {
-		if !api.Engine.silences.remove(r.PathValue("id")) {
-			writeError(w, http.StatusNotFound, "no silence "+r.PathValue("id"))
-			return
-		}
-		api.Engine.mu.Lock()
-		api.Engine.persist.dirty = true
-		api.Engine.mu.Unlock()
-		writeJSON(w, http.StatusOK, map[string]string{"deleted": r.PathValue("id")})
-	}))
-	mux.HandleFunc("POST /api/v1/alerts/{fp}/ack", api.write(func(w http.ResponseWriter, r *http.Request) {
-		var body struct {
-			CreatedBy string `json:"created_by"`
-			Comment   string `json:"comment"`
-		}
-		if !decodeBody(w, r, maxAckBody, &body, true) {
-			return
-		}
-		id, err := api.Engine.Ack(r.PathValue("fp"), body.CreatedBy, body.Comment)
-		if err != nil {
-			code := http.StatusNotFound
-			if errors.Is(err, errNotFiring) {
-				code = http.StatusConflict
-			}
-			writeError(w, code, err.Error())
-			return
-		}
-		writeJSON(w, http.StatusOK, map[string]string{"id": id})
-	}))
-}
-
-// Caps of the API's request bodies; a larger one is answered 413 with
-// the limit.
-const (
-	MaxSilenceBody = 64 << 10
-	maxAckBody     = 16 << 10
-)
-
-// decodeBody decodes r's JSON body of at most limit bytes into v, unknown
-// fields refused. A larger body is answered 413 naming the limit, bad
-// JSON 400; it reports whether v was decoded. With optional an empty
-// body is no error (v keeps its zero value).
-func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any, optional bool) bool {
-	lr := http.MaxBytesReader(w, r.Body, limit)
-	dec := json.NewDecoder(lr)
-	dec.DisallowUnknownFields()
-	err := dec.Decode(v)
-	if err == nil {
-		// What follows the JSON value counts against the cap too.
-		_, err = io.Copy(io.Discard, lr)
+// RemoveSilence removes silence id and reports whether there was one.
+func (e *Engine) RemoveSilence(id string) bool {
+	if !e.silences.remove(id) {
+		return false
 	}
-	var tooBig *http.MaxBytesError
-	switch {
-	case err == nil, optional && errors.Is(err, io.EOF):
-		return true
-	case errors.As(err, &tooBig):
-		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("body: larger than the limit of %d bytes (%d KiB)", tooBig.Limit, tooBig.Limit>>10))
-	default:
-		writeError(w, http.StatusBadRequest, "body: "+err.Error())
-	}
-	return false
+	e.mu.Lock()
+	e.persist.dirty = true
+	e.mu.Unlock()
+	return true
 }
 
-// Guard guards a state-changing handler with the bearer token, as the
-// alert API's own writes are: other admin endpoints use it too.
-func (api *API) Guard(h http.HandlerFunc) http.HandlerFunc { return api.write(h) }
-
-// write guards a state-changing handler with the bearer token.
-func (api *API) write(h http.HandlerFunc) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		if api.Token == "" {
-			writeError(w, http.StatusForbidden, "writes are disabled: start infergate with --admin-token-file FILE (a file holding a secret token) and send Authorization: Bearer <token>")
-			return
-		}
-		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(api.Token)) != 1 {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="infergate"`)
-			writeError(w, http.StatusUnauthorized, "missing or wrong bearer token")
-			return
-		}
-		h(w, r)
-	}
-}
-
-func writeJSON(w http.ResponseWriter, code int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	_ = enc.Encode(v)
-}
-
-func writeError(w http.ResponseWriter, code int, msg string) {
-	writeJSON(w, code, map[string]string{"error": msg})
-}
+// Baselines are the per-model baselines, their bands and history.
+func (e *Engine) Baselines() any { return e.opts.Baselines.Infos() }

@@ -23,7 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
-	"github.com/infergate/infergate/alert"
+	"github.com/infergate/infergate/admin"
 	"github.com/infergate/infergate/internal/memlimit"
 	"github.com/infergate/infergate/proxy"
 	"github.com/infergate/infergate/proxy/h2relay"
@@ -203,12 +203,11 @@ func serve(ctx context.Context, cfg Config, mem memlimit.Result, log *slog.Logge
 		runtime.SetMutexProfileFraction(100)
 		runtime.SetBlockProfileRate(int(100 * time.Microsecond))
 	}
-	adm := &admin{gatherer: reg, ready: ready.current, pprof: cfg.Pprof, series: func() any { return seriesJSON(mon.Snapshot()) }}
-	adm.slow = mon
-	adm.batching = func() any { return batchingJSON(bat) }
-	adm.models, adm.gpus = gt.modelsJSON, gt.gpusJSON
-	adm.alerts = &alert.API{Engine: al.engine, Token: cfg.adminToken}
-	adm.router = rt.router
+	adm := &admin.Server{
+		Gatherer: reg, Ready: ready.current, Pprof: cfg.Pprof,
+		Monitor: mon, Batcher: bat, GPUs: gt.hub, Correlator: gt.corr,
+		Alerts: al.engine, Token: cfg.adminToken, Router: rt.router,
+	}
 	// Reloads (reload.go): SIGHUP is caught from here on, before the
 	// start line, so a SIGHUP never ends a process that says it serves.
 	rl, err := newReloader(cfg, log, w.reload)
@@ -226,11 +225,11 @@ func serve(ctx context.Context, cfg Config, mem memlimit.Result, log *slog.Logge
 	if cfg.level != nil {
 		rl.steps = append([]reloadStep{logLevelStep(cfg.level)}, rl.steps...)
 	}
-	adm.reload = rl
+	adm.Reload, adm.StatusConfig = rl.reloadAPI, rl.statusConfig
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
-	hs := &http.Server{Handler: adm.handler(), ReadHeaderTimeout: 10 * time.Second}
+	hs := &http.Server{Handler: adm.Handler(), ReadHeaderTimeout: 10 * time.Second}
 
 	go mon.Run(runCtx)
 	go gt.run(runCtx)
@@ -301,7 +300,7 @@ func serve(ctx context.Context, cfg Config, mem memlimit.Result, log *slog.Logge
 	// /readyz notices and stops sending); then the listener closes and
 	// in-flight calls and queued batches finish within the timeout; past
 	// it they are cut.
-	adm.draining.Store(true)
+	adm.Drain()
 	log.Info("draining", "delay", cfg.DrainDelay, "timeout", cfg.ShutdownTimeout)
 	if cfg.DrainDelay > 0 {
 		select {

@@ -13,6 +13,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
+	"github.com/infergate/infergate/admin"
 	"github.com/infergate/infergate/monitor"
 	"github.com/infergate/infergate/proto/kservepb"
 	"github.com/infergate/infergate/proto/tfservingpb"
@@ -64,22 +65,6 @@ func (c ReadinessConfig) Problems() []error {
 	return errs
 }
 
-// readyState is one readiness verdict: the JSON body of /readyz.
-type readyState struct {
-	Ready bool `json:"ready"`
-	// Reason says why not (or, when ready, what answered).
-	Reason   string `json:"reason"`
-	Upstream string `json:"upstream"`
-	// Probe is the RPC that decided: grpc.health.v1, kserve.ServerReady,
-	// tfserving.GetModelMetadata or tcp.
-	Probe     string    `json:"probe,omitempty"`
-	CheckedAt time.Time `json:"checked_at"`
-	// RecentCalls and RecentFailed count the proxied calls of the last few
-	// seconds and those the upstream failed (server errors).
-	RecentCalls  uint64 `json:"recent_calls"`
-	RecentFailed uint64 `json:"recent_failed"`
-}
-
 // Calls failing this way in the last seconds mark the upstream not ready
 // even when it says it is: every one of at least failingMinCalls failed.
 const failingMinCalls = 20
@@ -99,13 +84,13 @@ type readiness struct {
 	recent func() (calls, failed uint64)
 	now    func() time.Time
 
-	state atomic.Pointer[readyState]
+	state atomic.Pointer[admin.ReadyState]
 }
 
 func newReadiness(cfg ReadinessConfig, upstream func() string, conn grpc.ClientConnInterface,
 	recent func() (uint64, uint64)) *readiness {
 	r := &readiness{cfg: cfg, upstream: upstream, conn: conn, recent: recent, now: time.Now}
-	r.state.Store(&readyState{Upstream: upstream(), Reason: "not checked yet"})
+	r.state.Store(&admin.ReadyState{Upstream: upstream(), Reason: "not checked yet"})
 	return r
 }
 
@@ -124,13 +109,13 @@ func (r *readiness) run(ctx context.Context) {
 }
 
 // current returns the last verdict.
-func (r *readiness) current() readyState { return *r.state.Load() }
+func (r *readiness) current() admin.ReadyState { return *r.state.Load() }
 
 // check runs one probe and stores its verdict.
 func (r *readiness) check(ctx context.Context) {
 	pctx, cancel := context.WithTimeout(ctx, r.cfg.Timeout)
 	defer cancel()
-	st := readyState{Upstream: r.upstream()}
+	st := admin.ReadyState{Upstream: r.upstream()}
 	st.Probe, st.Ready, st.Reason = r.probe(pctx)
 	if ctx.Err() != nil {
 		return

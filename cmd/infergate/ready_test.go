@@ -13,6 +13,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
+	"github.com/infergate/infergate/admin"
 	"github.com/infergate/infergate/proto/kservepb"
 	"github.com/infergate/infergate/proto/tfservingpb"
 )
@@ -61,7 +62,7 @@ func serveGRPC(t *testing.T, register func(*grpc.Server)) (string, *grpc.ClientC
 	return lis.Addr().String(), cc
 }
 
-func checkOnce(t *testing.T, cfg ReadinessConfig, addr string, cc grpc.ClientConnInterface, recent func() (uint64, uint64)) readyState {
+func checkOnce(t *testing.T, cfg ReadinessConfig, addr string, cc grpc.ClientConnInterface, recent func() (uint64, uint64)) admin.ReadyState {
 	t.Helper()
 	cfg.Interval, cfg.Timeout = defaultReadyInterval, defaultReadyTimeout
 	r := newReadiness(cfg, func() string { return addr }, cc, recent)

@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/infergate/infergate/admin"
 	"github.com/infergate/infergate/proxy"
 )
 
@@ -381,18 +382,15 @@ func fileState(path string) string {
 	return target + "\x00" + hex.EncodeToString(sum[:])
 }
 
-// register mounts POST /-/reload (guarded by the admin token, as every
-// admin write) and GET /api/v1/status/config.
-func (r *reloader) register(mux *http.ServeMux, guard func(http.HandlerFunc) http.HandlerFunc) {
-	mux.HandleFunc("POST /-/reload", guard(func(w http.ResponseWriter, _ *http.Request) {
-		res := r.reload("api")
-		code := http.StatusOK
-		if res.Status == "error" {
-			code = http.StatusBadRequest
-		}
-		writeJSON(w, code, res)
-	}))
-	mux.HandleFunc("GET /api/v1/status/config", r.statusConfig)
+// reloadAPI answers POST /-/reload (the admin guards it with its token,
+// as every write).
+func (r *reloader) reloadAPI(w http.ResponseWriter, _ *http.Request) {
+	res := r.reload("api")
+	code := http.StatusOK
+	if res.Status == "error" {
+		code = http.StatusBadRequest
+	}
+	admin.WriteJSON(w, code, res)
 }
 
 // statusConfig answers the configuration in force, secrets redacted, as
@@ -406,7 +404,7 @@ func (r *reloader) statusConfig(w http.ResponseWriter, req *http.Request) {
 		"config":           redact(lc.tree, ""),
 	}
 	if req.URL.Query().Get("format") == "json" || strings.Contains(req.Header.Get("Accept"), "application/json") {
-		writeJSON(w, http.StatusOK, jsonSafe(body))
+		admin.WriteJSON(w, http.StatusOK, jsonSafe(body))
 		return
 	}
 	b, err := yaml.Marshal(body)

@@ -1,4 +1,4 @@
-package main
+package admin
 
 import (
 	"math"
@@ -69,8 +69,7 @@ type gpusDoc struct {
 	Models map[string]string `json:"models"`
 }
 
-func (g *gpuRuntime) gpusJSON() any {
-	st := g.hub.State()
+func gpusJSON(st gpu.State) any {
 	doc := gpusDoc{Sources: []sourceDoc{}, GPUs: []*gpuDoc{}, Models: st.Models}
 	for _, s := range st.Sources {
 		doc.Sources = append(doc.Sources, sourceDoc{Name: s.Name, Up: s.Up, Errors: s.Errors, LastError: s.LastError})
@@ -121,7 +120,7 @@ type modelDoc struct {
 	// absent until the correlator has learned them.
 	Inputs *inputsDoc `json:"inputs,omitempty"`
 	// Versions compares the model's versions when two or more took
-	// calls in the window (versions_api.go); absent otherwise.
+	// calls in the window (versions.go); absent otherwise.
 	Versions *versionsDoc `json:"versions,omitempty"`
 }
 
@@ -191,6 +190,10 @@ func modelsJSON(states []correlate.ModelState, versions map[string]*versionsDoc)
 	return out
 }
 
-func (g *gpuRuntime) modelsJSON() any {
-	return modelsJSON(g.corr.Models(), compareVersions(g.mon, g.corr.InferenceModel))
+func (a *Server) modelsJSON() any {
+	var versions map[string]*versionsDoc
+	if a.Monitor != nil {
+		versions = compareVersions(a.Monitor, a.Correlator.InferenceModel)
+	}
+	return modelsJSON(a.Correlator.Models(), versions)
 }

@@ -1,4 +1,4 @@
-package main
+package admin
 
 import (
 	"encoding/json"
@@ -22,8 +22,8 @@ import (
 // one is answered 413 with the limit.
 const maxRouteBody = 4 << 10
 
-func (a *admin) routesAPI(mux *http.ServeMux) {
-	r := a.router
+func (a *Server) routesAPI(mux *http.ServeMux) {
+	r := a.Router
 	mux.HandleFunc("GET /api/v1/routes", func(w http.ResponseWriter, _ *http.Request) {
 		routes, breakers := r.Status()
 		// Lists, never null: "no routes" reads as such.
@@ -33,7 +33,7 @@ func (a *admin) routesAPI(mux *http.ServeMux) {
 		if breakers == nil {
 			breakers = []proxy.BreakerStatus{}
 		}
-		writeJSON(w, http.StatusOK, map[string]any{"routes": routes, "breakers": breakers})
+		WriteJSON(w, http.StatusOK, map[string]any{"routes": routes, "breakers": breakers})
 	})
 	set := func(w http.ResponseWriter, req *http.Request) {
 		var body struct {
@@ -48,10 +48,10 @@ func (a *admin) routesAPI(mux *http.ServeMux) {
 		var tooBig *http.MaxBytesError
 		switch {
 		case errors.As(err, &tooBig):
-			writeJSON(w, http.StatusRequestEntityTooLarge, map[string]string{"error": fmt.Sprintf("body: larger than the limit of %d bytes (%d KiB)", tooBig.Limit, tooBig.Limit>>10)})
+			WriteJSON(w, http.StatusRequestEntityTooLarge, map[string]string{"error": fmt.Sprintf("body: larger than the limit of %d bytes (%d KiB)", tooBig.Limit, tooBig.Limit>>10)})
 			return
 		case err != nil:
-			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "body: want {\"route\": \"primary\"|\"fallback\"|\"auto\"}: " + err.Error()})
+			WriteJSON(w, http.StatusBadRequest, map[string]string{"error": "body: want {\"route\": \"primary\"|\"fallback\"|\"auto\"}: " + err.Error()})
 			return
 		}
 		model := req.PathValue("model")
@@ -60,18 +60,16 @@ func (a *admin) routesAPI(mux *http.ServeMux) {
 			if body.Route == proxy.ForceAuto || body.Route == proxy.ForcePrimary || body.Route == proxy.ForceFallback {
 				code = http.StatusNotFound
 			}
-			writeJSON(w, code, map[string]string{"error": err.Error()})
+			WriteJSON(w, code, map[string]string{"error": err.Error()})
 			return
 		}
 		routes, _ := r.Status()
 		for _, rs := range routes {
 			if rs.Model == model {
-				writeJSON(w, http.StatusOK, rs)
+				WriteJSON(w, http.StatusOK, rs)
 				return
 			}
 		}
 	}
-	if a.alerts != nil {
-		mux.HandleFunc("POST /api/v1/routes/{model}", a.alerts.Guard(set))
-	}
+	mux.HandleFunc("POST /api/v1/routes/{model}", a.Guard(set))
 }

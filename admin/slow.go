@@ -1,4 +1,4 @@
-package main
+package admin
 
 import (
 	"fmt"
@@ -79,14 +79,14 @@ func slowAPI(src slowSource) http.HandlerFunc {
 		q := r.URL.Query()
 		model := q.Get("model")
 		if model == "" {
-			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "model: required (GET /api/v1/slow?model=NAME)"})
+			WriteJSON(w, http.StatusBadRequest, map[string]string{"error": "model: required (GET /api/v1/slow?model=NAME)"})
 			return
 		}
 		var windows []monitor.Window
 		if s := q.Get("window"); s != "" {
 			win, ok := monitor.ParseWindow(s)
 			if !ok {
-				writeJSON(w, http.StatusBadRequest, map[string]string{"error": fmt.Sprintf("window: must be 1m, 5m or 15m, got %q", s)})
+				WriteJSON(w, http.StatusBadRequest, map[string]string{"error": fmt.Sprintf("window: must be 1m, 5m or 15m, got %q", s)})
 				return
 			}
 			windows = append(windows, win)
@@ -101,10 +101,10 @@ func slowAPI(src slowSource) http.HandlerFunc {
 			if known := src.SlowModels(); len(known) > 0 {
 				msg += " (models with calls: " + strings.Join(known, ", ") + ")"
 			}
-			writeJSON(w, http.StatusNotFound, map[string]string{"error": msg})
+			WriteJSON(w, http.StatusNotFound, map[string]string{"error": msg})
 			return
 		}
-		writeJSON(w, http.StatusOK, slowJSON(reps))
+		WriteJSON(w, http.StatusOK, slowJSON(reps))
 	}
 }
 

@@ -1,4 +1,4 @@
-package main
+package admin
 
 import (
 	"net/http/httptest"
@@ -7,7 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/infergate/infergate/alert"
+	"github.com/infergate/infergate/monitor"
 	"github.com/infergate/infergate/proxy"
 )
 
@@ -22,13 +22,14 @@ func TestStatusPageSameAccessAsReads(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	a := &admin{
-		gatherer: prometheus.NewRegistry(),
-		series:   func() any { return []seriesDoc{} },
-		alerts:   &alert.API{Token: "s3cret"},
-		router:   r,
+	a := &Server{
+		Gatherer: prometheus.NewRegistry(),
+		Monitor:  monitor.NewRegistry(monitor.Options{}),
+		Alerts:   newEngine(t, ""),
+		Token:    "s3cret",
+		Router:   r,
 	}
-	h := a.handler()
+	h := a.Handler()
 	do := func(method, path string) *httptest.ResponseRecorder {
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, httptest.NewRequest(method, path, strings.NewReader("{}")))
@@ -65,8 +66,8 @@ func TestRouteWriteBodyTooLarge(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	a := &admin{gatherer: prometheus.NewRegistry(), series: func() any { return nil }, alerts: &alert.API{Token: "t"}, router: r}
-	h := a.handler()
+	a := &Server{Gatherer: prometheus.NewRegistry(), Token: "t", Router: r}
+	h := a.Handler()
 	for _, tc := range []struct {
 		body string
 		code int

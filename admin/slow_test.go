@@ -1,4 +1,4 @@
-package main
+package admin
 
 import (
 	"encoding/json"
@@ -28,8 +28,8 @@ func TestSlowAPI(t *testing.T) {
 			Attempts: 1, BatchID: uint64(i + 1), TraceID: [16]byte{15: byte(i + 1)},
 			Features: monitor.CallFeatures{BytesIn: rows << 20, Rows: rows, Inputs: in, NumInputs: 1, ShapeKey: uint64(rows)}})
 	}
-	a := &admin{gatherer: prometheus.NewRegistry(), series: func() any { return nil }, slow: mon}
-	h := a.handler()
+	a := &Server{Gatherer: prometheus.NewRegistry(), Monitor: mon}
+	h := a.Handler()
 	get := func(path string) (int, string) {
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))

@@ -1,0 +1,55 @@
+package admin
+
+import (
+	"encoding/json"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/infergate/infergate/monitor/correlate"
+	"github.com/infergate/infergate/monitor/gpu"
+)
+
+func TestModelsJSON(t *testing.T) {
+	dev := gpu.Device{UUID: "GPU-1", Source: "prometheus", Utilization: 0.97, TemperatureCelsius: 70,
+		Known: gpu.FieldUtilization | gpu.FieldTemperature}
+	states := []correlate.ModelState{
+		{Model: "resnet50", Calls: 10, P50: 5 * time.Millisecond, P99: 40 * time.Millisecond, Baseline: 10 * time.Millisecond,
+			LatencyUp: true, GPUUUID: "GPU-1", GPUFrom: gpu.FromSource, GPU: &dev,
+			Correlation: [2]float64{0.9, math.NaN()}, QueueCorrelation: [2]float64{math.NaN(), math.NaN()},
+			Hint: correlate.HintGPUSaturated, LatencyWindow: 5 * time.Second},
+		{Model: "cpu", Correlation: [2]float64{math.NaN(), math.NaN()}, Hint: correlate.HintNone},
+	}
+	b, err := json.Marshal(modelsJSON(states, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []map[string]any
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0]["model"] != "cpu" || got[1]["model"] != "resnet50" {
+		t.Fatalf("models = %s", b)
+	}
+	r := got[1]
+	for k, want := range map[string]any{
+		"p50_seconds": 0.005, "p99_seconds": 0.04, "gpu_uuid": "GPU-1", "gpu_utilization": 0.97,
+		"correlation": 0.9, "cause_hint": "gpu_saturated", "baseline_p99_seconds": 0.01, "latency_up": true,
+	} {
+		if r[k] != want {
+			t.Errorf("%s = %v, want %v", k, r[k], want)
+		}
+	}
+	if w := r["correlation_windows"].(map[string]any); w["1m"] != 0.9 || w["5m"] != nil {
+		t.Errorf("correlation_windows = %v (NaN must be null)", w)
+	}
+	if g := r["gpu"].(map[string]any); g["temperature_celsius"] != 70.0 || g["power_watts"] != nil {
+		t.Errorf("gpu = %v (unreported readings must be absent)", g)
+	}
+	c := got[0]
+	for _, k := range []string{"gpu_uuid", "gpu_utilization", "correlation", "gpu", "baseline_p99_seconds"} {
+		if v, ok := c[k]; !ok || v != nil {
+			t.Errorf("cpu: %s = %v, %v; want present and null", k, v, ok)
+		}
+	}
+}
