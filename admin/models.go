@@ -4,6 +4,7 @@ import (
 	"math"
 	"sort"
 
+	"github.com/infergate/infergate/monitor"
 	"github.com/infergate/infergate/monitor/correlate"
 	"github.com/infergate/infergate/monitor/gpu"
 )
@@ -144,24 +145,45 @@ func num(v float64) *float64 {
 	return &v
 }
 
-func modelsJSON(states []correlate.ModelState, versions map[string]*versionsDoc) []modelDoc {
-	out := make([]modelDoc, 0, len(states))
-	for _, s := range states {
-		d := modelDoc{
-			Model: s.Model, Calls: s.Calls, LatencyWindowSeconds: s.LatencyWindow.Seconds(),
-			P50: s.P50.Seconds(), P99: s.P99.Seconds(), LatencyUp: s.LatencyUp,
-			BaselineSource: s.BaselineSource, UpReason: s.UpReason, TooFewCalls: s.TooFewCalls,
-			GPUFrom: s.GPUFrom, CauseHint: s.Hint,
-			Correlation:        num(s.Correlation[correlate.Window1m]),
-			CorrelationWindows: map[string]*float64{},
-			Versions:           versions[s.Model],
+// modelsJSON is /api/v1/models: each model's recent latency from the
+// monitor (views), and what the correlator adds to it (states: the
+// baseline and whether latency is up, the GPU, the correlations, the
+// inputs and the cause hint). A model the correlator still tracks after
+// its calls stopped is shown with no calls.
+func modelsJSON(views []monitor.ModelView, states []correlate.ModelState, versions map[string]*versionsDoc) []modelDoc {
+	byModel := make(map[string]*modelDoc, len(views)+len(states))
+	doc := func(model string) *modelDoc {
+		d := byModel[model]
+		if d == nil {
+			d = &modelDoc{Model: model, CauseHint: correlate.HintNone, CorrelationWindows: map[string]*float64{}, Versions: versions[model]}
+			for _, name := range correlate.WindowNames {
+				d.CorrelationWindows[name] = nil
+			}
+			byModel[model] = d
 		}
+		return d
+	}
+	for _, v := range views {
+		d := doc(v.Model)
+		d.Calls, d.LatencyWindowSeconds = v.Calls, v.Window.Seconds()
+		d.P50, d.P99 = v.P50.Seconds(), v.P99.Seconds()
+		if v.QueueSeen {
+			d.QueueP99 = num(v.QueueP99.Seconds())
+		}
+	}
+	for _, s := range states {
+		d := doc(s.Model)
+		if d.LatencyWindowSeconds == 0 {
+			d.LatencyWindowSeconds = s.LatencyWindow.Seconds()
+		}
+		d.LatencyUp, d.BaselineSource, d.UpReason, d.TooFewCalls = s.LatencyUp, s.BaselineSource, s.UpReason, s.TooFewCalls
+		d.GPUFrom, d.CauseHint = s.GPUFrom, s.Hint
+		d.Correlation = num(s.Correlation[correlate.Window1m])
 		if in := s.Inputs; in.Known {
 			d.Inputs = &inputsDoc{Calls: in.Bytes.Calls, RequestBytesP90: in.Bytes.P90, BaselineRequestBytesP90: in.Bytes.BaselineP90,
 				RowsP90: in.Rows.P90, BaselineRowsP90: in.Rows.BaselineP90, Moved: in.Moved()}
 		}
 		if s.QueueSeen {
-			d.QueueP99 = num(s.QueueP99.Seconds())
 			d.QueueCorrelation = map[string]*float64{}
 		}
 		for w, name := range correlate.WindowNames {
@@ -184,16 +206,24 @@ func modelsJSON(states []correlate.ModelState, versions map[string]*versionsDoc)
 			d.GPU = newGPUDoc(*s.GPU)
 			d.GPUUtilization = d.GPU.Utilization
 		}
-		out = append(out, d)
+	}
+	out := make([]modelDoc, 0, len(byModel))
+	for _, d := range byModel {
+		out = append(out, *d)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Model < out[j].Model })
 	return out
 }
 
+// modelsJSON reads the monitor's per-model view over the correlator's
+// window, grouped as the correlator groups a model's inference calls, and
+// adds the correlator's states to it.
 func (a *Server) modelsJSON() any {
+	var views []monitor.ModelView
 	var versions map[string]*versionsDoc
 	if a.Monitor != nil {
+		views = a.Monitor.Models(a.Correlator.RecentSlices(), a.Correlator.InferenceModel)
 		versions = compareVersions(a.Monitor, a.Correlator.InferenceModel)
 	}
-	return modelsJSON(a.Correlator.Models(), versions)
+	return modelsJSON(views, a.Correlator.Models(), versions)
 }

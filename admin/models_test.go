@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/infergate/infergate/monitor"
 	"github.com/infergate/infergate/monitor/correlate"
 	"github.com/infergate/infergate/monitor/gpu"
 )
@@ -20,7 +21,13 @@ func TestModelsJSON(t *testing.T) {
 			Hint: correlate.HintGPUSaturated, LatencyWindow: 5 * time.Second},
 		{Model: "cpu", Correlation: [2]float64{math.NaN(), math.NaN()}, Hint: correlate.HintNone},
 	}
-	b, err := json.Marshal(modelsJSON(states, nil))
+	// The latency is the monitor's; a model with calls the correlator
+	// has not sampled yet is shown too.
+	views := []monitor.ModelView{
+		{Model: "resnet50", Window: 5 * time.Second, Calls: 10, P50: 5 * time.Millisecond, P99: 40 * time.Millisecond},
+		{Model: "new", Window: 5 * time.Second, Calls: 3, P50: time.Millisecond, P99: 2 * time.Millisecond},
+	}
+	b, err := json.Marshal(modelsJSON(views, states, nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,10 +35,13 @@ func TestModelsJSON(t *testing.T) {
 	if err := json.Unmarshal(b, &got); err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 2 || got[0]["model"] != "cpu" || got[1]["model"] != "resnet50" {
+	if len(got) != 3 || got[0]["model"] != "cpu" || got[1]["model"] != "new" || got[2]["model"] != "resnet50" {
 		t.Fatalf("models = %s", b)
 	}
-	r := got[1]
+	if n := got[1]; n["calls"] != 3.0 || n["p99_seconds"] != 0.002 || n["cause_hint"] != "none" || n["latency_window_seconds"] != 5.0 {
+		t.Errorf("a model the correlator has not sampled: %v", n)
+	}
+	r := got[2]
 	for k, want := range map[string]any{
 		"p50_seconds": 0.005, "p99_seconds": 0.04, "gpu_uuid": "GPU-1", "gpu_utilization": 0.97,
 		"correlation": 0.9, "cause_hint": "gpu_saturated", "baseline_p99_seconds": 0.01, "latency_up": true,

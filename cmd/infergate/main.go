@@ -157,44 +157,39 @@ func fastPathCounter(p *proxy.Proxy, path string, get func(proxy.Stats) int64) p
 
 // serve wires the parts, serves until ctx ends, then drains; mem is the
 // container's memory limit as memlimit.Apply found it.
+//
+// The running process is a list of components (components.go), started
+// in the order added and stopped in reverse: the parts, the loops that
+// read them, the admin listener, then the gRPC listener. A SIGTERM stops
+// the gRPC listener first (drained), the admin listener next, then the
+// loops (the alert engine saves its state and drains its notifications),
+// and closes the parts last.
 func serve(ctx context.Context, cfg Config, mem memlimit.Result, log *slog.Logger) error {
 	reg := prometheus.NewRegistry()
 	w, err := newParts(cfg, mem, reg, log)
 	if err != nil {
 		return err
 	}
-	// After the server: calls in flight end first, then the proxy, the
-	// batches in flight, the spans and the upstreams.
-	defer w.Close()
 	srvCreds, upCreds, mon, gt, rt, al, bat, p := w.srvCreds, w.upCreds, w.mon, w.gt, w.rt, w.al, w.bat, w.p
 	fd, budgetSource, up := w.fd, w.budgetSource, w.rt.Default
+	var cs components
+	// Closed last: calls in flight end first, then the proxy, the
+	// batches in flight, the spans and the upstreams.
+	cs.add("parts", nil, w.Close)
 
-	var sopts []grpc.ServerOption
-	// With the fast path the relay ends TLS (the front door's limits
-	// hold for every client) and the grpc.Server behind it gets the
-	// relay's plaintext socket pairs; without it, the grpc.Server ends
-	// TLS itself.
-	tlsAtRelay := cfg.FastPath && srvCreds != nil
-	if srvCreds != nil && !tlsAtRelay {
-		sopts = append(sopts, grpc.Creds(srvCreds))
-	}
-	gs := p.NewServer(sopts...)
-	// On an early return (a listener failed) the calls in flight are cut,
-	// so that closing the batcher and the proxy cannot wait on them.
-	defer gs.Stop()
-
-	// Bind both listeners before announcing anything, so a bad address
-	// fails the start rather than half of the service.
+	// Bind both listeners before anything starts, so a bad address fails
+	// the start rather than half of the service.
 	lis, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
+		w.Close()
 		return fmt.Errorf("listen: %w", err)
 	}
 	adminLis, err := net.Listen("tcp", cfg.Admin)
 	if err != nil {
 		lis.Close()
+		w.Close()
 		return fmt.Errorf("admin: %w", err)
 	}
-	ready := newReadiness(cfg.Readiness, up.Address, up.Conn(), recentFailures(mon))
 	if cfg.Pprof {
 		// Without these the block and mutex profiles are empty. Sampled
 		// lightly (one contention event in 100, one blocking event per
@@ -203,65 +198,99 @@ func serve(ctx context.Context, cfg Config, mem memlimit.Result, log *slog.Logge
 		runtime.SetMutexProfileFraction(100)
 		runtime.SetBlockProfileRate(int(100 * time.Microsecond))
 	}
+	ready := newReadiness(cfg.Readiness, up.Address, up.Conn(), recentFailures(mon))
 	adm := &admin.Server{
 		Gatherer: reg, Ready: ready.current, Pprof: cfg.Pprof,
 		Monitor: mon, Batcher: bat, GPUs: gt.hub, Correlator: gt.corr,
 		Alerts: al.engine, Token: cfg.adminToken, Router: rt.router,
 	}
-	// Reloads (reload.go): SIGHUP is caught from here on, before the
-	// start line, so a SIGHUP never ends a process that says it serves.
 	rl, err := newReloader(cfg, log, w.reload)
 	if err != nil {
+		lis.Close()
+		adminLis.Close()
+		w.Close()
 		return err
 	}
-	// The loops below live until runCtx ends; a reload may start the
-	// batching discovery (batching turned on), so runCtx comes first.
-	runCtx, cancelRun := context.WithCancel(context.Background())
-	defer cancelRun()
-	discover := sync.OnceFunc(func() { go discoverBatching(runCtx, bat, up.Conn(), log) })
-	models := &modelCheck{ctx: runCtx, rt: rt, log: log}
+	adm.Reload, adm.StatusConfig = rl.reloadAPI, rl.statusConfig
+	// errc hears a listener that failed while serving.
+	errc := make(chan error, 2)
+
+	cs.loop("monitor", mon.Run)
+	cs.loop("gpu", gt.run)
+	// Batching discovery and the model checks may be started by a reload
+	// (batching turned on, a route added), so they live on a context of
+	// their own, from here to its stop.
+	bgCtx, stopBg := context.WithCancel(context.Background())
+	discover := sync.OnceFunc(func() { go discoverBatching(bgCtx, bat, up.Conn(), log) })
+	cs.add("batching discovery", func() error {
+		if batchingOn(cfg.Batching) {
+			discover()
+		}
+		return nil
+	}, stopBg)
+	models := &modelCheck{ctx: bgCtx, rt: rt, log: log}
 	rl.steps = []reloadStep{alertingStep(al.engine), batchingStep(bat, discover), routingStep(rt, upCreds, cfg.ShutdownTimeout, log), tracingStep(w.tr),
 		models.step()} // after routing: it reads the routes in force
 	if cfg.level != nil {
 		rl.steps = append([]reloadStep{logLevelStep(cfg.level)}, rl.steps...)
 	}
-	adm.Reload, adm.StatusConfig = rl.reloadAPI, rl.statusConfig
+	// Reloads (reload.go): SIGHUP is caught from here on, before the
+	// start line, so a SIGHUP never ends a process that says it serves.
 	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
-	hs := &http.Server{Handler: adm.Handler(), ReadHeaderTimeout: 10 * time.Second}
-
-	go mon.Run(runCtx)
-	go gt.run(runCtx)
-	// Before the reloads start: they re-run it (modelCheck is not
-	// safe for concurrent use; reloads are serialised).
-	models.check(cfg)
-	go rl.run(runCtx, hup)
-	if batchingOn(cfg.Batching) {
-		discover()
-	}
-	alertsDone := make(chan struct{})
-	go func() { al.run(runCtx); close(alertsDone) }()
-	// stopAlerting ends the alert engine before a failed serve returns:
-	// it saves its state and drains queued notifications, as on SIGTERM.
-	stopAlerting := func(err error) error {
-		cancelRun()
-		<-alertsDone
-		return err
-	}
+	cs.add("model check", func() error {
+		// Before the reloads start: they re-run it (modelCheck is not
+		// safe for concurrent use; reloads are serialised).
+		models.check(cfg)
+		return nil
+	}, nil)
+	cs.add("sighup", func() error { signal.Notify(hup, syscall.SIGHUP); return nil }, func() { signal.Stop(hup) })
+	cs.loop("reloads", func(ctx context.Context) { rl.run(ctx, hup) })
+	// The alert engine's stop saves its state and drains queued
+	// notifications, on SIGTERM as after a failed start.
+	cs.loop("alerts", al.run)
 	// The first verdict is in before the start line: /readyz is never
 	// "not checked yet" for a process that says it serves.
-	ready.check(runCtx)
-	go ready.run(runCtx)
+	cs.add("first readiness verdict", func() error { ready.check(bgCtx); return nil }, nil)
+	cs.loop("readiness", ready.run)
 
-	errc := make(chan error, 2)
-	// The fast path (proxy.Relay) owns the client connections when on: it
-	// relays plain unary calls itself and hands every other call to gs.
+	hs := &http.Server{Handler: adm.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	cs.add("admin listener", func() error {
+		go func() {
+			if err := hs.Serve(adminLis); !errors.Is(err, http.ErrServerClosed) {
+				errc <- fmt.Errorf("admin: %w", err)
+			}
+		}()
+		return nil
+	}, func() {
+		shutCtx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = hs.Shutdown(shutCtx)
+	})
+
+	// The gRPC listener: with the fast path the relay owns the client
+	// connections (it relays plain unary calls itself and hands every
+	// other call to the grpc.Server) and ends TLS, so the front door's
+	// limits hold for every client; without it, the grpc.Server ends TLS
+	// itself.
+	tlsAtRelay := cfg.FastPath && srvCreds != nil
+	var sopts []grpc.ServerOption
+	if srvCreds != nil && !tlsAtRelay {
+		sopts = append(sopts, grpc.Creds(srvCreds))
+	}
+	gs := p.NewServer(sopts...)
 	var relay *h2relay.Server
-	if cfg.FastPath {
+	// cut: the process stops on a failure, not a SIGTERM; calls in
+	// flight are cut rather than drained.
+	cut := true
+	cs.add("grpc listener", func() error {
+		if !cfg.FastPath {
+			go func() { errc <- gs.Serve(lis) }()
+			return nil
+		}
 		if tlsAtRelay {
 			tc, err := serverTLS(cfg.TLS)
 			if err != nil {
+				lis.Close()
 				return err
 			}
 			tc.NextProtos = []string{"h2"} // gRPC clients insist on it
@@ -270,14 +299,43 @@ func serve(ctx context.Context, cfg Config, mem memlimit.Result, log *slog.Logge
 		relay = p.Relay(gs)
 		go func() { _ = gs.Serve(relay.LocalListener()) }()
 		go func() { errc <- relay.Serve(lis) }()
-	} else {
-		go func() { errc <- gs.Serve(lis) }()
-	}
-	go func() {
-		if err := hs.Serve(adminLis); !errors.Is(err, http.ErrServerClosed) {
-			errc <- fmt.Errorf("admin: %w", err)
+		return nil
+	}, func() {
+		if cut {
+			if relay != nil {
+				relay.Stop()
+			}
+			gs.Stop()
+			return
 		}
-	}()
+		// In-flight calls and queued batches finish within the
+		// timeout; past it they are cut.
+		done := make(chan struct{})
+		go func() {
+			if relay != nil {
+				relay.GracefulStop()
+			}
+			gs.GracefulStop()
+			close(done)
+		}()
+		select {
+		case <-done:
+		case <-time.After(cfg.ShutdownTimeout):
+			log.Warn("drain timeout: cutting remaining calls")
+			if relay != nil {
+				relay.Stop()
+			}
+			gs.Stop()
+			<-done
+		}
+	})
+
+	if err := cs.startAll(); err != nil {
+		lis.Close()
+		adminLis.Close()
+		return err
+	}
+	defer cs.stopAll()
 	// The one start line: tests and scripts read the bound addresses from
 	// it. Every value is one word: memory_limit and buffer_budget end it.
 	ver, _, _ := buildInfo()
@@ -292,46 +350,24 @@ func serve(ctx context.Context, cfg Config, mem memlimit.Result, log *slog.Logge
 	select {
 	case <-ctx.Done():
 	case err := <-errc:
-		return stopAlerting(err)
+		return err
 	}
 
 	// Drain, the way load balancers need it: readiness goes red at once
 	// while calls are still served for the drain delay (a balancer polling
-	// /readyz notices and stops sending); then the listener closes and
-	// in-flight calls and queued batches finish within the timeout; past
-	// it they are cut.
+	// /readyz notices and stops sending); then the components stop, the
+	// gRPC listener first, draining its calls.
 	adm.Drain()
 	log.Info("draining", "delay", cfg.DrainDelay, "timeout", cfg.ShutdownTimeout)
 	if cfg.DrainDelay > 0 {
 		select {
 		case <-time.After(cfg.DrainDelay):
 		case err := <-errc:
-			return stopAlerting(err)
+			return err
 		}
 	}
-	done := make(chan struct{})
-	go func() {
-		if relay != nil {
-			relay.GracefulStop()
-		}
-		gs.GracefulStop()
-		close(done)
-	}()
-	select {
-	case <-done:
-	case <-time.After(cfg.ShutdownTimeout):
-		log.Warn("drain timeout: cutting remaining calls")
-		if relay != nil {
-			relay.Stop()
-		}
-		gs.Stop()
-		<-done
-	}
-	shutCtx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	hs.Shutdown(shutCtx)
-	cancelRun()
-	<-alertsDone // state and baseline saved, notifications drained
+	cut = false
+	cs.stopAll()
 	log.Info("stopped")
 	return nil
 }

@@ -223,6 +223,9 @@ func (c *Correlator) Run(ctx context.Context) {
 	}
 }
 
+// RecentSlices is how many monitor slices a model's latency covers.
+func (c *Correlator) RecentSlices() int { return c.opts.RecentSlices }
+
 // InferenceModel returns the model a series' calls are inference latency
 // of, or "" for calls the correlator does not read (failures, metadata,
 // fallback answers, the overflow series): other readers of a model's
