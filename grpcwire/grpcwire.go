@@ -19,28 +19,25 @@ import (
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc/codes"
+
+	"github.com/infergate/infergate/grpcwire/prefix"
 )
 
-// PrefixLen is the length of the prefix before each message: a
-// compressed flag and a 4-byte big-endian length.
-const PrefixLen = 5
+// PrefixLen is the length of the prefix before each message (package
+// prefix): a compressed flag and a 4-byte big-endian length.
+const PrefixLen = prefix.Len
 
 // ReadPrefix reads the message prefix at the start of b: whether the
 // message is compressed and its length. ok is false when b is shorter than
 // a prefix.
 func ReadPrefix(b []byte) (compressed bool, n int, ok bool) {
-	if len(b) < PrefixLen {
-		return false, 0, false
-	}
-	return b[0] != 0, int(b[1])<<24 | int(b[2])<<16 | int(b[3])<<8 | int(b[4]), true
+	flag, l, ok := prefix.Read(b)
+	return flag != 0, int(l), ok
 }
 
 // PutPrefix writes the prefix of an uncompressed message of n bytes into
 // b[:PrefixLen].
-func PutPrefix(b []byte, n int) {
-	b[0] = 0
-	b[1], b[2], b[3], b[4] = byte(n>>24), byte(n>>16), byte(n>>8), byte(n)
-}
+func PutPrefix(b []byte, n int) { prefix.Put(b, n) }
 
 // OneMessage returns the message of a body that holds exactly one
 // uncompressed message, and false for any other body.

@@ -2,13 +2,14 @@ package wire
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"strconv"
 
 	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/infergate/infergate/grpcwire/prefix"
 )
 
 // TargetKind says where a request message keeps its routing target, and so
@@ -64,10 +65,6 @@ var (
 	// keep, so it refuses rather than accept what it cannot check.
 	ErrGroup = fmt.Errorf("group field: %w", ErrUnroutable)
 )
-
-// grpcPrefixLen is the length of the gRPC message prefix: the compressed
-// flag and a 4-byte big-endian length.
-const grpcPrefixLen = 5
 
 // scanState is what a TargetScanner expects next inside the first message.
 type scanState uint8
@@ -141,12 +138,12 @@ type TargetScanner struct {
 	err  error
 
 	// The gRPC framing.
-	msgs int                 // messages begun, counted at their first prefix byte
-	hdr  [grpcPrefixLen]byte // the prefix read so far
-	nhdr int                 // bytes in hdr
-	body bool                // inside a message's bytes
-	left uint64              // bytes left of a later message, skipped
-	done bool                // the first message has ended
+	msgs int              // messages begun, counted at their first prefix byte
+	hdr  [prefix.Len]byte // the prefix read so far
+	nhdr int              // bytes in hdr
+	body bool             // inside a message's bytes
+	left uint64           // bytes left of a later message, skipped
+	done bool             // the first message has ended
 
 	// The scan of the first message.
 	pos   uint64         // bytes of it read
@@ -240,7 +237,7 @@ func (s *TargetScanner) Feed(chunk []byte) error {
 		}
 		k := copy(s.hdr[s.nhdr:], p)
 		p, s.nhdr = p[k:], s.nhdr+k
-		if s.nhdr == grpcPrefixLen {
+		if s.nhdr == prefix.Len {
 			s.startMessage()
 		}
 	}
@@ -321,7 +318,7 @@ func (s *TargetScanner) curVersion() []byte {
 
 // startMessage acts on a complete prefix.
 func (s *TargetScanner) startMessage() {
-	flag, n := s.hdr[0], binary.BigEndian.Uint32(s.hdr[1:])
+	flag, n, _ := prefix.Read(s.hdr[:])
 	s.nhdr = 0
 	if flag > 1 {
 		s.err = malformedErr("gRPC message prefix", fmt.Errorf("compressed flag %d", flag))

@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/infergate/infergate/grpcwire/prefix"
 	"github.com/infergate/infergate/proto/kservepb"
 	"github.com/infergate/infergate/proto/tensorflowpb"
 	"github.com/infergate/infergate/proto/tfservingpb"
@@ -21,7 +22,7 @@ func grpcFrame(msg []byte) []byte {
 
 // grpcFrameFlag is grpcFrame with the given compressed flag.
 func grpcFrameFlag(flag byte, msg []byte) []byte {
-	out := make([]byte, grpcPrefixLen, grpcPrefixLen+len(msg))
+	out := make([]byte, prefix.Len, prefix.Len+len(msg))
 	out[0] = flag
 	binary.BigEndian.PutUint32(out[1:], uint32(len(msg)))
 	return append(out, msg...)
@@ -190,8 +191,8 @@ func TestTargetScannerKnownEarly(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			s, at := feedBytewise(t, tc.kind, grpcFrame(tc.msg))
-			if at != grpcPrefixLen+tc.at {
-				t.Fatalf("known after body byte %d, want %d", at, grpcPrefixLen+tc.at)
+			if at != prefix.Len+tc.at {
+				t.Fatalf("known after body byte %d, want %d", at, prefix.Len+tc.at)
 			}
 			if !s.Done() || s.Changed() {
 				t.Fatalf("Done %v Changed %v", s.Done(), s.Changed())
