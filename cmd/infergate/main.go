@@ -170,6 +170,9 @@ func serve(ctx context.Context, cfg Config, mem memlimit.Result, log *slog.Logge
 	if err != nil {
 		return err
 	}
+	// Without a container limit, the garbage the budget's bytes leave is
+	// bounded by a soft limit from the budget (memlimit.BudgetSoftLimit).
+	mem = memlimit.FromBudget(mem, w.fd.MaxBufferedBytes)
 	srvCreds, upCreds, mon, gt, rt, al, bat, p := w.srvCreds, w.upCreds, w.mon, w.gt, w.rt, w.al, w.bat, w.p
 	fd, budgetSource, up := w.fd, w.budgetSource, w.rt.Default
 	var cs components

@@ -23,6 +23,9 @@ const (
 	CgroupV1 = "cgroup v1"
 	Env      = "GOMEMLIMIT"
 	None     = "none"
+	// Budget: no container limit and no GOMEMLIMIT; the soft limit
+	// follows the memory budget (FromBudget).
+	Budget = "budget"
 )
 
 // v1Unlimited is the least cgroup v1 value that means "no limit": the
@@ -198,6 +201,31 @@ func apply(fsys fs.FS, getenv func(string) string, setLimit func(int64) int64) R
 // SoftLimit is the soft memory limit Apply sets for a container limit:
 // 90% of it.
 func SoftLimit(limit int64) int64 { return limit - limit/10 }
+
+// BudgetSoftLimit is the soft memory limit of a process without a
+// container limit: three times its memory budget (192 MiB for the default
+// 64 MiB). The budget bounds the bytes held for calls; what bounds the
+// garbage they leave is the collector's target, which without a limit is
+// twice the live heap, whatever it is: 100 callers streaming 4 MiB
+// uploads took such a process past 270 MiB of RSS with 90 MiB live. In a
+// container the limit's 90% is 3.6 budgets (the budget is a quarter of
+// the limit); this is about the same.
+func BudgetSoftLimit(budget int64) int64 { return 3 * budget }
+
+// FromBudget sets Go's soft memory limit from the memory budget when
+// Apply found no container limit and GOMEMLIMIT is not set, and returns
+// r as it is then; otherwise it returns r unchanged.
+func FromBudget(r Result, budget int64) Result { return fromBudget(r, budget, debug.SetMemoryLimit) }
+
+func fromBudget(r Result, budget int64, setLimit func(int64) int64) Result {
+	if r.Source != None || r.Limit > 0 || budget <= 0 {
+		return r
+	}
+	setLimit(BudgetSoftLimit(budget))
+	r.Source = Budget
+	r.SoftLimit = setLimit(-1)
+	return r
+}
 
 // String is the result as the start line shows it, without spaces:
 // "1073741824(cgroup_v2,gomemlimit=966367642)", or "none" when there is

@@ -117,3 +117,30 @@ func TestSoftLimitDoesNotOverflow(t *testing.T) {
 		t.Errorf("SoftLimit(2^60-1) = %d", got)
 	}
 }
+
+// Without a container limit or GOMEMLIMIT the soft limit follows the
+// budget; with either, the budget changes nothing.
+func TestFromBudget(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		in   Result
+		want Result
+		sets int
+		str  string
+	}{
+		{"no limit", Result{Source: None, SoftLimit: math.MaxInt64}, Result{Source: Budget, SoftLimit: 192 << 20}, 1, "none(budget,gomemlimit=201326592)"},
+		{"container", Result{Limit: 1 << 30, Source: CgroupV2, SoftLimit: 966367642}, Result{Limit: 1 << 30, Source: CgroupV2, SoftLimit: 966367642}, 0, "1073741824(cgroup_v2,gomemlimit=966367642)"},
+		{"GOMEMLIMIT", Result{Source: Env, SoftLimit: 500 << 20}, Result{Source: Env, SoftLimit: 500 << 20}, 0, "none(GOMEMLIMIT,gomemlimit=524288000)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rt := &fakeRuntime{limit: tc.in.SoftLimit}
+			got := fromBudget(tc.in, 64<<20, rt.set)
+			if got != tc.want || rt.sets != tc.sets {
+				t.Errorf("fromBudget = %+v after %d sets; want %+v after %d", got, rt.sets, tc.want, tc.sets)
+			}
+			if got.String() != tc.str {
+				t.Errorf("String() = %q, want %q", got.String(), tc.str)
+			}
+		})
+	}
+}
