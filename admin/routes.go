@@ -72,4 +72,9 @@ func (a *Server) routesAPI(mux *http.ServeMux) {
 		}
 	}
 	mux.HandleFunc("POST /api/v1/routes/{model}", a.Guard(set))
+	// Each upstream's endpoints (its replicas): state and why, calls in
+	// flight, latency, ejections.
+	mux.HandleFunc("GET /api/v1/endpoints", func(w http.ResponseWriter, _ *http.Request) {
+		WriteJSON(w, http.StatusOK, map[string]any{"endpoints": r.Endpoints()})
+	})
 }

@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
 	"github.com/infergate/infergate/batcher"
 	"github.com/infergate/infergate/proto/wire"
@@ -165,10 +166,30 @@ func (p *Proxy) invoke(ctx context.Context, up *Upstream, method string, req *Fr
 	all := p.callOptions(x.opts[:0], up, subtype)
 	all = append(all, grpc.Header(&x.header), grpc.Trailer(&x.trailer))
 	t0 := p.now()
-	err = up.Conn().Invoke(ctx, method, req, &x.resp, all...)
+	e := up.acquire(t0)
+	sent := e.up.Load()
+	err = e.Conn().Invoke(ctx, method, req, &x.resp, all...)
 	took = since(p.now, t0)
+	fromUpstream := x.header != nil || len(x.trailer) > 0
+	f := failureOf(status.Code(err), fromUpstream, ctx.Err() != nil)
+	up.release(e, t0.Add(took), took, f)
+	if f == endpointUnreachable && !sent {
+		// The endpoint was not reachable when picked: the call went
+		// nowhere, and goes to another replica (once) if one is.
+		if e2 := up.pick(p.now().UnixNano()); e2 != e && e2.up.Load() {
+			x.header, x.trailer = nil, nil
+			t1 := p.now()
+			e2.inFlight.Add(1)
+			e2.calls.Add(1)
+			err = e2.Conn().Invoke(ctx, method, req, &x.resp, all...)
+			d := since(p.now, t1)
+			took += d
+			fromUpstream = x.header != nil || len(x.trailer) > 0
+			up.release(e2, t1.Add(d), d, failureOf(status.Code(err), fromUpstream, ctx.Err() != nil))
+		}
+	}
 	if err != nil {
-		err = p.upstreamFailed(ctx, up, method, err, x.header != nil || len(x.trailer) > 0)
+		err = p.upstreamFailed(ctx, up, method, err, fromUpstream)
 	}
 	return took, err
 }

@@ -71,20 +71,27 @@ func (d upstreamDirector) fixed() *Upstream { return d.up }
 // fixedDirector is a Director that reads nothing of a call.
 type fixedDirector interface{ fixed() *Upstream }
 
-// Upstream is one model server behind the proxy: a name for metrics and a
-// small pool of connections used in turn. One dialled with
-// UpstreamOptions.Movable can be pointed at another server while it serves
-// (Move); what holds it (the Director, readiness, the router) keeps it.
+// Upstream is one model server behind the proxy, as one or more replicas
+// (endpoints): a name for metrics, and for each endpoint a small pool of
+// connections. Each call goes to one endpoint the picker chooses
+// (balance.go). One dialled with UpstreamOptions.Movable (one endpoint)
+// can be pointed at another server while it serves (Move); what holds it
+// (the Director, readiness, the router) keeps it.
 type Upstream struct {
-	dest  atomic.Pointer[upstreamDest]
-	conns []*grpc.ClientConn
-	next  atomic.Uint32
-	// resolvers feed conns their address, one each, when the upstream
-	// can move; nil otherwise.
+	dest atomic.Pointer[upstreamDest]
+	eps  atomic.Pointer[endpoints]
+	// balance is how a call's endpoint is picked; next is round robin's
+	// turn.
+	balance Balance
+	next    atomic.Uint32
+	// ejectMu serialises ejections, which count the pool's ejected.
+	ejectMu sync.Mutex
+	// resolvers feed the one endpoint's conns their address, one each,
+	// when the upstream can move; nil otherwise.
 	resolvers []*manual.Resolver
 	// relayable: the fast path may relay to it (plaintext, dialled
 	// with nothing but this package's options), wherever it moves.
-	// relayConns is the pool size there.
+	// relayConns is the pool size there, per endpoint.
 	relayable  bool
 	relayConns int
 	// setServerName makes the address the ServerName of the addresses
@@ -100,14 +107,18 @@ type Upstream struct {
 }
 
 // NewUpstream returns an Upstream named name (the value of the upstream
-// metric label) that uses conns in turn. It takes ownership of conns:
-// Close closes them. At least one connection is required.
+// metric label) with one endpoint that uses conns in turn. It takes
+// ownership of conns: Close closes them. At least one connection is
+// required.
 func NewUpstream(name string, conns ...*grpc.ClientConn) (*Upstream, error) {
 	if len(conns) == 0 {
 		return nil, fmt.Errorf("proxy: upstream %q: no connections", name)
 	}
-	u := &Upstream{conns: conns}
+	u := &Upstream{}
 	u.dest.Store(&upstreamDest{name: name})
+	e := &Endpoint{conns: conns}
+	e.up.Store(true) // connections handed in: their owner knows them
+	u.eps.Store(&endpoints{list: []*Endpoint{e}})
 	return u, nil
 }
 
@@ -116,10 +127,11 @@ func NewUpstream(name string, conns ...*grpc.ClientConn) (*Upstream, error) {
 type upstreamDest struct {
 	// name is the upstream metric label.
 	name string
-	// address is the dial target; "" when NewUpstream got connections.
+	// address is the dial target (endpoints joined by commas); "" when
+	// NewUpstream got connections.
 	address string
-	// relayAddr is the host:port the fast path (fastpath.go) dials; ""
-	// keeps every call on the gRPC path.
+	// relayAddr is "" when every call stays on the gRPC path (the fast
+	// path (fastpath.go) relays to each endpoint's address otherwise).
 	relayAddr string
 }
 
@@ -127,8 +139,11 @@ type upstreamDest struct {
 func (u *Upstream) Name() string { return u.dest.Load().name }
 
 // Address returns the address the upstream's connections go to, the dial
-// target; "" for one made by NewUpstream.
+// target (its endpoints joined by commas); "" for one made by NewUpstream.
 func (u *Upstream) Address() string { return u.dest.Load().address }
+
+// Endpoints returns the upstream's endpoints.
+func (u *Upstream) Endpoints() []*Endpoint { return u.eps.Load().list }
 
 // Movable says whether Move can point the upstream elsewhere.
 func (u *Upstream) Movable() bool { return u.resolvers != nil }
@@ -161,6 +176,19 @@ func (u *Upstream) Move(address, name string) error {
 	if u.relayable {
 		d.relayAddr = address
 	}
+	if old.address != address {
+		// The endpoint is the same connections at a new address: a
+		// new Endpoint (its address and measurements are the old
+		// server's), the old one's watchers stopped.
+		prev := u.eps.Load().list[0]
+		e := &Endpoint{addr: address, conns: prev.conns}
+		if u.relayable {
+			e.relayAddr = address
+		}
+		prev.stopWatch()
+		e.watch()
+		u.eps.Store(&endpoints{list: []*Endpoint{e}})
+	}
 	u.dest.Store(d)
 	for _, r := range u.resolvers {
 		r.UpdateState(resolverState(address, u.setServerName))
@@ -189,19 +217,29 @@ func plainHostPort(target string) bool {
 // to its connections (grpc.WithResolvers).
 const movableScheme = "infergate-upstream"
 
-// Conn returns the next connection of the pool, round robin.
+// Conn returns a connection to the endpoint the picker chooses now.
 func (u *Upstream) Conn() *grpc.ClientConn {
-	if len(u.conns) == 1 {
-		return u.conns[0]
-	}
-	return u.conns[int(u.next.Add(1)-1)%len(u.conns)]
+	return u.pick(time.Now().UnixNano()).Conn()
 }
 
-// Close closes every connection of the pool.
+// Invoke makes a unary call to the endpoint the picker chooses for it:
+// an Upstream is a grpc.ClientConnInterface, so that a probe or a
+// metadata call made through it reaches a replica that is up, not one
+// fixed when the prober was built.
+func (u *Upstream) Invoke(ctx context.Context, method string, args, reply any, opts ...grpc.CallOption) error {
+	return u.Conn().Invoke(ctx, method, args, reply, opts...)
+}
+
+// NewStream opens a stream to the endpoint the picker chooses for it.
+func (u *Upstream) NewStream(ctx context.Context, desc *grpc.StreamDesc, method string, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	return u.Conn().NewStream(ctx, desc, method, opts...)
+}
+
+// Close closes every endpoint's connections.
 func (u *Upstream) Close() error {
 	var errs []error
-	for _, c := range u.conns {
-		if err := c.Close(); err != nil {
+	for _, e := range u.eps.Load().list {
+		if err := e.close(); err != nil {
 			errs = append(errs, fmt.Errorf("proxy: upstream %q: close: %w", u.Name(), err))
 		}
 	}
@@ -255,6 +293,9 @@ type UpstreamOptions struct {
 	// own instead of gRPC's DNS resolver (the name is still resolved at
 	// each connection attempt, by the dialer). Other targets ignore it.
 	Movable bool
+	// Balance is how a call's endpoint is picked when the target names
+	// several (host:port,host:port).
+	Balance Balance
 	// DialOptions are added last, after the options built from the fields
 	// above, so they can override any of them.
 	DialOptions []grpc.DialOption
@@ -314,45 +355,60 @@ func DialUpstream(target string, opts UpstreamOptions) (*Upstream, error) {
 		),
 	}, o.DialOptions...)
 
-	movable := o.Movable && plainHostPort(target)
+	addrs := strings.Split(target, ",")
+	movable := o.Movable && len(addrs) == 1 && plainHostPort(target)
 	setServerName := o.Credentials == nil || o.Credentials.Info().ServerName == ""
-	var resolvers []*manual.Resolver
-	conns := make([]*grpc.ClientConn, 0, o.Conns)
-	for range o.Conns {
-		dialTarget, opts := target, dialOpts
-		if movable {
-			r := manual.NewBuilderWithScheme(movableScheme)
-			r.InitialState(resolverState(target, setServerName))
-			resolvers = append(resolvers, r)
-			dialTarget = movableScheme + ":///" + target
-			opts = append(slices.Clip(dialOpts), grpc.WithResolvers(r))
+	up := &Upstream{balance: o.Balance}
+	var list []*Endpoint
+	fail := func(err error) (*Upstream, error) {
+		for _, e := range list {
+			_ = e.close()
 		}
-		cc, err := grpc.NewClient(dialTarget, opts...)
-		if err != nil {
-			for _, c := range conns {
-				_ = c.Close()
-			}
-			return nil, fmt.Errorf("proxy: dial upstream %q: %w", target, err)
-		}
-		cc.Connect()
-		conns = append(conns, cc)
+		return nil, fmt.Errorf("proxy: dial upstream %q: %w", target, err)
 	}
-	up, err := NewUpstream(o.Name, conns...)
-	if err != nil {
-		return nil, err
+	for _, addr := range addrs {
+		if len(addrs) > 1 && !plainHostPort(addr) {
+			return fail(fmt.Errorf("endpoint %q is not host:port", addr))
+		}
+		e := &Endpoint{addr: addr}
+		for range o.Conns {
+			dialTarget, opts := addr, dialOpts
+			if movable {
+				r := manual.NewBuilderWithScheme(movableScheme)
+				r.InitialState(resolverState(addr, setServerName))
+				up.resolvers = append(up.resolvers, r)
+				dialTarget = movableScheme + ":///" + addr
+				opts = append(slices.Clip(dialOpts), grpc.WithResolvers(r))
+			}
+			cc, err := grpc.NewClient(dialTarget, opts...)
+			if err != nil {
+				list = append(list, e)
+				return fail(err)
+			}
+			cc.Connect()
+			e.conns = append(e.conns, cc)
+		}
+		list = append(list, e)
 	}
 	d := &upstreamDest{name: o.Name, address: target}
 	if movable {
-		up.resolvers, up.setServerName = resolvers, setServerName
+		up.setServerName = setServerName
 	}
 	if len(o.DialOptions) == 0 {
 		// Known only without DialOptions, which may set other defaults.
 		up.callLimit = o.MaxMsgSize
-		if opts.Credentials == nil && plainHostPort(target) {
+		if opts.Credentials == nil && !slices.ContainsFunc(addrs, func(a string) bool { return !plainHostPort(a) }) {
 			up.relayable, up.relayConns = true, o.Conns
 			d.relayAddr = target
+			for _, e := range list {
+				e.relayAddr = e.addr
+			}
 		}
 	}
+	for _, e := range list {
+		e.watch()
+	}
+	up.eps.Store(&endpoints{list: list})
 	up.dest.Store(d)
 	return up, nil
 }

@@ -86,6 +86,8 @@ type relayHandler struct {
 // relayCall is what Route keeps of a relayed call for Done.
 type relayCall struct {
 	up *Upstream
+	// ep is the endpoint the call went to.
+	ep *Endpoint
 	// upName is up's name when the call was routed: a call in flight
 	// when the upstream moves (Upstream.Move) is recorded where it went.
 	upName         string
@@ -196,7 +198,8 @@ func (r relayHandler) forward(c *h2relay.Call, model, version string, msg []byte
 	}
 	up := p.director.(fixedDirector).fixed()
 	d := up.dest.Load()
-	rc := &relayCall{up: up, upName: d.name, model: model, version: version, bytesIn: bytesIn}
+	ep := up.acquire(time.Now())
+	rc := &relayCall{up: up, ep: ep, upName: d.name, model: model, version: version, bytesIn: bytesIn}
 	if p.rec != nil {
 		rc.gauge = p.inFlight(d)
 		rc.gauge.Inc()
@@ -204,46 +207,67 @@ func (r relayHandler) forward(c *h2relay.Call, model, version string, msg []byte
 	c.Timeout = p.ownTimeout(!c.Deadline.IsZero())
 	scanFeatures(methods.Lookup(c.Method).Inputs, msg, bytesIn, p.inputShapes, &rc.feat, &rc.wf)
 	c.Data = rc
-	return p.relayPool(up, d)
+	return p.relayPool(up, ep)
 }
 
-// relayEntry is the relay's pool to an upstream where it is (dest).
+// relayEntry is the relay's pools to an upstream's endpoints, for one
+// set of them (set): replaced when the set changes (Upstream.Move).
 type relayEntry struct {
-	dest *upstreamDest
-	pool *h2relay.Pool
+	set   *endpoints
+	pools map[*Endpoint]*h2relay.Pool
 }
 
-// relayPool returns the relay's pool to up, d being where up was when
-// the call was routed. The relay (whose map is behind a lock) is asked
-// once per upstream, and again after the upstream moved.
-func (p *Proxy) relayPool(up *Upstream, d *upstreamDest) *h2relay.Pool {
+// relayPool returns the relay's pool to endpoint e of up. The relay
+// (whose map is behind a lock) is asked once per endpoint, and again
+// after up's endpoints changed.
+func (p *Proxy) relayPool(up *Upstream, e *Endpoint) *h2relay.Pool {
 	if v, ok := p.relayPools.Load(up); ok {
-		if e := v.(*relayEntry); e.dest == d {
-			return e.pool
+		if pool := v.(*relayEntry).pools[e]; pool != nil {
+			return pool
 		}
 	}
-	return p.moveRelayPool(up)
+	return p.newRelayPools(up, e)
 }
 
-// moveRelayPool points up's entry at the pool to where up is now, and
-// drains the pool to where it was: calls already sent there finish on
-// its connections, which then close. A call routed just before a move
-// takes the new pool: both lead to the upstream the operator configured
-// last.
-func (p *Proxy) moveRelayPool(up *Upstream) *h2relay.Pool {
+// newRelayPools makes up's entry hold a pool to each endpoint of its
+// current set, keeping the pools of endpoints still there and draining
+// the others: calls already sent there finish on their connections,
+// which then close. It returns e's pool.
+func (p *Proxy) newRelayPools(up *Upstream, e *Endpoint) *h2relay.Pool {
 	p.relayMu.Lock()
 	defer p.relayMu.Unlock()
-	cur := up.dest.Load()
+	set := up.eps.Load()
 	var old *relayEntry
 	if v, ok := p.relayPools.Load(up); ok {
-		if old = v.(*relayEntry); old.dest == cur {
-			return old.pool
+		old = v.(*relayEntry)
+		if pool := old.pools[e]; pool != nil && old.set == set {
+			return pool
 		}
 	}
-	pool := p.relay.Pool(cur.relayAddr, up.relayConns)
-	p.relayPools.Store(up, &relayEntry{dest: cur, pool: pool})
-	if old != nil && old.pool != pool {
-		p.relay.DrainPool(old.pool)
+	next := &relayEntry{set: set, pools: make(map[*Endpoint]*h2relay.Pool, len(set.list))}
+	byAddr := map[string]*h2relay.Pool{}
+	if old != nil {
+		for oe, pool := range old.pools {
+			byAddr[oe.relayAddr] = pool
+		}
+	}
+	for _, x := range set.list {
+		pool := byAddr[x.relayAddr]
+		if pool == nil {
+			pool = p.relay.Pool(x.relayAddr, up.relayConns)
+		}
+		next.pools[x] = pool
+		delete(byAddr, x.relayAddr)
+	}
+	pool := next.pools[e]
+	if pool == nil {
+		// e left the set between the pick and now (a Move): the call
+		// goes where the operator pointed the upstream last.
+		pool = next.pools[set.list[0]]
+	}
+	p.relayPools.Store(up, next)
+	for _, old := range byAddr {
+		p.relay.DrainPool(old)
 	}
 	return pool
 }
@@ -257,6 +281,7 @@ func (r relayHandler) Done(c *h2relay.Call, res *h2relay.Result) (codes.Code, st
 	if rc.gauge != nil {
 		rc.gauge.Dec()
 	}
+	rc.releaseEndpoint(c, res)
 	ctx := context.Context(relayContext{deadline: c.Deadline})
 	if p.reqLog != nil {
 		md, _ := relayMetadata(c)
@@ -287,6 +312,21 @@ func (r relayHandler) Done(c *h2relay.Call, res *h2relay.Result) (codes.Code, st
 	o.err = p.timedOut(res.TimeoutAt, time.Now(), clientGone, o.err)
 	st := status.Convert(p.finish(ctx, nil, c.Start, c.Method, rc.upName, o))
 	return st.Code(), st.Message()
+}
+
+// releaseEndpoint tells the call's endpoint how it went.
+func (rc *relayCall) releaseEndpoint(c *h2relay.Call, res *h2relay.Result) {
+	code, fromUpstream := res.Status, true
+	if e := res.Err; e != nil {
+		code, fromUpstream = e.Code, res.Answered
+		if e.Kind == h2relay.ErrClientGone || e.Kind == h2relay.ErrTimeout || e.Kind == h2relay.ErrTargetChanged {
+			code = codes.Canceled
+			fromUpstream = true // the endpoint is not in question
+		}
+	}
+	now := time.Now()
+	gone := !c.Deadline.IsZero() && !now.Before(c.Deadline)
+	rc.up.release(rc.ep, now, res.Upstream, failureOf(code, fromUpstream, gone))
 }
 
 // Refused records a call the relay answered itself, as finish records

@@ -76,6 +76,9 @@ type RouteConfig struct {
 
 // RouterOptions configures a Router.
 type RouterOptions struct {
+	// Upstreams are every upstream the proxy sends to, for their
+	// endpoints' state (Endpoints) and metrics.
+	Upstreams []*Upstream
 	// Routes are the per-model routes; models without one go to the
 	// Director's upstream (through its breaker, if it has one).
 	Routes []RouteConfig
@@ -151,6 +154,8 @@ type routeTable struct {
 	directed  *sync.Map
 	ndirected *atomic.Int64 // entries in directed
 	budget    *retryBudget
+	// upstreams are every upstream the proxy sends to.
+	upstreams []*Upstream
 }
 
 // modelKey names a model's breaker: the model on one upstream.

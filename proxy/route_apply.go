@@ -20,7 +20,8 @@ import (
 // fallback when the model keeps a route (and, for those two, a fallback).
 func (r *Router) buildTable(opts RouterOptions, prev *routeTable) (*routeTable, error) {
 	t := &routeTable{models: map[string]*modelRoute{}, breakers: map[*Upstream]*breaker{},
-		modelBreakers: map[modelKey]*breaker{}, directed: new(sync.Map), ndirected: new(atomic.Int64)}
+		modelBreakers: map[modelKey]*breaker{}, directed: new(sync.Map), ndirected: new(atomic.Int64),
+		upstreams: opts.Upstreams}
 	addBreaker := func(up *Upstream, cfg BreakerConfig) error {
 		if up == nil || t.breakers[up] != nil {
 			return nil
@@ -185,7 +186,7 @@ func (p *RoutePlan) Reopen(prev *Routing, opts UpstreamOptions, dial func(target
 			kept[prev.Default] = true
 			return prev.Default, nil
 		}
-		if up := old[upstreamKey{o.Name, target, o.Conns}]; up != nil && !kept[up] {
+		if up := old[upstreamKey{o.Name, target, o.Conns, o.Balance}]; up != nil && !kept[up] {
 			kept[up] = true
 			return up, nil
 		}

@@ -23,7 +23,9 @@ import (
 // absence is not, upstreams[].conns, is a pointer.
 type RoutingConfig struct {
 	// Upstream is the default model server's gRPC address (Triton :8001,
-	// TF-Serving :8500). Required unless Upstreams are given.
+	// TF-Serving :8500), or its replicas' addresses separated by commas
+	// (one upstream of several endpoints). Required unless Upstreams are
+	// given.
 	Upstream string `yaml:"upstream"`
 	// Upstreams are named model servers for routes; the first is the
 	// default upstream when Upstream is empty.
@@ -42,8 +44,14 @@ type UpstreamSpec struct {
 	// Name is the upstream's name in routes and its metric label.
 	// Required, and unique.
 	Name string `yaml:"name"`
-	// Address is its gRPC host:port.
+	// Address is its gRPC host:port. Give it or Endpoints.
 	Address string `yaml:"address"`
+	// Endpoints are the host:port of each of its replicas: each call goes
+	// to one of them, as Balance picks.
+	Endpoints []string `yaml:"endpoints"`
+	// Balance is how a call's endpoint is picked: latency (the
+	// default), least_request or round_robin.
+	Balance string `yaml:"balance"`
 	// Conns is the number of pooled connections, 1 to MaxUpstreamConns.
 	// Nil (the key left out) means the front end's default, upstream_conns.
 	// It is a pointer because that default is known only once the flags
@@ -155,6 +163,7 @@ type RoutePlan struct {
 // plannedUpstream is one upstream to dial, once.
 type plannedUpstream struct {
 	name, address string
+	balance       Balance
 	conns         int            // 0: Open's UpstreamOptions.Conns
 	breaker       *BreakerConfig // nil: none configured
 }
@@ -189,7 +198,7 @@ func (c RoutingConfig) Plan() (*RoutePlan, []error) {
 	}
 	switch {
 	case c.Upstream != "":
-		if err := hostPort(c.Upstream); err != nil {
+		if err := endpointList(c.Upstream); err != nil {
 			bad("upstream", "%v", err)
 		}
 		add(plannedUpstream{name: c.Upstream, address: c.Upstream, breaker: defBreaker})
@@ -238,10 +247,26 @@ func (u UpstreamSpec) plan(field string) (plannedUpstream, []error) {
 	if u.Name == "" {
 		errs = append(errs, fmt.Errorf("%s.name: required", field))
 	}
-	if err := hostPort(u.Address); err != nil {
-		errs = append(errs, fmt.Errorf("%s.address: %w", field, err))
-	}
 	pu := plannedUpstream{name: u.Name, address: u.Address}
+	switch {
+	case u.Address != "" && len(u.Endpoints) > 0:
+		errs = append(errs, fmt.Errorf("%s: address and endpoints: give one", field))
+	case len(u.Endpoints) > 0:
+		for i, e := range u.Endpoints {
+			if !plainHostPort(e) {
+				errs = append(errs, fmt.Errorf("%s.endpoints[%d]: %q is not host:port", field, i, e))
+			}
+		}
+		pu.address = strings.Join(u.Endpoints, ",")
+	default:
+		if err := endpointList(u.Address); err != nil {
+			errs = append(errs, fmt.Errorf("%s.address: %w", field, err))
+		}
+	}
+	var err error
+	if pu.balance, err = ParseBalance(u.Balance); err != nil {
+		errs = append(errs, fmt.Errorf("%s.balance: %w", field, err))
+	}
 	if u.Conns != nil {
 		if pu.conns = *u.Conns; pu.conns < 1 || pu.conns > MaxUpstreamConns {
 			errs = append(errs, fmt.Errorf("%s.conns: must be between 1 and %d, got %d", field, MaxUpstreamConns, pu.conns))
@@ -485,6 +510,20 @@ func codeByName(name string) (codes.Code, bool) {
 	return 0, false
 }
 
+// endpointList checks an upstream's address: one target, or several
+// host:port separated by commas (its endpoints). It only parses.
+func endpointList(addr string) error {
+	if !strings.Contains(addr, ",") {
+		return hostPort(addr)
+	}
+	for _, a := range strings.Split(addr, ",") {
+		if !plainHostPort(a) {
+			return fmt.Errorf("endpoint %q of %q is not host:port", a, addr)
+		}
+	}
+	return nil
+}
+
 // hostPort checks an upstream address; it only parses, it resolves nothing.
 func hostPort(addr string) error {
 	if _, _, err := net.SplitHostPort(addr); err != nil {
@@ -537,6 +576,7 @@ type Routing struct {
 type upstreamKey struct {
 	name, address string
 	conns         int
+	balance       Balance
 }
 
 // Open dials every upstream of p with dial (DialUpstream, or a test's),
@@ -554,12 +594,13 @@ func (p *RoutePlan) Open(opts UpstreamOptions, dial func(target string, opts Ups
 		if pu.conns > 0 {
 			o.Conns = pu.conns
 		}
+		o.Balance = pu.balance
 		up, err := dial(pu.address, o)
 		if err != nil {
 			return nil, errors.Join(err, rt.Close())
 		}
 		rt.Upstreams = append(rt.Upstreams, up)
-		rt.keys = append(rt.keys, upstreamKey{pu.name, pu.address, o.Conns})
+		rt.keys = append(rt.keys, upstreamKey{pu.name, pu.address, o.Conns, pu.balance})
 		if pu.breaker != nil {
 			rt.Router.Breakers[up] = *pu.breaker
 		}
@@ -567,6 +608,7 @@ func (p *RoutePlan) Open(opts UpstreamOptions, dial func(target string, opts Ups
 	if len(rt.Upstreams) > 0 {
 		rt.Default, rt.DefaultAddress = rt.Upstreams[0], p.upstreams[0].address
 	}
+	rt.Router.Upstreams = rt.Upstreams
 	for _, pr := range p.routes {
 		rc := pr.cfg
 		rc.Upstream = rt.Upstreams[pr.primary]

@@ -325,3 +325,37 @@ func TestFallbackCyclesOnly(t *testing.T) {
 		t.Errorf("NewRouter = %v, want the cycle refused", err)
 	}
 }
+
+// An upstream of several endpoints: on the flag as a comma list, in YAML
+// as endpoints; each endpoint must be host:port, address and endpoints
+// are exclusive, and balance names one of the pickers.
+func TestPlanEndpoints(t *testing.T) {
+	p, errs := RoutingConfig{Upstream: "10.0.0.1:8001,10.0.0.2:8001"}.Plan()
+	if len(errs) > 0 {
+		t.Fatalf("comma list refused: %v", errs)
+	}
+	if _, addr := p.Default(); addr != "10.0.0.1:8001,10.0.0.2:8001" {
+		t.Errorf("default address %q", addr)
+	}
+	p, errs = RoutingConfig{Upstreams: []UpstreamSpec{{Name: "pool", Endpoints: []string{"a:1", "b:1", "c:1"}, Balance: "round_robin"}}}.Plan()
+	if len(errs) > 0 {
+		t.Fatalf("endpoints refused: %v", errs)
+	}
+	if pu := p.upstreams[0]; pu.address != "a:1,b:1,c:1" || pu.balance != BalanceRoundRobin {
+		t.Errorf("planned %+v", pu)
+	}
+	for _, tc := range []struct {
+		cfg  RoutingConfig
+		want string
+	}{
+		{RoutingConfig{Upstream: "a:1,dns:///b:1"}, `upstream: endpoint "dns:///b:1" of "a:1,dns:///b:1" is not host:port`},
+		{RoutingConfig{Upstreams: []UpstreamSpec{{Name: "p", Endpoints: []string{"a:1", "b"}}}}, `upstreams[0].endpoints[1]: "b" is not host:port`},
+		{RoutingConfig{Upstreams: []UpstreamSpec{{Name: "p", Address: "a:1", Endpoints: []string{"b:1"}}}}, "upstreams[0]: address and endpoints: give one"},
+		{RoutingConfig{Upstreams: []UpstreamSpec{{Name: "p", Address: "a:1", Balance: "fastest"}}}, `upstreams[0].balance: "fastest" is not one of latency, least_request, round_robin`},
+	} {
+		_, errs := tc.cfg.Plan()
+		if len(errs) != 1 || errs[0].Error() != tc.want {
+			t.Errorf("%+v: %v, want %q", tc.cfg, errs, tc.want)
+		}
+	}
+}

@@ -210,6 +210,9 @@ func (c routerCollector) Describe(ch chan<- *prometheus.Desc) {
 		degradedDesc, shedDesc, hedgesDesc, retriesDesc, routeChangesDesc, routeModeDesc, budgetDeniedDesc} {
 		ch <- d
 	}
+	for _, d := range endpointDescs {
+		ch <- d
+	}
 }
 
 func (c routerCollector) Collect(ch chan<- prometheus.Metric) {
@@ -258,4 +261,5 @@ func (c routerCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	counter(budgetDeniedDesc, r.table.Load().budget.denied.Load())
+	r.collectEndpoints(ch)
 }

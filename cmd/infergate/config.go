@@ -587,7 +587,7 @@ func none(*Config) string { return "" }
 // flags are infergate's command-line flags, one row each.
 var flags = []flagRow{
 	{"listen", "listen", "gRPC address clients connect to", to(func(c *Config) *string { return &c.Listen })},
-	{"upstream", "upstream", "model server gRPC address (Triton :8001, TF-Serving :8500)", to(func(c *Config) *string { return &c.Upstream })},
+	{"upstream", "upstream", "model server gRPC address (Triton :8001, TF-Serving :8500); several host:port separated by commas are its replicas, each call sent to one (balance: latency)", to(func(c *Config) *string { return &c.Upstream })},
 	{"fallback", "routes", "MODEL=HOST:PORT[/FALLBACK_MODEL[:VERSION]]: serve MODEL from this fallback while its primary is in trouble (repeatable)",
 		func(fs *flag.FlagSet, name, usage string, c *Config, _ *[]error) {
 			fs.Func(name, usage, func(v string) error {

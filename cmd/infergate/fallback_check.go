@@ -89,7 +89,7 @@ func checkModels(ctx context.Context, routes []proxy.RouteConfig, ac *alert.Conf
 		}
 	}
 	for up, refs := range byUp {
-		kc := kservepb.NewGRPCInferenceServiceClient(up.Conn())
+		kc := kservepb.NewGRPCInferenceServiceClient(up)
 		ask := func(ctx context.Context) (*kservepb.RepositoryIndexResponse, error) {
 			return kc.RepositoryIndex(ctx, &kservepb.RepositoryIndexRequest{})
 		}

@@ -201,7 +201,7 @@ func serve(ctx context.Context, cfg Config, mem memlimit.Result, log *slog.Logge
 		runtime.SetMutexProfileFraction(100)
 		runtime.SetBlockProfileRate(int(100 * time.Microsecond))
 	}
-	ready := newReadiness(cfg.Readiness, up.Address, up.Conn(), recentFailures(mon))
+	ready := newReadiness(cfg.Readiness, up.Address, up, recentFailures(mon))
 	adm := &admin.Server{
 		Gatherer: reg, Ready: ready.current, Pprof: cfg.Pprof,
 		Monitor: mon, Batcher: bat, GPUs: gt.hub, Correlator: gt.corr,
@@ -224,7 +224,7 @@ func serve(ctx context.Context, cfg Config, mem memlimit.Result, log *slog.Logge
 	// (batching turned on, a route added), so they live on a context of
 	// their own, from here to its stop.
 	bgCtx, stopBg := context.WithCancel(context.Background())
-	discover := sync.OnceFunc(func() { go discoverBatching(bgCtx, bat, up.Conn(), log) })
+	discover := sync.OnceFunc(func() { go discoverBatching(bgCtx, bat, up, log) })
 	cs.add("batching discovery", func() error {
 		if batchingOn(cfg.Batching) {
 			discover()

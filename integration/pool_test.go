@@ -1,0 +1,170 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/infergate/infergate/proto/kservepb"
+)
+
+// endpointDoc is one endpoint of /api/v1/endpoints.
+type endpointDoc struct {
+	Address, State, Why string
+	Calls, Failed       uint64
+}
+
+func endpointDocs(t *testing.T, admin string) map[string]endpointDoc {
+	t.Helper()
+	code, body := httpGet(t, "http://"+admin+"/api/v1/endpoints")
+	if code != http.StatusOK {
+		t.Fatalf("/api/v1/endpoints: %d %s", code, body)
+	}
+	var doc struct{ Endpoints []endpointDoc }
+	if err := json.Unmarshal([]byte(body), &doc); err != nil {
+		t.Fatalf("/api/v1/endpoints: %v", err)
+	}
+	out := map[string]endpointDoc{}
+	for _, e := range doc.Endpoints {
+		out[e.Address] = e
+	}
+	return out
+}
+
+// poolLoad is a few callers of resnet50, few enough that the pool is not
+// saturated: where a call goes is the picker's choice, not the only
+// replica with a free slot.
+type poolLoad struct {
+	cancel        func()
+	wg            sync.WaitGroup
+	calls, failed atomic.Int64
+	firstErr      atomic.Value
+}
+
+func startPoolLoad(t *testing.T, addr string, callers int) *poolLoad {
+	kc := kservepb.NewGRPCInferenceServiceClient(dial(t, addr))
+	ctx, cancel := context.WithCancel(context.Background())
+	l := &poolLoad{cancel: cancel}
+	for range callers {
+		l.wg.Go(func() {
+			req := resnetRequest("resnet50", 1)
+			for ctx.Err() == nil {
+				cctx, ccancel := context.WithTimeout(ctx, 10*time.Second)
+				_, err := kc.ModelInfer(cctx, req)
+				ccancel()
+				if ctx.Err() != nil {
+					return
+				}
+				l.calls.Add(1)
+				if err != nil {
+					l.failed.Add(1)
+					l.firstErr.CompareAndSwap(nil, err.Error())
+				}
+			}
+		})
+	}
+	return l
+}
+
+func (l *poolLoad) stop() { l.cancel(); l.wg.Wait() }
+
+// callsDuring is how many calls each endpoint took while load ran for
+// d: the difference of /api/v1/endpoints before and after.
+func callsDuring(t *testing.T, admin string, d time.Duration) map[string]uint64 {
+	before := endpointDocs(t, admin)
+	time.Sleep(d)
+	after := endpointDocs(t, admin)
+	out := map[string]uint64{}
+	for a, e := range after {
+		out[a] = e.Calls - before[a].Calls
+	}
+	return out
+}
+
+// TestReplicaPool: one upstream of four simserver replicas
+// (--upstream a,b,c,d), on the fast path and on the gRPC path. Healthy,
+// every replica takes calls and none fails. One replica made four times
+// slower takes few of the calls, and none fails. One replica killed
+// under load: only calls in flight on it may fail, the rest go on, and
+// it shows as down or ejected.
+func TestReplicaPool(t *testing.T) {
+	for _, path := range []string{"fast", "grpc"} {
+		t.Run(path, func(t *testing.T) {
+			var sims []*proc
+			var addrs []string
+			for range 4 {
+				s := startSim(t)
+				sims = append(sims, s)
+				addrs = append(addrs, s.grpc)
+			}
+			args := []string{}
+			if path == "grpc" {
+				args = append(args, "--fast-path=false")
+			}
+			gate := startProxy(t, strings.Join(addrs, ","), args...)
+			load := startPoolLoad(t, gate.grpc, 3)
+			defer load.stop()
+			eventually(t, "calls through the pool", func() bool { return load.calls.Load() >= 200 })
+
+			healthy := callsDuring(t, gate.admin, 2*time.Second)
+			t.Logf("healthy: calls per replica %v", healthy)
+			for _, a := range addrs {
+				if healthy[a] == 0 {
+					t.Errorf("replica %s took no call while healthy", a)
+				}
+			}
+
+			slow := addrs[1]
+			if code, body := httpDo(t, http.MethodPost, "http://"+sims[1].admin+"/api/v1/faults",
+				`{"model":"resnet50","slowdown":4}`); code != http.StatusOK {
+				t.Fatalf("fault: %d %s", code, body)
+			}
+			time.Sleep(500 * time.Millisecond) // the picker learns it
+			during := callsDuring(t, gate.admin, 3*time.Second)
+			var total uint64
+			for _, n := range during {
+				total += n
+			}
+			t.Logf("one replica 4x slower: calls per replica %v", during)
+			if share := float64(during[slow]) / float64(total); share > 0.10 {
+				t.Errorf("the slow replica took %.1f%% of the calls, want at most 10%% (a healthy one takes about 30%%)", 100*share)
+			}
+			if n := load.failed.Load(); n > 0 {
+				t.Fatalf("%d calls failed before any replica died (first: %v)", n, load.firstErr.Load())
+			}
+
+			// A replica dies under load.
+			dead := addrs[2]
+			before := load.calls.Load()
+			sims[2].Kill()
+			time.Sleep(2 * time.Second)
+			failedAtKill := load.failed.Load()
+			eventually(t, "the dead replica out of the picker's choices", func() bool {
+				st := endpointDocs(t, gate.admin)[dead].State
+				return st == "down" || st == "ejected"
+			})
+			mid := load.calls.Load()
+			time.Sleep(2 * time.Second)
+			after := load.calls.Load()
+			t.Logf("a replica killed: %d calls in the 2s after, %d failed (first: %v); %d calls in the next 2s, %d failed",
+				mid-before, failedAtKill, load.firstErr.Load(), after-mid, load.failed.Load()-failedAtKill)
+			// The callers' calls in flight on it at its death may fail;
+			// no more.
+			if failedAtKill > 3 {
+				t.Errorf("%d calls failed when one replica died, want at most the 3 callers' calls in flight", failedAtKill)
+			}
+			if n := load.failed.Load() - failedAtKill; n > 0 {
+				t.Errorf("%d calls failed after the dead replica was out", n)
+			}
+			if after-mid == 0 {
+				t.Error("no call completed on the three replicas left")
+			}
+			t.Logf("endpoints: %+v", endpointDocs(t, gate.admin))
+		})
+	}
+}

@@ -1,0 +1,191 @@
+package proxy
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc/codes"
+)
+
+// Balance is how an upstream with several endpoints picks one per call.
+type Balance uint8
+
+const (
+	// BalanceLatency (the default) takes two endpoints at random and
+	// keeps the one with the lower load: its recent latency (a peak
+	// EWMA of infergate's own measurements) times its calls in flight
+	// with this one. Two random choices keep a stale view from sending
+	// every call to one replica; the latency moves calls off a slow one
+	// before it fails anything.
+	BalanceLatency Balance = iota
+	// BalanceLeastRequest takes two at random and keeps the one with
+	// fewer calls in flight.
+	BalanceLeastRequest
+	// BalanceRoundRobin takes each in turn.
+	BalanceRoundRobin
+)
+
+// Balances are the names of the Balance values, as YAML spells them.
+var Balances = []string{"latency", "least_request", "round_robin"}
+
+func (b Balance) String() string { return Balances[b] }
+
+// ParseBalance reads a Balance by name; "" is the default.
+func ParseBalance(s string) (Balance, error) {
+	if s == "" {
+		return BalanceLatency, nil
+	}
+	for i, n := range Balances {
+		if n == s {
+			return Balance(i), nil
+		}
+	}
+	return 0, fmt.Errorf("%q is not one of %s", s, strings.Join(Balances, ", "))
+}
+
+// endpoints is an upstream's set of endpoints; replaced whole.
+type endpoints struct {
+	list []*Endpoint
+}
+
+// usable says whether e may take a call at now: its connections are up
+// and it is not ejected.
+func (e *Endpoint) usable(now int64) bool {
+	return e.up.Load() && e.ejectedUntil.Load() <= now
+}
+
+// pick chooses the endpoint for one call. It never blocks and allocates
+// nothing. When no endpoint is usable it returns one anyway (up if any
+// is, ejected or not), so the call fails as the replica makes it fail,
+// or reaches a replica that came back before the watcher saw it.
+func (u *Upstream) pick(now int64) *Endpoint {
+	list := u.eps.Load().list
+	n := len(list)
+	if n == 1 {
+		return list[0]
+	}
+	if u.balance == BalanceRoundRobin {
+		start := int(u.next.Add(1) - 1)
+		for k := range n {
+			if e := list[(start+k)%n]; e.usable(now) {
+				if k > 0 {
+					u.next.Add(uint32(k)) // the next turn is the one after e's
+				}
+				return e
+			}
+		}
+		return fallbackPick(list, now, start)
+	}
+	i := rand.IntN(n)
+	j := rand.IntN(n - 1)
+	if j >= i {
+		j++
+	}
+	a, b := list[i], list[j]
+	au, bu := a.usable(now), b.usable(now)
+	switch {
+	case !au && !bu:
+		for k := range n {
+			if e := list[(i+k)%n]; e.usable(now) {
+				return e
+			}
+		}
+		return fallbackPick(list, now, i)
+	case !au:
+		return b
+	case !bu:
+		return a
+	}
+	if u.balance == BalanceLeastRequest {
+		if b.inFlight.Load() < a.inFlight.Load() {
+			return b
+		}
+		return a
+	}
+	ca, cb := a.costAt(now), b.costAt(now)
+	// One never measured (new, or back from an ejection) counts as
+	// costing what the other does: its calls in flight decide.
+	if ca == 0 {
+		ca = cb
+	} else if cb == 0 {
+		cb = ca
+	}
+	if b.load(cb) < a.load(ca) {
+		return b
+	}
+	return a
+}
+
+// fallbackPick is pick's answer when no endpoint is usable: one whose
+// connections are up (ejected), else list[start%n].
+func fallbackPick(list []*Endpoint, now int64, start int) *Endpoint {
+	n := len(list)
+	for k := range n {
+		if e := list[(start+k)%n]; e.up.Load() {
+			return e
+		}
+	}
+	return list[start%n]
+}
+
+// acquire picks the endpoint for one call and counts the call in flight
+// there; release must follow.
+func (u *Upstream) acquire(now time.Time) *Endpoint {
+	e := u.pick(now.UnixNano())
+	e.inFlight.Add(1)
+	e.calls.Add(1)
+	return e
+}
+
+// endpointFailure is how a call failed, as its endpoint's evidence.
+type endpointFailure uint8
+
+const (
+	endpointOK endpointFailure = iota
+	// endpointNoVerdict: the call says nothing of the endpoint (the
+	// client gave up, the call's own deadline, the client's error).
+	endpointNoVerdict
+	// endpointFailed: the replica answered with a server error.
+	endpointFailed
+	// endpointUnreachable: the call never got an answer from it (no
+	// connection, or the connection died under it).
+	endpointUnreachable
+)
+
+// failureOf judges a finished call for its endpoint: code is its status,
+// fromUpstream whether the replica itself sent it, ctxDone whether the
+// call's context ended (the client left or its deadline passed).
+func failureOf(code codes.Code, fromUpstream, ctxDone bool) endpointFailure {
+	switch {
+	case code == codes.OK:
+		return endpointOK
+	case ctxDone:
+		return endpointNoVerdict
+	case !fromUpstream && (code == codes.Unavailable || code == codes.Canceled):
+		return endpointUnreachable
+	case fromUpstream && (code == codes.Unavailable || code == codes.Internal || code == codes.Unknown || code == codes.DataLoss):
+		return endpointFailed
+	}
+	return endpointNoVerdict
+}
+
+// release ends a call acquire counted: took is its latency, f how it
+// failed. A success feeds the endpoint's cost; failures feed its
+// ejection (outlier.go).
+func (u *Upstream) release(e *Endpoint, now time.Time, took time.Duration, f endpointFailure) {
+	e.inFlight.Add(-1)
+	switch f {
+	case endpointOK:
+		if e.fails.Load() != 0 {
+			e.fails.Store(0)
+		}
+		if len(u.eps.Load().list) > 1 { // one endpoint: no choice to inform
+			e.observe(now, took)
+		}
+	case endpointFailed, endpointUnreachable:
+		e.failed.Add(1)
+		u.noteFailure(e, now, f)
+	}
+}

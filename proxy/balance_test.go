@@ -1,0 +1,179 @@
+package proxy
+
+import (
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+)
+
+// testPool is an upstream of n endpoints, all up, with no connections.
+func testPool(n int, b Balance) *Upstream {
+	u := &Upstream{balance: b}
+	u.dest.Store(&upstreamDest{name: "pool"})
+	list := make([]*Endpoint, n)
+	for i := range list {
+		list[i] = &Endpoint{addr: string(rune('a' + i))}
+		list[i].up.Store(true)
+	}
+	u.eps.Store(&endpoints{list: list})
+	return u
+}
+
+// share runs calls through u one at a time, every gap, each taking
+// latency(e) on the endpoint it went to, and returns each endpoint's
+// share of them.
+func share(u *Upstream, calls int, gap time.Duration, start time.Time, latency func(i int) time.Duration) []float64 {
+	list := u.Endpoints()
+	count := make([]int, len(list))
+	now := start
+	for range calls {
+		e := u.acquire(now)
+		i := 0
+		for i = range list {
+			if list[i] == e {
+				break
+			}
+		}
+		count[i]++
+		d := latency(i)
+		u.release(e, now.Add(d), d, endpointOK)
+		now = now.Add(gap)
+	}
+	out := make([]float64, len(list))
+	for i, c := range count {
+		out[i] = float64(c) / float64(calls)
+	}
+	return out
+}
+
+// With one of four replicas four times slower, the latency picker sends
+// it few calls (it is tried again now and then as its cost decays);
+// with all equal, it spreads them evenly.
+func TestLatencyPickerAvoidsTheSlowReplica(t *testing.T) {
+	start := time.Unix(1000, 0)
+	u := testPool(4, BalanceLatency)
+	got := share(u, 6000, 2500*time.Microsecond, start, func(i int) time.Duration {
+		if i == 1 {
+			return 22 * time.Millisecond
+		}
+		return 5500 * time.Microsecond
+	})
+	if got[1] > 0.05 {
+		t.Errorf("the slow replica took %.1f%% of the calls, want at most 5%% (shares %.3f)", 100*got[1], got)
+	}
+	u = testPool(4, BalanceLatency)
+	got = share(u, 8000, 2500*time.Microsecond, start, func(int) time.Duration { return 5 * time.Millisecond })
+	for i, s := range got {
+		if s < 0.15 || s > 0.35 {
+			t.Errorf("equal replicas: endpoint %d took %.1f%% of the calls (shares %.3f)", i, 100*s, got)
+		}
+	}
+}
+
+// Calls in flight count: a replica holding many calls is passed over
+// even at the same latency.
+func TestPickersWeighCallsInFlight(t *testing.T) {
+	for _, b := range []Balance{BalanceLatency, BalanceLeastRequest} {
+		u := testPool(2, b)
+		now := time.Unix(1000, 0)
+		for _, e := range u.Endpoints() {
+			u.release(e, now, 5*time.Millisecond, endpointOK)
+		}
+		u.Endpoints()[0].inFlight.Store(50)
+		for range 100 {
+			if e := u.pick(now.UnixNano()); e != u.Endpoints()[1] {
+				t.Fatalf("%s: picked the endpoint with 50 calls in flight over an idle one", b)
+			}
+		}
+	}
+}
+
+// Round robin takes each usable endpoint in turn and skips the rest.
+func TestRoundRobinSkipsUnusable(t *testing.T) {
+	u := testPool(3, BalanceRoundRobin)
+	u.Endpoints()[1].up.Store(false)
+	now := time.Unix(1000, 0).UnixNano()
+	var got []string
+	for range 4 {
+		got = append(got, u.pick(now).addr)
+	}
+	if got[0] == got[1] || got[0] != got[2] || got[1] != got[3] || got[0] == "b" || got[1] == "b" {
+		t.Errorf("picks %q, want a and c in turn", got)
+	}
+}
+
+// An endpoint is ejected after five server errors in a row, or at once
+// when unreachable; the picker passes it over; at most half the pool is
+// out; each ejection lasts longer than the last; it comes back after.
+func TestOutlierEjection(t *testing.T) {
+	u := testPool(4, BalanceLatency)
+	list := u.Endpoints()
+	now := time.Unix(1000, 0)
+	a, b, c := list[0], list[1], list[2]
+	for i := range ejectAfterFailures {
+		if a.ejectedUntil.Load() != 0 {
+			t.Fatalf("ejected after %d failures", i)
+		}
+		u.release(a, now, time.Millisecond, endpointFailed)
+	}
+	if !(a.ejectedUntil.Load() > now.UnixNano()) || a.usable(now.UnixNano()) {
+		t.Fatalf("not ejected after %d server errors in a row", ejectAfterFailures)
+	}
+	for range 200 {
+		if u.pick(now.UnixNano()) == a {
+			t.Fatal("picked an ejected endpoint while others are usable")
+		}
+	}
+	u.release(b, now, time.Millisecond, endpointUnreachable)
+	if b.usable(now.UnixNano()) {
+		t.Fatal("an unreachable endpoint was not ejected at once")
+	}
+	u.release(c, now, time.Millisecond, endpointUnreachable)
+	if !c.usable(now.UnixNano()) {
+		t.Fatal("a third of four ejected: more than half the pool out")
+	}
+	// Back after its time; the next ejection lasts twice as long.
+	later := now.Add(ejectBase + time.Second)
+	if !a.usable(later.UnixNano()) {
+		t.Fatal("still ejected after its ejection time")
+	}
+	for range ejectAfterFailures {
+		u.release(a, later, time.Millisecond, endpointFailed)
+	}
+	if got := time.Duration(a.ejectedUntil.Load() - later.UnixNano()); got != 2*ejectBase {
+		t.Errorf("second ejection lasts %s, want %s", got, 2*ejectBase)
+	}
+	// A success clears the count of failures in a row.
+	d := list[3]
+	for range ejectAfterFailures - 1 {
+		u.release(d, later, time.Millisecond, endpointFailed)
+	}
+	u.release(d, later, time.Millisecond, endpointOK)
+	u.release(d, later, time.Millisecond, endpointFailed)
+	if !d.usable(later.UnixNano()) {
+		t.Error("ejected although a success broke its run of failures")
+	}
+}
+
+func TestFailureOf(t *testing.T) {
+	for _, tc := range []struct {
+		code         codes.Code
+		fromUpstream bool
+		ctxDone      bool
+		want         endpointFailure
+	}{
+		{codes.OK, true, false, endpointOK},
+		{codes.Unavailable, false, false, endpointUnreachable},
+		{codes.Unavailable, true, false, endpointFailed},
+		{codes.Internal, true, false, endpointFailed},
+		{codes.Unavailable, false, true, endpointNoVerdict},       // the client left
+		{codes.InvalidArgument, true, false, endpointNoVerdict},   // the client's error
+		{codes.DeadlineExceeded, false, false, endpointNoVerdict}, // the call's deadline
+		{codes.NotFound, true, false, endpointNoVerdict},
+	} {
+		if got := failureOf(tc.code, tc.fromUpstream, tc.ctxDone); got != tc.want {
+			t.Errorf("failureOf(%s, %v, %v) = %d, want %d", tc.code, tc.fromUpstream, tc.ctxDone, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,163 @@
+package proxy
+
+import (
+	"context"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
+)
+
+// Endpoint is one replica of an upstream: its address, its connections on
+// the gRPC path (the fast path keeps its own pool to the same address),
+// and what the picker reads of it: whether its connections are up, the
+// calls in flight, its recent latency, and whether it is ejected.
+type Endpoint struct {
+	addr string
+	// relayAddr is the host:port the fast path dials; "" keeps its
+	// calls on the gRPC path.
+	relayAddr string
+	conns     []*grpc.ClientConn
+	next      atomic.Uint32
+
+	// up: one of its connections is READY (watch); a connection that is
+	// not is skipped by the picker, which so never sends a call to a
+	// replica it cannot reach.
+	up atomic.Bool
+	// inFlight counts its calls in progress, on both paths.
+	inFlight atomic.Int64
+	// cost is its peak EWMA of call latency, in nanoseconds (float64
+	// bits); stamp when it was last updated (unix nanoseconds).
+	cost, stamp atomic.Uint64
+	// Outlier ejection (outlier.go).
+	fails        atomic.Int32 // failures in a row
+	ejectedUntil atomic.Int64 // unix nanoseconds; 0: not ejected
+	ejections    atomic.Int32 // how many times it was ejected
+	why          atomic.Pointer[string]
+	// calls and failed count its calls, for the API and metrics.
+	calls, failed atomic.Uint64
+
+	stop    context.CancelFunc
+	watched sync.WaitGroup
+}
+
+// Address is the endpoint's dial target (host:port).
+func (e *Endpoint) Address() string { return e.addr }
+
+// Conn returns the endpoint's next connection, round robin.
+func (e *Endpoint) Conn() *grpc.ClientConn {
+	if len(e.conns) == 1 {
+		return e.conns[0]
+	}
+	return e.conns[int(e.next.Add(1)-1)%len(e.conns)]
+}
+
+// watch keeps up current: the endpoint is up while one of its
+// connections is READY. An idle connection is asked to connect again, so
+// gRPC's reconnection (with its backoff) is the probe that brings a
+// replica back.
+func (e *Endpoint) watch() {
+	ctx, cancel := context.WithCancel(context.Background())
+	e.stop = cancel
+	states := make([]atomic.Int32, len(e.conns))
+	for i, cc := range e.conns {
+		states[i].Store(int32(cc.GetState()))
+		e.watched.Add(1)
+		go func() {
+			defer e.watched.Done()
+			for {
+				s := cc.GetState()
+				states[i].Store(int32(s))
+				up := false
+				for j := range states {
+					up = up || connectivity.State(states[j].Load()) == connectivity.Ready
+				}
+				e.up.Store(up)
+				if s == connectivity.Idle {
+					cc.Connect()
+				}
+				if !cc.WaitForStateChange(ctx, s) {
+					return
+				}
+			}
+		}()
+	}
+}
+
+// stopWatch stops the watchers, leaving the connections open.
+func (e *Endpoint) stopWatch() {
+	if e.stop != nil {
+		e.stop()
+	}
+	e.watched.Wait()
+}
+
+// close stops watching and closes the connections.
+func (e *Endpoint) close() error {
+	if e.stop != nil {
+		e.stop()
+	}
+	var err error
+	for _, c := range e.conns {
+		if cerr := c.Close(); cerr != nil && err == nil {
+			err = cerr
+		}
+	}
+	e.watched.Wait()
+	return err
+}
+
+// costDecay is the time constant of the latency EWMA: Finagle's peak EWMA
+// default. A slower answer than the current cost is taken at once (the
+// peak); faster ones pull it down over about this long, so a replica that
+// became slow is avoided at its first slow answer and tried again as its
+// cost decays.
+const costDecay = 10 * time.Second
+
+// observe folds one call's latency into the endpoint's cost.
+func (e *Endpoint) observe(now time.Time, took time.Duration) {
+	rtt := float64(took)
+	t := uint64(now.UnixNano())
+	for {
+		oldBits := e.cost.Load()
+		old := math.Float64frombits(oldBits)
+		last := e.stamp.Load()
+		next := rtt
+		if old > 0 && rtt < old {
+			td := float64(int64(t - last))
+			if int64(t-last) < 0 {
+				td = 0
+			}
+			w := math.Exp(-td / float64(costDecay))
+			next = old*w + rtt*(1-w)
+		}
+		if e.cost.CompareAndSwap(oldBits, math.Float64bits(next)) {
+			e.stamp.Store(t)
+			return
+		}
+	}
+}
+
+// costAt is the endpoint's latency cost at now: its peak EWMA, decayed
+// for the time since its last answer as if answers since had been
+// instant (Finagle's peak EWMA), so a replica that got no calls because it
+// was slow is tried again after a while; 0 when never measured.
+func (e *Endpoint) costAt(now int64) float64 {
+	c := math.Float64frombits(e.cost.Load())
+	if c <= 0 {
+		return 0
+	}
+	if td := now - int64(e.stamp.Load()); td > 0 {
+		c *= math.Exp(-float64(td) / float64(costDecay))
+	}
+	return c
+}
+
+// load is the picker's score of an endpoint whose cost is c, lower is
+// better: the cost times the calls it would have in flight with this one.
+func (e *Endpoint) load(c float64) float64 {
+	return (c + 1) * float64(e.inFlight.Load()+1)
+}

@@ -1,0 +1,65 @@
+package proxy
+
+import (
+	"fmt"
+	"time"
+)
+
+// Outlier ejection, as Envoy's outlier detection does it: an endpoint that
+// fails is taken out of the picker's choices for a while, longer each
+// time it is ejected again, and at most half of a pool is out at once (a
+// pool that fails everywhere is the upstream's trouble, for its breaker,
+// not a few replicas' to route around).
+const (
+	// ejectAfterFailures ejects an endpoint after this many server
+	// errors in a row.
+	ejectAfterFailures = 5
+	// ejectBase is the first ejection's length; the n-th lasts n times
+	// as long, up to ejectMax.
+	ejectBase = 10 * time.Second
+	ejectMax  = 5 * time.Minute
+	// maxEjectedShare is the largest share of a pool out at once.
+	maxEjectedShare = 0.5
+)
+
+// noteFailure counts a failure against e and ejects it when the evidence
+// says so: at once when it could not be reached (the call never got an
+// answer), after ejectAfterFailures server errors in a row otherwise.
+func (u *Upstream) noteFailure(e *Endpoint, now time.Time, f endpointFailure) {
+	n := e.fails.Add(1)
+	switch {
+	case f == endpointUnreachable:
+		u.eject(e, now, "unreachable: a call got no answer from it")
+	case n >= ejectAfterFailures:
+		u.eject(e, now, fmt.Sprintf("%d server errors in a row", n))
+	}
+}
+
+// eject takes e out of the pool for its next ejection time, unless it is
+// out already or the pool has its share out.
+func (u *Upstream) eject(e *Endpoint, now time.Time, why string) {
+	list := u.eps.Load().list
+	if len(list) < 2 {
+		return // one endpoint: nothing to route around
+	}
+	t := now.UnixNano()
+	u.ejectMu.Lock()
+	defer u.ejectMu.Unlock()
+	if e.ejectedUntil.Load() > t {
+		return
+	}
+	out := 0
+	for _, x := range list {
+		if x.ejectedUntil.Load() > t {
+			out++
+		}
+	}
+	if float64(out+1) > maxEjectedShare*float64(len(list)) {
+		return
+	}
+	k := e.ejections.Add(1)
+	d := min(time.Duration(k)*ejectBase, ejectMax)
+	e.ejectedUntil.Store(now.Add(d).UnixNano())
+	e.fails.Store(0)
+	e.why.Store(&why)
+}
