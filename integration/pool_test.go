@@ -3,10 +3,13 @@ package integration
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -166,5 +169,63 @@ func TestReplicaPool(t *testing.T) {
 			}
 			t.Logf("endpoints: %+v", endpointDocs(t, gate.admin))
 		})
+	}
+}
+
+// TestPoolEndpointsChangeLive: the default upstream's endpoints change by
+// a reload of the config file, under load, on the fast path: a replica
+// added takes calls at once; one removed takes no new call, its calls in
+// flight finish, and no call fails; no restart is asked for.
+func TestPoolEndpointsChangeLive(t *testing.T) {
+	var sims []*proc
+	for range 3 {
+		sims = append(sims, startSim(t))
+	}
+	conf := writeFile(t, "infergate.yaml", fmt.Sprintf("upstream: %q\n", sims[0].grpc+","+sims[1].grpc))
+	gate := start(t, "infergate", "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0", "--config", conf, "--log-level", "info")
+	load := startPoolLoad(t, gate.grpc, 3)
+	defer load.stop()
+	eventually(t, "calls through the pool", func() bool { return load.calls.Load() >= 100 })
+
+	set := func(addrs ...string) {
+		t.Helper()
+		if err := os.WriteFile(conf, []byte(fmt.Sprintf("upstream: %q\n", strings.Join(addrs, ","))), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_ = gate.Signal(syscall.SIGHUP)
+		waitFor(t, 30*time.Second, "endpoints "+strings.Join(addrs, ","), func() bool {
+			eps := endpointDocs(t, gate.admin)
+			if len(eps) != len(addrs) {
+				return false
+			}
+			for _, a := range addrs {
+				if _, ok := eps[a]; !ok {
+					return false
+				}
+			}
+			return true
+		})
+	}
+	set(sims[0].grpc, sims[1].grpc, sims[2].grpc)
+	added := callsDuring(t, gate.admin, 2*time.Second)
+	t.Logf("a replica added: calls per replica %v", added)
+	if added[sims[2].grpc] == 0 {
+		t.Errorf("the replica added took no call in 2 s")
+	}
+	set(sims[0].grpc, sims[2].grpc)
+	after := callsDuring(t, gate.admin, 2*time.Second)
+	t.Logf("a replica removed: calls per replica %v", after)
+	if _, ok := after[sims[1].grpc]; ok {
+		t.Errorf("the replica removed is still listed")
+	}
+	if n := load.failed.Load(); n > 0 {
+		t.Errorf("%d calls failed while the endpoints changed (first: %v)", n, load.firstErr.Load())
+	}
+	_, cfgBody := httpGet(t, "http://"+gate.admin+"/api/v1/status/config?format=json")
+	var st struct {
+		RestartRequired []string `json:"restart_required"`
+	}
+	if err := json.Unmarshal([]byte(cfgBody), &st); err != nil || len(st.RestartRequired) != 0 {
+		t.Errorf("restart_required %v (%v), want none", st.RestartRequired, err)
 	}
 }

@@ -89,6 +89,10 @@ type Upstream struct {
 	// resolvers feed the one endpoint's conns their address, one each,
 	// when the upstream can move; nil otherwise.
 	resolvers []*manual.Resolver
+	// dialer makes new endpoints (SetEndpoints); nil for an upstream
+	// whose endpoints cannot change (connections handed in, a target
+	// with a scheme).
+	dialer *endpointDialer
 	// relayable: the fast path may relay to it (plaintext, dialled
 	// with nothing but this package's options), wherever it moves.
 	// relayConns is the pool size there, per endpoint.
@@ -146,7 +150,7 @@ func (u *Upstream) Address() string { return u.dest.Load().address }
 func (u *Upstream) Endpoints() []*Endpoint { return u.eps.Load().list }
 
 // Movable says whether Move can point the upstream elsewhere.
-func (u *Upstream) Movable() bool { return u.resolvers != nil }
+func (u *Upstream) Movable() bool { return u.resolvers != nil || u.dialer != nil }
 
 // Move points the upstream at address (host:port), named name from now
 // on. Its connections stay the same grpc.ClientConns: gRPC connects to the
@@ -157,14 +161,25 @@ func (u *Upstream) Movable() bool { return u.resolvers != nil }
 // (Proxy.relayPool). Only an upstream dialled with UpstreamOptions.Movable
 // moves.
 func (u *Upstream) Move(address, name string) error {
-	if u.resolvers == nil {
+	if !u.Movable() {
 		return fmt.Errorf("proxy: upstream %q: dialled as %q, it cannot move without a restart", u.Name(), u.Address())
-	}
-	if !plainHostPort(address) {
-		return fmt.Errorf("proxy: upstream %q: %q is not host:port", u.Name(), address)
 	}
 	if name == "" {
 		name = address
+	}
+	if u.resolvers == nil || strings.Contains(address, ",") || len(u.Endpoints()) > 1 {
+		// A pool: its endpoints change (SetEndpoints).
+		addrs := strings.Split(address, ",")
+		if err := u.SetEndpoints(addrs, endpointDrain); err != nil {
+			return err
+		}
+		d := *u.dest.Load()
+		d.name = name
+		u.dest.Store(&d)
+		return nil
+	}
+	if !plainHostPort(address) {
+		return fmt.Errorf("proxy: upstream %q: %q is not host:port", u.Name(), address)
 	}
 	u.moveMu.Lock()
 	defer u.moveMu.Unlock()
@@ -366,6 +381,7 @@ func DialUpstream(target string, opts UpstreamOptions) (*Upstream, error) {
 		}
 		return nil, fmt.Errorf("proxy: dial upstream %q: %w", target, err)
 	}
+	plain := !slices.ContainsFunc(addrs, func(a string) bool { return !plainHostPort(a) })
 	for _, addr := range addrs {
 		if len(addrs) > 1 && !plainHostPort(addr) {
 			return fail(fmt.Errorf("endpoint %q is not host:port", addr))
@@ -397,13 +413,16 @@ func DialUpstream(target string, opts UpstreamOptions) (*Upstream, error) {
 	if len(o.DialOptions) == 0 {
 		// Known only without DialOptions, which may set other defaults.
 		up.callLimit = o.MaxMsgSize
-		if opts.Credentials == nil && !slices.ContainsFunc(addrs, func(a string) bool { return !plainHostPort(a) }) {
+		if opts.Credentials == nil && plain {
 			up.relayable, up.relayConns = true, o.Conns
 			d.relayAddr = target
 			for _, e := range list {
 				e.relayAddr = e.addr
 			}
 		}
+	}
+	if plain {
+		up.dialer = &endpointDialer{opts: dialOpts, conns: o.Conns, relay: up.relayable}
 	}
 	for _, e := range list {
 		e.watch()

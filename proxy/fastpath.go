@@ -222,8 +222,10 @@ type relayEntry struct {
 // after up's endpoints changed.
 func (p *Proxy) relayPool(up *Upstream, e *Endpoint) *h2relay.Pool {
 	if v, ok := p.relayPools.Load(up); ok {
-		if pool := v.(*relayEntry).pools[e]; pool != nil {
-			return pool
+		if en := v.(*relayEntry); en.set == up.eps.Load() {
+			if pool := en.pools[e]; pool != nil {
+				return pool
+			}
 		}
 	}
 	return p.newRelayPools(up, e)

@@ -637,6 +637,18 @@ func (p *RoutePlan) Default() (name, address string) {
 // targets the fast path relays to and a default upstream can move to.
 func PlainHostPort(target string) bool { return plainHostPort(target) }
 
+// PlainEndpoints says whether target is one or more host:port separated
+// by commas, without a scheme: an upstream whose endpoints can change
+// while it serves.
+func PlainEndpoints(target string) bool {
+	for _, a := range strings.Split(target, ",") {
+		if !plainHostPort(a) {
+			return false
+		}
+	}
+	return true
+}
+
 // Close closes every upstream opened.
 func (rt *Routing) Close() error {
 	var errs []error

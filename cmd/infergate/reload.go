@@ -324,10 +324,11 @@ func (r *reloader) reload(trigger string) reloadResult {
 func restartPending(old, next Config) []string {
 	var out []string
 	// The default upstream moves (routingStep) between host:port
-	// addresses; one dialled with a scheme (dns:///, unix:) is not
-	// movable (proxy.Upstream.Move).
+	// addresses, or lists of them (its endpoints change); one dialled
+	// with a scheme (dns:///, unix:) is not movable
+	// (proxy.Upstream.Move).
 	_, from := old.routes.Default()
-	if _, to := next.routes.Default(); to != from && (!proxy.PlainHostPort(from) || !proxy.PlainHostPort(to)) {
+	if _, to := next.routes.Default(); to != from && (!proxy.PlainEndpoints(from) || !proxy.PlainEndpoints(to)) {
 		out = append(out, "upstream")
 	}
 	return out

@@ -143,7 +143,7 @@ func routingStep(rt *routing, creds credentials.TransportCredentials, drain time
 			if up.Address() == addr && up.Name() == name {
 				return ""
 			}
-			if !up.Movable() || !proxy.PlainHostPort(addr) {
+			if !up.Movable() || !proxy.PlainEndpoints(addr) {
 				return "" // restartPending names it
 			}
 			from := up.Address()

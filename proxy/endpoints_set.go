@@ -1,0 +1,114 @@
+package proxy
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+)
+
+// endpointDrain is how long a removed endpoint keeps its connections for
+// the calls in flight on it before they are closed.
+const endpointDrain = 30 * time.Second
+
+// endpointDialer makes an upstream's new endpoints as DialUpstream made
+// its first ones.
+type endpointDialer struct {
+	opts  []grpc.DialOption
+	conns int
+	relay bool
+}
+
+func (d *endpointDialer) dial(addr string) (*Endpoint, error) {
+	e := &Endpoint{addr: addr}
+	if d.relay {
+		e.relayAddr = addr
+	}
+	for range d.conns {
+		cc, err := grpc.NewClient(addr, d.opts...)
+		if err != nil {
+			_ = e.close()
+			return nil, err
+		}
+		cc.Connect()
+		e.conns = append(e.conns, cc)
+	}
+	e.watch()
+	return e, nil
+}
+
+// SetEndpoints makes addrs (host:port each) the upstream's endpoints while
+// it serves: an endpoint still listed keeps its connections and what the
+// picker learned of it, a new one is dialled and takes calls at once
+// (the picker's first answer from it sets its cost), and one no longer
+// listed takes no new call; its connections close once its calls in
+// flight ended, or after drain.
+func (u *Upstream) SetEndpoints(addrs []string, drain time.Duration) error {
+	if u.dialer == nil {
+		return fmt.Errorf("proxy: upstream %q: dialled as %q, its endpoints cannot change without a restart", u.Name(), u.Address())
+	}
+	if len(addrs) == 0 {
+		return fmt.Errorf("proxy: upstream %q: no endpoints", u.Name())
+	}
+	for _, a := range addrs {
+		if !plainHostPort(a) {
+			return fmt.Errorf("proxy: upstream %q: endpoint %q is not host:port", u.Name(), a)
+		}
+	}
+	u.moveMu.Lock()
+	defer u.moveMu.Unlock()
+	old := map[string]*Endpoint{}
+	for _, e := range u.eps.Load().list {
+		old[e.addr] = e
+	}
+	var next, added []*Endpoint
+	seen := map[string]bool{}
+	for _, a := range addrs {
+		if seen[a] {
+			continue
+		}
+		seen[a] = true
+		if e := old[a]; e != nil {
+			next = append(next, e)
+			delete(old, a)
+			continue
+		}
+		e, err := u.dialer.dial(a)
+		if err != nil {
+			for _, x := range added {
+				_ = x.close()
+			}
+			return fmt.Errorf("proxy: upstream %q: dial endpoint %q: %w", u.Name(), a, err)
+		}
+		next, added = append(next, e), append(added, e)
+	}
+	u.eps.Store(&endpoints{list: next})
+	// Its endpoints are the dialer's from now on: a later Move changes
+	// them too, not the first endpoint's resolvers.
+	u.resolvers = nil
+	d := *u.dest.Load()
+	names := make([]string, len(next))
+	for i, e := range next {
+		names[i] = e.addr
+	}
+	d.address = strings.Join(names, ",")
+	if u.relayable {
+		d.relayAddr = d.address
+	}
+	u.dest.Store(&d)
+	for _, e := range old {
+		go e.retire(drain)
+	}
+	return nil
+}
+
+// retire closes a removed endpoint once its calls in flight ended, or
+// after drain.
+func (e *Endpoint) retire(drain time.Duration) {
+	deadline := time.Now().Add(drain)
+	for e.inFlight.Load() > 0 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	_ = e.close()
+}
