@@ -13,6 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/infergate/infergate/proto/kservepb"
 )
 
@@ -227,5 +230,67 @@ func TestPoolEndpointsChangeLive(t *testing.T) {
 	}
 	if err := json.Unmarshal([]byte(cfgBody), &st); err != nil || len(st.RestartRequired) != 0 {
 		t.Errorf("restart_required %v (%v), want none", st.RestartRequired, err)
+	}
+}
+
+// TestPoolSequenceAffinity: 60 calls of one sequence_id through a pool of
+// three replicas all reach one replica; when that replica dies, the
+// sequence's next call fails with ABORTED (its state is gone) instead of
+// moving; a sequence started again is served by another.
+func TestPoolSequenceAffinity(t *testing.T) {
+	var sims []*proc
+	var addrs []string
+	for range 3 {
+		s := startSim(t)
+		sims, addrs = append(sims, s), append(addrs, s.grpc)
+	}
+	gate := startProxy(t, strings.Join(addrs, ","))
+	kc := kservepb.NewGRPCInferenceServiceClient(dial(t, gate.grpc))
+	call := func(id int64, start bool) error {
+		req := resnetRequest("resnet50", 1)
+		req.Parameters = map[string]*kservepb.InferParameter{
+			"sequence_id": {ParameterChoice: &kservepb.InferParameter_Int64Param{Int64Param: id}},
+		}
+		if start {
+			req.Parameters["sequence_start"] = &kservepb.InferParameter{ParameterChoice: &kservepb.InferParameter_BoolParam{BoolParam: true}}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, err := kc.ModelInfer(ctx, req)
+		return err
+	}
+	// Other sequences and calls beside it, so the picker has choices.
+	before := endpointDocs(t, gate.admin)
+	for i := range 60 {
+		if err := call(77, i == 0); err != nil {
+			t.Fatalf("call %d of sequence 77: %v", i, err)
+		}
+	}
+	after := endpointDocs(t, gate.admin)
+	var on string
+	for _, a := range addrs {
+		if n := after[a].Calls - before[a].Calls; n == 60 {
+			on = a
+		} else if n != 0 {
+			t.Errorf("replica %s took %d calls of the sequence, want 0 or all 60", a, n)
+		}
+	}
+	if on == "" {
+		t.Fatalf("no replica took all 60 calls of the sequence: %v", after)
+	}
+	for i, a := range addrs {
+		if a == on {
+			sims[i].Kill()
+		}
+	}
+	waitFor(t, 30*time.Second, "the sequence's replica down", func() bool {
+		return endpointDocs(t, gate.admin)[on].State != "up"
+	})
+	err := call(77, false)
+	if status.Code(err) != codes.Aborted || !strings.Contains(err.Error(), "start the sequence again") {
+		t.Errorf("the next call of a sequence whose replica died: %v, want ABORTED saying to start it again", err)
+	}
+	if err := call(77, true); err != nil {
+		t.Errorf("the sequence started again: %v", err)
 	}
 }

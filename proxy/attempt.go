@@ -166,14 +166,22 @@ func (p *Proxy) invoke(ctx context.Context, up *Upstream, method string, req *Fr
 	all := p.callOptions(x.opts[:0], up, subtype)
 	all = append(all, grpc.Header(&x.header), grpc.Trailer(&x.trailer))
 	t0 := p.now()
-	e := up.acquire(t0)
+	var e *Endpoint
+	pinned := false
+	if up.pooled(method) {
+		if e, pinned, err = up.acquireCall(t0, req.Bytes()); err != nil {
+			return 0, err
+		}
+	} else {
+		e = up.acquire(t0)
+	}
 	sent := e.up.Load()
 	err = e.Conn().Invoke(ctx, method, req, &x.resp, all...)
 	took = since(p.now, t0)
 	fromUpstream := x.header != nil || len(x.trailer) > 0
 	f := failureOf(status.Code(err), fromUpstream, ctx.Err() != nil)
 	up.release(e, t0.Add(took), took, f)
-	if f == endpointUnreachable && !sent {
+	if f == endpointUnreachable && !sent && !pinned {
 		// The endpoint was not reachable when picked: the call went
 		// nowhere, and goes to another replica (once) if one is.
 		if e2 := up.pick(p.now().UnixNano()); e2 != e && e2.up.Load() {

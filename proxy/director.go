@@ -86,6 +86,8 @@ type Upstream struct {
 	next    atomic.Uint32
 	// ejectMu serialises ejections, which count the pool's ejected.
 	ejectMu sync.Mutex
+	// seqs pins each sequence to its endpoint (affinity.go).
+	seqs sequences
 	// resolvers feed the one endpoint's conns their address, one each,
 	// when the upstream can move; nil otherwise.
 	resolvers []*manual.Resolver

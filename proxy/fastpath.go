@@ -198,7 +198,17 @@ func (r relayHandler) forward(c *h2relay.Call, model, version string, msg []byte
 	}
 	up := p.director.(fixedDirector).fixed()
 	d := up.dest.Load()
-	ep := up.acquire(time.Now())
+	var ep *Endpoint
+	if up.pooled(c.Method) {
+		var err error
+		if ep, _, err = up.acquireCall(time.Now(), msg); err != nil {
+			// Served instead: the pipeline answers the same refusal.
+			p.leave()
+			return nil
+		}
+	} else {
+		ep = up.acquire(time.Now())
+	}
 	rc := &relayCall{up: up, ep: ep, upName: d.name, model: model, version: version, bytesIn: bytesIn}
 	if p.rec != nil {
 		rc.gauge = p.inFlight(d)
