@@ -18,8 +18,14 @@ type NginxConfig struct {
 	Dir string
 	// Listen is the loopback host:port nginx accepts HTTP/2 on; required.
 	Listen string
-	// Upstream is the gRPC server's host:port; required.
+	// Upstream is the gRPC server's host:port; required unless Servers
+	// are given.
 	Upstream string
+	// Servers are several replicas' host:port instead (bench balance),
+	// picked as Balance says (an nginx upstream directive such as
+	// least_conn; empty: round robin).
+	Servers []string
+	Balance string
 	// Workers is worker_processes; empty means "auto" (one per core).
 	Workers string
 	// User, when set, is the user directive; needed when nginx runs as root
@@ -59,7 +65,12 @@ http {
     http2_max_concurrent_streams 1024;
 
     upstream up {
-        server {{.Upstream}};
+{{- if .Balance}}
+        {{.Balance}};
+{{- end}}
+{{- range .Servers}}
+        server {{.}};
+{{- end}}
         keepalive 32;
         keepalive_requests 1000000;
         keepalive_timeout 300s;
@@ -87,11 +98,14 @@ func (c NginxConfig) Render() (string, error) {
 	if c.Listen == "" {
 		missing = append(missing, "listen")
 	}
-	if c.Upstream == "" {
+	if c.Upstream == "" && len(c.Servers) == 0 {
 		missing = append(missing, "upstream")
 	}
 	if len(missing) > 0 {
 		return "", fmt.Errorf("scenario: nginx config: %s required", strings.Join(missing, ", "))
+	}
+	if len(c.Servers) == 0 {
+		c.Servers = []string{c.Upstream}
 	}
 	if c.Workers == "" {
 		c.Workers = "auto"

@@ -45,6 +45,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runAttack(ctx, args[1:], stdout, stderr)
 	case "uploads":
 		err = runUploads(ctx, args[1:], stdout, stderr)
+	case "balance":
+		err = runBalance(ctx, args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		usage(stdout)
 		return 0
@@ -100,6 +102,9 @@ commands:
   uploads   100 callers on 100 connections sending 4 MiB requests through
             infergate, nginx and HAProxy in interleaved rounds: calls,
             throughput, p50/p99 and each proxy's peak RSS
+  balance   N simserver replicas behind infergate, HAProxy leastconn and
+            nginx least_conn in interleaved rounds, healthy then with one
+            replica made slow: p99 and the share of calls on the slow one
 
 Run "bench <command> -h" for the flags of a command.
 `)
