@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -175,5 +176,40 @@ func TestFailureOf(t *testing.T) {
 		if got := failureOf(tc.code, tc.fromUpstream, tc.ctxDone); got != tc.want {
 			t.Errorf("failureOf(%s, %v, %v) = %d, want %d", tc.code, tc.fromUpstream, tc.ctxDone, got, tc.want)
 		}
+	}
+}
+
+// A replica whose least latency of the last seconds is over twice the
+// others' median is ejected once it answered enough calls; a healthy one
+// with a slow answer now and then (a long tail, queueing) is not.
+func TestLatencyOutlierEjection(t *testing.T) {
+	u := testPool(4, BalanceLatency)
+	list := u.Endpoints()
+	now := time.Unix(1000, 0)
+	for i := range 40 {
+		for j, e := range list {
+			d := 5 * time.Millisecond
+			switch {
+			case j == 1:
+				d = 22 * time.Millisecond
+			case j == 2 && i%7 == 0:
+				d = 40 * time.Millisecond // a long tail
+			case j == 3:
+				d += time.Duration(i%4) * 5 * time.Millisecond // queueing
+			}
+			if e.usable(now.UnixNano()) {
+				u.release(e, now, d, endpointOK)
+			}
+		}
+		now = now.Add(50 * time.Millisecond)
+	}
+	for j, e := range list {
+		ejected := e.ejectedUntil.Load() > now.UnixNano()
+		if ejected != (j == 1) {
+			t.Errorf("endpoint %d ejected %v, want only the slow one (1); why: %v", j, ejected, e.why.Load())
+		}
+	}
+	if w := list[1].why.Load(); w == nil || !strings.Contains(*w, "slow") {
+		t.Errorf("why %v", w)
 	}
 }

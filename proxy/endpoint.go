@@ -39,6 +39,15 @@ type Endpoint struct {
 	why          atomic.Pointer[string]
 	// calls and failed count its calls, for the API and metrics.
 	calls, failed atomic.Uint64
+	// Its service time, for ejection on latency (outlier.go): the least
+	// latency of its answers in the current and the last window
+	// (nanoseconds; 0 none), as BBR keeps a minimum RTT. Queueing and a
+	// long tail only add to a call's latency, so the least of a few
+	// seconds' answers is what the replica itself takes.
+	minCur, minPrev atomic.Int64
+	minSince        atomic.Int64
+	// answers counts its successful answers since it was last admitted.
+	answers atomic.Int32
 
 	stop    context.CancelFunc
 	watched sync.WaitGroup
@@ -139,6 +148,45 @@ func (e *Endpoint) observe(now time.Time, took time.Duration) {
 			return
 		}
 	}
+}
+
+// minWindow is the length of each window of the service-time minimum.
+const minWindow = 2 * time.Second
+
+// observeMin folds one answer's latency into the windowed minimum.
+func (e *Endpoint) observeMin(t int64, took time.Duration) {
+	d := int64(max(took, 1))
+	if since := e.minSince.Load(); t-since > int64(minWindow) {
+		if e.minSince.CompareAndSwap(since, t) {
+			e.minPrev.Store(e.minCur.Swap(d))
+			return
+		}
+	}
+	for {
+		cur := e.minCur.Load()
+		if cur != 0 && cur <= d {
+			return
+		}
+		if e.minCur.CompareAndSwap(cur, d) {
+			return
+		}
+	}
+}
+
+// serviceTime is the least latency of its answers in the last two
+// windows at t, 0 when it has none in them.
+func (e *Endpoint) serviceTime(t int64) time.Duration {
+	if t-e.minSince.Load() > 2*int64(minWindow) {
+		return 0 // no answer for two windows: no evidence
+	}
+	cur, prev := e.minCur.Load(), e.minPrev.Load()
+	switch {
+	case cur == 0:
+		return time.Duration(prev)
+	case prev == 0:
+		return time.Duration(cur)
+	}
+	return time.Duration(min(cur, prev))
 }
 
 // costAt is the endpoint's latency cost at now: its peak EWMA, decayed

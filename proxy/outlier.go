@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -20,6 +21,15 @@ const (
 	ejectMax  = 5 * time.Minute
 	// maxEjectedShare is the largest share of a pool out at once.
 	maxEjectedShare = 0.5
+	// An endpoint whose service time (its least latency of the last
+	// seconds, Endpoint.serviceTime) is over latencyOutlier times the
+	// median of the others' is ejected, once it answered latencyEvidence
+	// calls since it was last admitted: a replica that became slow
+	// (throttled, a noisy neighbour, a bad GPU) takes few calls even
+	// when the rest are busy, where least-loaded picking would give it
+	// one whenever the others' queues were as long as its own time.
+	latencyOutlier  = 2.0
+	latencyEvidence = 10
 )
 
 // noteFailure counts a failure against e and ejects it when the evidence
@@ -32,6 +42,40 @@ func (u *Upstream) noteFailure(e *Endpoint, now time.Time, f endpointFailure) {
 		u.eject(e, now, "unreachable: a call got no answer from it")
 	case n >= ejectAfterFailures:
 		u.eject(e, now, fmt.Sprintf("%d server errors in a row", n))
+	}
+}
+
+// checkLatency ejects e when its service time is an outlier in its pool
+// (pools of 3 to scanAll endpoints: with two, either may be the slow
+// one).
+func (u *Upstream) checkLatency(e *Endpoint, now time.Time) {
+	t := now.UnixNano()
+	own := e.serviceTime(t)
+	if own == 0 {
+		return
+	}
+	var others [scanAll]time.Duration
+	k := 0
+	for _, x := range u.eps.Load().list {
+		if x == e || !x.usable(t) {
+			continue
+		}
+		if st := x.serviceTime(t); st > 0 {
+			others[k] = st
+			k++
+		}
+	}
+	if k < 2 {
+		return
+	}
+	slices.Sort(others[:k])
+	med := others[k/2]
+	if k%2 == 0 {
+		med = (others[k/2-1] + others[k/2]) / 2
+	}
+	if float64(own) > latencyOutlier*float64(med) {
+		u.eject(e, now, fmt.Sprintf("slow: answers in %s at best, %.1fx the pool's median %s", own.Round(time.Microsecond),
+			float64(own)/float64(med), med.Round(time.Microsecond)))
 	}
 }
 
@@ -61,5 +105,6 @@ func (u *Upstream) eject(e *Endpoint, now time.Time, why string) {
 	d := min(time.Duration(k)*ejectBase, ejectMax)
 	e.ejectedUntil.Store(now.Add(d).UnixNano())
 	e.fails.Store(0)
+	e.answers.Store(0)
 	e.why.Store(&why)
 }

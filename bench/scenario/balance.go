@@ -365,7 +365,7 @@ func (r *BalanceResult) Markdown() string {
 				failed += run.Failed
 			}
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s%% | %d |\n", path, spread(h, "%.1f"), spread(s, "%.1f"), spread(share, "%.1f"), failed)
+		fmt.Fprintf(&b, "| %s | %s | %s | %s%% | %d |\n", path, spread(h, "%.1f"), spread(s, "%.1f"), spread(share, "%.2f"), failed)
 	}
 	for _, n := range r.Notes {
 		fmt.Fprintf(&b, "\n- %s", n)
