@@ -79,6 +79,10 @@ type OverheadConfig struct {
 	// build, say the previous main's), started with InfergateArgs and
 	// InfergateBArgs: two builds measured in the same run.
 	InfergateB string
+	// InfergateBEndpoints, when over 1, gives the second infergate the
+	// simserver as an upstream of that many endpoints (the same address
+	// each time): what a replica pool's pick costs a call.
+	InfergateBEndpoints int
 	// Nginx is the nginx binary; empty leaves that path out.
 	Nginx string
 	// NginxWorkers is nginx's worker_processes; empty means "auto".
@@ -308,13 +312,17 @@ func RunOverhead(ctx context.Context, cfg OverheadConfig) (*OverheadReport, erro
 		paths = append(paths, Path{PathInfergate, listen})
 		fmt.Fprintf(cfg.Log, "bench: overhead: infergate pid %d grpc=%s admin=%s\n", ig.Pid(), listen, admin)
 	}
-	if cfg.Infergate != "" && (len(cfg.InfergateBArgs) > 0 || cfg.InfergateB != "") {
+	if cfg.Infergate != "" && (len(cfg.InfergateBArgs) > 0 || cfg.InfergateB != "" || cfg.InfergateBEndpoints > 1) {
 		args := append(slices.Clone(cfg.InfergateArgs), cfg.InfergateBArgs...)
 		bin := cfg.Infergate
 		if cfg.InfergateB != "" {
 			bin = cfg.InfergateB
 		}
-		ig, listen, admin, err := startInfergate(ctx, bin, simAddr, filepath.Join(dir, "infergate-b.log"), args)
+		upstream := simAddr
+		for range cfg.InfergateBEndpoints - 1 {
+			upstream += "," + simAddr
+		}
+		ig, listen, admin, err := startInfergate(ctx, bin, upstream, filepath.Join(dir, "infergate-b.log"), args)
 		if err != nil {
 			return nil, fmt.Errorf("overhead: infergate-b: %w", err)
 		}

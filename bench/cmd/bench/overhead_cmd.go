@@ -26,6 +26,7 @@ func runOverhead(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		igArgs    = fs.String("infergate-args", "", "extra infergate arguments, space-separated")
 		igBArgs   = fs.String("infergate-b-args", "", "start a second infergate (path infergate-b) with these extra arguments too, measured in the same run")
 		igB       = fs.String("infergate-b", "", "start a second infergate (path infergate-b) from this binary, another build (say the previous main's), measured in the same run")
+		igBEps    = fs.Int("infergate-b-endpoints", 0, "start a second infergate (path infergate-b) whose upstream is the simserver N times over: a pool of N endpoints, for what picking one costs a call")
 		nginx     = fs.String("nginx", "/usr/sbin/nginx", `nginx binary ("" leaves the path out)`)
 		workers   = fs.String("nginx-workers", "auto", "nginx worker_processes")
 		haproxy   = fs.String("haproxy", "auto", `haproxy binary for the path haproxy (h2 both sides, http-reuse always); "auto" looks on PATH, then /usr/sbin/haproxy, and leaves the path out (said in the report) when there is none; "" leaves it out`)
@@ -112,7 +113,7 @@ func runOverhead(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	cfg := scenario.OverheadConfig{
 		Simserver: *simserver, Infergate: *infergate, Nginx: *nginx, NginxWorkers: *workers,
 		HAProxy: hpBin, HAProxySkipped: hpSkipped, HAProxyTCP: *hpTCP && hpBin != "", HAProxyThreads: *hpThreads,
-		InfergateArgs: strings.Fields(*igArgs), InfergateBArgs: strings.Fields(*igBArgs), InfergateB: *igB,
+		InfergateArgs: strings.Fields(*igArgs), InfergateBArgs: strings.Fields(*igBArgs), InfergateB: *igB, InfergateBEndpoints: *igBEps,
 		Proto: p, Model: *model, Input: *input, Datatype: strings.ToUpper(*dtype),
 		Payloads: payloads, Callers: callersList,
 		Duration: *dur, Warmup: *warmup, Repeat: *repeat, Conns: connsList, Arrival: arr,
