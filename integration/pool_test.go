@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/infergate/infergate/internal/dnstest"
 	"github.com/infergate/infergate/proto/kservepb"
 )
 
@@ -292,5 +294,47 @@ func TestPoolSequenceAffinity(t *testing.T) {
 	}
 	if err := call(77, true); err != nil {
 		t.Errorf("the sequence started again: %v", err)
+	}
+}
+
+// TestDNSPool: --upstream dns:///NAME:PORT with --upstream-dns-server: the
+// name's addresses (simservers on one port of 127.0.0.1, .2 and .3) are
+// the endpoints. An address added to the name takes calls within 10 s;
+// one removed from it fails no call.
+func TestDNSPool(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, port, _ := net.SplitHostPort(l.Addr().String())
+	l.Close()
+	var sims []*proc
+	for _, ip := range []string{"127.0.0.1", "127.0.0.2", "127.0.0.3"} {
+		sims = append(sims, start(t, "simserver", "--listen", net.JoinHostPort(ip, port), "--admin", "127.0.0.1:0"))
+	}
+	dns := dnstest.Start(t)
+	dns.Set("127.0.0.1", "127.0.0.2")
+	gate := startProxy(t, "dns:///models.svc.test:"+port, "--upstream-dns-server", dns.Addr)
+	load := startPoolLoad(t, gate.grpc, 3)
+	defer load.stop()
+	eventually(t, "calls through the pool", func() bool { return load.calls.Load() >= 100 })
+	if eps := endpointDocs(t, gate.admin); len(eps) != 2 {
+		t.Fatalf("endpoints %v, want the name's two addresses", eps)
+	}
+	dns.Set("127.0.0.1", "127.0.0.2", "127.0.0.3")
+	added := time.Now()
+	third := sims[2].grpc
+	waitFor(t, 10*time.Second, "the address added taking calls", func() bool {
+		return endpointDocs(t, gate.admin)[third].Calls > 0
+	})
+	t.Logf("the address added took its first call %s after it was in DNS", time.Since(added).Round(100*time.Millisecond))
+	dns.Set("127.0.0.1", "127.0.0.3")
+	waitFor(t, 10*time.Second, "the address removed gone", func() bool {
+		_, ok := endpointDocs(t, gate.admin)[sims[1].grpc]
+		return !ok
+	})
+	load.stop()
+	if n := load.failed.Load(); n > 0 {
+		t.Errorf("%d of %d calls failed while the name's addresses changed (first: %v)", n, load.calls.Load(), load.firstErr.Load())
 	}
 }

@@ -43,6 +43,11 @@ type Config struct {
 	// close connections that ping more often. Lower it only for servers
 	// that allow it; at least MinKeepaliveTime.
 	UpstreamKeepaliveTime time.Duration `yaml:"upstream_keepalive_time"`
+	// UpstreamDNSServer is the DNS server (host:port) that resolves the
+	// name of a dns:///name:port upstream, whose addresses are its
+	// endpoints (re-resolved every 5 s); empty means the system's
+	// resolver. Consul's DNS interface (:8600) is one.
+	UpstreamDNSServer string `yaml:"upstream_dns_server"`
 	// MaxInFlight caps the calls in progress through the proxy; beyond it
 	// calls are rejected at once with RESOURCE_EXHAUSTED. Default
 	// DefaultMaxInFlight; 0 means no cap.

@@ -95,6 +95,10 @@ type Upstream struct {
 	// whose endpoints cannot change (connections handed in, a target
 	// with a scheme).
 	dialer *endpointDialer
+	// dns is the dns:///name:port target of a pool whose endpoints are
+	// the name's addresses (dnspool.go); stopResolve ends its resolving.
+	dns         string
+	stopResolve context.CancelFunc
 	// relayable: the fast path may relay to it (plaintext, dialled
 	// with nothing but this package's options), wherever it moves.
 	// relayConns is the pool size there, per endpoint.
@@ -254,6 +258,9 @@ func (u *Upstream) NewStream(ctx context.Context, desc *grpc.StreamDesc, method 
 
 // Close closes every endpoint's connections.
 func (u *Upstream) Close() error {
+	if u.stopResolve != nil {
+		u.stopResolve()
+	}
 	var errs []error
 	for _, e := range u.eps.Load().list {
 		if err := e.close(); err != nil {
@@ -313,6 +320,11 @@ type UpstreamOptions struct {
 	// Balance is how a call's endpoint is picked when the target names
 	// several (host:port,host:port).
 	Balance Balance
+	// Resolver resolves the name of a dns:///name:port target, each of
+	// its addresses an endpoint, every ResolveEvery (zero:
+	// DefaultResolveEvery). Nil means net.DefaultResolver.
+	Resolver     *net.Resolver
+	ResolveEvery time.Duration
 	// DialOptions are added last, after the options built from the fields
 	// above, so they can override any of them.
 	DialOptions []grpc.DialOption
@@ -373,6 +385,23 @@ func DialUpstream(target string, opts UpstreamOptions) (*Upstream, error) {
 	}, o.DialOptions...)
 
 	addrs := strings.Split(target, ",")
+	dnsHost, dnsPort, isDNS := dnsTarget(target)
+	resolver := o.Resolver
+	if resolver == nil {
+		resolver = net.DefaultResolver
+	}
+	if isDNS && len(o.DialOptions) == 0 {
+		// A pool of the name's addresses, when it resolves now; else
+		// one endpoint through gRPC's resolver until it does. Each
+		// endpoint is dialled at its address under the name's
+		// authority, so TLS checks the name.
+		if found, err := resolveAddrs(context.Background(), resolver, dnsHost, dnsPort); err == nil && len(found) > 0 {
+			addrs = found
+		}
+		dialOpts = append(dialOpts, grpc.WithAuthority(net.JoinHostPort(dnsHost, dnsPort)))
+	} else {
+		isDNS = false
+	}
 	movable := o.Movable && len(addrs) == 1 && plainHostPort(target)
 	setServerName := o.Credentials == nil || o.Credentials.Info().ServerName == ""
 	up := &Upstream{balance: o.Balance}
@@ -412,6 +441,10 @@ func DialUpstream(target string, opts UpstreamOptions) (*Upstream, error) {
 	if movable {
 		up.setServerName = setServerName
 	}
+	if isDNS {
+		plain = true // its endpoints are the name's addresses from now on
+		up.dns = target
+	}
 	if len(o.DialOptions) == 0 {
 		// Known only without DialOptions, which may set other defaults.
 		up.callLimit = o.MaxMsgSize
@@ -419,7 +452,11 @@ func DialUpstream(target string, opts UpstreamOptions) (*Upstream, error) {
 			up.relayable, up.relayConns = true, o.Conns
 			d.relayAddr = target
 			for _, e := range list {
-				e.relayAddr = e.addr
+				if plainHostPort(e.addr) {
+					e.relayAddr = e.addr
+				} else {
+					d.relayAddr = "" // a name not resolved yet: the gRPC path
+				}
 			}
 		}
 	}
@@ -431,5 +468,14 @@ func DialUpstream(target string, opts UpstreamOptions) (*Upstream, error) {
 	}
 	up.eps.Store(&endpoints{list: list})
 	up.dest.Store(d)
+	if isDNS {
+		ctx, cancel := context.WithCancel(context.Background())
+		up.stopResolve = cancel
+		every := o.ResolveEvery
+		if every <= 0 {
+			every = DefaultResolveEvery
+		}
+		go up.resolveLoop(ctx, resolver, dnsHost, dnsPort, every)
+	}
 	return up, nil
 }

@@ -92,9 +92,11 @@ func (u *Upstream) SetEndpoints(addrs []string, drain time.Duration) error {
 	for i, e := range next {
 		names[i] = e.addr
 	}
-	d.address = strings.Join(names, ",")
+	if u.dns == "" {
+		d.address = strings.Join(names, ",")
+	}
 	if u.relayable {
-		d.relayAddr = d.address
+		d.relayAddr = strings.Join(names, ",")
 	}
 	u.dest.Store(&d)
 	for _, e := range old {

@@ -524,8 +524,12 @@ func endpointList(addr string) error {
 	return nil
 }
 
-// hostPort checks an upstream address; it only parses, it resolves nothing.
+// hostPort checks an upstream address, host:port or dns:///host:port (a
+// pool of the name's addresses); it only parses, it resolves nothing.
 func hostPort(addr string) error {
+	if _, _, ok := dnsTarget(addr); ok {
+		return nil
+	}
 	if _, _, err := net.SplitHostPort(addr); err != nil {
 		return fmt.Errorf("%q is not host:port", addr)
 	}

@@ -253,6 +253,9 @@ func (c *Config) validate() error {
 	}
 	checkAddr("listen", c.Listen)
 	checkAddr("admin", c.Admin)
+	if c.UpstreamDNSServer != "" {
+		checkAddr("upstream_dns_server", c.UpstreamDNSServer)
+	}
 	if c.ShutdownTimeout <= 0 {
 		bad("shutdown_timeout", "must be positive, got %s", c.ShutdownTimeout)
 	}
@@ -618,6 +621,8 @@ var flags = []flagRow{
 	{"upstream-timeout", "upstream_timeout", "deadline for unary calls that carry none (0 = none)", to(func(c *Config) *time.Duration { return &c.UpstreamTimeout })},
 	{"upstream-keepalive-time", "upstream_keepalive_time", "ping interval to the upstream while calls are in flight (servers must allow it)",
 		to(func(c *Config) *time.Duration { return &c.UpstreamKeepaliveTime })},
+	{"upstream-dns-server", "upstream_dns_server", "DNS server (host:port) resolving dns:///NAME:PORT upstreams, each address an endpoint (default: the system's resolver)",
+		to(func(c *Config) *string { return &c.UpstreamDNSServer })},
 	{"max-in-flight", "max_in_flight", "cap on calls in progress; beyond it RESOURCE_EXHAUSTED (0 = no cap)", to(func(c *Config) *int { return &c.MaxInFlight })},
 	{"max-buffered-bytes", "front_door.max_buffered_bytes", "memory budget for every byte held for calls (a `size`: bytes, or with a unit such as 64MiB); when spent, senders wait (0 = auto: a quarter of the container's memory limit, at least 32 MiB, else 64 MiB)",
 		sizeTo(func(c *Config) *int64 { return &c.FrontDoor.MaxBufferedBytes })},

@@ -156,6 +156,7 @@ func routingStep(rt *routing, creds credentials.TransportCredentials, drain time
 		ups, dropped, err := next.routes.Reopen(rt.Routing, proxy.UpstreamOptions{
 			Credentials: creds, MaxMsgSize: old.MaxMessageBytes, Conns: old.UpstreamConns,
 			Keepalive: keepalive.ClientParameters{Time: old.UpstreamKeepaliveTime},
+			Resolver:  dnsResolver(old.UpstreamDNSServer),
 		}, proxy.DialUpstream)
 		if err != nil {
 			return nil, nil, err

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"strings"
 
 	"google.golang.org/grpc/credentials"
@@ -35,6 +37,7 @@ func startRouting(cfg Config, creds credentials.TransportCredentials, mon *monit
 	ups, err := cfg.routes.Open(proxy.UpstreamOptions{
 		Credentials: creds, MaxMsgSize: cfg.MaxMessageBytes, Conns: cfg.UpstreamConns,
 		Keepalive: keepalive.ClientParameters{Time: cfg.UpstreamKeepaliveTime},
+		Resolver:  dnsResolver(cfg.UpstreamDNSServer),
 	}, proxy.DialUpstream)
 	if err != nil {
 		return nil, err
@@ -65,4 +68,16 @@ func (rt *routing) describe() string {
 		}
 	}
 	return fmt.Sprintf(" routes=%s breakers=%d", strings.Join(parts, ","), len(breakers))
+}
+
+// dnsResolver resolves dns:/// upstreams' names at server (host:port);
+// nil, the system's resolver, when server is "".
+func dnsResolver(server string) *net.Resolver {
+	if server == "" {
+		return nil
+	}
+	return &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, network, server)
+	}}
 }

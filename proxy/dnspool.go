@@ -1,0 +1,71 @@
+package proxy
+
+import (
+	"context"
+	"net"
+	"slices"
+	"strings"
+	"time"
+)
+
+// A dns:///name:port upstream is a pool: each address the name resolves to
+// is an endpoint, re-resolved every UpstreamOptions.ResolveEvery, as a
+// Kubernetes headless Service lists its ready pods. An address that
+// appears takes calls at its next resolution; one that disappears is
+// retired (SetEndpoints): its calls in flight finish, it gets no new one.
+// A name that resolves to nothing (a Service with no ready pod yet) keeps
+// the endpoints it had; at start it is one endpoint dialled through
+// gRPC's own resolver, until the name resolves.
+
+// DefaultResolveEvery is how often a dns:/// upstream's name is resolved
+// again.
+const DefaultResolveEvery = 5 * time.Second
+
+// dnsTarget returns the host and port of a dns:///host:port target.
+func dnsTarget(target string) (host, port string, ok bool) {
+	rest, ok := strings.CutPrefix(target, "dns:///")
+	if !ok {
+		return "", "", false
+	}
+	host, port, err := net.SplitHostPort(rest)
+	if err != nil || host == "" || strings.Contains(rest, "/") {
+		return "", "", false
+	}
+	return host, port, true
+}
+
+// resolveAddrs is the sorted host:port of each address host resolves to.
+func resolveAddrs(ctx context.Context, r *net.Resolver, host, port string) ([]string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	ips, err := r.LookupHost(ctx, host)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, 0, len(ips))
+	for _, ip := range ips {
+		out = append(out, net.JoinHostPort(ip, port))
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
+}
+
+// resolveLoop re-resolves the upstream's name until ctx ends and sets its
+// endpoints to the addresses found.
+func (u *Upstream) resolveLoop(ctx context.Context, r *net.Resolver, host, port string, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	var last []string
+	for {
+		if addrs, err := resolveAddrs(ctx, r, host, port); err == nil && len(addrs) > 0 && !slices.Equal(addrs, last) {
+			if u.SetEndpoints(addrs, endpointDrain) == nil {
+				last = addrs
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
