@@ -338,3 +338,55 @@ func TestDNSPool(t *testing.T) {
 		t.Errorf("%d of %d calls failed while the name's addresses changed (first: %v)", n, load.calls.Load(), load.firstErr.Load())
 	}
 }
+
+// TestPoolModelWhereItIs: resnet50 is loaded on two of four replicas (the
+// other two serve mobilenet_v3 only). Its calls through the pool, on the
+// fast path and on the gRPC path, all succeed: they go only where it is.
+func TestPoolModelWhereItIs(t *testing.T) {
+	only := writeFile(t, "mobilenet.yaml", `models:
+  - name: mobilenet_v3
+    kind: classifier
+    platform: tensorrt_plan
+    protocols: [kserve]
+    max_batch: 64
+    slots: 4
+    inputs: [{name: input, datatype: FP32, dims: [64]}]
+    outputs: [{name: probs, datatype: FP32, dims: [10]}]
+    latency: {base_ms: 1, per_item_ms: 0.05}
+`)
+	var addrs []string
+	for i := range 4 {
+		args := []string{}
+		if i%2 == 1 {
+			args = append(args, "--config", only)
+		}
+		addrs = append(addrs, startSim(t, args...).grpc)
+	}
+	for _, path := range []string{"fast", "grpc"} {
+		t.Run(path, func(t *testing.T) {
+			args := []string{}
+			if path == "grpc" {
+				args = append(args, "--fast-path=false")
+			}
+			// From its first call: replicas not asked for their models
+			// yet are served on the gRPC path, which sends a NOT_FOUND
+			// call again to another replica.
+			gate := startProxy(t, strings.Join(addrs, ","), args...)
+			load := startPoolLoad(t, gate.grpc, 4)
+			eventually(t, "resnet50 calls", func() bool { return load.calls.Load() >= 300 })
+			load.stop()
+			calls := endpointDocs(t, gate.admin)
+			t.Logf("%d calls, %d failed; per replica %v", load.calls.Load(), load.failed.Load(), calls)
+			if n := load.failed.Load(); n > 0 {
+				t.Errorf("%d of %d resnet50 calls failed (first: %v), want none: it is on two replicas", n, load.calls.Load(), load.firstErr.Load())
+			}
+			// A few before the first poll of the models answered (the
+			// gRPC path sends those again); none after.
+			for i, a := range addrs {
+				if i%2 == 1 && calls[a].Calls > 10 {
+					t.Errorf("replica %s without resnet50 took %d calls", a, calls[a].Calls)
+				}
+			}
+		})
+	}
+}

@@ -54,7 +54,7 @@ func (u *Upstream) pooled(method string) bool {
 func (u *Upstream) acquireCall(now time.Time, msg []byte) (e *Endpoint, pinned bool, err error) {
 	seq := wire.SequenceOf(msg)
 	if seq.ID == "" {
-		return u.acquire(now), false, nil
+		return u.acquire(now, u.callModel(methods.ModelInfer, msg)), false, nil
 	}
 	if e, err = u.seqs.endpoint(u, now, seq); err != nil {
 		return nil, true, err
@@ -89,7 +89,7 @@ func (s *sequences) endpoint(u *Upstream, now time.Time, seq wire.Sequence) (*En
 		if len(s.m) >= maxSequences {
 			s.sweep(t)
 		}
-		p = &pinned{e: u.pick(t)}
+		p = &pinned{e: u.pick(t, seq.Model)}
 		if len(s.m) < maxSequences {
 			s.m[key] = p
 		}

@@ -168,23 +168,37 @@ func (p *Proxy) invoke(ctx context.Context, up *Upstream, method string, req *Fr
 	t0 := p.now()
 	var e *Endpoint
 	pinned := false
+	model := ""
+	if len(up.eps.Load().list) > 1 {
+		model = up.callModel(method, req.Bytes())
+	}
 	if up.pooled(method) {
 		if e, pinned, err = up.acquireCall(t0, req.Bytes()); err != nil {
 			return 0, err
 		}
 	} else {
-		e = up.acquire(t0)
+		e = up.acquire(t0, model)
 	}
 	sent := e.up.Load()
 	err = e.Conn().Invoke(ctx, method, req, &x.resp, all...)
 	took = since(p.now, t0)
 	fromUpstream := x.header != nil || len(x.trailer) > 0
-	f := failureOf(status.Code(err), fromUpstream, ctx.Err() != nil)
+	code := status.Code(err)
+	f := failureOf(code, fromUpstream, ctx.Err() != nil)
 	up.release(e, t0.Add(took), took, f)
-	if f == endpointUnreachable && !sent && !pinned {
-		// The endpoint was not reachable when picked: the call went
-		// nowhere, and goes to another replica (once) if one is.
-		if e2 := up.pick(p.now().UnixNano()); e2 != e && e2.up.Load() {
+	again := f == endpointUnreachable && !sent && !pinned
+	if notFound(code, fromUpstream) && model != "" && !pinned {
+		// This replica lacks the model: it is left out for it, and
+		// the call goes to one that holds it, if one does.
+		e.markAbsent(model, p.now().UnixNano())
+		again = true
+	}
+	if again {
+		// The call went nowhere (the endpoint was unreachable when
+		// picked) or to a replica without its model: it goes to
+		// another replica, once, if one may take it.
+		now := p.now().UnixNano()
+		if e2 := up.pick(now, model); e2 != e && e2.up.Load() && e2.holds(model, now) {
 			x.header, x.trailer = nil, nil
 			t1 := p.now()
 			e2.inFlight.Add(1)
@@ -193,7 +207,11 @@ func (p *Proxy) invoke(ctx context.Context, up *Upstream, method string, req *Fr
 			d := since(p.now, t1)
 			took += d
 			fromUpstream = x.header != nil || len(x.trailer) > 0
-			up.release(e2, t1.Add(d), d, failureOf(status.Code(err), fromUpstream, ctx.Err() != nil))
+			code = status.Code(err)
+			up.release(e2, t1.Add(d), d, failureOf(code, fromUpstream, ctx.Err() != nil))
+			if notFound(code, fromUpstream) {
+				e2.markAbsent(model, p.now().UnixNano())
+			}
 		}
 	}
 	if err != nil {

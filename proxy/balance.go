@@ -56,20 +56,33 @@ func (e *Endpoint) usable(now int64) bool {
 	return e.up.Load() && e.ejectedUntil.Load() <= now
 }
 
+// usableFor says whether e may take a call of model at now: usable, and
+// holding the model (endpoint_models.go).
+func (e *Endpoint) usableFor(model string, now int64) bool {
+	return e.usable(now) && e.holds(model, now)
+}
+
 // pick chooses the endpoint for one call. It never blocks and allocates
 // nothing. When no endpoint is usable it returns one anyway (up if any
 // is, ejected or not), so the call fails as the replica makes it fail,
 // or reaches a replica that came back before the watcher saw it.
-func (u *Upstream) pick(now int64) *Endpoint {
+//
+// model ("" for none) narrows the choice to endpoints holding it, unless
+// none does: then the call goes as if it named none, for the replica's
+// own answer.
+func (u *Upstream) pick(now int64, model string) *Endpoint {
 	list := u.eps.Load().list
 	n := len(list)
 	if n == 1 {
 		return list[0]
 	}
+	if model != "" && !u.modelHeld(model, now) {
+		model = ""
+	}
 	if u.balance == BalanceRoundRobin {
 		start := int(u.next.Add(1) - 1)
 		for k := range n {
-			if e := list[(start+k)%n]; e.usable(now) {
+			if e := list[(start+k)%n]; e.usableFor(model, now) {
 				if k > 0 {
 					u.next.Add(uint32(k)) // the next turn is the one after e's
 				}
@@ -79,7 +92,7 @@ func (u *Upstream) pick(now int64) *Endpoint {
 		return fallbackPick(list, now, start)
 	}
 	if n <= scanAll && u.balance == BalanceLatency {
-		return u.pickLeastLoaded(list, now)
+		return u.pickLeastLoaded(list, now, model)
 	}
 	i := rand.IntN(n)
 	j := rand.IntN(n - 1)
@@ -87,11 +100,11 @@ func (u *Upstream) pick(now int64) *Endpoint {
 		j++
 	}
 	a, b := list[i], list[j]
-	au, bu := a.usable(now), b.usable(now)
+	au, bu := a.usableFor(model, now), b.usableFor(model, now)
 	switch {
 	case !au && !bu:
 		for k := range n {
-			if e := list[(i+k)%n]; e.usable(now) {
+			if e := list[(i+k)%n]; e.usableFor(model, now) {
 				return e
 			}
 		}
@@ -132,7 +145,7 @@ const scanAll = 16
 // pickLeastLoaded is the usable endpoint with the lowest load, ties
 // broken at random; an endpoint never measured counts as costing the
 // cheapest measured one.
-func (u *Upstream) pickLeastLoaded(list []*Endpoint, now int64) *Endpoint {
+func (u *Upstream) pickLeastLoaded(list []*Endpoint, now int64, model string) *Endpoint {
 	n := len(list)
 	var costs [scanAll]float64
 	cheapest := 0.0
@@ -149,7 +162,7 @@ func (u *Upstream) pickLeastLoaded(list []*Endpoint, now int64) *Endpoint {
 	for k := range n {
 		i := (start + k) % n
 		e := list[i]
-		if !e.usable(now) {
+		if !e.usableFor(model, now) {
 			continue
 		}
 		c := costs[i]
@@ -178,10 +191,10 @@ func fallbackPick(list []*Endpoint, now int64, start int) *Endpoint {
 	return list[start%n]
 }
 
-// acquire picks the endpoint for one call and counts the call in flight
-// there; release must follow.
-func (u *Upstream) acquire(now time.Time) *Endpoint {
-	e := u.pick(now.UnixNano())
+// acquire picks the endpoint for one call of model ("" for none) and
+// counts the call in flight there; release must follow.
+func (u *Upstream) acquire(now time.Time, model string) *Endpoint {
+	e := u.pick(now.UnixNano(), model)
 	e.inFlight.Add(1)
 	e.calls.Add(1)
 	return e

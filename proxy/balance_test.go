@@ -29,7 +29,7 @@ func share(u *Upstream, calls int, gap time.Duration, start time.Time, latency f
 	count := make([]int, len(list))
 	now := start
 	for range calls {
-		e := u.acquire(now)
+		e := u.acquire(now, "")
 		i := 0
 		for i = range list {
 			if list[i] == e {
@@ -83,7 +83,7 @@ func TestPickersWeighCallsInFlight(t *testing.T) {
 		}
 		u.Endpoints()[0].inFlight.Store(50)
 		for range 100 {
-			if e := u.pick(now.UnixNano()); e != u.Endpoints()[1] {
+			if e := u.pick(now.UnixNano(), ""); e != u.Endpoints()[1] {
 				t.Fatalf("%s: picked the endpoint with 50 calls in flight over an idle one", b)
 			}
 		}
@@ -97,7 +97,7 @@ func TestRoundRobinSkipsUnusable(t *testing.T) {
 	now := time.Unix(1000, 0).UnixNano()
 	var got []string
 	for range 4 {
-		got = append(got, u.pick(now).addr)
+		got = append(got, u.pick(now, "").addr)
 	}
 	if got[0] == got[1] || got[0] != got[2] || got[1] != got[3] || got[0] == "b" || got[1] == "b" {
 		t.Errorf("picks %q, want a and c in turn", got)
@@ -122,7 +122,7 @@ func TestOutlierEjection(t *testing.T) {
 		t.Fatalf("not ejected after %d server errors in a row", ejectAfterFailures)
 	}
 	for range 200 {
-		if u.pick(now.UnixNano()) == a {
+		if u.pick(now.UnixNano(), "") == a {
 			t.Fatal("picked an ejected endpoint while others are usable")
 		}
 	}
@@ -211,5 +211,46 @@ func TestLatencyOutlierEjection(t *testing.T) {
 	}
 	if w := list[1].why.Load(); w == nil || !strings.Contains(*w, "slow") {
 		t.Errorf("why %v", w)
+	}
+}
+
+// A model's calls go only to the endpoints that hold it: those whose
+// index lists it ready, and those that cannot say until they answer
+// NOT_FOUND for it; a model nobody holds goes anywhere (for the
+// replica's own answer).
+func TestPickerSendsAModelWhereItIs(t *testing.T) {
+	u := testPool(3, BalanceLatency)
+	list := u.Endpoints()
+	list[0].setReady(map[string]bool{"resnet50": true})
+	list[1].setReady(map[string]bool{"resnet50": true, "bert": true})
+	list[2].setReady(nil) // TF-Serving: cannot say
+	now := time.Unix(1000, 0).UnixNano()
+	picks := func(model string) map[string]bool {
+		m := map[string]bool{}
+		for range 200 {
+			m[u.pick(now, model).addr] = true
+		}
+		return m
+	}
+	if got := picks("bert"); got["a"] || !got["b"] || !got["c"] {
+		t.Errorf("bert went to %v, want b and c (a lacks it)", got)
+	}
+	list[2].markAbsent("bert", now)
+	if got := picks("bert"); len(got) != 1 || !got["b"] {
+		t.Errorf("bert after c's NOT_FOUND went to %v, want b only", got)
+	}
+	if got := picks("bert"); got["c"] {
+		t.Errorf("bert on c: %v", got)
+	}
+	later := now + int64(absentFor) + 1
+	if !list[2].holds("bert", later) {
+		t.Error("c still left out for bert after absentFor")
+	}
+	list[1].markAbsent("bert", now)
+	if got := picks("bert"); len(got) < 2 {
+		t.Errorf("bert, held by none now, went to %v only, want anywhere", got)
+	}
+	if got := picks(""); len(got) != 3 {
+		t.Errorf("a call naming no model went to %v, want every endpoint", got)
 	}
 }

@@ -99,6 +99,10 @@ type Upstream struct {
 	// the name's addresses (dnspool.go); stopResolve ends its resolving.
 	dns         string
 	stopResolve context.CancelFunc
+	// stopModels ends the poll of its endpoints' models; pokeModels asks
+	// for one now (endpoints changed).
+	stopModels context.CancelFunc
+	pokeModels chan struct{}
 	// relayable: the fast path may relay to it (plaintext, dialled
 	// with nothing but this package's options), wherever it moves.
 	// relayConns is the pool size there, per endpoint.
@@ -240,7 +244,7 @@ const movableScheme = "infergate-upstream"
 
 // Conn returns a connection to the endpoint the picker chooses now.
 func (u *Upstream) Conn() *grpc.ClientConn {
-	return u.pick(time.Now().UnixNano()).Conn()
+	return u.pick(time.Now().UnixNano(), "").Conn()
 }
 
 // Invoke makes a unary call to the endpoint the picker chooses for it:
@@ -260,6 +264,9 @@ func (u *Upstream) NewStream(ctx context.Context, desc *grpc.StreamDesc, method 
 func (u *Upstream) Close() error {
 	if u.stopResolve != nil {
 		u.stopResolve()
+	}
+	if u.stopModels != nil {
+		u.stopModels()
 	}
 	var errs []error
 	for _, e := range u.eps.Load().list {
@@ -462,6 +469,9 @@ func DialUpstream(target string, opts UpstreamOptions) (*Upstream, error) {
 	}
 	if plain {
 		up.dialer = &endpointDialer{opts: dialOpts, conns: o.Conns, relay: up.relayable}
+		ctx, cancel := context.WithCancel(context.Background())
+		up.stopModels, up.pokeModels = cancel, make(chan struct{}, 1)
+		go up.pollModels(ctx, up.pokeModels)
 	}
 	for _, e := range list {
 		e.watch()

@@ -48,6 +48,10 @@ type Endpoint struct {
 	minSince        atomic.Int64
 	// answers counts its successful answers since it was last admitted.
 	answers atomic.Int32
+	// models is what it said of its models (endpoint_models.go);
+	// modelsMu serialises its writers.
+	models   atomic.Pointer[modelSet]
+	modelsMu sync.Mutex
 
 	stop    context.CancelFunc
 	watched sync.WaitGroup

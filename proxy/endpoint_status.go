@@ -1,7 +1,9 @@
 package proxy
 
 import (
+	"maps"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,6 +23,11 @@ type EndpointStatus struct {
 	InFlight     int64      `json:"in_flight"`
 	Calls        uint64     `json:"calls"`
 	Failed       uint64     `json:"failed"`
+	// Models are the models it reported ready; null when it cannot say
+	// (or was not asked yet). ModelsAbsent are those it answered
+	// NOT_FOUND for lately, left out for them.
+	Models       []string `json:"models"`
+	ModelsAbsent []string `json:"models_absent,omitempty"`
 	// LatencySeconds is the picker's latency cost of the endpoint now:
 	// the peak EWMA of its calls' latency, decayed since its last
 	// answer; null before its first answer.
@@ -55,6 +62,18 @@ func (e *Endpoint) status(upstream string, b Balance, now time.Time) EndpointSta
 	if c := e.costAt(t); c > 0 {
 		v := c / float64(time.Second)
 		st.LatencySeconds = &v
+	}
+	if ms := e.models.Load(); ms != nil {
+		if ms.ready != nil {
+			st.Models = slices.Sorted(maps.Keys(ms.ready))
+			st.Models = slices.DeleteFunc(st.Models, func(m string) bool { return !ms.ready[m] })
+		}
+		for m, until := range ms.absent {
+			if until > t {
+				st.ModelsAbsent = append(st.ModelsAbsent, m)
+			}
+		}
+		slices.Sort(st.ModelsAbsent)
 	}
 	return st
 }

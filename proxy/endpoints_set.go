@@ -102,6 +102,12 @@ func (u *Upstream) SetEndpoints(addrs []string, drain time.Duration) error {
 	for _, e := range old {
 		go e.retire(drain)
 	}
+	if len(added) > 0 && u.pokeModels != nil {
+		select { // the new endpoints' models, now
+		case u.pokeModels <- struct{}{}:
+		default:
+		}
+	}
 	return nil
 }
 

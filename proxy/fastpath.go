@@ -207,7 +207,15 @@ func (r relayHandler) forward(c *h2relay.Call, model, version string, msg []byte
 			return nil
 		}
 	} else {
-		ep = up.acquire(time.Now())
+		ep = up.acquire(time.Now(), model)
+	}
+	if model != "" && ep.models.Load() == nil && len(up.eps.Load().list) > 1 {
+		// A replica not asked for its models yet (a pool just started,
+		// an endpoint just added): served instead, where a NOT_FOUND
+		// from a replica without the model is sent again to another.
+		up.release(ep, time.Now(), 0, endpointNoVerdict)
+		p.leave()
+		return nil
 	}
 	rc := &relayCall{up: up, ep: ep, upName: d.name, model: model, version: version, bytesIn: bytesIn}
 	if p.rec != nil {
@@ -339,6 +347,11 @@ func (rc *relayCall) releaseEndpoint(c *h2relay.Call, res *h2relay.Result) {
 	now := time.Now()
 	gone := !c.Deadline.IsZero() && !now.Before(c.Deadline)
 	rc.up.release(rc.ep, now, res.Upstream, failureOf(code, fromUpstream, gone))
+	if notFound(code, fromUpstream) {
+		// Relayed as it came: this call's answer is the replica's, the
+		// next calls of the model go to replicas that hold it.
+		rc.ep.markAbsent(rc.model, now.UnixNano())
+	}
 }
 
 // Refused records a call the relay answered itself, as finish records

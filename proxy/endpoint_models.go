@@ -1,0 +1,155 @@
+package proxy
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/infergate/infergate/proto/kservepb"
+	"github.com/infergate/infergate/proto/methods"
+)
+
+// Models where they are. Replicas of one upstream need not hold the same
+// models (a model rolled out to some pods first, a big one on the GPUs
+// that fit it). A pool asks each endpoint for its ready models (KServe's
+// RepositoryIndex) every modelsEvery, and sends a model's calls only to
+// endpoints that hold it. An endpoint that cannot say (TF-Serving has no
+// such call) is taken to hold every model until it answers NOT_FOUND for
+// one: then it is left out for that model for absentFor, and the call,
+// on the gRPC path, goes again to one that holds it.
+const (
+	modelsEvery = 5 * time.Second
+	absentFor   = 30 * time.Second
+)
+
+// modelSet is what an endpoint said of its models.
+type modelSet struct {
+	// ready are the models it reported ready; nil: it cannot say.
+	ready map[string]bool
+	// absent are models it answered NOT_FOUND for, until when (unix
+	// nanoseconds).
+	absent map[string]int64
+}
+
+// holds says whether e may be sent a call of model at t.
+func (e *Endpoint) holds(model string, t int64) bool {
+	if model == "" {
+		return true
+	}
+	ms := e.models.Load()
+	if ms == nil {
+		return true
+	}
+	if until, ok := ms.absent[model]; ok && until > t {
+		return false
+	}
+	return ms.ready == nil || ms.ready[model]
+}
+
+// setReady records the models e reported ready (nil: it cannot say).
+func (e *Endpoint) setReady(ready map[string]bool) {
+	e.modelsMu.Lock()
+	defer e.modelsMu.Unlock()
+	next := &modelSet{ready: ready}
+	if old := e.models.Load(); old != nil {
+		next.absent = old.absent
+	}
+	e.models.Store(next)
+}
+
+// markAbsent records that e answered NOT_FOUND for model at t.
+func (e *Endpoint) markAbsent(model string, t int64) {
+	if model == "" {
+		return
+	}
+	e.modelsMu.Lock()
+	defer e.modelsMu.Unlock()
+	next := &modelSet{absent: map[string]int64{model: t + int64(absentFor)}}
+	if old := e.models.Load(); old != nil {
+		next.ready = old.ready
+		for m, until := range old.absent {
+			if until > t && m != model {
+				next.absent[m] = until
+			}
+		}
+		if next.ready != nil && next.ready[model] {
+			// Its index said ready, the call said not found: the
+			// call is the later word.
+			ready := make(map[string]bool, len(next.ready))
+			for m := range next.ready {
+				ready[m] = m != model
+			}
+			next.ready = ready
+		}
+	}
+	e.models.Store(next)
+}
+
+// modelHeld says whether some endpoint of u holds model at t.
+func (u *Upstream) modelHeld(model string, t int64) bool {
+	for _, e := range u.eps.Load().list {
+		if e.holds(model, t) {
+			return true
+		}
+	}
+	return false
+}
+
+// callModel is the model a unary call of method to a pool names, read
+// from its request; "" when the method names none.
+func (u *Upstream) callModel(method string, req []byte) string {
+	model, _ := bytesTarget(methods.Lookup(method).Target, req)
+	return model
+}
+
+// pollModels asks each endpoint of u for its ready models every
+// modelsEvery, and at once when poke says endpoints changed, until ctx
+// ends.
+func (u *Upstream) pollModels(ctx context.Context, poke <-chan struct{}) {
+	t := time.NewTicker(modelsEvery)
+	defer t.Stop()
+	for {
+		if list := u.eps.Load().list; len(list) > 1 {
+			var wg sync.WaitGroup
+			for _, e := range list {
+				wg.Go(func() { e.askModels(ctx) })
+			}
+			wg.Wait()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-poke:
+		}
+	}
+}
+
+// askModels asks e for its ready models (RepositoryIndex).
+func (e *Endpoint) askModels(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	resp, err := kservepb.NewGRPCInferenceServiceClient(e.Conn()).RepositoryIndex(ctx, &kservepb.RepositoryIndexRequest{Ready: true})
+	switch status.Code(err) {
+	case codes.OK:
+		ready := make(map[string]bool, len(resp.GetModels()))
+		for _, m := range resp.GetModels() {
+			if m.GetState() == "" || m.GetState() == "READY" {
+				ready[m.GetName()] = true
+			}
+		}
+		e.setReady(ready)
+	case codes.Unimplemented:
+		e.setReady(nil) // it cannot say: NOT_FOUND answers will
+	}
+	// Another error (unreachable, slow): what it said last holds.
+}
+
+// notFound says whether a call's failure is the endpoint's NOT_FOUND for
+// its model: the model is not there.
+func notFound(code codes.Code, fromUpstream bool) bool {
+	return code == codes.NotFound && fromUpstream
+}
