@@ -146,6 +146,10 @@ func TestStatusPageInBrowser(t *testing.T) {
 	s.wait("resnet50's route, both upstreams' breakers and both models'", `document.querySelector('#routes table.routes tbody tr[data-model="resnet50"]') &&
 		document.querySelectorAll('#routes table.breakers tbody tr[data-model=""]').length === 2 &&
 		document.querySelector('#routes table.breakers tbody tr[data-model="resnet50"]')`, 30*time.Second)
+	s.wait("the upstream's one replica, up", `(() => {
+		const tr = document.querySelector('#endpoints tbody tr[data-address="`+sim.grpc+`"]');
+		return tr && tr.cells[2].textContent === "up" && /\d/.test(tr.cells[5].textContent);
+	})()`, 30*time.Second)
 	var before int
 	s.eval(`document.querySelectorAll('#alerts tr[data-alert="ModelErrorRatio"]').length`, &before)
 	if before != 0 {
@@ -206,6 +210,8 @@ func TestStatusPageShowsHostileNamesAsText(t *testing.T) {
 		"/api/v1/models": models,
 		"/api/v1/series": series,
 		"/api/v1/routes": map[string]any{"routes": routes, "breakers": []any{map[string]any{"upstream": script, "state": img}}},
+		"/api/v1/endpoints": map[string]any{"endpoints": []any{map[string]any{"upstream": script, "address": img, "state": script,
+			"why": img, "ejected_until": now, "models": []any{script, img}}}},
 		"/api/v1/alerts": map[string]any{"alerts": alerts},
 		// Every model's slow calls, whatever the query asks.
 		"/api/v1/slow": []any{map[string]any{"model": script, "version": img, "windows": []any{map[string]any{
@@ -238,6 +244,7 @@ func TestStatusPageShowsHostileNamesAsText(t *testing.T) {
 	s.wait("three models, three routes, three alerts, one GPU", `
 		document.querySelectorAll('#models tbody tr').length === 3 &&
 		document.querySelectorAll('#routes table.routes tbody tr').length === 3 &&
+		document.querySelectorAll('#endpoints tbody tr').length === 1 &&
 		document.querySelectorAll('#alerts tr[data-alert]').length === 3 &&
 		document.querySelectorAll('#gpus tbody tr').length === 1 &&
 		document.querySelectorAll('#slow tbody tr.slow-call').length === 2`, 60*time.Second)

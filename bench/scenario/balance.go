@@ -56,8 +56,13 @@ type BalanceConfig struct {
 	// replica's factor.
 	Healthy, Slow time.Duration
 	Slowdown      float64
-	Rounds        int
-	Timeout       time.Duration
+	// KillRate and KillFor are the third phase: an open loop of
+	// KillRate calls/s for KillFor, replica 2 killed (SIGKILL) a third
+	// of the way in and started again after; KillFor 0 leaves it out.
+	KillRate float64
+	KillFor  time.Duration
+	Rounds   int
+	Timeout  time.Duration
 
 	WorkDir     string
 	KeepWorkDir bool
@@ -93,6 +98,9 @@ func (c *BalanceConfig) Validate() error {
 	if c.Timeout == 0 {
 		c.Timeout = 10 * time.Second
 	}
+	if c.KillRate == 0 {
+		c.KillRate = 200
+	}
 	if c.HAProxyThreads == 0 {
 		c.HAProxyThreads = 2
 	}
@@ -122,6 +130,9 @@ type BalanceRun struct {
 	SlowShare float64 `json:"slow_share"`
 	Calls     int64   `json:"calls"`
 	Failed    int64   `json:"failed"`
+	// KillCalls and KillFailed are the kill phase's calls and failures.
+	KillCalls  int64 `json:"kill_calls,omitempty"`
+	KillFailed int64 `json:"kill_failed,omitempty"`
 }
 
 // BalanceResult is every run of a bench balance.
@@ -160,18 +171,36 @@ func RunBalance(ctx context.Context, cfg BalanceConfig) (*BalanceResult, error) 
 		return nil, fmt.Errorf("balance: %w", err)
 	}
 	var grpcs, admins []string
-	for i := range cfg.Replicas {
+	sims := make([]*childproc.Proc, cfg.Replicas)
+	defer func() {
+		for _, p := range sims {
+			p.Stop()
+		}
+	}()
+	startSim := func(i int, listen, admin string) error {
 		sim, m, err := StartProcess(ctx, childproc.Spec{
 			Name: fmt.Sprintf("simserver %d", i), Path: cfg.Simserver,
-			Args:    []string{"--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0", "--config", modelsFile},
+			Args:    []string{"--listen", listen, "--admin", admin, "--config", modelsFile},
 			LogPath: filepath.Join(dir, fmt.Sprintf("simserver-%d.log", i)), Ready: simserverLine,
 		})
 		if err != nil {
-			return nil, fmt.Errorf("balance: %w", err)
+			return fmt.Errorf("balance: %w", err)
 		}
-		defer sim.Stop()
-		grpcs, admins = append(grpcs, m[1]), append(admins, m[2])
+		sims[i] = sim
+		if len(grpcs) == i {
+			grpcs, admins = append(grpcs, m[1]), append(admins, m[2])
+		}
+		return nil
 	}
+	for i := range cfg.Replicas {
+		if err := startSim(i, "127.0.0.1:0", "127.0.0.1:0"); err != nil {
+			return nil, err
+		}
+	}
+	// kill is the kill phase's replica: killed, then started again at
+	// the same addresses.
+	kill := func() { sims[2].Kill() }
+	restart := func() error { return startSim(2, grpcs[2], admins[2]) }
 	res := &BalanceResult{Config: cfg}
 	var paths []Path
 	if cfg.Infergate != "" {
@@ -233,13 +262,13 @@ func RunBalance(ctx context.Context, cfg BalanceConfig) (*BalanceResult, error) 
 	}
 	for round := range cfg.Rounds {
 		for _, p := range paths {
-			run, err := balanceRun(ctx, cfg, p, pl, admins)
+			run, err := balanceRun(ctx, cfg, p, pl, admins, kill, restart)
 			if err != nil {
 				return nil, fmt.Errorf("balance: %s round %d: %w", p.Name, round+1, err)
 			}
 			run.Round = round + 1
-			fmt.Fprintf(cfg.Log, "bench: balance: round %d %-20s healthy p99 %.1f ms, slow p99 %.1f ms, %.1f%% on the slow replica, %d failed\n",
-				run.Round, p.Name, run.HealthyP99, run.SlowP99, 100*run.SlowShare, run.Failed)
+			fmt.Fprintf(cfg.Log, "bench: balance: round %d %-20s healthy p99 %.1f ms, slow p99 %.1f ms, %.2f%% on the slow replica, %d failed; a replica killed: %d of %d failed\n",
+				run.Round, p.Name, run.HealthyP99, run.SlowP99, 100*run.SlowShare, run.Failed, run.KillFailed, run.KillCalls)
 			res.Runs = append(res.Runs, run)
 		}
 	}
@@ -247,7 +276,7 @@ func RunBalance(ctx context.Context, cfg BalanceConfig) (*BalanceResult, error) 
 }
 
 // balanceRun measures one path: the healthy phase, then the slow one.
-func balanceRun(ctx context.Context, cfg BalanceConfig, p Path, pl *load.Payload, admins []string) (BalanceRun, error) {
+func balanceRun(ctx context.Context, cfg BalanceConfig, p Path, pl *load.Payload, admins []string, kill func(), restart func() error) (BalanceRun, error) {
 	run := BalanceRun{Path: p.Name}
 	for _, a := range admins {
 		if err := postJSON(ctx, "http://"+a+"/api/v1/faults", "DELETE", ""); err != nil {
@@ -290,6 +319,21 @@ func balanceRun(ctx context.Context, cfg BalanceConfig, p Path, pl *load.Payload
 	run.HealthyP99, run.SlowP99 = healthy.Latency.P99, slow.Latency.P99
 	run.Calls = healthy.Completed + healthy.Failed + slow.Completed + slow.Failed
 	run.Failed = healthy.Failed + slow.Failed
+	if cfg.KillFor > 0 {
+		lc.Rate, lc.Duration = cfg.KillRate, cfg.KillFor
+		t := time.AfterFunc(cfg.KillFor/3, kill)
+		killed, err := load.Run(ctx, lc)
+		t.Stop()
+		if err != nil {
+			return run, err
+		}
+		if err := restart(); err != nil {
+			return run, err
+		}
+		run.KillCalls, run.KillFailed = killed.Completed+killed.Failed, killed.Failed
+		// The replica back: the next path starts with four.
+		time.Sleep(2 * time.Second)
+	}
 	return run, nil
 }
 
@@ -348,8 +392,15 @@ func (r *BalanceResult) Markdown() string {
 	c := r.Config
 	fmt.Fprintf(&b, "## Replica balancing: %d simserver replicas of resnet50 (5 ms + 0.25 ms a row, 1 slot, no long tail), open loop %.0f calls/s, at most %d in flight, %d connection(s); healthy %s, then replica 1 %gx slower %s; median [min..max] of %d interleaved rounds\n\n",
 		c.Replicas, c.Rate, c.Workers, c.Conns, c.Healthy, c.Slowdown, c.Slow, c.Rounds)
-	b.WriteString("| balancer | healthy p99 (ms) | p99 with one slow replica (ms) | calls on the slow replica | failed |\n")
-	b.WriteString("| --- | ---: | ---: | ---: | ---: |\n")
+	b.WriteString("| balancer | healthy p99 (ms) | p99 with one slow replica (ms) | calls on the slow replica | failed |")
+	if c.KillFor > 0 {
+		fmt.Fprintf(&b, " a replica killed at %.0f calls/s: failed |", c.KillRate)
+	}
+	b.WriteString("\n| --- | ---: | ---: | ---: | ---: |")
+	if c.KillFor > 0 {
+		b.WriteString(" ---: |")
+	}
+	b.WriteString("\n")
 	var order []string
 	for _, run := range r.Runs {
 		if !slices.Contains(order, run.Path) {
@@ -358,14 +409,23 @@ func (r *BalanceResult) Markdown() string {
 	}
 	for _, path := range order {
 		var h, s, share []float64
-		var failed int64
+		var failed, killCalls, killFailed int64
 		for _, run := range r.Runs {
 			if run.Path == path {
 				h, s, share = append(h, run.HealthyP99), append(s, run.SlowP99), append(share, 100*run.SlowShare)
 				failed += run.Failed
+				killCalls, killFailed = killCalls+run.KillCalls, killFailed+run.KillFailed
 			}
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s%% | %d |\n", path, spread(h, "%.1f"), spread(s, "%.1f"), spread(share, "%.2f"), failed)
+		fmt.Fprintf(&b, "| %s | %s | %s | %s%% | %d |", path, spread(h, "%.1f"), spread(s, "%.1f"), spread(share, "%.2f"), failed)
+		if c.KillFor > 0 {
+			pct := 0.0
+			if killCalls > 0 {
+				pct = 100 * float64(killFailed) / float64(killCalls)
+			}
+			fmt.Fprintf(&b, " %d of %d (%.2f%%) |", killFailed, killCalls, pct)
+		}
+		b.WriteString("\n")
 	}
 	for _, n := range r.Notes {
 		fmt.Fprintf(&b, "\n- %s", n)

@@ -9,7 +9,7 @@ import (
 )
 
 // TestBalanceSmoke runs the real balance scenario, short (2 s healthy, 3
-// s with one replica slow, one round), against bin/simserver and
+// s with one replica slow, 3 s with one killed, one round), against bin/simserver and
 // bin/infergate (make build), nginx and, when installed, HAProxy. It
 // checks that every path runs and the slow replica's share is read;
 // infergate may fail no call. The numbers are bench balance's to report,
@@ -30,7 +30,7 @@ func TestBalanceSmoke(t *testing.T) {
 	cfg := BalanceConfig{
 		Simserver: sim, Infergate: ig, InfergateArgs: []string{"--drain-delay", "0"},
 		Nginx: nginxBin, NginxWorkers: "1", HAProxy: FindHAProxy(),
-		Rate: 200, Healthy: 2 * time.Second, Slow: 3 * time.Second, Rounds: 1,
+		Rate: 200, Healthy: 2 * time.Second, Slow: 3 * time.Second, KillRate: 100, KillFor: 3 * time.Second, Rounds: 1,
 	}
 	want := []string{PathInfergatePool}
 	if cfg.HAProxy != "" {
@@ -58,6 +58,9 @@ func TestBalanceSmoke(t *testing.T) {
 		}
 		if r.Path == PathInfergatePool && r.Failed > 0 {
 			t.Errorf("infergate failed %d calls", r.Failed)
+		}
+		if r.KillCalls == 0 {
+			t.Errorf("%s: no call in the kill phase", r.Path)
 		}
 	}
 	if md := res.Markdown(); !strings.Contains(md, "| infergate |") {

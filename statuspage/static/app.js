@@ -24,6 +24,7 @@ const sources = {
   models: "../api/v1/models",
   series: "../api/v1/series",
   routes: "../api/v1/routes",
+  endpoints: "../api/v1/endpoints",
   gpus: "../api/v1/gpus",
 };
 
@@ -32,6 +33,7 @@ const sectionSources = {
   alerts: ["alerts"],
   models: ["models", "series", "routes"],
   routes: ["routes"],
+  endpoints: ["endpoints"],
   gpus: ["gpus"],
 };
 
@@ -125,7 +127,7 @@ function txt(s, className, clip = CLIP) {
 // cls turns an API word into a class name from a fixed set, so a value
 // the page does not know styles nothing.
 const known = new Set(["firing", "pending", "critical", "warning", "info", "open", "half-open", "closed",
-  "primary", "fallback", "cascade", "ok", "bad", "warn"]);
+  "primary", "fallback", "cascade", "ok", "bad", "warn", "up", "down", "ejected"]);
 function cls(word) {
   const w = String(word || "").toLowerCase().replace("_", "-");
   return known.has(w) ? w : "";
@@ -408,6 +410,30 @@ function renderRoutes() {
   show("routes", brows, undefined, "table.breakers");
 }
 
+// renderEndpoints draws each upstream's replicas: the picker's view of
+// them (state and why, calls in flight, latency, models held).
+function renderEndpoints() {
+  const st = state.endpoints;
+  if (!st.at) {
+    show("endpoints", [], neverLoaded(["endpoints"]));
+    return;
+  }
+  const eps = (st.data && st.data.endpoints) || [];
+  const rows = eps.map((e) => el("tr", { dataset: { upstream: String(e.upstream), address: String(e.address) } },
+    td(txt(e.upstream)),
+    td(txt(e.address)),
+    td(badge(e.state)),
+    td(txt([e.why, e.ejected_until && "until " + clock(Date.parse(e.ejected_until))].filter(Boolean).join(", ") || "—")),
+    num(e.in_flight),
+    num(e.calls),
+    num(e.failed),
+    num(e.latency_seconds == null ? "—" : dur(e.latency_seconds)),
+    num(e.ejections),
+    td(txt(e.models == null ? "any (not listed)" : e.models.join(", ") || "none")),
+  ));
+  show("endpoints", rows, rows.length ? "" : "no upstream");
+}
+
 function renderGPUs() {
   const st = state.gpus;
   const sec = document.getElementById("gpus");
@@ -513,7 +539,7 @@ function renderSlow() {
 function render() {
   updateTraffic();
   // One section's bad data must not keep the others from drawing.
-  for (const f of [renderAlerts, renderModels, renderSlow, renderRoutes, renderGPUs, renderBanner]) {
+  for (const f of [renderAlerts, renderModels, renderSlow, renderRoutes, renderEndpoints, renderGPUs, renderBanner]) {
     try {
       f();
     } catch (e) {

@@ -32,6 +32,8 @@ func runBalance(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		healthy   = fs.Duration("healthy", 8*time.Second, "healthy phase")
 		slow      = fs.Duration("slow", 15*time.Second, "phase with one replica slow")
 		slowdown  = fs.Float64("slowdown", 4, "the slow replica's factor")
+		killRate  = fs.Float64("kill-rate", 200, "open-loop calls per second of the kill phase")
+		killFor   = fs.Duration("kill", 10*time.Second, "kill phase: replica 2 killed a third of the way in, started again after (0: none)")
 		rounds    = fs.Int("repeat", 2, "interleaved rounds")
 		outDir    = fs.String("out", "", "write balance.json and balance.md into this folder")
 		keep      = fs.Bool("keep", false, "keep the work folder")
@@ -50,7 +52,8 @@ func runBalance(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		Simserver: *simserver, Infergate: *infergate, InfergateArgs: strings.Fields(*igArgs),
 		Nginx: *nginx, NginxWorkers: *workers, HAProxy: hpBin, HAProxySkipped: hpSkipped, HAProxyThreads: *hpThreads,
 		RoundRobin: *rr, Replicas: *replicas, Rate: *rate, Workers: *inFlight, Conns: *conns,
-		Healthy: *healthy, Slow: *slow, Slowdown: *slowdown, Rounds: *rounds, KeepWorkDir: *keep, Log: stderr,
+		Healthy: *healthy, Slow: *slow, Slowdown: *slowdown, KillRate: *killRate, KillFor: *killFor,
+		Rounds: *rounds, KeepWorkDir: *keep, Log: stderr,
 	}
 	if err := cfg.Validate(); err != nil {
 		return usageError{err}
