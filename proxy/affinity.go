@@ -48,13 +48,13 @@ func (u *Upstream) pooled(method string) bool {
 	return method == methods.ModelInfer && len(u.eps.Load().list) > 1
 }
 
-// acquireCall is acquire for one ModelInfer call to a pool whose request
-// is msg: a call of a sequence goes where the sequence is pinned (pinned
-// true: it must go nowhere else).
-func (u *Upstream) acquireCall(now time.Time, msg []byte) (e *Endpoint, pinned bool, err error) {
+// acquireCall is acquire for one ModelInfer call of model to a pool whose
+// request is msg: a call of a sequence goes where the sequence is pinned
+// (pinned true: it must go nowhere else).
+func (u *Upstream) acquireCall(now time.Time, model string, msg []byte) (e *Endpoint, pinned bool, err error) {
 	seq := wire.SequenceOf(msg)
 	if seq.ID == "" {
-		return u.acquire(now, u.callModel(methods.ModelInfer, msg)), false, nil
+		return u.acquire(now, model), false, nil
 	}
 	if e, err = u.seqs.endpoint(u, now, seq); err != nil {
 		return nil, true, err

@@ -37,7 +37,7 @@ func TestSequencesStayOnTheirReplica(t *testing.T) {
 	u := testPool(4, BalanceLatency)
 	now := time.Unix(1000, 0)
 	call := func(id int64, start, end bool) (*Endpoint, error) {
-		e, pinned, err := u.acquireCall(now, seqRequest(t, "lstm", id, start, end))
+		e, pinned, err := u.acquireCall(now, "lstm", seqRequest(t, "lstm", id, start, end))
 		if err == nil {
 			if !pinned {
 				t.Fatal("a sequence's call not pinned")
@@ -74,7 +74,7 @@ func TestSequencesStayOnTheirReplica(t *testing.T) {
 		t.Errorf("sequence 8 started again: %v on %v, want another replica", err, e)
 	}
 	// A request without a sequence is not pinned.
-	if _, pinned, _ := u.acquireCall(now, seqRequest(t, "lstm", 0, false, false)); pinned {
+	if _, pinned, _ := u.acquireCall(now, "lstm", seqRequest(t, "lstm", 0, false, false)); pinned {
 		t.Error("a call without a sequence_id was pinned")
 	}
 }

@@ -32,9 +32,9 @@ func TestProxyAllocBudget(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs three benchmarks")
 	}
-	run := func(proxied, relay bool) float64 {
-		defer func(v bool) { grpcPathOnly = v }(grpcPathOnly)
-		grpcPathOnly = !relay
+	run := func(proxied, relay bool, endpoints int) float64 {
+		defer func(v bool, n int) { grpcPathOnly, benchEndpoints = v, n }(grpcPathOnly, benchEndpoints)
+		grpcPathOnly, benchEndpoints = !relay, endpoints
 		r := testing.Benchmark(func(b *testing.B) {
 			direct, via := benchEnv(b)
 			cc := direct
@@ -48,13 +48,20 @@ func TestProxyAllocBudget(t *testing.T) {
 		}
 		return float64(r.MemAllocs) / float64(r.N)
 	}
-	direct := run(false, false)
+	direct := run(false, false, 1)
 	for _, path := range []struct {
-		name   string
-		relay  bool
-		budget int
-	}{{"fast path", true, relayAllocBudget}, {"gRPC path", false, grpcAllocBudget}} {
-		proxied := run(true, path.relay)
+		name      string
+		relay     bool
+		budget    int
+		endpoints int
+	}{
+		{"fast path", true, relayAllocBudget, 1},
+		{"gRPC path", false, grpcAllocBudget, 1},
+		// A pool's pick allocates nothing either.
+		{"fast path, a pool of 4", true, relayAllocBudget, 4},
+		{"gRPC path, a pool of 4", false, grpcAllocBudget, 4},
+	} {
+		proxied := run(true, path.relay, path.endpoints)
 		added := proxied - direct
 		t.Logf("%s: allocations per small unary call: %.1f direct, %.1f proxied, %.1f added by the proxy (budget %d)",
 			path.name, direct, proxied, added, path.budget)

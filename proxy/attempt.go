@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/infergate/infergate/batcher"
+	"github.com/infergate/infergate/proto/methods"
 	"github.com/infergate/infergate/proto/wire"
 )
 
@@ -170,10 +171,10 @@ func (p *Proxy) invoke(ctx context.Context, up *Upstream, method string, req *Fr
 	pinned := false
 	model := ""
 	if len(up.eps.Load().list) > 1 {
-		model = up.callModel(method, req.Bytes())
+		model, _ = frameTarget(methods.Lookup(method).Target, req) // interned: no allocation
 	}
 	if up.pooled(method) {
-		if e, pinned, err = up.acquireCall(t0, req.Bytes()); err != nil {
+		if e, pinned, err = up.acquireCall(t0, model, req.Bytes()); err != nil {
 			return 0, err
 		}
 	} else {

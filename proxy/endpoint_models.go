@@ -9,7 +9,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/infergate/infergate/proto/kservepb"
-	"github.com/infergate/infergate/proto/methods"
 )
 
 // Models where they are. Replicas of one upstream need not hold the same
@@ -96,13 +95,6 @@ func (u *Upstream) modelHeld(model string, t int64) bool {
 		}
 	}
 	return false
-}
-
-// callModel is the model a unary call of method to a pool names, read
-// from its request; "" when the method names none.
-func (u *Upstream) callModel(method string, req []byte) string {
-	model, _ := bytesTarget(methods.Lookup(method).Target, req)
-	return model
 }
 
 // pollModels asks each endpoint of u for its ready models every

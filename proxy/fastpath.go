@@ -201,7 +201,7 @@ func (r relayHandler) forward(c *h2relay.Call, model, version string, msg []byte
 	var ep *Endpoint
 	if up.pooled(c.Method) {
 		var err error
-		if ep, _, err = up.acquireCall(time.Now(), msg); err != nil {
+		if ep, _, err = up.acquireCall(time.Now(), model, msg); err != nil {
 			// Served instead: the pipeline answers the same refusal.
 			p.leave()
 			return nil

@@ -40,6 +40,10 @@ func benchEnv(b *testing.B) (direct, viaProxy *grpc.ClientConn) {
 }
 
 // benchEnvRouted is benchEnv with a router built by route (nil: none).
+// benchEndpoints is the endpoints of benchEnv's upstream (the same echo
+// server each time): over 1, the calls go through a pool's pick.
+var benchEndpoints = 1
+
 func benchEnvRouted(b *testing.B, route func(up *Upstream) *Router, extra ...Option) (direct, viaProxy *grpc.ClientConn) {
 	b.Helper()
 	echo := grpc.NewServer(grpc.ForceServerCodecV2(rawCodec{}),
@@ -53,7 +57,11 @@ func benchEnvRouted(b *testing.B, route func(up *Upstream) *Router, extra ...Opt
 			return ss.SendMsg(f)
 		}))
 	addr := serveB(b, echo)
-	up, err := DialUpstream(addr, UpstreamOptions{})
+	target := addr
+	for range benchEndpoints - 1 {
+		target += "," + addr
+	}
+	up, err := DialUpstream(target, UpstreamOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}
