@@ -85,8 +85,12 @@ func (u *Upstream) SetEndpoints(addrs []string, drain time.Duration) error {
 	}
 	u.eps.Store(&endpoints{list: next})
 	// Its endpoints are the dialer's from now on: a later Move changes
-	// them too, not the first endpoint's resolvers.
-	u.resolvers = nil
+	// them too, not the first endpoint's resolvers. (Written only when
+	// set: a dns:/// pool, whose resolving goroutine gets here, has none,
+	// and a reload may be reading it.)
+	if u.resolvers != nil {
+		u.resolvers = nil
+	}
 	d := *u.dest.Load()
 	names := make([]string, len(next))
 	for i, e := range next {
