@@ -13,11 +13,12 @@ import (
 type Balance uint8
 
 const (
-	// BalanceLatency (the default) takes two endpoints at random and
-	// keeps the one with the lower load: its recent latency (a peak
-	// EWMA of infergate's own measurements) times its calls in flight
-	// with this one. Two random choices keep a stale view from sending
-	// every call to one replica; the latency moves calls off a slow one
+	// BalanceLatency (the default) sends a call to the endpoint with the
+	// lowest load: its recent latency (a peak EWMA of infergate's own
+	// measurements) times its calls in flight with this one. Every
+	// endpoint is weighed in pools of up to scanAll; two taken at random
+	// in larger ones (two random choices keep a stale view from sending
+	// every call to one replica). The latency moves calls off a slow one
 	// before it fails anything.
 	BalanceLatency Balance = iota
 	// BalanceLeastRequest takes two at random and keeps the one with
