@@ -33,6 +33,10 @@ const (
 type sequences struct {
 	mu sync.Mutex
 	m  map[sequenceKey]*pinned
+	// swept is when the map was last swept for idle sequences (unix
+	// nanoseconds): at most once a second, so a client sending new ids
+	// to a full map costs a scan a second, not one a call.
+	swept int64
 }
 
 type sequenceKey struct{ model, id string }
@@ -86,7 +90,8 @@ func (s *sequences) endpoint(u *Upstream, now time.Time, seq wire.Sequence) (*En
 		if s.m == nil {
 			s.m = map[sequenceKey]*pinned{}
 		}
-		if len(s.m) >= maxSequences {
+		if len(s.m) >= maxSequences && t-s.swept > int64(time.Second) {
+			s.swept = t
 			s.sweep(t)
 		}
 		p = &pinned{e: u.pick(t, seq.Model)}
