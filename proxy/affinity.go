@@ -27,6 +27,9 @@ const (
 	// maxSequences bounds the sequences a pool remembers: ids are the
 	// client's, and one client must not make the proxy hold millions.
 	maxSequences = 100_000
+	// maxSequenceKey bounds a remembered sequence's id and model name
+	// (bytes each): a 1 MiB string id would make the map hold 100 GB.
+	maxSequenceKey = 256
 )
 
 // sequences pins each sequence of a pool to an endpoint.
@@ -59,6 +62,10 @@ func (u *Upstream) acquireCall(now time.Time, model string, msg []byte) (e *Endp
 	seq := wire.SequenceOf(msg)
 	if seq.ID == "" {
 		return u.acquire(now, model), false, nil
+	}
+	if len(seq.ID) > maxSequenceKey || len(seq.Model) > maxSequenceKey {
+		return nil, true, status.Error(codes.InvalidArgument, fmt.Sprintf(
+			"infergate: a sequence_id and model name of at most %d bytes each can be kept on one replica", maxSequenceKey))
 	}
 	if e, err = u.seqs.endpoint(u, now, seq); err != nil {
 		return nil, true, err

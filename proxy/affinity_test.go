@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -76,5 +77,24 @@ func TestSequencesStayOnTheirReplica(t *testing.T) {
 	// A request without a sequence is not pinned.
 	if _, pinned, _ := u.acquireCall(now, "lstm", seqRequest(t, "lstm", 0, false, false)); pinned {
 		t.Error("a call without a sequence_id was pinned")
+	}
+}
+
+// A sequence id too long to remember is refused with a clear status, not
+// kept (a pool remembers up to 100,000 of them).
+func TestSequenceIDTooLong(t *testing.T) {
+	u := testPool(2, BalanceLatency)
+	params := map[string]*kservepb.InferParameter{
+		"sequence_id": {ParameterChoice: &kservepb.InferParameter_StringParam{StringParam: strings.Repeat("x", 1<<20)}},
+	}
+	b, err := proto.Marshal(&kservepb.ModelInferRequest{ModelName: "lstm", Parameters: params})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := u.acquireCall(time.Unix(1000, 0), "lstm", b); status.Code(err) != codes.InvalidArgument {
+		t.Errorf("a 1 MiB sequence_id: %v, want INVALID_ARGUMENT", err)
+	}
+	if len(u.seqs.m) != 0 {
+		t.Errorf("%d sequences remembered", len(u.seqs.m))
 	}
 }
