@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -252,5 +253,24 @@ func TestPickerSendsAModelWhereItIs(t *testing.T) {
 	}
 	if got := picks(""); len(got) != 3 {
 		t.Errorf("a call naming no model went to %v, want every endpoint", got)
+	}
+}
+
+// What an endpoint is remembered to lack is bounded: made-up model names
+// answered NOT_FOUND must not grow what every answer copies.
+func TestAbsentModelsBounded(t *testing.T) {
+	e := &Endpoint{addr: "a"}
+	now := time.Unix(1000, 0).UnixNano()
+	for i := range 10 * maxAbsent {
+		e.markAbsent(fmt.Sprintf("made-up-%d", i), now)
+	}
+	e.markAbsent(strings.Repeat("x", 1<<20), now)
+	if n := len(e.models.Load().absent); n != maxAbsent {
+		t.Errorf("%d models remembered absent, want at most %d", n, maxAbsent)
+	}
+	later := now + int64(absentFor) + 1
+	e.markAbsent("real", later)
+	if !(e.models.Load().absent["real"] > later) {
+		t.Error("once the entries expired, a new one is not remembered")
 	}
 }

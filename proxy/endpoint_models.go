@@ -59,13 +59,32 @@ func (e *Endpoint) setReady(ready map[string]bool) {
 	e.models.Store(next)
 }
 
+// maxAbsent bounds the models an endpoint is remembered to lack, and
+// maxAbsentName their names' length: the names are the clients', and
+// NOT_FOUND for made-up ones must not grow what each answer copies.
+const (
+	maxAbsent     = 256
+	maxAbsentName = 128
+)
+
 // markAbsent records that e answered NOT_FOUND for model at t.
 func (e *Endpoint) markAbsent(model string, t int64) {
-	if model == "" {
+	if model == "" || len(model) > maxAbsentName {
 		return
 	}
 	e.modelsMu.Lock()
 	defer e.modelsMu.Unlock()
+	if old := e.models.Load(); old != nil && len(old.absent) >= maxAbsent {
+		live := 0
+		for _, until := range old.absent {
+			if until > t {
+				live++
+			}
+		}
+		if _, known := old.absent[model]; !known && live >= maxAbsent {
+			return // full of live entries: they expire first
+		}
+	}
 	next := &modelSet{absent: map[string]int64{model: t + int64(absentFor)}}
 	if old := e.models.Load(); old != nil {
 		next.ready = old.ready
