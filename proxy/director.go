@@ -251,13 +251,21 @@ func (u *Upstream) Conn() *grpc.ClientConn {
 // an Upstream is a grpc.ClientConnInterface, so that a probe or a
 // metadata call made through it reaches a replica that is up, not one
 // fixed when the prober was built.
+//
+// The call counts as in flight on its endpoint, so an endpoint removed
+// meanwhile (SetEndpoints) keeps its connections until it ends.
 func (u *Upstream) Invoke(ctx context.Context, method string, args, reply any, opts ...grpc.CallOption) error {
-	return u.Conn().Invoke(ctx, method, args, reply, opts...)
+	e := u.acquire(time.Now(), "")
+	defer u.release(e, time.Now(), 0, endpointNoVerdict)
+	return e.Conn().Invoke(ctx, method, args, reply, opts...)
 }
 
 // NewStream opens a stream to the endpoint the picker chooses for it.
+// Only its opening counts as in flight there.
 func (u *Upstream) NewStream(ctx context.Context, desc *grpc.StreamDesc, method string, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-	return u.Conn().NewStream(ctx, desc, method, opts...)
+	e := u.acquire(time.Now(), "")
+	defer u.release(e, time.Now(), 0, endpointNoVerdict)
+	return e.Conn().NewStream(ctx, desc, method, opts...)
 }
 
 // Close closes every endpoint's connections.
@@ -469,15 +477,18 @@ func DialUpstream(target string, opts UpstreamOptions) (*Upstream, error) {
 	}
 	if plain {
 		up.dialer = &endpointDialer{opts: dialOpts, conns: o.Conns, relay: up.relayable}
-		ctx, cancel := context.WithCancel(context.Background())
-		up.stopModels, up.pokeModels = cancel, make(chan struct{}, 1)
-		go up.pollModels(ctx, up.pokeModels)
 	}
 	for _, e := range list {
 		e.watch()
 	}
 	up.eps.Store(&endpoints{list: list})
 	up.dest.Store(d)
+	if plain {
+		// After the endpoints are stored: the poll reads them.
+		ctx, cancel := context.WithCancel(context.Background())
+		up.stopModels, up.pokeModels = cancel, make(chan struct{}, 1)
+		go up.pollModels(ctx, up.pokeModels)
+	}
 	if isDNS {
 		ctx, cancel := context.WithCancel(context.Background())
 		up.stopResolve = cancel

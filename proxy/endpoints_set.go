@@ -12,6 +12,10 @@ import (
 // the calls in flight on it before they are closed.
 const endpointDrain = 30 * time.Second
 
+// retireGrace is how long a removed endpoint waits before it looks at
+// its calls in flight.
+const retireGrace = time.Second
+
 // endpointDialer makes an upstream's new endpoints as DialUpstream made
 // its first ones.
 type endpointDialer struct {
@@ -116,9 +120,11 @@ func (u *Upstream) SetEndpoints(addrs []string, drain time.Duration) error {
 }
 
 // retire closes a removed endpoint once its calls in flight ended, or
-// after drain.
+// after drain. It first waits a moment: a call that picked e just before
+// the new set was stored counts itself in flight a little after.
 func (e *Endpoint) retire(drain time.Duration) {
 	deadline := time.Now().Add(drain)
+	time.Sleep(min(retireGrace, drain))
 	for e.inFlight.Load() > 0 && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
 	}
