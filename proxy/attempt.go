@@ -8,6 +8,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
@@ -180,39 +181,35 @@ func (p *Proxy) invoke(ctx context.Context, up *Upstream, method string, req *Fr
 	} else {
 		e = up.acquire(t0, model)
 	}
-	sent := e.up.Load()
-	err = e.Conn().Invoke(ctx, method, req, &x.resp, all...)
-	took = since(p.now, t0)
-	fromUpstream := x.header != nil || len(x.trailer) > 0
-	code := status.Code(err)
-	f := failureOf(code, fromUpstream, ctx.Err() != nil)
-	up.release(e, t0.Add(took), took, f)
-	again := f == endpointUnreachable && !sent && !pinned
-	if notFound(code, fromUpstream) && model != "" && !pinned {
-		// This replica lacks the model: it is left out for it, and
-		// the call goes to one that holds it, if one does.
-		e.markAbsent(model, p.now().UnixNano())
-		again = true
+	// send makes the call on e, already counted in flight there, and
+	// tells e how it went.
+	var fromUpstream bool
+	var code codes.Code
+	send := func(e *Endpoint, t0 time.Time) {
+		err = e.Conn().Invoke(ctx, method, req, &x.resp, all...)
+		d := since(p.now, t0)
+		took += d
+		fromUpstream = x.header != nil || len(x.trailer) > 0
+		code = status.Code(err)
+		up.release(e, t0.Add(d), d, failureOf(code, fromUpstream, ctx.Err() != nil))
+		if notFound(code, fromUpstream) && model != "" {
+			// This replica lacks the model: it is left out for it.
+			e.markAbsent(model, p.now().UnixNano())
+		}
 	}
-	if again {
+	sent := e.up.Load()
+	send(e, t0)
+	if !pinned && (notFound(code, fromUpstream) && model != "" ||
+		failureOf(code, fromUpstream, ctx.Err() != nil) == endpointUnreachable && !sent) {
 		// The call went nowhere (the endpoint was unreachable when
 		// picked) or to a replica without its model: it goes to
 		// another replica, once, if one may take it.
 		now := p.now().UnixNano()
 		if e2 := up.pick(now, model); e2 != e && e2.up.Load() && e2.holds(model, now) {
 			x.header, x.trailer = nil, nil
-			t1 := p.now()
 			e2.inFlight.Add(1)
 			e2.calls.Add(1)
-			err = e2.Conn().Invoke(ctx, method, req, &x.resp, all...)
-			d := since(p.now, t1)
-			took += d
-			fromUpstream = x.header != nil || len(x.trailer) > 0
-			code = status.Code(err)
-			up.release(e2, t1.Add(d), d, failureOf(code, fromUpstream, ctx.Err() != nil))
-			if notFound(code, fromUpstream) {
-				e2.markAbsent(model, p.now().UnixNano())
-			}
+			send(e2, p.now())
 		}
 	}
 	if err != nil {

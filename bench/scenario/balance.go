@@ -278,8 +278,9 @@ func RunBalance(ctx context.Context, cfg BalanceConfig) (*BalanceResult, error) 
 // balanceRun measures one path: the healthy phase, then the slow one.
 func balanceRun(ctx context.Context, cfg BalanceConfig, p Path, pl *load.Payload, admins []string, kill func(), restart func() error) (BalanceRun, error) {
 	run := BalanceRun{Path: p.Name}
+	faults := simFaults{client: http.DefaultClient}
 	for _, a := range admins {
-		if err := postJSON(ctx, "http://"+a+"/api/v1/faults", "DELETE", ""); err != nil {
+		if err := faults.do(ctx, http.MethodDelete, a, nil); err != nil {
 			return run, err
 		}
 	}
@@ -289,8 +290,7 @@ func balanceRun(ctx context.Context, cfg BalanceConfig, p Path, pl *load.Payload
 	if err != nil {
 		return run, err
 	}
-	if err := postJSON(ctx, "http://"+admins[1]+"/api/v1/faults", "POST",
-		fmt.Sprintf(`{"model":"resnet50","slowdown":%g}`, cfg.Slowdown)); err != nil {
+	if err := faults.do(ctx, http.MethodPost, admins[1], map[string]any{"model": "resnet50", "slowdown": cfg.Slowdown}); err != nil {
 		return run, err
 	}
 	before, err := successes(ctx, admins)
@@ -306,7 +306,7 @@ func balanceRun(ctx context.Context, cfg BalanceConfig, p Path, pl *load.Payload
 	if err != nil {
 		return run, err
 	}
-	if err := postJSON(ctx, "http://"+admins[1]+"/api/v1/faults", "DELETE", ""); err != nil {
+	if err := faults.do(ctx, http.MethodDelete, admins[1], nil); err != nil {
 		return run, err
 	}
 	var total float64
@@ -365,27 +365,6 @@ func successes(ctx context.Context, admins []string) ([]float64, error) {
 	return out, nil
 }
 
-// postJSON sends body (may be empty) with method to url and wants 2xx.
-func postJSON(ctx context.Context, url, method, body string) error {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, method, url, strings.NewReader(body))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode/100 != 2 {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return fmt.Errorf("%s %s: %s %s", method, url, resp.Status, b)
-	}
-	return nil
-}
-
 // Markdown is the report: per path, the medians over the rounds.
 func (r *BalanceResult) Markdown() string {
 	var b strings.Builder
@@ -417,7 +396,7 @@ func (r *BalanceResult) Markdown() string {
 				killCalls, killFailed = killCalls+run.KillCalls, killFailed+run.KillFailed
 			}
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s%% | %d |", path, spread(h, "%.1f"), spread(s, "%.1f"), spread(share, "%.2f"), failed)
+		fmt.Fprintf(&b, "| %s | %s | %s | %s%% | %d |", path, spreadOf(h).format(num("%.1f")), spreadOf(s).format(num("%.1f")), spreadOf(share).format(num("%.2f")), failed)
 		if c.KillFor > 0 {
 			pct := 0.0
 			if killCalls > 0 {
@@ -434,19 +413,7 @@ func (r *BalanceResult) Markdown() string {
 	return b.String()
 }
 
-// spread is "median [min..max]" of xs in format f.
-func spread(xs []float64, f string) string {
-	if len(xs) == 0 {
-		return "-"
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	med := s[len(s)/2]
-	if len(s)%2 == 0 {
-		med = (s[len(s)/2-1] + s[len(s)/2]) / 2
-	}
-	if len(s) == 1 {
-		return fmt.Sprintf(f, med)
-	}
-	return fmt.Sprintf(f+" ["+f+".."+f+"]", med, s[0], s[len(s)-1])
+// num formats a value with f.
+func num(f string) func(float64) string {
+	return func(v float64) string { return fmt.Sprintf(f, v) }
 }
