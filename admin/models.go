@@ -116,6 +116,9 @@ type modelDoc struct {
 	QueueCorrelation   map[string]*float64 `json:"queue_correlation,omitempty"`
 	GPU                *gpuDoc             `json:"gpu"`
 	CauseHint          string              `json:"cause_hint"`
+	// SlowEndpoint is the replica of the model's pool much slower than
+	// the others for it, when one is.
+	SlowEndpoint *correlate.SlowEndpoint `json:"slow_endpoint,omitempty"`
 	// Inputs is what the recent calls carried against the model's usual
 	// inputs (request bytes and rows p90, tops of power-of-two buckets);
 	// absent until the correlator has learned them.
@@ -177,7 +180,7 @@ func modelsJSON(views []monitor.ModelView, states []correlate.ModelState, versio
 			d.LatencyWindowSeconds = s.LatencyWindow.Seconds()
 		}
 		d.LatencyUp, d.BaselineSource, d.UpReason, d.TooFewCalls = s.LatencyUp, s.BaselineSource, s.UpReason, s.TooFewCalls
-		d.GPUFrom, d.CauseHint = s.GPUFrom, s.Hint
+		d.GPUFrom, d.CauseHint, d.SlowEndpoint = s.GPUFrom, s.Hint, s.SlowEndpoint
 		d.Correlation = num(s.Correlation[correlate.Window1m])
 		if in := s.Inputs; in.Known {
 			d.Inputs = &inputsDoc{Calls: in.Bytes.Calls, RequestBytesP90: in.Bytes.P90, BaselineRequestBytesP90: in.Bytes.BaselineP90,

@@ -50,7 +50,10 @@ type Evidence struct {
 	Conditions []CondEvidence `json:"conditions"`
 	GPU        *GPUEvidence   `json:"gpu,omitempty"`
 	CauseHint  string         `json:"cause_hint,omitempty"`
-	Baseline   *BaselineInfo  `json:"baseline,omitempty"`
+	// SlowEndpoint is the replica of the model's pool much slower than
+	// the others, when one is ("one endpoint slow: ...").
+	SlowEndpoint string        `json:"slow_endpoint,omitempty"`
+	Baseline     *BaselineInfo `json:"baseline,omitempty"`
 	// Inputs is what the model's recent calls carried against its usual
 	// inputs, once the correlator has learned them.
 	Inputs  *InputsEvidence `json:"inputs,omitempty"`
@@ -145,6 +148,9 @@ func (a *instance) fillEvidence(f *frame, subjectLabel string, os []outcome) {
 	if subjectLabel == "model" {
 		if ms, ok := f.models[a.subject]; ok {
 			ev.CauseHint = ms.Hint
+			if se := ms.SlowEndpoint; se != nil {
+				ev.SlowEndpoint = se.Note
+			}
 			if ms.GPU != nil {
 				ev.GPU = gpuEvidence(*ms.GPU)
 			}
@@ -216,6 +222,9 @@ func (ev Evidence) String() string {
 	}
 	if ev.CauseHint != "" && ev.CauseHint != correlate.HintNone {
 		parts = append(parts, "cause hint "+ev.CauseHint)
+	}
+	if ev.SlowEndpoint != "" {
+		parts = append(parts, ev.SlowEndpoint)
 	}
 	if in := ev.Inputs; in != nil && in.Moved != "" {
 		s := fmt.Sprintf("inputs: request bytes p90 ≤ %d vs usual ≤ %d", in.RequestBytesP90, in.BaselineRequestBytesP90)

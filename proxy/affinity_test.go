@@ -43,7 +43,7 @@ func TestSequencesStayOnTheirReplica(t *testing.T) {
 			if !pinned {
 				t.Fatal("a sequence's call not pinned")
 			}
-			u.release(e, now, time.Millisecond, endpointOK)
+			u.release(e, "", now, time.Millisecond, endpointOK)
 		}
 		return e, err
 	}

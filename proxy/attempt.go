@@ -191,7 +191,7 @@ func (p *Proxy) invoke(ctx context.Context, up *Upstream, method string, req *Fr
 		took += d
 		fromUpstream = x.header != nil || len(x.trailer) > 0
 		code = status.Code(err)
-		up.release(e, t0.Add(d), d, failureOf(code, fromUpstream, ctx.Err() != nil))
+		up.release(e, model, t0.Add(d), d, failureOf(code, fromUpstream, ctx.Err() != nil))
 		if notFound(code, fromUpstream) && model != "" {
 			// This replica lacks the model: it is left out for it.
 			e.markAbsent(model, p.now().UnixNano())

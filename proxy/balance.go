@@ -233,10 +233,10 @@ func failureOf(code codes.Code, fromUpstream, ctxDone bool) endpointFailure {
 	return endpointNoVerdict
 }
 
-// release ends a call acquire counted: took is its latency, f how it
-// failed. A success feeds the endpoint's cost; failures feed its
-// ejection (outlier.go).
-func (u *Upstream) release(e *Endpoint, now time.Time, took time.Duration, f endpointFailure) {
+// release ends a call of model ("" for none known) acquire counted: took
+// is its latency, f how it failed. A success feeds the endpoint's cost
+// and its latency for the model; failures feed its ejection (outlier.go).
+func (u *Upstream) release(e *Endpoint, model string, now time.Time, took time.Duration, f endpointFailure) {
 	e.inFlight.Add(-1)
 	switch f {
 	case endpointOK:
@@ -247,6 +247,7 @@ func (u *Upstream) release(e *Endpoint, now time.Time, took time.Duration, f end
 			e.observe(now, took)
 			t := now.UnixNano()
 			e.observeMin(t, took)
+			e.observeModel(model, t, took)
 			if e.answers.Add(1) >= latencyEvidence && n >= 3 && n <= scanAll {
 				u.checkLatency(e, now)
 			}

@@ -39,7 +39,7 @@ func share(u *Upstream, calls int, gap time.Duration, start time.Time, latency f
 		}
 		count[i]++
 		d := latency(i)
-		u.release(e, now.Add(d), d, endpointOK)
+		u.release(e, "", now.Add(d), d, endpointOK)
 		now = now.Add(gap)
 	}
 	out := make([]float64, len(list))
@@ -80,7 +80,7 @@ func TestPickersWeighCallsInFlight(t *testing.T) {
 		u := testPool(2, b)
 		now := time.Unix(1000, 0)
 		for _, e := range u.Endpoints() {
-			u.release(e, now, 5*time.Millisecond, endpointOK)
+			u.release(e, "", now, 5*time.Millisecond, endpointOK)
 		}
 		u.Endpoints()[0].inFlight.Store(50)
 		for range 100 {
@@ -117,7 +117,7 @@ func TestOutlierEjection(t *testing.T) {
 		if a.ejectedUntil.Load() != 0 {
 			t.Fatalf("ejected after %d failures", i)
 		}
-		u.release(a, now, time.Millisecond, endpointFailed)
+		u.release(a, "", now, time.Millisecond, endpointFailed)
 	}
 	if !(a.ejectedUntil.Load() > now.UnixNano()) || a.usable(now.UnixNano()) {
 		t.Fatalf("not ejected after %d server errors in a row", ejectAfterFailures)
@@ -127,11 +127,11 @@ func TestOutlierEjection(t *testing.T) {
 			t.Fatal("picked an ejected endpoint while others are usable")
 		}
 	}
-	u.release(b, now, time.Millisecond, endpointUnreachable)
+	u.release(b, "", now, time.Millisecond, endpointUnreachable)
 	if b.usable(now.UnixNano()) {
 		t.Fatal("an unreachable endpoint was not ejected at once")
 	}
-	u.release(c, now, time.Millisecond, endpointUnreachable)
+	u.release(c, "", now, time.Millisecond, endpointUnreachable)
 	if !c.usable(now.UnixNano()) {
 		t.Fatal("a third of four ejected: more than half the pool out")
 	}
@@ -141,7 +141,7 @@ func TestOutlierEjection(t *testing.T) {
 		t.Fatal("still ejected after its ejection time")
 	}
 	for range ejectAfterFailures {
-		u.release(a, later, time.Millisecond, endpointFailed)
+		u.release(a, "", later, time.Millisecond, endpointFailed)
 	}
 	if got := time.Duration(a.ejectedUntil.Load() - later.UnixNano()); got != 2*ejectBase {
 		t.Errorf("second ejection lasts %s, want %s", got, 2*ejectBase)
@@ -149,10 +149,10 @@ func TestOutlierEjection(t *testing.T) {
 	// A success clears the count of failures in a row.
 	d := list[3]
 	for range ejectAfterFailures - 1 {
-		u.release(d, later, time.Millisecond, endpointFailed)
+		u.release(d, "", later, time.Millisecond, endpointFailed)
 	}
-	u.release(d, later, time.Millisecond, endpointOK)
-	u.release(d, later, time.Millisecond, endpointFailed)
+	u.release(d, "", later, time.Millisecond, endpointOK)
+	u.release(d, "", later, time.Millisecond, endpointFailed)
 	if !d.usable(later.UnixNano()) {
 		t.Error("ejected although a success broke its run of failures")
 	}
@@ -199,7 +199,7 @@ func TestLatencyOutlierEjection(t *testing.T) {
 				d += time.Duration(i%4) * 5 * time.Millisecond // queueing
 			}
 			if e.usable(now.UnixNano()) {
-				u.release(e, now, d, endpointOK)
+				u.release(e, "", now, d, endpointOK)
 			}
 		}
 		now = now.Add(50 * time.Millisecond)

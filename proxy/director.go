@@ -256,7 +256,7 @@ func (u *Upstream) Conn() *grpc.ClientConn {
 // meanwhile (SetEndpoints) keeps its connections until it ends.
 func (u *Upstream) Invoke(ctx context.Context, method string, args, reply any, opts ...grpc.CallOption) error {
 	e := u.acquire(time.Now(), "")
-	defer u.release(e, time.Now(), 0, endpointNoVerdict)
+	defer u.release(e, "", time.Now(), 0, endpointNoVerdict)
 	return e.Conn().Invoke(ctx, method, args, reply, opts...)
 }
 
@@ -264,7 +264,7 @@ func (u *Upstream) Invoke(ctx context.Context, method string, args, reply any, o
 // Only its opening counts as in flight there.
 func (u *Upstream) NewStream(ctx context.Context, desc *grpc.StreamDesc, method string, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 	e := u.acquire(time.Now(), "")
-	defer u.release(e, time.Now(), 0, endpointNoVerdict)
+	defer u.release(e, "", time.Now(), 0, endpointNoVerdict)
 	return e.Conn().NewStream(ctx, desc, method, opts...)
 }
 

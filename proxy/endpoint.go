@@ -52,6 +52,10 @@ type Endpoint struct {
 	// modelsMu serialises its writers.
 	models   atomic.Pointer[modelSet]
 	modelsMu sync.Mutex
+	// lat is its answers' latency per model (endpoint_latency.go);
+	// latMu serialises adding a model.
+	lat   atomic.Pointer[latencies]
+	latMu sync.Mutex
 
 	stop    context.CancelFunc
 	watched sync.WaitGroup

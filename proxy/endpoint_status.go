@@ -32,6 +32,17 @@ type EndpointStatus struct {
 	// the peak EWMA of its calls' latency, decayed since its last
 	// answer; null before its first answer.
 	LatencySeconds *float64 `json:"latency_seconds"`
+	// ModelLatency is its answers' latency per model over the last 10 to
+	// 20 seconds (models with answers in that time only).
+	ModelLatency map[string]ModelLatency `json:"model_latency,omitempty"`
+}
+
+// ModelLatency is one endpoint's recent latency for one model, read from
+// buckets 20 to 25% wide (within 12.5%).
+type ModelLatency struct {
+	Answers    uint64  `json:"answers"`
+	P50Seconds float64 `json:"p50_seconds"`
+	P99Seconds float64 `json:"p99_seconds"`
 }
 
 // Endpoint states.
@@ -74,6 +85,19 @@ func (e *Endpoint) status(upstream string, b Balance, now time.Time) EndpointSta
 			}
 		}
 		slices.Sort(st.ModelsAbsent)
+	}
+	if ls := e.lat.Load(); ls != nil {
+		for m := range *ls {
+			var c latCounts
+			if !e.modelLatencyAt(m, t, &c) {
+				continue
+			}
+			if st.ModelLatency == nil {
+				st.ModelLatency = map[string]ModelLatency{}
+			}
+			st.ModelLatency[m] = ModelLatency{Answers: c.total,
+				P50Seconds: c.quantile(0.5).Seconds(), P99Seconds: c.quantile(0.99).Seconds()}
+		}
 	}
 	return st
 }

@@ -213,7 +213,7 @@ func (r relayHandler) forward(c *h2relay.Call, model, version string, msg []byte
 		// A replica not asked for its models yet (a pool just started,
 		// an endpoint just added): served instead, where a NOT_FOUND
 		// from a replica without the model is sent again to another.
-		up.release(ep, time.Now(), 0, endpointNoVerdict)
+		up.release(ep, model, time.Now(), 0, endpointNoVerdict)
 		p.leave()
 		return nil
 	}
@@ -346,7 +346,7 @@ func (rc *relayCall) releaseEndpoint(c *h2relay.Call, res *h2relay.Result) {
 	}
 	now := time.Now()
 	gone := !c.Deadline.IsZero() && !now.Before(c.Deadline)
-	rc.up.release(rc.ep, now, res.Upstream, failureOf(code, fromUpstream, gone))
+	rc.up.release(rc.ep, rc.model, now, res.Upstream, failureOf(code, fromUpstream, gone))
 	if notFound(code, fromUpstream) {
 		// Relayed as it came: this call's answer is the replica's, the
 		// next calls of the model go to replicas that hold it.

@@ -56,9 +56,14 @@ type gpuRuntime struct {
 // startGPU builds the samplers and the correlator and registers their
 // metrics; run starts them. With no sources the correlator still runs, so
 // /api/v1/models shows latency (with hint "unknown" on a rise).
-func startGPU(c gpu.Config, mon *monitor.Registry, bs *baseline.Store, slo func(string) baseline.SLO, reg prometheus.Registerer, log *slog.Logger) (*gpuRuntime, error) {
+//
+// slow says which replica of a model's pool is much slower than the
+// others (the routing's, built after this).
+func startGPU(c gpu.Config, mon *monitor.Registry, bs *baseline.Store, slo func(string) baseline.SLO,
+	slow func(string) (correlate.SlowEndpoint, bool), reg prometheus.Registerer, log *slog.Logger) (*gpuRuntime, error) {
 	hub := gpu.NewHub(c.Models, c.Samplers(log)...)
-	corr := correlate.New(correlate.Options{Latency: mon, GPU: hub.State, Interval: c.Interval, Baselines: bs, SLO: slo})
+	corr := correlate.New(correlate.Options{Latency: mon, GPU: hub.State, Interval: c.Interval, Baselines: bs, SLO: slo,
+		SlowEndpoint: slow})
 	if err := hub.Register(reg); err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}

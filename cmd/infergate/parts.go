@@ -12,6 +12,7 @@ import (
 	"github.com/infergate/infergate/internal/memlimit"
 	"github.com/infergate/infergate/internal/statefile"
 	"github.com/infergate/infergate/monitor"
+	"github.com/infergate/infergate/monitor/correlate"
 	"github.com/infergate/infergate/proxy"
 	"github.com/infergate/infergate/tracing"
 )
@@ -73,7 +74,9 @@ func newParts(cfg Config, mem memlimit.Result, reg prometheus.Registerer, log *s
 	if err != nil {
 		return nil, err
 	}
-	if w.gt, err = startGPU(cfg.GPU, w.mon, bs, sloFunc(cfg.alerts), reg, log); err != nil {
+	// The correlator runs once every part is built: w.rt is set by then.
+	slow := func(model string) (correlate.SlowEndpoint, bool) { return slowEndpoint(w.rt.router, model) }
+	if w.gt, err = startGPU(cfg.GPU, w.mon, bs, sloFunc(cfg.alerts), slow, reg, log); err != nil {
 		return nil, err
 	}
 	if w.rt, err = startRouting(cfg, w.upCreds, w.mon, log); err != nil {

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/infergate/infergate/monitor"
+	"github.com/infergate/infergate/monitor/correlate"
 	"github.com/infergate/infergate/proxy"
 )
 
@@ -80,4 +81,14 @@ func dnsResolver(server string) *net.Resolver {
 		var d net.Dialer
 		return d.DialContext(ctx, network, server)
 	}}
+}
+
+// slowEndpoint is the router's SlowEndpoint as the correlator reads it.
+func slowEndpoint(r *proxy.Router, model string) (correlate.SlowEndpoint, bool) {
+	s, ok := r.SlowEndpoint(model)
+	if !ok {
+		return correlate.SlowEndpoint{}, false
+	}
+	return correlate.SlowEndpoint{Upstream: s.Upstream, Endpoint: s.Endpoint, P99: s.P99, PoolP99: s.PoolP99,
+		Ratio: s.Ratio(), Answers: s.Answers, Note: s.String()}, true
 }

@@ -18,7 +18,7 @@ var (
 		"The p50 and p99 (label stat) latency a rise is measured against: the seasonal baseline level (recent calm level until an hour of the week has history); NaN until known.",
 		[]string{"model", "stat"}, nil)
 	hintDesc = prometheus.NewDesc("infergate_model_cause_hint",
-		"1 for the model's current cause hint (none, gpu_saturated, gpu_throttled, gpu_memory_pressure, not_gpu, unknown, inputs_grew, input_shape_changed), 0 for the others.",
+		"1 for the model's current cause hint (none, gpu_saturated, gpu_throttled, gpu_memory_pressure, not_gpu, unknown, inputs_grew, input_shape_changed, one_endpoint_slow), 0 for the others.",
 		[]string{"model", "hint"}, nil)
 	modelGPUDesc = prometheus.NewDesc("infergate_model_gpu_info",
 		"1 for the GPU a model runs on; from is config, source or only_device.",

@@ -81,6 +81,26 @@ type Options struct {
 	// means Latency when it is an InputSource (*monitor.Registry is), and
 	// otherwise no input hints.
 	Inputs InputSource
+	// SlowEndpoint says which replica of a model's pool answers it much
+	// slower than the others, if one does; nil means no pools.
+	SlowEndpoint func(model string) (SlowEndpoint, bool)
+}
+
+// SlowEndpoint is one replica of a pool much slower than the others for
+// a model: what one_endpoint_slow names.
+type SlowEndpoint struct {
+	Upstream string `json:"upstream"`
+	Endpoint string `json:"endpoint"`
+	// P99 is its recent p99 for the model, PoolP99 the other endpoints'
+	// (their answers together), Ratio P99/PoolP99; Answers its answers
+	// they are read from.
+	P99     time.Duration `json:"-"`
+	PoolP99 time.Duration `json:"-"`
+	Ratio   float64       `json:"ratio"`
+	Answers uint64        `json:"answers"`
+	// Note says it in a line: "one endpoint slow: 10.0.3.7:8001 is
+	// 4.1x the pool's p99 for resnet50 (...)".
+	Note string `json:"note"`
 }
 
 // ModelState is one model's latency, GPU and hint at the last sample.
@@ -123,6 +143,9 @@ type ModelState struct {
 	// Inputs is what the recent calls carried (request bytes, rows)
 	// against the model's usual inputs.
 	Inputs InputState
+	// SlowEndpoint is the replica of the model's pool much slower than
+	// the others; nil when none is (or the upstream is no pool).
+	SlowEndpoint *SlowEndpoint
 	// Hint is the cause hint (Hint*).
 	Hint string
 }
@@ -361,9 +384,14 @@ func (c *Correlator) stepModel(name string, t *track, rs monitor.RecentStats, ha
 	})
 	ms.UtilizationFlat = len(utils) >= 3 && stddev(utils) < FlatUtilization
 
+	if c.opts.SlowEndpoint != nil {
+		if se, ok := c.opts.SlowEndpoint(ms.Model); ok {
+			ms.SlowEndpoint = &se
+		}
+	}
 	sig := Signal{
 		LatencyUp: s.up, HasGPU: s.hasU, Utilization: s.util, UtilizationFlat: ms.UtilizationFlat,
-		Correlation: ms.Correlation[Window1m], Inputs: ms.Inputs.Moved(),
+		Correlation: ms.Correlation[Window1m], Inputs: ms.Inputs.Moved(), SlowEndpoint: ms.SlowEndpoint != nil,
 	}
 	if ms.GPU != nil {
 		sig.Throttled = ms.GPU.Throttled()

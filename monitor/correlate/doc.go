@@ -24,24 +24,29 @@
 // Hint maps a Signal to one of the Hint* names, first match wins:
 //
 //  1. none: latency is not up.
-//  2. gpu_throttled: a thermal, power or hardware slowdown reason is
+//  2. one_endpoint_slow: the model's upstream is a pool of replicas and
+//     one of them answers it much slower than the others (its p99 at
+//     least twice theirs, and its median above their p90: not one slow
+//     call). The rest of the pool answers in time, so the cause is that
+//     machine, whatever a GPU reads.
+//  3. gpu_throttled: a thermal, power or hardware slowdown reason is
 //     active and the SM clock is below its maximum (no input explains a
 //     slower chip).
-//  3. inputs_grew: the recent calls' request bytes or rows are, with
+//  4. inputs_grew: the recent calls' request bytes or rows are, with
 //     confidence, at least twice the model's usual (see Inputs below).
 //     It wins over the GPU hints: bigger inputs explain a busy GPU.
-//  4. input_shape_changed: the usual bytes, in half the rows or fewer
+//  5. input_shape_changed: the usual bytes, in half the rows or fewer
 //     (bigger rows: longer sequences, larger images).
-//  5. unknown: no GPU data for the model (no source, source down, model
+//  6. unknown: no GPU data for the model (no source, source down, model
 //     not mapped to a GPU the sources read).
-//  6. gpu_memory_pressure: used/total GPU memory is at least 0.95.
-//  7. gpu_saturated: utilisation is at least 0.9 and latency moves with it
+//  7. gpu_memory_pressure: used/total GPU memory is at least 0.95.
+//  8. gpu_saturated: utilisation is at least 0.9 and latency moves with it
 //     (correlation over the 1m ring at least 0.5), or utilisation was too
 //     flat over the ring to correlate (pinned high: no headroom).
-//  8. not_gpu: utilisation is under 0.5 and either flat or not moving with
+//  9. not_gpu: utilisation is under 0.5 and either flat or not moving with
 //     latency: look at the network, pre-processing, CPU or the server's
 //     queue.
-//  9. unknown: anything else (a busy but not saturated GPU, say).
+//  10. unknown: anything else (a busy but not saturated GPU, say).
 //
 // # Inputs
 //

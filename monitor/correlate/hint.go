@@ -16,12 +16,16 @@ const (
 	// HintInputShapeChanged: the requests carry their usual bytes in
 	// other shapes (rows p90 halved or less: bigger rows).
 	HintInputShapeChanged = "input_shape_changed"
+	// HintOneEndpointSlow: the model's upstream is a pool of replicas,
+	// and one of them answers it much slower than the rest
+	// (ModelState.SlowEndpoint names it).
+	HintOneEndpointSlow = "one_endpoint_slow"
 )
 
 // Hints lists every hint; infergate_model_cause_hint has one series per
 // model and hint.
 var Hints = []string{HintNone, HintGPUSaturated, HintGPUThrottled, HintGPUMemoryPressure, HintNotGPU, HintUnknown,
-	HintInputsGrew, HintInputShapeChanged}
+	HintInputsGrew, HintInputShapeChanged, HintOneEndpointSlow}
 
 // Thresholds of the cause-hint rules.
 const (
@@ -65,6 +69,9 @@ type Signal struct {
 	// calls' inputs moved against the model's usual ones with confidence
 	// (InputState.Moved), "" when they did not or cannot tell.
 	Inputs string
+	// SlowEndpoint is true when one replica of the model's pool answers
+	// it much slower than the others (Options.SlowEndpoint).
+	SlowEndpoint bool
 }
 
 // Hint returns the cause hint for s; the package documentation lists the
@@ -74,6 +81,10 @@ func Hint(s Signal) string {
 	switch {
 	case !s.LatencyUp:
 		return HintNone
+	case s.SlowEndpoint:
+		// The pool's other replicas answer in time: what slows the model
+		// is one machine, whatever its GPU reads.
+		return HintOneEndpointSlow
 	case s.HasGPU && s.Throttled:
 		// A slowdown of the hardware: no input explains it.
 		return HintGPUThrottled

@@ -32,6 +32,8 @@ func TestHint(t *testing.T) {
 		{"input shape changed, GPU idle", Signal{LatencyUp: true, HasGPU: true, Utilization: 0.2, UtilizationFlat: true, Inputs: HintInputShapeChanged}, HintInputShapeChanged},
 		{"inputs grew but latency not up", Signal{HasGPU: true, Utilization: 0.2, Inputs: HintInputsGrew}, HintNone},
 		{"throttled wins over inputs", Signal{LatencyUp: true, HasGPU: true, Utilization: 0.9, Throttled: true, Inputs: HintInputsGrew}, HintGPUThrottled},
+		{"one endpoint slow wins over its GPU", Signal{LatencyUp: true, HasGPU: true, Utilization: 1, Correlation: 0.9, Throttled: true, SlowEndpoint: true}, HintOneEndpointSlow},
+		{"one endpoint slow, latency not up", Signal{SlowEndpoint: true}, HintNone},
 	}
 	for _, c := range cases {
 		if got := Hint(c.s); got != c.want {
