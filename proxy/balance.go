@@ -116,7 +116,8 @@ func (u *Upstream) pick(now int64, model string) *Endpoint {
 		return a
 	}
 	if u.balance == BalanceLeastRequest {
-		if b.inFlight.Load() < a.inFlight.Load() {
+		wa, wb := a.weight(now, u.slowStart), b.weight(now, u.slowStart)
+		if float64(b.inFlight.Load()+1)/wb < float64(a.inFlight.Load()+1)/wa {
 			return b
 		}
 		return a
@@ -129,7 +130,7 @@ func (u *Upstream) pick(now int64, model string) *Endpoint {
 	} else if cb == 0 {
 		cb = ca
 	}
-	if b.load(cb) < a.load(ca) {
+	if b.load(cb, now, u.slowStart) < a.load(ca, now, u.slowStart) {
 		return b
 	}
 	return a
@@ -170,7 +171,7 @@ func (u *Upstream) pickLeastLoaded(list []*Endpoint, now int64, model string) *E
 		if c == 0 {
 			c = cheapest
 		}
-		if l := e.load(c); best == nil || l < bestLoad {
+		if l := e.load(c, now, u.slowStart); best == nil || l < bestLoad {
 			best, bestLoad = e, l
 		}
 	}

@@ -84,6 +84,9 @@ type Upstream struct {
 	// turn.
 	balance Balance
 	next    atomic.Uint32
+	// slowStart is its endpoints' ramp (UpstreamOptions.SlowStart); 0 or
+	// negative none.
+	slowStart time.Duration
 	// ejectMu serialises ejections, which count the pool's ejected.
 	ejectMu sync.Mutex
 	// seqs pins each sequence to its endpoint (affinity.go).
@@ -335,6 +338,11 @@ type UpstreamOptions struct {
 	// Balance is how a call's endpoint is picked when the target names
 	// several (host:port,host:port).
 	Balance Balance
+	// SlowStart is how long a new or returning endpoint of a pool (added,
+	// connected again, back from an ejection) takes to reach its full
+	// share of calls, from a tenth of it; zero means
+	// DefaultEndpointSlowStart, negative none.
+	SlowStart time.Duration
 	// Resolver resolves the name of a dns:///name:port target, each of
 	// its addresses an endpoint, every ResolveEvery (zero:
 	// DefaultResolveEvery). Nil means net.DefaultResolver.
@@ -419,7 +427,10 @@ func DialUpstream(target string, opts UpstreamOptions) (*Upstream, error) {
 	}
 	movable := o.Movable && len(addrs) == 1 && plainHostPort(target)
 	setServerName := o.Credentials == nil || o.Credentials.Info().ServerName == ""
-	up := &Upstream{balance: o.Balance}
+	up := &Upstream{balance: o.Balance, slowStart: o.SlowStart}
+	if up.slowStart == 0 {
+		up.slowStart = DefaultEndpointSlowStart
+	}
 	var list []*Endpoint
 	fail := func(err error) (*Upstream, error) {
 		for _, e := range list {

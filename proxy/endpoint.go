@@ -36,6 +36,10 @@ type Endpoint struct {
 	fails        atomic.Int32 // failures in a row
 	ejectedUntil atomic.Int64 // unix nanoseconds; 0: not ejected
 	ejections    atomic.Int32 // how many times it was ejected
+	// since is when it last became able to take calls (connected again,
+	// back from an ejection; unix nanoseconds, 0: from the start), for
+	// its slow start.
+	since atomic.Int64
 	why          atomic.Pointer[string]
 	// calls and failed count its calls, for the API and metrics.
 	calls, failed atomic.Uint64
@@ -92,7 +96,9 @@ func (e *Endpoint) watch() {
 				for j := range states {
 					up = up || connectivity.State(states[j].Load()) == connectivity.Ready
 				}
-				e.up.Store(up)
+				if e.up.Swap(up) != up && up {
+					e.since.Store(time.Now().UnixNano()) // back: a slow start
+				}
 				if s == connectivity.Idle {
 					cc.Connect()
 				}
@@ -212,8 +218,29 @@ func (e *Endpoint) costAt(now int64) float64 {
 	return c
 }
 
-// load is the picker's score of an endpoint whose cost is c, lower is
-// better: the cost times the calls it would have in flight with this one.
-func (e *Endpoint) load(c float64) float64 {
-	return (c + 1) * float64(e.inFlight.Load()+1)
+// load is the picker's score at t of an endpoint whose cost is c, lower
+// is better: the cost times the calls it would have in flight with this
+// one, over its slow-start weight.
+func (e *Endpoint) load(c float64, t int64, slowStart time.Duration) float64 {
+	return (c + 1) * float64(e.inFlight.Load()+1) / e.weight(t, slowStart)
+}
+
+// DefaultEndpointSlowStart is UpstreamOptions.SlowStart's default.
+const DefaultEndpointSlowStart = 5 * time.Second
+
+// minWeight is a slow start's first share: a tenth, as Envoy's
+// min_weight_percent defaults to.
+const minWeight = 0.1
+
+// weight is e's share of calls at t against an endpoint long in the
+// pool, while it ramps from minWeight to 1 over slowStart after it became
+// able to take calls: a replica just started (a cold GPU, caches to
+// warm) or back from an ejection is not handed every call at once
+// because its queue is empty.
+func (e *Endpoint) weight(t int64, slowStart time.Duration) float64 {
+	s := e.since.Load()
+	if slowStart <= 0 || s == 0 || t-s >= int64(slowStart) {
+		return 1
+	}
+	return max(minWeight, float64(t-s)/float64(slowStart))
 }

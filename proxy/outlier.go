@@ -104,6 +104,7 @@ func (u *Upstream) eject(e *Endpoint, now time.Time, why string) {
 	k := e.ejections.Add(1)
 	d := min(time.Duration(k)*ejectBase, ejectMax)
 	e.ejectedUntil.Store(now.Add(d).UnixNano())
+	e.since.Store(now.Add(d).UnixNano()) // its return starts slow
 	e.fails.Store(0)
 	e.answers.Store(0)
 	e.why.Store(&why)

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -166,7 +167,10 @@ func (r *Router) Apply(opts RouterOptions) error {
 // Director's; the caller moves it, Upstream.Move, when its address
 // changed: next's DefaultAddress is the new one), an upstream whose
 // name, address and connection count are prev's is prev's (its
-// connections and calls carry on), and only the others are dialled.
+// connections and calls carry on), one whose list of endpoints alone
+// changed is prev's with the new list (SetEndpoints: the endpoints kept
+// keep their connections, the removed ones drain), and only the others
+// are dialled.
 // dropped are prev's upstreams the new plan no longer uses: the caller
 // closes them once the calls on them have ended. On an error it closes
 // what it dialled and prev is untouched.
@@ -179,6 +183,7 @@ func (p *RoutePlan) Reopen(prev *Routing, opts UpstreamOptions, dial func(target
 	}
 	kept := map[*Upstream]bool{}
 	var dialled []*Upstream
+	var moves []func() error // endpoint lists to change once the plan holds
 	first := true
 	reuse := func(target string, o UpstreamOptions) (*Upstream, error) {
 		if first {
@@ -186,9 +191,18 @@ func (p *RoutePlan) Reopen(prev *Routing, opts UpstreamOptions, dial func(target
 			kept[prev.Default] = true
 			return prev.Default, nil
 		}
-		if up := old[upstreamKey{o.Name, target, o.Conns, o.Balance}]; up != nil && !kept[up] {
+		key := upstreamKey{o.Name, target, o.Conns, o.Balance, o.SlowStart}
+		if up := old[key]; up != nil && !kept[up] {
 			kept[up] = true
 			return up, nil
+		}
+		for k, up := range old {
+			if k.name == key.name && k.conns == key.conns && k.balance == key.balance && k.slowStart == key.slowStart &&
+				!kept[up] && up.dialer != nil && up.dns == "" && PlainEndpoints(k.address) && PlainEndpoints(target) {
+				kept[up] = true
+				moves = append(moves, func() error { return up.SetEndpoints(strings.Split(target, ","), endpointDrain) })
+				return up, nil
+			}
 		}
 		up, err := dial(target, o)
 		if err == nil {
@@ -197,6 +211,12 @@ func (p *RoutePlan) Reopen(prev *Routing, opts UpstreamOptions, dial func(target
 		return up, err
 	}
 	rt, err := p.Open(opts, reuse)
+	for _, move := range moves {
+		if err != nil {
+			break
+		}
+		err = move() // dials the new endpoints: fails only on a bad address
+	}
 	if err != nil {
 		for _, up := range dialled {
 			up.Close()

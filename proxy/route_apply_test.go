@@ -3,6 +3,9 @@ package proxy
 import (
 	"strings"
 	"testing"
+	"time"
+
+	"google.golang.org/grpc/connectivity"
 )
 
 // plan is planYAML without problems, as a reload gets it.
@@ -164,5 +167,77 @@ func TestRouterApplyCarriesFirstCallBreakers(t *testing.T) {
 	}
 	if n := cur.ndirected.Load(); n != 1 {
 		t.Errorf("%d first-call breakers counted, want 1", n)
+	}
+}
+
+// A reload that changes only a named pool's list of endpoints keeps the
+// upstream and the endpoints still listed (their connections, what the
+// picker learned) and dials only the new one; the slow start is read
+// from YAML.
+func TestReopenChangesNamedPoolLive(t *testing.T) {
+	doc := func(eps string) string {
+		return "upstream: pri:1\nupstreams:\n  - {name: pool, endpoints: [" + eps + "], slow_start: 2s}\n" +
+			"routes:\n  - model: resnet50\n    upstream: pool\n"
+	}
+	rt, err := plan(t, doc("127.0.0.1:1, 127.0.0.1:2")).Open(UpstreamOptions{Conns: 1}, DialUpstream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	pool := rt.Upstreams[1]
+	if pool.slowStart != 2*time.Second {
+		t.Errorf("slow_start: %s, want 2s", pool.slowStart)
+	}
+	kept, removed := pool.Endpoints()[0], pool.Endpoints()[1]
+	next, dropped, err := plan(t, doc("127.0.0.1:1, 127.0.0.1:3")).Reopen(rt, UpstreamOptions{Conns: 1}, DialUpstream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next.Upstreams[1] != pool || len(dropped) != 0 {
+		t.Fatalf("the pool was dialled again (dropped %v), want it kept with its new endpoints", dropped)
+	}
+	eps := pool.Endpoints()
+	if len(eps) != 2 || eps[0] != kept || eps[1].Address() != "127.0.0.1:3" {
+		t.Fatalf("endpoints after the reload: %v, want 127.0.0.1:1 kept and 127.0.0.1:3", eps)
+	}
+	if a := pool.Address(); a != "127.0.0.1:1,127.0.0.1:3" {
+		t.Errorf("address %q", a)
+	}
+	// Changing it back again goes through the same way: the key follows.
+	if next2, dropped, err := plan(t, doc("127.0.0.1:1, 127.0.0.1:3")).Reopen(next, UpstreamOptions{Conns: 1}, DialUpstream); err != nil ||
+		next2.Upstreams[1] != pool || len(dropped) != 0 {
+		t.Errorf("an unchanged reload: %v, dropped %v", err, dropped)
+	}
+	// The removed endpoint, with no call in flight, closes after its
+	// grace.
+	for removed.conns[0].GetState() != connectivity.Shutdown {
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A new or returning endpoint takes a tenth of its share at first and
+// its full share once its slow start is over: with the others holding 3
+// calls each, an idle newcomer is not handed the next call at once.
+func TestEndpointSlowStart(t *testing.T) {
+	u := testPool(4, BalanceLatency)
+	u.slowStart = 10 * time.Second
+	now := time.Unix(1000, 0)
+	list := u.Endpoints()
+	for _, e := range list {
+		e.observe(now, 5*time.Millisecond)
+	}
+	for _, e := range list[:3] {
+		e.inFlight.Store(3)
+	}
+	newcomer := list[3]
+	newcomer.since.Store(now.UnixNano())
+	if e := u.pick(now.UnixNano(), ""); e == newcomer {
+		t.Errorf("at its start, the newcomer took the call over endpoints with 3 in flight")
+	}
+	if e := u.pick(now.Add(5*time.Second).UnixNano(), ""); e != newcomer {
+		t.Errorf("half through its slow start, the newcomer (weight 0.5, load 2) lost to endpoints with 3 in flight (load 4)")
+	}
+	if w := newcomer.weight(now.Add(time.Minute).UnixNano(), u.slowStart); w != 1 {
+		t.Errorf("weight after the slow start %v, want 1", w)
 	}
 }

@@ -52,6 +52,9 @@ type UpstreamSpec struct {
 	// Balance is how a call's endpoint is picked: latency (the
 	// default), least_request or round_robin.
 	Balance string `yaml:"balance"`
+	// SlowStart is how long a new or returning endpoint takes to reach
+	// its full share of calls, from a tenth; default 5s, negative off.
+	SlowStart *time.Duration `yaml:"slow_start"`
 	// Conns is the number of pooled connections, 1 to MaxUpstreamConns.
 	// Nil (the key left out) means the front end's default, upstream_conns.
 	// It is a pointer because that default is known only once the flags
@@ -164,6 +167,7 @@ type RoutePlan struct {
 type plannedUpstream struct {
 	name, address string
 	balance       Balance
+	slowStart     time.Duration
 	conns         int            // 0: Open's UpstreamOptions.Conns
 	breaker       *BreakerConfig // nil: none configured
 }
@@ -266,6 +270,11 @@ func (u UpstreamSpec) plan(field string) (plannedUpstream, []error) {
 	var err error
 	if pu.balance, err = ParseBalance(u.Balance); err != nil {
 		errs = append(errs, fmt.Errorf("%s.balance: %w", field, err))
+	}
+	if u.SlowStart != nil {
+		if pu.slowStart = *u.SlowStart; pu.slowStart == 0 {
+			pu.slowStart = -1 // 0s written: none
+		}
 	}
 	if u.Conns != nil {
 		if pu.conns = *u.Conns; pu.conns < 1 || pu.conns > MaxUpstreamConns {
@@ -581,6 +590,7 @@ type upstreamKey struct {
 	name, address string
 	conns         int
 	balance       Balance
+	slowStart     time.Duration
 }
 
 // Open dials every upstream of p with dial (DialUpstream, or a test's),
@@ -599,12 +609,13 @@ func (p *RoutePlan) Open(opts UpstreamOptions, dial func(target string, opts Ups
 			o.Conns = pu.conns
 		}
 		o.Balance = pu.balance
+		o.SlowStart = pu.slowStart
 		up, err := dial(pu.address, o)
 		if err != nil {
 			return nil, errors.Join(err, rt.Close())
 		}
 		rt.Upstreams = append(rt.Upstreams, up)
-		rt.keys = append(rt.keys, upstreamKey{pu.name, pu.address, o.Conns, pu.balance})
+		rt.keys = append(rt.keys, upstreamKey{pu.name, pu.address, o.Conns, pu.balance, pu.slowStart})
 		if pu.breaker != nil {
 			rt.Router.Breakers[up] = *pu.breaker
 		}
