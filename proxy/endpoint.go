@@ -40,7 +40,7 @@ type Endpoint struct {
 	// back from an ejection; unix nanoseconds, 0: from the start), for
 	// its slow start.
 	since atomic.Int64
-	why          atomic.Pointer[string]
+	why   atomic.Pointer[string]
 	// calls and failed count its calls, for the API and metrics.
 	calls, failed atomic.Uint64
 	// Its service time, for ejection on latency (outlier.go): the least
