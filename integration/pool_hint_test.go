@@ -1,12 +1,17 @@
 package integration
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc/metadata"
+
+	"github.com/infergate/infergate/proto/kservepb"
 )
 
 // modelHintDoc is what /api/v1/models says of one model's cause.
@@ -108,5 +113,52 @@ slo:
 	}
 	if n := load.failed.Load(); n > 0 {
 		t.Errorf("%d calls failed (first: %v)", n, load.firstErr.Load())
+	}
+}
+
+// TestPoolAffinityHeader: with --affinity-header, every call carrying
+// one value of the header lands on one replica, on the fast path and
+// the gRPC path, and the values spread over the pool.
+func TestPoolAffinityHeader(t *testing.T) {
+	var addrs []string
+	for range 3 {
+		addrs = append(addrs, startSim(t).grpc)
+	}
+	for _, path := range []string{"fast", "grpc"} {
+		t.Run(path, func(t *testing.T) {
+			args := []string{"--affinity-header", "x-session"}
+			if path == "grpc" {
+				args = append(args, "--fast-path=false")
+			}
+			gate := startProxy(t, strings.Join(addrs, ","), args...)
+			kc := kservepb.NewGRPCInferenceServiceClient(dial(t, gate.grpc))
+			used := map[string]bool{}
+			for s := range 12 {
+				session := fmt.Sprintf("user-%d", s)
+				before := endpointDocs(t, gate.admin)
+				for i := range 20 {
+					ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+					ctx = metadata.AppendToOutgoingContext(ctx, "x-session", session)
+					_, err := kc.ModelInfer(ctx, resnetRequest("resnet50", 1))
+					cancel()
+					if err != nil {
+						t.Fatalf("call %d of %s: %v", i, session, err)
+					}
+				}
+				after := endpointDocs(t, gate.admin)
+				on := ""
+				for _, a := range addrs {
+					if n := after[a].Calls - before[a].Calls; n == 20 {
+						on = a
+					} else if n != 0 {
+						t.Errorf("%s: replica %s took %d of its 20 calls, want 0 or all", session, a, n)
+					}
+				}
+				used[on] = true
+			}
+			if len(used) < 2 {
+				t.Errorf("12 sessions all on %v, want them spread", used)
+			}
+		})
 	}
 }

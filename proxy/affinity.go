@@ -2,12 +2,14 @@ package proxy
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/infergate/infergate/grpcwire"
 	"github.com/infergate/infergate/proto/methods"
 	"github.com/infergate/infergate/proto/wire"
 )
@@ -50,17 +52,27 @@ type pinned struct {
 }
 
 // pooled says whether a call of method to u must be read for its
-// sequence: a ModelInfer to a pool.
+// sequence (a ModelInfer to a pool) or its affinity header.
 func (u *Upstream) pooled(method string) bool {
-	return method == methods.ModelInfer && len(u.eps.Load().list) > 1
+	return len(u.eps.Load().list) > 1 && (method == methods.ModelInfer || u.affinity.Load() != nil)
 }
 
-// acquireCall is acquire for one ModelInfer call of model to a pool whose
-// request is msg: a call of a sequence goes where the sequence is pinned
-// (pinned true: it must go nowhere else).
-func (u *Upstream) acquireCall(now time.Time, model string, msg []byte) (e *Endpoint, pinned bool, err error) {
+// acquireCall is acquire for one call of method and model to a pool whose
+// request is msg and whose affinity header carries key ("" none): a
+// ModelInfer call of a sequence goes where the sequence is pinned (pinned
+// true: it must go nowhere else); one with a key where the key maps.
+func (u *Upstream) acquireCall(now time.Time, method, model string, msg []byte, key string) (e *Endpoint, pinned bool, err error) {
+	if method != methods.ModelInfer {
+		if key != "" {
+			return u.acquireKeyed(now, model, key), false, nil
+		}
+		return u.acquire(now, model), false, nil
+	}
 	seq := wire.SequenceOf(msg)
 	if seq.ID == "" {
+		if key != "" {
+			return u.acquireKeyed(now, model, key), false, nil
+		}
 		return u.acquire(now, model), false, nil
 	}
 	if len(seq.ID) > maxSequenceKey || len(seq.Model) > maxSequenceKey {
@@ -130,4 +142,104 @@ func (u *Upstream) holds(e *Endpoint) bool {
 		}
 	}
 	return false
+}
+
+// Header affinity. A pool may name a request header (affinity_header)
+// whose value keeps a client's calls on one endpoint: a session's
+// caches, a client that wants its calls where its last ones went. Unlike
+// a sequence it is a preference, not a correctness need: the endpoint is
+// the value's highest random weight (rendezvous hashing) among those that
+// may take the call, so an endpoint that leaves or is ejected moves only
+// its own values, to the next in their order, and every infergate of a
+// fleet maps a value to the same replica. A call without the header is
+// picked as any other.
+
+// setAffinityHeader makes name (lower case; "" none) the pool's affinity
+// header.
+func (u *Upstream) setAffinityHeader(name string) {
+	if name == "" {
+		if u.affinity.Load() != nil {
+			u.affinity.Store(nil)
+		}
+		return
+	}
+	if cur := u.affinity.Load(); cur == nil || *cur != name {
+		u.affinity.Store(&name)
+	}
+}
+
+// affinityHeader is the pool's affinity header, "" when it has none or
+// is no pool.
+func (u *Upstream) affinityHeader() string {
+	if h := u.affinity.Load(); h != nil && len(u.eps.Load().list) > 1 {
+		return *h
+	}
+	return ""
+}
+
+// checkAffinityHeader refuses a header name a client cannot send as
+// metadata of its own.
+func checkAffinityHeader(name string) error {
+	switch n := strings.ToLower(name); {
+	case n == "":
+		return nil
+	case strings.HasPrefix(n, ":") || strings.HasPrefix(n, "grpc-") || grpcwire.IsReservedHeader(n) || strings.HasSuffix(n, "-bin"):
+		return fmt.Errorf("%q is not a header a client sends as its own metadata", name)
+	case strings.ContainsFunc(n, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.')
+	}):
+		return fmt.Errorf("%q is not a header name (lower-case letters, digits, - _ .)", name)
+	}
+	return nil
+}
+
+// acquireKeyed is acquire for a call whose affinity header carries key:
+// the usable endpoint holding model with the key's highest weight (none
+// usable: the picker's choice).
+func (u *Upstream) acquireKeyed(now time.Time, model, key string) *Endpoint {
+	t := now.UnixNano()
+	list := u.eps.Load().list
+	if model != "" && !u.modelHeld(model, t) {
+		model = ""
+	}
+	kh := fnv64(fnvOffset, key)
+	var best *Endpoint
+	var bestW uint64
+	for _, e := range list {
+		if !e.usableFor(model, t) {
+			continue
+		}
+		if w := mix64(fnv64(kh, e.addr)); best == nil || w > bestW {
+			best, bestW = e, w
+		}
+	}
+	if best == nil {
+		return u.acquire(now, model)
+	}
+	best.inFlight.Add(1)
+	best.calls.Add(1)
+	return best
+}
+
+const (
+	fnvOffset = 14695981039346656037
+	fnvPrime  = 1099511628211
+)
+
+// fnv64 continues FNV-1a's hash h over s (no allocation).
+func fnv64(h uint64, s string) uint64 {
+	for i := 0; i < len(s); i++ {
+		h ^= uint64(s[i])
+		h *= fnvPrime
+	}
+	return h
+}
+
+// mix64 is splitmix64's finaliser: FNV's low bits are poorly spread.
+func mix64(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	return x ^ x>>31
 }

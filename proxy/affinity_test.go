@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/infergate/infergate/proto/kservepb"
+	"github.com/infergate/infergate/proto/methods"
 )
 
 func seqRequest(t *testing.T, model string, id int64, start, end bool) []byte {
@@ -38,7 +40,7 @@ func TestSequencesStayOnTheirReplica(t *testing.T) {
 	u := testPool(4, BalanceLatency)
 	now := time.Unix(1000, 0)
 	call := func(id int64, start, end bool) (*Endpoint, error) {
-		e, pinned, err := u.acquireCall(now, "lstm", seqRequest(t, "lstm", id, start, end))
+		e, pinned, err := u.acquireCall(now, methods.ModelInfer, "lstm", seqRequest(t, "lstm", id, start, end), "")
 		if err == nil {
 			if !pinned {
 				t.Fatal("a sequence's call not pinned")
@@ -75,7 +77,7 @@ func TestSequencesStayOnTheirReplica(t *testing.T) {
 		t.Errorf("sequence 8 started again: %v on %v, want another replica", err, e)
 	}
 	// A request without a sequence is not pinned.
-	if _, pinned, _ := u.acquireCall(now, "lstm", seqRequest(t, "lstm", 0, false, false)); pinned {
+	if _, pinned, _ := u.acquireCall(now, methods.ModelInfer, "lstm", seqRequest(t, "lstm", 0, false, false), ""); pinned {
 		t.Error("a call without a sequence_id was pinned")
 	}
 }
@@ -91,10 +93,79 @@ func TestSequenceIDTooLong(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := u.acquireCall(time.Unix(1000, 0), "lstm", b); status.Code(err) != codes.InvalidArgument {
+	if _, _, err := u.acquireCall(time.Unix(1000, 0), methods.ModelInfer, "lstm", b, ""); status.Code(err) != codes.InvalidArgument {
 		t.Errorf("a 1 MiB sequence_id: %v, want INVALID_ARGUMENT", err)
 	}
 	if len(u.seqs.m) != 0 {
 		t.Errorf("%d sequences remembered", len(u.seqs.m))
+	}
+}
+
+// Calls carrying an affinity key stay on one endpoint; keys spread over
+// the pool; an endpoint ejected moves its own keys only, and they come
+// back with it; another proxy in front of the same replicas maps every
+// key the same.
+func TestAffinityHeaderKeys(t *testing.T) {
+	u, v := testPool(4, BalanceLatency), testPool(4, BalanceLatency)
+	now := time.Unix(1000, 0)
+	where := func(u *Upstream, key string) string {
+		e := u.acquireKeyed(now, "", key)
+		u.release(e, "", now, time.Millisecond, endpointOK)
+		return e.addr
+	}
+	first := map[string]string{}
+	per := map[string]int{}
+	for i := range 1000 {
+		k := fmt.Sprintf("session-%d", i)
+		first[k] = where(u, k)
+		per[first[k]]++
+		if again, other := where(u, k), where(v, k); again != first[k] || other != first[k] {
+			t.Fatalf("key %s: %s, then %s, and %s on another proxy; want one endpoint", k, first[k], again, other)
+		}
+	}
+	for _, e := range u.Endpoints() {
+		if n := per[e.addr]; n < 150 || n > 350 {
+			t.Errorf("endpoint %s holds %d of 1000 keys, want about 250", e.addr, n)
+		}
+	}
+	out := u.Endpoints()[2]
+	u.eject(out, now, "test")
+	moved := 0
+	for k, was := range first {
+		now := where(u, k)
+		switch {
+		case was == out.addr && now == out.addr:
+			t.Fatalf("key %s still on the ejected endpoint", k)
+		case was != out.addr && now != was:
+			t.Fatalf("key %s moved from %s to %s though its endpoint is up", k, was, now)
+		case now != was:
+			moved++
+		}
+	}
+	if moved != per[out.addr] {
+		t.Errorf("%d keys moved, want the ejected endpoint's %d", moved, per[out.addr])
+	}
+	out.ejectedUntil.Store(0)
+	for k, was := range first {
+		if now := where(u, k); now != was {
+			t.Fatalf("key %s on %s after the endpoint came back, want %s", k, now, was)
+		}
+	}
+}
+
+func TestAffinityHeaderChecked(t *testing.T) {
+	for _, ok := range []string{"", "x-session-id", "X-Session-Id", "tenant_key"} {
+		if err := checkAffinityHeader(ok); err != nil {
+			t.Errorf("%q: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{":authority", "grpc-timeout", "content-type", "te", "x-id-bin", "x session", "x-é"} {
+		if err := checkAffinityHeader(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+	_, errs := planYAML(t, "upstream: a:1,b:1\naffinity_header: grpc-timeout\n")
+	if len(errs) != 1 || !strings.Contains(errs[0].Error(), "affinity_header") {
+		t.Errorf("a reserved affinity header: %v, want one error naming affinity_header", errs)
 	}
 }

@@ -175,7 +175,13 @@ func (p *Proxy) invoke(ctx context.Context, up *Upstream, method string, req *Fr
 		model, _ = frameTarget(methods.Lookup(method).Target, req) // interned: no allocation
 	}
 	if up.pooled(method) {
-		if e, pinned, err = up.acquireCall(t0, model, req.Bytes()); err != nil {
+		key := ""
+		if h := up.affinityHeader(); h != "" && batcher.BatchOf(ctx) == nil { // a batch is no client's
+			if v := metadata.ValueFromIncomingContext(ctx, h); len(v) > 0 {
+				key = v[0]
+			}
+		}
+		if e, pinned, err = up.acquireCall(t0, method, model, req.Bytes(), key); err != nil {
 			return 0, err
 		}
 	} else {

@@ -91,6 +91,9 @@ type Upstream struct {
 	ejectMu sync.Mutex
 	// seqs pins each sequence to its endpoint (affinity.go).
 	seqs sequences
+	// affinity is the request header keeping a client's calls on one
+	// endpoint (affinity.go); nil none.
+	affinity atomic.Pointer[string]
 	// resolvers feed the one endpoint's conns their address, one each,
 	// when the upstream can move; nil otherwise.
 	resolvers []*manual.Resolver

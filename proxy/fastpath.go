@@ -201,7 +201,16 @@ func (r relayHandler) forward(c *h2relay.Call, model, version string, msg []byte
 	var ep *Endpoint
 	if up.pooled(c.Method) {
 		var err error
-		if ep, _, err = up.acquireCall(time.Now(), model, msg); err != nil {
+		key := ""
+		if h := up.affinityHeader(); h != "" {
+			for _, f := range c.Header {
+				if f.Name == h { // HTTP/2 header names are lower case
+					key = f.Value
+					break
+				}
+			}
+		}
+		if ep, _, err = up.acquireCall(time.Now(), c.Method, model, msg, key); err != nil {
 			// Served instead: the pipeline answers the same refusal.
 			p.leave()
 			return nil

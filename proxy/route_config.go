@@ -30,6 +30,10 @@ type RoutingConfig struct {
 	// Upstreams are named model servers for routes; the first is the
 	// default upstream when Upstream is empty.
 	Upstreams []UpstreamSpec `yaml:"upstreams"`
+	// AffinityHeader names a request header whose value keeps a client's
+	// calls on one endpoint of a pool (Upstream's, and the named ones'
+	// that set none); empty: none.
+	AffinityHeader string `yaml:"affinity_header"`
 	// Breaker turns on the circuit breaker of Upstream (named upstreams
 	// carry their own); it is checked but unused without Upstream.
 	Breaker *BreakerSpec `yaml:"breaker"`
@@ -55,6 +59,10 @@ type UpstreamSpec struct {
 	// SlowStart is how long a new or returning endpoint takes to reach
 	// its full share of calls, from a tenth; default 5s, negative off.
 	SlowStart *time.Duration `yaml:"slow_start"`
+	// AffinityHeader names a request header whose value keeps a
+	// client's calls on one endpoint (affinity.go); default the top
+	// level's affinity_header.
+	AffinityHeader string `yaml:"affinity_header"`
 	// Conns is the number of pooled connections, 1 to MaxUpstreamConns.
 	// Nil (the key left out) means the front end's default, upstream_conns.
 	// It is a pointer because that default is known only once the flags
@@ -168,6 +176,7 @@ type plannedUpstream struct {
 	name, address string
 	balance       Balance
 	slowStart     time.Duration
+	affinity      string         // the affinity header; "" none
 	conns         int            // 0: Open's UpstreamOptions.Conns
 	breaker       *BreakerConfig // nil: none configured
 }
@@ -205,15 +214,21 @@ func (c RoutingConfig) Plan() (*RoutePlan, []error) {
 		if err := endpointList(c.Upstream); err != nil {
 			bad("upstream", "%v", err)
 		}
-		add(plannedUpstream{name: c.Upstream, address: c.Upstream, breaker: defBreaker})
+		add(plannedUpstream{name: c.Upstream, address: c.Upstream, breaker: defBreaker, affinity: strings.ToLower(c.AffinityHeader)})
 	case len(c.Upstreams) == 0:
 		bad("upstream", "required (the model server's gRPC address, e.g. 127.0.0.1:8001), or upstreams")
+	}
+	if err := checkAffinityHeader(c.AffinityHeader); err != nil {
+		bad("affinity_header", "%v", err)
 	}
 	byName := map[string]int{}
 	for i, u := range c.Upstreams {
 		f := fmt.Sprintf("upstreams[%d]", i)
 		pu, uerrs := u.plan(f)
 		errs = append(errs, uerrs...)
+		if pu.affinity == "" {
+			pu.affinity = strings.ToLower(c.AffinityHeader)
+		}
 		if _, twice := byName[u.Name]; twice && u.Name != "" {
 			bad(f+".name", "%q named twice", u.Name)
 		}
@@ -270,6 +285,10 @@ func (u UpstreamSpec) plan(field string) (plannedUpstream, []error) {
 	var err error
 	if pu.balance, err = ParseBalance(u.Balance); err != nil {
 		errs = append(errs, fmt.Errorf("%s.balance: %w", field, err))
+	}
+	pu.affinity = strings.ToLower(u.AffinityHeader)
+	if err := checkAffinityHeader(u.AffinityHeader); err != nil {
+		errs = append(errs, fmt.Errorf("%s.affinity_header: %w", field, err))
 	}
 	if u.SlowStart != nil {
 		if pu.slowStart = *u.SlowStart; pu.slowStart == 0 {
@@ -614,6 +633,7 @@ func (p *RoutePlan) Open(opts UpstreamOptions, dial func(target string, opts Ups
 		if err != nil {
 			return nil, errors.Join(err, rt.Close())
 		}
+		up.setAffinityHeader(pu.affinity) // live: a reload changes it on a kept upstream
 		rt.Upstreams = append(rt.Upstreams, up)
 		rt.keys = append(rt.keys, upstreamKey{pu.name, pu.address, o.Conns, pu.balance, pu.slowStart})
 		if pu.breaker != nil {

@@ -621,6 +621,8 @@ var flags = []flagRow{
 	{"upstream-timeout", "upstream_timeout", "deadline for unary calls that carry none (0 = none)", to(func(c *Config) *time.Duration { return &c.UpstreamTimeout })},
 	{"upstream-keepalive-time", "upstream_keepalive_time", "ping interval to the upstream while calls are in flight (servers must allow it)",
 		to(func(c *Config) *time.Duration { return &c.UpstreamKeepaliveTime })},
+	{"affinity-header", "affinity_header", "request header whose value keeps a client's calls on one replica of a pool (consistent: the same value, the same replica while it is up)",
+		to(func(c *Config) *string { return &c.AffinityHeader })},
 	{"upstream-dns-server", "upstream_dns_server", "DNS server (host:port) resolving dns:///NAME:PORT upstreams, each address an endpoint (default: the system's resolver)",
 		to(func(c *Config) *string { return &c.UpstreamDNSServer })},
 	{"max-in-flight", "max_in_flight", "cap on calls in progress; beyond it RESOURCE_EXHAUSTED (0 = no cap)", to(func(c *Config) *int { return &c.MaxInFlight })},
