@@ -39,6 +39,9 @@ type attemptResult struct {
 	queueFull bool
 	// batch is the merged call the attempt rode in; nil if none.
 	batch *batcher.Batch
+	// endpointHedge: a hedge sent to another endpoint of the primary's
+	// pool; its answer is the primary model's.
+	endpointHedge bool
 }
 
 // Why an attempt is made, for its trace span: attemptPrimary, or the
@@ -156,6 +159,10 @@ type exchange struct {
 	// opts backs the call's options (callOptions), then Header and
 	// Trailer.
 	opts [6]grpc.CallOption
+	// avoid is an endpoint not to send it to (a hedge leaves its
+	// primary's out); picked, when set, is told the endpoint it went to.
+	avoid  *Endpoint
+	picked *atomic.Pointer[Endpoint]
 }
 
 // invoke makes one unary upstream call with raw frames: the one upstream
@@ -174,7 +181,10 @@ func (p *Proxy) invoke(ctx context.Context, up *Upstream, method string, req *Fr
 	if len(up.eps.Load().list) > 1 {
 		model, _ = frameTarget(methods.Lookup(method).Target, req) // interned: no allocation
 	}
-	if up.pooled(method) {
+	switch {
+	case x.avoid != nil:
+		e = up.acquireAvoiding(t0, model, x.avoid)
+	case up.pooled(method):
 		key := ""
 		if h := up.affinityHeader(); h != "" && batcher.BatchOf(ctx) == nil { // a batch is no client's
 			if v := metadata.ValueFromIncomingContext(ctx, h); len(v) > 0 {
@@ -184,8 +194,11 @@ func (p *Proxy) invoke(ctx context.Context, up *Upstream, method string, req *Fr
 		if e, pinned, err = up.acquireCall(t0, method, model, req.Bytes(), key); err != nil {
 			return 0, err
 		}
-	} else {
+	default:
 		e = up.acquire(t0, model)
+	}
+	if x.picked != nil {
+		x.picked.Store(e)
 	}
 	// send makes the call on e, already counted in flight there, and
 	// tells e how it went.

@@ -72,6 +72,12 @@ func (e *Endpoint) usableFor(model string, now int64) bool {
 // none does: then the call goes as if it named none, for the replica's
 // own answer.
 func (u *Upstream) pick(now int64, model string) *Endpoint {
+	return u.pickAvoiding(now, model, nil)
+}
+
+// pickAvoiding is pick leaving avoid out of the choice (a hedge goes to
+// another endpoint than its primary's) unless it is the only one.
+func (u *Upstream) pickAvoiding(now int64, model string, avoid *Endpoint) *Endpoint {
 	list := u.eps.Load().list
 	n := len(list)
 	if n == 1 {
@@ -83,7 +89,7 @@ func (u *Upstream) pick(now int64, model string) *Endpoint {
 	if u.balance == BalanceRoundRobin {
 		start := int(u.next.Add(1) - 1)
 		for k := range n {
-			if e := list[(start+k)%n]; e.usableFor(model, now) {
+			if e := list[(start+k)%n]; e != avoid && e.usableFor(model, now) {
 				if k > 0 {
 					u.next.Add(uint32(k)) // the next turn is the one after e's
 				}
@@ -93,7 +99,7 @@ func (u *Upstream) pick(now int64, model string) *Endpoint {
 		return fallbackPick(list, now, start)
 	}
 	if n <= scanAll && u.balance == BalanceLatency {
-		return u.pickLeastLoaded(list, now, model)
+		return u.pickLeastLoaded(list, now, model, avoid)
 	}
 	i := rand.IntN(n)
 	j := rand.IntN(n - 1)
@@ -101,11 +107,11 @@ func (u *Upstream) pick(now int64, model string) *Endpoint {
 		j++
 	}
 	a, b := list[i], list[j]
-	au, bu := a.usableFor(model, now), b.usableFor(model, now)
+	au, bu := a != avoid && a.usableFor(model, now), b != avoid && b.usableFor(model, now)
 	switch {
 	case !au && !bu:
 		for k := range n {
-			if e := list[(i+k)%n]; e.usableFor(model, now) {
+			if e := list[(i+k)%n]; e != avoid && e.usableFor(model, now) {
 				return e
 			}
 		}
@@ -147,7 +153,7 @@ const scanAll = 16
 // pickLeastLoaded is the usable endpoint with the lowest load, ties
 // broken at random; an endpoint never measured counts as costing the
 // cheapest measured one.
-func (u *Upstream) pickLeastLoaded(list []*Endpoint, now int64, model string) *Endpoint {
+func (u *Upstream) pickLeastLoaded(list []*Endpoint, now int64, model string, avoid *Endpoint) *Endpoint {
 	n := len(list)
 	var costs [scanAll]float64
 	cheapest := 0.0
@@ -164,7 +170,7 @@ func (u *Upstream) pickLeastLoaded(list []*Endpoint, now int64, model string) *E
 	for k := range n {
 		i := (start + k) % n
 		e := list[i]
-		if !e.usableFor(model, now) {
+		if e == avoid || !e.usableFor(model, now) {
 			continue
 		}
 		c := costs[i]
@@ -196,7 +202,12 @@ func fallbackPick(list []*Endpoint, now int64, start int) *Endpoint {
 // acquire picks the endpoint for one call of model ("" for none) and
 // counts the call in flight there; release must follow.
 func (u *Upstream) acquire(now time.Time, model string) *Endpoint {
-	e := u.pick(now.UnixNano(), model)
+	return u.acquireAvoiding(now, model, nil)
+}
+
+// acquireAvoiding is acquire leaving avoid out of the choice.
+func (u *Upstream) acquireAvoiding(now time.Time, model string, avoid *Endpoint) *Endpoint {
+	e := u.pickAvoiding(now.UnixNano(), model, avoid)
 	e.inFlight.Add(1)
 	e.calls.Add(1)
 	return e

@@ -4,10 +4,16 @@ import (
 	"context"
 	"sync/atomic"
 	"time"
+
+	"github.com/infergate/infergate/proto/methods"
+	"github.com/infergate/infergate/proto/wire"
 )
 
 // Hedging: a primary still unanswered after the model's patience is asked
-// of the fallback too, and the first good answer wins.
+// again, and the first good answer wins: of another endpoint of the
+// primary's pool when it has one that may take it (the same model, so
+// the answer is not degraded, and one slow replica is routed around
+// before the fallback tier), else of the fallback.
 
 // testHookHedge, when set by a test, runs as a hedge starts.
 var testHookHedge func()
@@ -19,7 +25,7 @@ var testHookHedge func()
 // second try).
 func (c *routedCall) primary(probe func(verdict)) (a attemptResult, h *attemptResult, hedged bool) {
 	after, slow := c.patience()
-	if after > 0 && c.fb != nil && !c.mr.cfg.NonIdempotent {
+	if after > 0 && (c.fb != nil || c.pooledPrimary()) && !c.mr.cfg.NonIdempotent {
 		a, h = c.hedge(c.pri, probe, after, slow)
 		return a, h, h != nil
 	}
@@ -110,7 +116,12 @@ func (c *routedCall) hedge(t target, report func(verdict), after time.Duration, 
 		}
 		// hctx ended: the primary answered as the timer fired; no hedge,
 		// no budget spent.
-		if c.ctx.Err() != nil || hctx.Err() != nil || c.mr.fallbackOpen() {
+		if c.ctx.Err() != nil || hctx.Err() != nil {
+			hedged <- nil
+			return
+		}
+		avoid := c.poolHedgeAvoids()
+		if avoid == nil && (c.fb == nil || c.mr.fallbackOpen()) {
 			hedged <- nil
 			return
 		}
@@ -118,8 +129,10 @@ func (c *routedCall) hedge(t target, report func(verdict), after time.Duration, 
 		// run out (a slowdown under load), the calls still waiting on
 		// the primary are the ones that must trip its breaker. Not when
 		// the fallback is down too: tripping would fail slow calls that
-		// are still being answered.
-		if slow && reported.CompareAndSwap(false, true) {
+		// are still being answered. Not when another replica can take
+		// it: one slow replica is the pool's to route around (its
+		// latency and ejection), not the whole upstream's breaker's.
+		if slow && avoid == nil && reported.CompareAndSwap(false, true) {
 			c.reportFailed(report)
 		}
 		if !c.p.router.table.Load().budget.take() {
@@ -127,13 +140,19 @@ func (c *routedCall) hedge(t target, report func(verdict), after time.Duration, 
 			return
 		}
 		c.mr.live.counters.hedges.Add(1)
-		h := c.tryFallback(hctx, reasonHedge)
+		var h attemptResult
+		if avoid != nil {
+			h = c.attemptWith(hctx, c.pri, reasonHedge, &exchange{avoid: avoid})
+			h.endpointHedge = true
+		} else {
+			h = c.tryFallback(hctx, reasonHedge)
+		}
 		if h.err == nil {
 			pcancel() // the hedge answered: stop waiting for the primary
 		}
 		hedged <- &h
 	})
-	a := c.attempt(pctx, t, attemptPrimary)
+	a := c.attemptWith(pctx, t, attemptPrimary, &exchange{picked: &c.priEp})
 	if timer.Stop() {
 		c.report(report, a)
 		return a, nil
@@ -154,4 +173,35 @@ func (c *routedCall) hedge(t target, report func(verdict), after time.Duration, 
 		reportTo(c.pb, pctx, c.clientDeadline, report, a)
 	}
 	return a, h
+}
+
+// pooledPrimary says whether the primary is a pool of endpoints.
+func (c *routedCall) pooledPrimary() bool { return len(c.pri.up.eps.Load().list) > 1 }
+
+// poolHedgeAvoids is the endpoint of the primary's pool the hedge leaves
+// out (the primary's own) when another may take the call; nil when the
+// hedge goes to the fallback: no pool, no other endpoint usable for the
+// model, a batched model (its batches pick their own endpoint), the
+// primary's endpoint not yet picked, or a call of a sequence (its state
+// is on its own replica: sent twice, the sequence would advance twice).
+func (c *routedCall) poolHedgeAvoids() *Endpoint {
+	pe := c.priEp.Load()
+	if pe == nil || !c.pooledPrimary() {
+		return nil
+	}
+	model := c.model
+	if c.pri.rewrite {
+		model = c.pri.model
+	}
+	if b := c.p.batcher; b != nil && b.Handles(c.method, model) {
+		return nil
+	}
+	if c.method == methods.ModelInfer && wire.SequenceOf(c.req.Bytes()).ID != "" {
+		return nil
+	}
+	now := c.p.now().UnixNano()
+	if e := c.pri.up.pickAvoiding(now, model, pe); e == pe || !e.usableFor(model, now) {
+		return nil
+	}
+	return pe
 }

@@ -87,6 +87,9 @@ type routedCall struct {
 	fb  *target // nil: no fallback (none configured, or forced onto the primary)
 	// wf is the request's scan, kept for the outcome's features (Lazy).
 	wf wire.Features
+	// priEp is the endpoint of the primary's pool its attempt went to,
+	// once picked (a hedge goes to another).
+	priEp atomic.Pointer[Endpoint]
 }
 
 // routeUnary answers a unary call that names a model where the router's
@@ -156,12 +159,18 @@ func (c *routedCall) fromFallback(ss side, a attemptResult, reason string, o out
 // that is safe (retry.go), and answers. probe is the half-open probe's
 // report, nil when closed.
 func (c *routedCall) viaPrimary(ss side, o outcome, probe func(verdict)) outcome {
-	if c.fb != nil {
+	if c.fb != nil || c.pooledPrimary() {
 		c.p.router.table.Load().budget.deposit()
 	}
 	a, h, hedged := c.primary(probe)
 	if h != nil && h.err == nil && (a.err != nil || a.resp == nil) {
 		c.mr.live.counters.hedgesWon.Add(1)
+		if h.endpointHedge {
+			// Another replica of the primary answered: the primary's
+			// answer, not a degraded one.
+			c.mr.live.counters.primary.Add(1)
+			return c.p.reply(ss, *h, monitor.RoutePrimary, "", c.pri.up, o, &c.mr.live.counters)
+		}
 		return c.fromFallback(ss, *h, reasonHedge, o)
 	}
 	if f, reason, ok := c.retry(a, hedged); ok {

@@ -1,0 +1,108 @@
+package proxy
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/infergate/infergate/proto/kservepb"
+)
+
+// pool is an upstream of the named memNet servers, one endpoint each.
+func (n *memNet) pool(t *testing.T, names ...string) *Upstream {
+	t.Helper()
+	u := &Upstream{balance: BalanceLatency}
+	u.dest.Store(&upstreamDest{name: "pool"})
+	var list []*Endpoint
+	for _, name := range names {
+		e := &Endpoint{addr: name, conns: []*grpc.ClientConn{n.client(t, name)}}
+		e.up.Store(true)
+		list = append(list, e)
+	}
+	u.eps.Store(&endpoints{list: list})
+	return u
+}
+
+// A routed model whose primary is a pool and has no fallback: a call
+// stuck on one replica is hedged to another replica of the pool, whose
+// answer is the primary's (no route header); a call of a sequence is
+// never sent to a second replica.
+func TestHedgeToAnotherEndpoint(t *testing.T) {
+	mn := newMemNet()
+	stuck := startModelServer(t, mn, "stuck")
+	startModelServer(t, mn, "fine")
+	stuck.set(behaveHang)
+	pool := mn.pool(t, "stuck", "fine")
+	r, err := NewRouter(RouterOptions{
+		Routes: []RouteConfig{{Model: "big", Upstream: pool, HedgeAfter: 20 * time.Millisecond}},
+		Budget: BudgetConfig{Ratio: 1, MinPerSecond: 1000},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := New(StaticDirector(pool), WithRouter(r))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := p.NewServer()
+	mn.serve(t, "proxy", srv)
+	t.Cleanup(func() { srv.Stop(); r.Close(); p.Close() })
+	client := kservepb.NewGRPCInferenceServiceClient(mn.client(t, "proxy"))
+
+	infer := func(req *kservepb.ModelInferRequest) (string, string, error) {
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		var hdr metadata.MD
+		resp, err := client.ModelInfer(ctx, req, grpc.Header(&hdr))
+		if err != nil {
+			return "", "", err
+		}
+		return resp.Id, firstOf(hdr.Get(HeaderRoute)), nil
+	}
+	for i := range 20 {
+		id, route, err := infer(&kservepb.ModelInferRequest{ModelName: "big"})
+		if err != nil || id != "fine" || route != "" {
+			t.Fatalf("call %d: answered by %q, route %q, %v; want the fine replica, as the primary", i, id, route, err)
+		}
+	}
+	if stuck.calls.Load() == 0 {
+		t.Fatal("no call went to the stuck replica: nothing was hedged")
+	}
+	st := &r.table.Load().models["big"].live.counters
+	if won := st.hedgesWon.Load(); won == 0 || won > uint64(stuck.calls.Load()) {
+		t.Errorf("hedges won %d, stuck replica's calls %d", won, stuck.calls.Load())
+	}
+
+	// A sequence pinned to the stuck replica waits for it: sent to
+	// another replica, its state would advance twice.
+	stuck.set(behaveSlow)
+	stuck.delay.Store(int64(100 * time.Millisecond))
+	for id := int64(1); id <= 40; id++ {
+		before := stuck.calls.Load()
+		req := &kservepb.ModelInferRequest{ModelName: "big", Parameters: map[string]*kservepb.InferParameter{
+			"sequence_id":    {ParameterChoice: &kservepb.InferParameter_Int64Param{Int64Param: id}},
+			"sequence_start": {ParameterChoice: &kservepb.InferParameter_BoolParam{BoolParam: true}},
+		}}
+		who, _, err := infer(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if stuck.calls.Load() > before && who != "stuck" {
+			t.Fatalf("a sequence call sent to the slow replica was answered by %q: sent twice", who)
+		}
+		if who == "stuck" {
+			return
+		}
+	}
+	t.Fatal("no sequence went to the slow replica in 40")
+}
+
+func firstOf(v []string) string {
+	if len(v) == 0 {
+		return ""
+	}
+	return v[0]
+}
