@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -250,6 +251,50 @@ func TestAdaptiveSeveralSlots(t *testing.T) {
 		// The six that waited went as one batch when the first slot freed.
 		if got := h.up.received(); len(got) != 5 || got[4].req != "batch r4,r5,r6,r7,r8,r9" {
 			t.Errorf("upstream calls %+v, want 4 singles then one batch of 6", got)
+		}
+	})
+}
+
+// TestSlotsPerReplica: a model held by three replicas of a pool runs its
+// one slot on each, three batches in flight at once; when one replica
+// goes, two, read within a second.
+func TestSlotsPerReplica(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var replicas atomic.Int32
+		replicas.Store(3)
+		h := newHarness(t, Policy{Mode: Adaptive, Slots: 1}, WithReplicas(func(upstream, model string) int {
+			if upstream != "up" || model != "m" {
+				t.Errorf("replicas asked of %s/%s", upstream, model)
+			}
+			return int(replicas.Load())
+		}))
+		release := h.up.hold()
+		var outs []<-chan outcome
+		for i := range 10 {
+			outs = append(outs, h.goDo(t.Context(), fmt.Sprintf("a 1 r%d", i), nil))
+			synctest.Wait()
+		}
+		if st := h.stats(); st.InFlight != 3 || st.Slots != 3 {
+			t.Fatalf("in flight %d of %d slots, want 3 of 3", st.InFlight, st.Slots)
+		}
+		release()
+		for _, ch := range outs {
+			<-ch
+		}
+		replicas.Store(2)
+		time.Sleep(2 * replicasEvery)
+		release = h.up.hold()
+		outs = outs[:0]
+		for i := range 10 {
+			outs = append(outs, h.goDo(t.Context(), fmt.Sprintf("a 1 s%d", i), nil))
+			synctest.Wait()
+		}
+		if st := h.stats(); st.InFlight != 2 {
+			t.Errorf("one replica gone: in flight %d, want 2", st.InFlight)
+		}
+		release()
+		for _, ch := range outs {
+			<-ch
 		}
 	})
 }

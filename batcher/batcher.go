@@ -142,6 +142,9 @@ type Batcher struct {
 	retired map[[2]string]*queueStats // counters of freed queues by (model, upstream); guarded by mu
 
 	log *slog.Logger // nil: no logging
+	// replicas counts the replicas of an upstream holding a model
+	// (WithReplicas); nil: one.
+	replicas func(upstream, model string) int
 
 	done      chan struct{}
 	closeOnce sync.Once

@@ -14,11 +14,12 @@ import (
 // on the next arrival or finished batch). Called with the lock held.
 func (q *queue) next(now time.Time) (*batch, time.Time) {
 	q.refreshLimit()
-	if q.n == 0 || q.inFlight >= q.pol.Slots {
+	q.refreshSlots(now)
+	if q.n == 0 || q.inFlight >= q.slots {
 		return nil, time.Time{}
 	}
 	if q.pol.Mode == Adaptive {
-		q.target = adaptiveTarget(&q.fit, q.rate.at(now), q.pol.SLO, q.pol.Slots, q.pol.MaxSize)
+		q.target = adaptiveTarget(&q.fit, q.rate.at(now), q.pol.SLO, q.slots, q.pol.MaxSize)
 	}
 	var (
 		best   *sub

@@ -156,10 +156,10 @@ type harness struct {
 	up *fakeUpstream
 }
 
-func newHarness(t *testing.T, p Policy) *harness {
+func newHarness(t *testing.T, p Policy, opts ...Option) *harness {
 	t.Helper()
 	up := &fakeUpstream{}
-	b, err := New(Config{Models: map[string]Policy{"m": p}}, WithCodec(methods.ModelInfer, newFakeCodec()))
+	b, err := New(Config{Models: map[string]Policy{"m": p}}, append([]Option{WithCodec(methods.ModelInfer, newFakeCodec())}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -97,6 +97,29 @@ func (q *queue) refreshLimit() {
 	}
 }
 
+// WithReplicas tells the Batcher how many replicas of an upstream (the
+// endpoints of its pool that may take calls now) hold a model: a queue
+// sends up to its policy's Slots batches per replica at once, so a pool
+// of four one-slot replicas runs four batches, each to the endpoint the
+// pool picks. Nil, the default, is one replica. Read at most once a
+// second per queue, off the call path.
+func WithReplicas(f func(upstream, model string) int) Option {
+	return optionFunc(func(b *Batcher) { b.replicas = f })
+}
+
+// replicasEvery is how often a queue reads its replicas.
+const replicasEvery = time.Second
+
+// refreshSlots updates the queue's slots from its replicas, at most once
+// every replicasEvery. Called with the lock held.
+func (q *queue) refreshSlots(now time.Time) {
+	if q.b.replicas == nil || now.Sub(q.slotsAt) < replicasEvery {
+		return
+	}
+	q.slotsAt = now
+	q.slots = q.pol.Slots * min(max(q.b.replicas(q.key.upstream, q.key.model), 1), MaxSlots)
+}
+
 // ModelSource says where a batched model comes from, for the admin API.
 type ModelSource struct {
 	// Auto: batched because the upstream says it batches (Config.Auto).

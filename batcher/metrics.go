@@ -186,8 +186,10 @@ type QueueStats struct {
 	ArrivalRate float64 `json:"arrival_rate"`
 	QueueLength int     `json:"queue_length"`
 	InFlight    int     `json:"in_flight"`
-	Slots       int     `json:"slots"`
-	Batches     uint64  `json:"batches"`
+	// Slots is how many batches may be in flight: the policy's slots
+	// times the replicas of the upstream holding the model (WithReplicas).
+	Slots   int    `json:"slots"`
+	Batches uint64 `json:"batches"`
 	// Late counts requests sent after fresher ones because their wait had
 	// used up the SLO (adaptive only).
 	Late uint64 `json:"late"`
@@ -213,7 +215,7 @@ func (b *Batcher) Stats() []QueueStats {
 			ArrivalRate:             q.rate.at(now),
 			QueueLength:             q.n,
 			InFlight:                q.inFlight,
-			Slots:                   q.pol.Slots,
+			Slots:                   q.slots,
 			Batches:                 q.stats.batches,
 			Late:                    q.stats.late,
 		}

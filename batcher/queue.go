@@ -76,7 +76,11 @@ type queue struct {
 	// running are the batches in flight (len inFlight): when each was
 	// sent and its rows, from which the shedding policy predicts when a
 	// slot frees.
-	running    []slotUse
+	running []slotUse
+	// slots is how many batches may be in flight: the policy's Slots
+	// per replica holding the model (refreshSlots), read at slotsAt.
+	slots      int
+	slotsAt    time.Time
 	fit        latencyFit
 	rate       rateMeter
 	target     int           // current target size (rows)
@@ -120,7 +124,9 @@ func newQueue(b *Batcher, k queueKey, m *model, codec merge.Codec, inv Invoker) 
 	q.pol.MaxSize = m.maxRows()
 	q.pol.PreferredSizes = capSizes(m.pol.PreferredSizes, q.pol.MaxSize)
 	q.target = q.pol.MaxSize
+	q.slots = q.pol.Slots
 	q.lastActive = time.Now()
+	q.refreshSlots(q.lastActive)
 	if q.pol.Mode == Static {
 		q.delay = q.pol.MaxDelay
 	}
@@ -159,7 +165,8 @@ func (q *queue) enqueue(c *call) (alone bool, err error) {
 		return false, queueFullError(q.key.model, n)
 	}
 	q.rate.add(c.arrived)
-	if q.n == 0 && q.inFlight < q.pol.Slots && q.sendsAtOnce(c.item.Rows, c.arrived) {
+	q.refreshSlots(c.arrived)
+	if q.n == 0 && q.inFlight < q.slots && q.sendsAtOnce(c.item.Rows, c.arrived) {
 		c.state = stateDispatched
 		q.countBatch(c.item.Rows, c.arrived)
 		q.b.wg.Add(1) // under the lock and before closed: Close waits for it
@@ -285,7 +292,7 @@ func (q *queue) finish(at time.Time, rows int, took time.Duration, ok bool) {
 	if ok {
 		q.fit.add(rows, took)
 		if q.pol.Mode == Adaptive {
-			q.target = adaptiveTarget(&q.fit, q.rate.at(time.Now()), q.pol.SLO, q.pol.Slots, q.pol.MaxSize)
+			q.target = adaptiveTarget(&q.fit, q.rate.at(time.Now()), q.pol.SLO, q.slots, q.pol.MaxSize)
 		}
 	}
 	q.mu.Unlock()

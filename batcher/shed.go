@@ -35,7 +35,7 @@ func (q *queue) admitLocked(s *sub, c *call) error {
 		return nil
 	}
 	return fmt.Errorf("%w: model %s would answer in %s, past its SLO of %s (%d requests queued, %d of %d slots busy)",
-		ErrShed, q.key.model, wait.Round(time.Microsecond), q.pol.SLO, q.n, q.inFlight, q.pol.Slots)
+		ErrShed, q.key.model, wait.Round(time.Microsecond), q.pol.SLO, q.n, q.inFlight, q.slots)
 }
 
 // predictDone predicts when a call of rows rows arriving now into s would
@@ -61,7 +61,7 @@ func (q *queue) predictDone(s *sub, rows int, now time.Time) time.Time {
 		}
 	}
 	own := max(min(ahead+rows-(ahead/target)*target, target), rows) // calls are never split
-	slots := max(q.pol.Slots, 1)
+	slots := max(q.slots, 1)
 	idle := max(slots-len(q.running), 0)
 	start := now
 	if i := k % slots; i >= idle {

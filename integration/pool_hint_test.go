@@ -162,3 +162,48 @@ func TestPoolAffinityHeader(t *testing.T) {
 		})
 	}
 }
+
+// TestPoolBatching: with batching on, a pool of three one-slot replicas
+// runs three batches at once (the queue's slots are the pool's), each to
+// a replica the pool picks, and every replica takes batches.
+func TestPoolBatching(t *testing.T) {
+	var addrs []string
+	for range 3 {
+		addrs = append(addrs, startSim(t).grpc)
+	}
+	gate := startProxy(t, strings.Join(addrs, ","), "--batching", "adaptive", "--batch-models", "resnet50", "--batch-slots", "1")
+	load := startPoolLoad(t, gate.grpc, 12)
+	defer load.stop()
+	slots := func() int {
+		_, body := httpGet(t, "http://"+gate.admin+"/api/v1/batching")
+		var doc struct {
+			Models []struct {
+				Model  string
+				Queues []struct {
+					Slots   int    `json:"slots"`
+					Batches uint64 `json:"batches"`
+				} `json:"queues"`
+			}
+		}
+		if err := json.Unmarshal([]byte(body), &doc); err != nil {
+			t.Fatalf("/api/v1/batching: %v", err)
+		}
+		for _, m := range doc.Models {
+			if m.Model == "resnet50" && len(m.Queues) > 0 {
+				return m.Queues[0].Slots
+			}
+		}
+		return 0
+	}
+	waitFor(t, 30*time.Second, "the resnet50 queue with the pool's 3 slots", func() bool { return slots() == 3 })
+	during := callsDuring(t, gate.admin, 2*time.Second)
+	t.Logf("batches per replica in 2 s: %v", during)
+	for _, a := range addrs {
+		if during[a] == 0 {
+			t.Errorf("replica %s took no batch", a)
+		}
+	}
+	if n := load.failed.Load(); n > 0 {
+		t.Errorf("%d calls failed (first: %v)", n, load.firstErr.Load())
+	}
+}

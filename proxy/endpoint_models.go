@@ -164,3 +164,31 @@ func (e *Endpoint) askModels(ctx context.Context) {
 func notFound(code codes.Code, fromUpstream bool) bool {
 	return code == codes.NotFound && fromUpstream
 }
+
+// Replicas is how many endpoints of the upstream named upstream may take
+// a call of model now (up, not ejected, holding it): the batcher runs
+// its policy's slots once per replica. 1 for an upstream it does not know
+// or that is no pool.
+func (r *Router) Replicas(upstream, model string) int {
+	t := r.opts.Now().UnixNano()
+	for _, up := range r.table.Load().upstreams {
+		if up.Name() != upstream {
+			continue
+		}
+		list := up.eps.Load().list
+		if len(list) < 2 {
+			return 1
+		}
+		if !up.modelHeld(model, t) {
+			model = ""
+		}
+		n := 0
+		for _, e := range list {
+			if e.usableFor(model, t) {
+				n++
+			}
+		}
+		return max(n, 1)
+	}
+	return 1
+}

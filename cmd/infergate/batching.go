@@ -146,8 +146,12 @@ func sortedKeys[V any](m map[string]V) []string {
 
 // startBatcher returns the batcher for c (newBatcher: built even when no
 // model is batched) with its metrics registered on reg.
-func startBatcher(c batcher.Settings, nonIdempotent map[string]bool, reg prometheus.Registerer, log *slog.Logger) (*batcher.Batcher, error) {
-	b, err := newBatcher(c, nonIdempotent, batcher.WithLogger(log))
+//
+// replicas counts the endpoints of a pool holding a model (the router's):
+// a queue runs its slots once per replica.
+func startBatcher(c batcher.Settings, nonIdempotent map[string]bool, replicas func(upstream, model string) int,
+	reg prometheus.Registerer, log *slog.Logger) (*batcher.Batcher, error) {
+	b, err := newBatcher(c, nonIdempotent, batcher.WithLogger(log), batcher.WithReplicas(replicas))
 	if err != nil {
 		return nil, err
 	}

@@ -87,7 +87,7 @@ func newParts(cfg Config, mem memlimit.Result, reg prometheus.Registerer, log *s
 	if w.al, err = startAlerting(cfg.alerts, w.mon, w.gt, bs, w.rt.router, reg, fm, log); err != nil {
 		return nil, err
 	}
-	w.bat, err = startBatcher(cfg.Batching, nonIdempotentModels(cfg.RoutingConfig), reg, log)
+	w.bat, err = startBatcher(cfg.Batching, nonIdempotentModels(cfg.RoutingConfig), w.rt.router.Replicas, reg, log)
 	idempotencyWarnings(cfg.Batching, cfg.RoutingConfig, log)
 	if err != nil {
 		return nil, err
