@@ -69,6 +69,9 @@ type call struct {
 	// ends (a batch, a hedge still running): it is then left to the
 	// garbage collector instead of going back to gRPC's buffer pool.
 	keepReq atomic.Bool
+	// once: the call's model is not idempotent (its route says so): it
+	// is never sent twice.
+	once bool
 	// attempts counts the attempts made (hedges, retries, a cascade's
 	// escalation), for the slow-call records.
 	attempts atomic.Int32
@@ -141,6 +144,7 @@ func (c *call) attemptWith(ctx context.Context, t target, why string, x *exchang
 	if x == nil {
 		x = new(exchange)
 	}
+	x.once = c.once
 	a.upstream, a.err = p.invoke(ctx, t.up, c.method, req, x, c.subtype)
 	a.header, a.trailer = x.header, x.trailer
 	if a.err == nil {
@@ -163,6 +167,9 @@ type exchange struct {
 	// primary's out); picked, when set, is told the endpoint it went to.
 	avoid  *Endpoint
 	picked *atomic.Pointer[Endpoint]
+	// once: never sent twice, not even to another endpoint after its
+	// connection died under it (a model that is not idempotent).
+	once bool
 }
 
 // invoke makes one unary upstream call with raw frames: the one upstream
@@ -218,13 +225,17 @@ func (p *Proxy) invoke(ctx context.Context, up *Upstream, method string, req *Fr
 	}
 	sent := e.up.Load()
 	send(e, t0)
-	if !pinned && (notFound(code, fromUpstream) && model != "" ||
-		failureOf(code, fromUpstream, ctx.Err() != nil) == endpointUnreachable && !sent) {
+	missing := notFound(code, fromUpstream) && model != ""
+	unreachable := failureOf(code, fromUpstream, ctx.Err() != nil) == endpointUnreachable
+	if !pinned && (missing || unreachable) && len(up.eps.Load().list) > 1 {
 		// The call went nowhere (the endpoint was unreachable when
-		// picked) or to a replica without its model: it goes to
-		// another replica, once, if one may take it.
+		// picked), to a replica without its model, or died with its
+		// connection (an inference that may be sent twice, from the
+		// retry budget): it goes to another replica, once, if one may
+		// take it.
 		now := p.now().UnixNano()
-		if e2 := up.pick(now, model); e2 != e && e2.up.Load() && e2.holds(model, now) {
+		if e2 := up.pickAvoiding(now, model, e); e2 != e && e2.up.Load() && e2.holds(model, now) &&
+			(missing || !sent || p.mayResend(ctx, method, x)) {
 			x.header, x.trailer = nil, nil
 			e2.inFlight.Add(1)
 			e2.calls.Add(1)
@@ -235,6 +246,17 @@ func (p *Proxy) invoke(ctx context.Context, up *Upstream, method string, req *Fr
 		err = p.upstreamFailed(ctx, up, method, err, fromUpstream)
 	}
 	return took, err
+}
+
+// mayResend says whether a call whose connection died under it, the
+// replica perhaps having run it, may go to another replica: an inference
+// call (a pure function of its inputs) of a model not marked
+// non-idempotent, not a batch (the batcher decides for its callers), and
+// within the retry budget, so a fleet losing connections is not sent
+// twice the load.
+func (p *Proxy) mayResend(ctx context.Context, method string, x *exchange) bool {
+	return !x.once && methods.IsInference(method) && batcher.BatchOf(ctx) == nil && ctx.Err() == nil &&
+		p.router != nil && p.router.table.Load().budget.take()
 }
 
 // callOptions appends to dst the options of a unary upstream call to up:

@@ -256,6 +256,7 @@ func (u *Upstream) release(e *Endpoint, model string, now time.Time, took time.D
 			e.fails.Store(0)
 		}
 		if n := len(u.eps.Load().list); n > 1 { // one endpoint: no choice to inform
+			e.countJudged(now.UnixNano(), false)
 			e.observe(now, took)
 			t := now.UnixNano()
 			e.observeMin(t, took)

@@ -183,6 +183,33 @@ func TestFailureOf(t *testing.T) {
 // A replica whose least latency of the last seconds is over twice the
 // others' median is ejected once it answered enough calls; a healthy one
 // with a slow answer now and then (a long tail, queueing) is not.
+// An endpoint failing every other call never fails five in a row; its
+// failure ratio ejects it once enough calls judged it, and a healthy
+// one with a failure now and then is not.
+func TestFailureRatioEjection(t *testing.T) {
+	u := testPool(4, BalanceLatency)
+	list := u.Endpoints()
+	now := time.Unix(1000, 0)
+	flaky, fine := list[0], list[1]
+	for i := range 2 * ratioMinCalls {
+		f := endpointOK
+		if i%2 == 1 {
+			f = endpointFailed
+		}
+		u.release(flaky, "", now, time.Millisecond, f)
+		u.release(fine, "", now, time.Millisecond, map[bool]endpointFailure{true: endpointFailed, false: endpointOK}[i%10 == 9])
+	}
+	if flaky.usable(now.UnixNano()) {
+		t.Fatalf("half of %d calls failed and it was not ejected", 2*ratioMinCalls)
+	}
+	if w := flaky.why.Load(); w == nil || !strings.Contains(*w, "of its last") {
+		t.Errorf("why: %v, want the failure ratio", w)
+	}
+	if !fine.usable(now.UnixNano()) {
+		t.Errorf("one call in ten failed and it was ejected: %s", *fine.why.Load())
+	}
+}
+
 func TestLatencyOutlierEjection(t *testing.T) {
 	u := testPool(4, BalanceLatency)
 	list := u.Endpoints()

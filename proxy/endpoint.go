@@ -43,6 +43,11 @@ type Endpoint struct {
 	why   atomic.Pointer[string]
 	// calls and failed count its calls, for the API and metrics.
 	calls, failed atomic.Uint64
+	// The calls that judged it (answers and failures) in the current
+	// window of ratioWindow, for ejection on a failure ratio (outlier.go);
+	// ratioEpoch is the window's number.
+	ratioCalls, ratioFailed atomic.Int32
+	ratioEpoch              atomic.Int64
 	// Its service time, for ejection on latency (outlier.go): the least
 	// latency of its answers in the current and the last window
 	// (nanoseconds; 0 none), as BBR keeps a minimum RTT. Queueing and a

@@ -106,3 +106,63 @@ func firstOf(v []string) string {
 	}
 	return v[0]
 }
+
+// A call whose replica dies under it (its connection closed mid-call) is
+// sent again to another replica of the pool, from the retry budget; a
+// model whose route says it is not idempotent is not, and the client
+// gets the failure.
+func TestResendWhenConnectionDies(t *testing.T) {
+	for _, once := range []bool{false, true} {
+		t.Run(map[bool]string{false: "idempotent", true: "not idempotent"}[once], func(t *testing.T) {
+			mn := newMemNet()
+			dying := startModelServer(t, mn, "dying")
+			startModelServer(t, mn, "fine")
+			dying.set(behaveHang)
+			pool := mn.pool(t, "dying", "fine")
+			pool.Endpoints()[1].inFlight.Store(100) // the first pick is the dying one
+			ro := RouterOptions{Budget: BudgetConfig{Ratio: 1, MinPerSecond: 1000}}
+			if once {
+				ro.Routes = []RouteConfig{{Model: "big", Upstream: pool, NonIdempotent: true, HedgeAfter: -1}}
+			}
+			r, err := NewRouter(ro)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := New(StaticDirector(pool), WithRouter(r))
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv := p.NewServer()
+			mn.serve(t, "proxy", srv)
+			t.Cleanup(func() { srv.Stop(); r.Close(); p.Close() })
+			client := kservepb.NewGRPCInferenceServiceClient(mn.client(t, "proxy"))
+
+			type answer struct {
+				id  string
+				err error
+			}
+			done := make(chan answer, 1)
+			go func() {
+				ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+				defer cancel()
+				resp, err := client.ModelInfer(ctx, &kservepb.ModelInferRequest{ModelName: "big"})
+				if err != nil {
+					done <- answer{err: err}
+					return
+				}
+				done <- answer{id: resp.Id}
+			}()
+			for dying.calls.Load() == 0 {
+				time.Sleep(time.Millisecond)
+			}
+			dying.kill()
+			a := <-done
+			switch {
+			case !once && (a.err != nil || a.id != "fine"):
+				t.Errorf("answered by %q, %v; want the fine replica", a.id, a.err)
+			case once && a.err == nil:
+				t.Errorf("a model that is not idempotent was sent again (answered by %q)", a.id)
+			}
+		})
+	}
+}

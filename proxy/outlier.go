@@ -34,15 +34,47 @@ const (
 
 // noteFailure counts a failure against e and ejects it when the evidence
 // says so: at once when it could not be reached (the call never got an
-// answer), after ejectAfterFailures server errors in a row otherwise.
+// answer), after ejectAfterFailures server errors in a row, or when at
+// least ejectFailureRatio of the ratioMinCalls or more calls that judged
+// it in the current window failed (a replica failing every other call
+// never fails five in a row).
 func (u *Upstream) noteFailure(e *Endpoint, now time.Time, f endpointFailure) {
 	n := e.fails.Add(1)
+	calls, failed := e.countJudged(now.UnixNano(), true)
 	switch {
 	case f == endpointUnreachable:
 		u.eject(e, now, "unreachable: a call got no answer from it")
 	case n >= ejectAfterFailures:
 		u.eject(e, now, fmt.Sprintf("%d server errors in a row", n))
+	case calls >= ratioMinCalls && float64(failed) >= ejectFailureRatio*float64(calls):
+		u.eject(e, now, fmt.Sprintf("%d of its last %d calls failed", failed, calls))
 	}
+}
+
+// Ejection on a failure ratio: over windows of ratioWindow, at least
+// ratioMinCalls calls, ejectFailureRatio of them failed (Envoy's
+// failure-percentage detection, on infergate's own calls).
+const (
+	ratioWindow       = 10 * time.Second
+	ratioMinCalls     = 20
+	ejectFailureRatio = 0.5
+)
+
+// countJudged counts one call that judged e at t (failed or not) in the
+// current window, and returns the window's calls and failures.
+func (e *Endpoint) countJudged(t int64, failed bool) (calls, fails int32) {
+	if ep := t / int64(ratioWindow); e.ratioEpoch.Load() != ep {
+		if old := e.ratioEpoch.Load(); old != ep && e.ratioEpoch.CompareAndSwap(old, ep) {
+			e.ratioCalls.Store(0)
+			e.ratioFailed.Store(0)
+		}
+	}
+	calls = e.ratioCalls.Add(1)
+	fails = e.ratioFailed.Load()
+	if failed {
+		fails = e.ratioFailed.Add(1)
+	}
+	return calls, fails
 }
 
 // checkLatency ejects e when its service time is an outlier in its pool
@@ -107,5 +139,7 @@ func (u *Upstream) eject(e *Endpoint, now time.Time, why string) {
 	e.since.Store(now.Add(d).UnixNano()) // its return starts slow
 	e.fails.Store(0)
 	e.answers.Store(0)
+	e.ratioCalls.Store(0)
+	e.ratioFailed.Store(0)
 	e.why.Store(&why)
 }

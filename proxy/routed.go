@@ -115,6 +115,7 @@ func (p *Proxy) routeUnary(rc *routedCall, up *Upstream, ss side, o outcome) out
 		return o
 	}
 	rc.mr, rc.pb, rc.pri = pk.mr, pk.pb, pk.pri
+	rc.once = pk.mr != nil && pk.mr.cfg.NonIdempotent
 	if pk.mr == nil {
 		// A model without a route on an upstream with a breaker.
 		a := rc.attempt(rc.ctx, rc.pri, attemptPrimary)
