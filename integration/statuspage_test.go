@@ -194,7 +194,7 @@ func TestStatusPageShowsHostileNamesAsText(t *testing.T) {
 			f = "h"
 		}
 		models = append(models, map[string]any{"model": n, "calls": 10, "p50_seconds": 0.01, "p99_seconds": 0.05,
-			"latency_up": true, "up_reason": f, "cause_hint": f, "gpu_uuid": f})
+			"latency_up": true, "up_reason": f, "cause_hint": f, "gpu_uuid": f, "slow_endpoint": map[string]any{"note": f}})
 		series = append(series, map[string]any{"model": n, "code_class": "server_error", "calls": 10,
 			"windows": map[string]any{"1m": map[string]any{"total": map[string]any{"count": 10}}}})
 		routes = append(routes, map[string]any{"model": n, "route": f, "why": f, "primary_upstream": f,
@@ -203,7 +203,7 @@ func TestStatusPageShowsHostileNamesAsText(t *testing.T) {
 			"firing_since": now, "value": f, "threshold": f, "muted": f,
 			"labels": map[string]any{"model": n}, "annotations": map[string]any{"summary": f},
 			"evidence": map[string]any{"conditions": []any{map[string]any{"kind": f, "holds": "true", "note": f}},
-				"cause_hint": f, "actions": []any{f}, "gpu": map[string]any{"uuid": f, "throttle_reasons": []any{f}},
+				"cause_hint": f, "slow_endpoint": f, "actions": []any{f}, "gpu": map[string]any{"uuid": f, "throttle_reasons": []any{f}},
 				"baseline": map[string]any{"source": f, "up_above_seconds": map[string]any{f: 0.1}}}})
 	}
 	api := map[string]any{
@@ -211,7 +211,8 @@ func TestStatusPageShowsHostileNamesAsText(t *testing.T) {
 		"/api/v1/series": series,
 		"/api/v1/routes": map[string]any{"routes": routes, "breakers": []any{map[string]any{"upstream": script, "state": img}}},
 		"/api/v1/endpoints": map[string]any{"endpoints": []any{map[string]any{"upstream": script, "address": img, "state": script,
-			"why": img, "ejected_until": now, "models": []any{script, img}}}},
+			"why": img, "ejected_until": now, "models": []any{script, img},
+			"model_latency": map[string]any{script: map[string]any{"p50_seconds": 0.01, "p99_seconds": 0.02}, img: map[string]any{}}}}},
 		"/api/v1/alerts": map[string]any{"alerts": alerts},
 		// Every model's slow calls, whatever the query asks.
 		"/api/v1/slow": []any{map[string]any{"model": script, "version": img, "windows": []any{map[string]any{

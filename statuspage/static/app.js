@@ -282,6 +282,7 @@ function evidence(a) {
     ul.append(li(s));
   }
   if (ev.cause_hint && ev.cause_hint !== "none") ul.append(li("cause hint: " + ev.cause_hint));
+  if (ev.slow_endpoint) ul.append(li(ev.slow_endpoint));
   for (const act of ev.actions || []) ul.append(li("action: " + act));
   if (a.muted) ul.append(li("muted: " + a.muted, "muted"));
   if (!ul.childElementCount) ul.append(li("no evidence recorded", "muted"));
@@ -337,6 +338,7 @@ function renderModels() {
     let hint = "";
     if (m.latency_up) hint = "latency up (" + (m.up_reason || "baseline") + ")";
     if (m.cause_hint && m.cause_hint !== "none") hint += (hint ? "; " : "") + m.cause_hint;
+    if (m.slow_endpoint) hint += (hint ? "; " : "") + m.slow_endpoint.note;
     const gpu = m.gpu_uuid ? shortGPU(m.gpu_uuid) + (isNum(m.gpu_utilization) ? " " + pct(m.gpu_utilization) : "") : "—";
     let route = "—";
     if (r.route) {
@@ -430,8 +432,16 @@ function renderEndpoints() {
     num(e.latency_seconds == null ? "—" : dur(e.latency_seconds)),
     num(e.ejections),
     td(txt(e.models == null ? "any (not listed)" : e.models.join(", ") || "none")),
+    td(txt(modelLatency(e.model_latency))),
   ));
   show("endpoints", rows, rows.length ? "" : "no upstream");
+}
+
+// modelLatency is an endpoint's recent p50/p99 per model, on one line.
+function modelLatency(ml) {
+  const names = Object.keys(ml || {}).sort();
+  if (!names.length) return "—";
+  return names.map((m) => m + " " + dur(ml[m].p50_seconds) + " / " + dur(ml[m].p99_seconds)).join(", ");
 }
 
 function renderGPUs() {
