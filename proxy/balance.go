@@ -263,6 +263,7 @@ func (u *Upstream) release(e *Endpoint, model string, now time.Time, took time.D
 			e.observeModel(model, t, took)
 			if e.answers.Add(1) >= latencyEvidence && n >= 3 && n <= scanAll {
 				u.checkLatency(e, now)
+				u.checkModelLatency(model, now)
 			}
 		}
 	case endpointFailed, endpointUnreachable:

@@ -89,6 +89,9 @@ type Upstream struct {
 	slowStart time.Duration
 	// ejectMu serialises ejections, which count the pool's ejected.
 	ejectMu sync.Mutex
+	// spreadAt is when a model's latency across the pool was last judged
+	// for ejection (unix nanoseconds; outlier.go).
+	spreadAt atomic.Int64
 	// seqs pins each sequence to its endpoint (affinity.go).
 	seqs sequences
 	// affinity is the request header keeping a client's calls on one

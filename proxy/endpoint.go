@@ -177,7 +177,11 @@ func (e *Endpoint) observeMin(t int64, took time.Duration) {
 	d := int64(max(took, 1))
 	if since := e.minSince.Load(); t-since > int64(minWindow) {
 		if e.minSince.CompareAndSwap(since, t) {
-			e.minPrev.Store(e.minCur.Swap(d))
+			prev := e.minCur.Swap(d)
+			if t-since > 2*int64(minWindow) {
+				prev = 0 // the current window is not the last one: stale
+			}
+			e.minPrev.Store(prev)
 			return
 		}
 	}

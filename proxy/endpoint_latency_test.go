@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 )
@@ -112,5 +113,54 @@ func TestSlowEndpoint(t *testing.T) {
 	t.Log(s)
 	if _, ok := slow.slowEndpoint("other", t0); ok {
 		t.Error("a model with no answers has a slow endpoint")
+	}
+}
+
+// A replica slow for one model only (its other model fast, so its
+// service time is) is ejected on that model's evidence, and is judged
+// afresh once back.
+func TestModelLatencyEjection(t *testing.T) {
+	u := testPool(4, BalanceLatency)
+	list := u.Endpoints()
+	slow := list[1]
+	now := time.Unix(1000, 0)
+	r := rand.New(rand.NewPCG(3, 4))
+	for step := range 300 {
+		now = now.Add(10 * time.Millisecond)
+		for _, e := range list {
+			d := 5*time.Millisecond + time.Duration(r.IntN(1000))*time.Microsecond
+			if e == slow {
+				d *= 4
+			}
+			u.release(e, "m1", now, d, endpointOK)
+			u.release(e, "m2", now, time.Millisecond, endpointOK)
+		}
+		if !slow.usable(now.UnixNano()) {
+			t.Logf("ejected after %d steps: %s", step, *slow.why.Load())
+			break
+		}
+	}
+	if slow.usable(now.UnixNano()) {
+		t.Fatal("a replica 4x slower for m1 was not ejected")
+	}
+	if w := *slow.why.Load(); !strings.Contains(w, "slow for m1") {
+		t.Errorf("why: %q, want it to name m1", w)
+	}
+	for _, e := range list {
+		if e != slow && !e.usable(now.UnixNano()) {
+			t.Errorf("%s ejected too", e.addr)
+		}
+	}
+	// Back and healthy: the answers that ejected it do not eject it
+	// again.
+	now = now.Add(ejectBase + time.Second)
+	for range 300 {
+		now = now.Add(10 * time.Millisecond)
+		for _, e := range list {
+			u.release(e, "m1", now, 5*time.Millisecond+time.Duration(r.IntN(1000))*time.Microsecond, endpointOK)
+		}
+	}
+	if !slow.usable(now.UnixNano()) {
+		t.Errorf("ejected again once healthy: %s", *slow.why.Load())
 	}
 }

@@ -111,6 +111,29 @@ func (u *Upstream) checkLatency(e *Endpoint, now time.Time) {
 	}
 }
 
+// checkModelLatency ejects the endpoint much slower than the rest of the
+// pool for model (SlowEndpoint's evidence: its p99 at least twice theirs
+// and its median above their p90), judged at most once a second per
+// pool: a replica slow for one model only keeps a fast service time from
+// its other models, which checkLatency reads.
+func (u *Upstream) checkModelLatency(model string, now time.Time) {
+	t := now.UnixNano()
+	last := u.spreadAt.Load()
+	if model == "" || t-last < int64(time.Second) || !u.spreadAt.CompareAndSwap(last, t) {
+		return
+	}
+	s, ok := u.slowEndpoint(model, t)
+	if !ok {
+		return
+	}
+	for _, e := range u.eps.Load().list {
+		if e.addr == s.Endpoint && e.answers.Load() >= latencyEvidence {
+			u.eject(e, now, fmt.Sprintf("slow for %s: p99 %s, %.1fx the pool's %s", model,
+				roundLatency(s.P99), s.Ratio(), roundLatency(s.PoolP99)))
+		}
+	}
+}
+
 // eject takes e out of the pool for its next ejection time, unless it is
 // out already or the pool has its share out.
 func (u *Upstream) eject(e *Endpoint, now time.Time, why string) {
@@ -141,5 +164,10 @@ func (u *Upstream) eject(e *Endpoint, now time.Time, why string) {
 	e.answers.Store(0)
 	e.ratioCalls.Store(0)
 	e.ratioFailed.Store(0)
+	// Its latency is judged again from its answers once back: the
+	// answers that ejected it must not eject it again.
+	if e.lat.Load() != nil {
+		e.lat.Store(nil)
+	}
 	e.why.Store(&why)
 }
