@@ -1,0 +1,61 @@
+package flow
+
+import (
+	"testing"
+	"time"
+)
+
+// serve runs a saturated k-slot replica whose calls take s each for d:
+// as many calls in flight as the limit allows, each answered after its
+// turn (the mean of a FIFO queue of that many on k slots), and returns
+// the limit at the end.
+func serve(l *Limiter, now *time.Time, d time.Duration, k int, s func() time.Duration) int {
+	end := now.Add(d)
+	for now.Before(end) {
+		n := l.Limit()
+		rtt := s() * time.Duration(max(n, k)) / time.Duration(k)
+		*now = now.Add(rtt)
+		for range n {
+			l.Observe(*now, rtt, n)
+		}
+	}
+	return l.Limit()
+}
+
+// A saturated replica's limit settles one above its slots: its slots
+// busy, one call waiting there, the rest waiting here.
+func TestLimitSettlesAtTheSlots(t *testing.T) {
+	for _, k := range []int{1, 4, 16} {
+		now := time.Unix(1000, 0)
+		l := NewLimiter(now)
+		got := serve(l, &now, 2*time.Minute, k, func() time.Duration { return 5 * time.Millisecond })
+		if got < k || got > k+1 {
+			t.Errorf("%d slots: limit %d, want %d or %d", k, got, k, k+1)
+		}
+		if nl := l.NoLoad(); nl != 5*time.Millisecond {
+			t.Errorf("%d slots: no-load latency %s, want 5ms", k, nl)
+		}
+	}
+}
+
+// A replica that becomes 4x slower keeps its limit (its slots did not
+// change) once the probe learnt its new no-load latency, and its limit
+// does not creep up meanwhile.
+func TestLimitFollowsASlowdown(t *testing.T) {
+	now := time.Unix(1000, 0)
+	l := NewLimiter(now)
+	s := 5 * time.Millisecond
+	serve(l, &now, time.Minute, 4, func() time.Duration { return s })
+	s = 20 * time.Millisecond
+	for range 6 {
+		if got := serve(l, &now, 20*time.Second, 4, func() time.Duration { return s }); got > 5 {
+			t.Fatalf("limit crept to %d after the slowdown", got)
+		}
+	}
+	if got := l.Limit(); got < 4 {
+		t.Errorf("limit %d two minutes after the slowdown, want 4 or 5", got)
+	}
+	if nl := l.NoLoad(); nl != s {
+		t.Errorf("no-load latency %s, want the new %s", nl, s)
+	}
+}
