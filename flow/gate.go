@@ -204,6 +204,20 @@ func (g *Gate) Acquire(ctx context.Context, c Call) error {
 	}
 }
 
+// TryAcquire is Acquire for a caller that cannot wait: true when c may be
+// sent now (room, and nobody waiting before it); Done must follow.
+func (g *Gate) TryAcquire(c Call) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.waiting == 0 && g.inFlight < g.opts.Capacity() {
+		g.inFlight++
+		g.stats.Sent[c.Band]++
+		g.served[c.Band] = g.served[c.Band]*shareDecay + 1
+		return true
+	}
+	return false
+}
+
 // admit decides, under the lock, whether c may wait: its deadline leaves
 // room for the wait and the model's latency, and there is room to wait
 // (made by shedding a less critical call if need be).

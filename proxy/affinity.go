@@ -82,8 +82,7 @@ func (u *Upstream) acquireCall(now time.Time, method, model string, msg []byte, 
 	if e, err = u.seqs.endpoint(u, now, seq); err != nil {
 		return nil, true, err
 	}
-	e.inFlight.Add(1)
-	e.calls.Add(1)
+	u.begin(e, model)
 	return e, true, nil
 }
 
@@ -216,8 +215,7 @@ func (u *Upstream) acquireKeyed(now time.Time, model, key string) *Endpoint {
 	if best == nil {
 		return u.acquire(now, model)
 	}
-	best.inFlight.Add(1)
-	best.calls.Add(1)
+	u.begin(best, model)
 	return best
 }
 

@@ -146,6 +146,10 @@ func (c *call) attemptWith(ctx context.Context, t target, why string, x *exchang
 	}
 	x.once = c.once
 	a.upstream, a.err = p.invoke(ctx, t.up, c.method, req, x, c.subtype)
+	a.queue = x.wait
+	if a.err != nil && refusedByFlow(a.err) {
+		a.queueFull = true // refused here: nothing reached the upstream
+	}
 	a.header, a.trailer = x.header, x.trailer
 	if a.err == nil {
 		a.resp = &x.resp
@@ -170,6 +174,10 @@ type exchange struct {
 	// once: never sent twice, not even to another endpoint after its
 	// connection died under it (a model that is not idempotent).
 	once bool
+	// wait is how long it waited for its turn (flow control); turned:
+	// it has it (or needs none).
+	wait   time.Duration
+	turned bool
 }
 
 // invoke makes one unary upstream call with raw frames: the one upstream
@@ -179,15 +187,18 @@ type exchange struct {
 // *upstreamError.
 func (p *Proxy) invoke(ctx context.Context, up *Upstream, method string, req *Frame, x *exchange,
 	subtype grpc.CallOption) (took time.Duration, err error) {
+	if p.flow.on() != nil && x.avoid == nil && !x.turned && methods.IsInference(method) && batcher.BatchOf(ctx) == nil {
+		return p.invokeInTurn(ctx, up, method, req, x, subtype)
+	}
 	all := p.callOptions(x.opts[:0], up, subtype)
 	all = append(all, grpc.Header(&x.header), grpc.Trailer(&x.trailer))
+	model := ""
+	if len(up.eps.Load().list) > 1 || x.turned {
+		model, _ = frameTarget(methods.Lookup(method).Target, req) // interned: no allocation
+	}
 	t0 := p.now()
 	var e *Endpoint
 	pinned := false
-	model := ""
-	if len(up.eps.Load().list) > 1 {
-		model, _ = frameTarget(methods.Lookup(method).Target, req) // interned: no allocation
-	}
 	switch {
 	case x.avoid != nil:
 		e = up.acquireAvoiding(t0, model, x.avoid)
@@ -237,13 +248,31 @@ func (p *Proxy) invoke(ctx context.Context, up *Upstream, method string, req *Fr
 		if e2 := up.pickAvoiding(now, model, e); e2 != e && e2.up.Load() && e2.holds(model, now) &&
 			(missing || !sent || p.mayResend(ctx, method, x)) {
 			x.header, x.trailer = nil, nil
-			e2.inFlight.Add(1)
-			e2.calls.Add(1)
+			up.begin(e2, model)
 			send(e2, p.now())
 		}
 	}
 	if err != nil {
 		err = p.upstreamFailed(ctx, up, method, err, fromUpstream)
+	}
+	return took, err
+}
+
+// invokeInTurn is invoke for a call flow control orders: it waits for
+// its turn (a hedge takes none: it must not wait), makes the call, and
+// gives the turn back; the wait is the call's queue time.
+func (p *Proxy) invokeInTurn(ctx context.Context, up *Upstream, method string, req *Frame, x *exchange,
+	subtype grpc.CallOption) (time.Duration, error) {
+	model, _ := frameTarget(methods.Lookup(method).Target, req)
+	w0 := p.now()
+	gate, err := p.flowTurn(ctx, up, model, req.Bytes())
+	if err != nil {
+		return 0, err
+	}
+	x.wait, x.turned = since(p.now, w0), true
+	took, err := p.invoke(ctx, up, method, req, x, subtype)
+	if gate != nil {
+		gate.Done(took)
 	}
 	return took, err
 }

@@ -208,9 +208,17 @@ func (u *Upstream) acquire(now time.Time, model string) *Endpoint {
 // acquireAvoiding is acquire leaving avoid out of the choice.
 func (u *Upstream) acquireAvoiding(now time.Time, model string, avoid *Endpoint) *Endpoint {
 	e := u.pickAvoiding(now.UnixNano(), model, avoid)
+	u.begin(e, model)
+	return e
+}
+
+// begin counts a call of model ("" for none known) starting on e.
+func (u *Upstream) begin(e *Endpoint, model string) {
 	e.inFlight.Add(1)
 	e.calls.Add(1)
-	return e
+	if model != "" && u.flowOn.Load() {
+		e.flowBegin(model)
+	}
 }
 
 // endpointFailure is how a call failed, as its endpoint's evidence.
@@ -250,6 +258,9 @@ func failureOf(code codes.Code, fromUpstream, ctxDone bool) endpointFailure {
 // and its latency for the model; failures feed its ejection (outlier.go).
 func (u *Upstream) release(e *Endpoint, model string, now time.Time, took time.Duration, f endpointFailure) {
 	e.inFlight.Add(-1)
+	if model != "" && u.flowOn.Load() {
+		e.flowEnd(model, now, took, f == endpointOK)
+	}
 	switch f {
 	case endpointOK:
 		if e.fails.Load() != 0 {

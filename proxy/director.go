@@ -97,6 +97,12 @@ type Upstream struct {
 	// affinity is the request header keeping a client's calls on one
 	// endpoint (affinity.go); nil none.
 	affinity atomic.Pointer[string]
+	// gates are its flow-control gates by model (flow.go), made under
+	// gatesMu; flowOn is set once it has one: its endpoints then count
+	// their calls in flight per model.
+	gates   atomic.Pointer[flowGates]
+	gatesMu sync.Mutex
+	flowOn  atomic.Bool
 	// resolvers feed the one endpoint's conns their address, one each,
 	// when the upstream can move; nil otherwise.
 	resolvers []*manual.Resolver

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/infergate/infergate/flow"
 )
 
 // Each endpoint of a pool keeps its answers' latency per model, for the
@@ -56,14 +58,19 @@ type latWindowCounts struct {
 	n     [latBuckets]atomic.Uint32
 }
 
-// modelLatency is one endpoint's latency for one model.
-type modelLatency struct {
+// endpointModel is what one endpoint keeps of one model: its answers'
+// latency, and for flow control its calls in flight and its limit.
+type endpointModel struct {
 	w  [2]latWindowCounts
 	mu sync.Mutex // serialises a window's reset
+	// inFlight counts its calls in flight while flow control is on; lim
+	// is its concurrency limit, made at its first answer then.
+	inFlight atomic.Int32
+	lim      atomic.Pointer[flow.Limiter]
 }
 
 // add counts one answer that took d, at t (unix nanoseconds).
-func (m *modelLatency) add(t int64, d time.Duration) {
+func (m *endpointModel) add(t int64, d time.Duration) {
 	ep := t / int64(latWindow)
 	w := &m.w[ep&1]
 	if w.epoch.Load() != ep {
@@ -79,14 +86,14 @@ func (m *modelLatency) add(t int64, d time.Duration) {
 	w.n[latBucket(d)].Add(1)
 }
 
-// latCounts is a reading of one or more modelLatency: counts per bucket.
+// latCounts is a reading of one or more endpointModel: counts per bucket.
 type latCounts struct {
 	n     [latBuckets]uint64
 	total uint64
 }
 
 // addTo adds m's windows current at t to c.
-func (m *modelLatency) addTo(c *latCounts, t int64) {
+func (m *endpointModel) addTo(c *latCounts, t int64) {
 	ep := t / int64(latWindow)
 	for k := range m.w {
 		w := &m.w[k]
@@ -117,9 +124,9 @@ func (c *latCounts) quantile(q float64) time.Duration {
 	return latBucketMid(latBuckets - 1)
 }
 
-// latencies is an endpoint's modelLatency by model; replaced whole when
+// latencies is an endpoint's endpointModel by model; replaced whole when
 // a model is added.
-type latencies map[string]*modelLatency
+type latencies map[string]*endpointModel
 
 // observeModel counts an answer of model that took d, at t.
 func (e *Endpoint) observeModel(model string, t int64, d time.Duration) {
@@ -132,14 +139,14 @@ func (e *Endpoint) observeModel(model string, t int64, d time.Duration) {
 			return
 		}
 	}
-	if m := e.newModelLatency(model); m != nil {
+	if m := e.endpointModelFor(model); m != nil {
 		m.add(t, d)
 	}
 }
 
-// newModelLatency adds model to e's latencies (nil when it keeps
+// endpointModelFor adds model to e's latencies (nil when it keeps
 // maxLatModels already: model names are the clients').
-func (e *Endpoint) newModelLatency(model string) *modelLatency {
+func (e *Endpoint) endpointModelFor(model string) *endpointModel {
 	e.latMu.Lock()
 	defer e.latMu.Unlock()
 	old := e.lat.Load()
@@ -158,7 +165,7 @@ func (e *Endpoint) newModelLatency(model string) *modelLatency {
 	} else {
 		next = latencies{}
 	}
-	m := new(modelLatency)
+	m := new(endpointModel)
 	next[model] = m
 	e.lat.Store(&next)
 	return m
@@ -263,4 +270,12 @@ func (u *Upstream) slowEndpoint(model string, t int64) (found SlowEndpoint, ok b
 		}
 	}
 	return found, ok
+}
+
+// endpointModelOf is what e keeps of model; nil when nothing.
+func (e *Endpoint) endpointModelOf(model string) *endpointModel {
+	if ls := e.lat.Load(); ls != nil {
+		return (*ls)[model]
+	}
+	return nil
 }

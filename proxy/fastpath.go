@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/infergate/infergate/budget"
+	"github.com/infergate/infergate/flow"
 	"github.com/infergate/infergate/grpcwire"
 	"github.com/infergate/infergate/monitor"
 	"github.com/infergate/infergate/proto/methods"
@@ -97,6 +98,8 @@ type relayCall struct {
 	feat           monitor.CallFeatures
 	// wf is the request's scan, kept for feat.Lazy.
 	wf wire.Features
+	// gate is the flow-control gate it took its turn from; nil none.
+	gate *flow.Gate
 }
 
 func (r relayHandler) Unary(method string) bool {
@@ -198,6 +201,15 @@ func (r relayHandler) forward(c *h2relay.Call, model, version string, msg []byte
 	}
 	up := p.director.(fixedDirector).fixed()
 	d := up.dest.Load()
+	var gate *flow.Gate
+	if cfg := p.flow.on(); cfg != nil && model != "" && methods.IsInference(c.Method) {
+		if gate = up.gate(cfg, model); gate != nil && !gate.TryAcquire(cfg.flowCall(nil, c.Header, msg, c.Deadline)) {
+			// Its replicas are full: served instead, where it waits its
+			// turn.
+			p.leave()
+			return nil
+		}
+	}
 	var ep *Endpoint
 	if up.pooled(c.Method) {
 		var err error
@@ -212,6 +224,9 @@ func (r relayHandler) forward(c *h2relay.Call, model, version string, msg []byte
 		}
 		if ep, _, err = up.acquireCall(time.Now(), c.Method, model, msg, key); err != nil {
 			// Served instead: the pipeline answers the same refusal.
+			if gate != nil {
+				gate.Done(0)
+			}
 			p.leave()
 			return nil
 		}
@@ -223,10 +238,13 @@ func (r relayHandler) forward(c *h2relay.Call, model, version string, msg []byte
 		// an endpoint just added): served instead, where a NOT_FOUND
 		// from a replica without the model is sent again to another.
 		up.release(ep, model, time.Now(), 0, endpointNoVerdict)
+		if gate != nil {
+			gate.Done(0)
+		}
 		p.leave()
 		return nil
 	}
-	rc := &relayCall{up: up, ep: ep, upName: d.name, model: model, version: version, bytesIn: bytesIn}
+	rc := &relayCall{up: up, ep: ep, upName: d.name, model: model, version: version, bytesIn: bytesIn, gate: gate}
 	if p.rec != nil {
 		rc.gauge = p.inFlight(d)
 		rc.gauge.Inc()
@@ -311,6 +329,9 @@ func (r relayHandler) Done(c *h2relay.Call, res *h2relay.Result) (codes.Code, st
 		rc.gauge.Dec()
 	}
 	rc.releaseEndpoint(c, res)
+	if rc.gate != nil {
+		rc.gate.Done(res.Upstream)
+	}
 	ctx := context.Context(relayContext{deadline: c.Deadline})
 	if p.reqLog != nil {
 		md, _ := relayMetadata(c)

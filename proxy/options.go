@@ -49,6 +49,13 @@ type options struct {
 	tracing         *tracing
 	frontDoor       FrontDoor
 	inputShapes     bool
+	flow            *FlowSettings
+}
+
+// WithFlowControl sets flow control's settings (flow.go); off unless
+// s.Enabled. Proxy.SetFlowControl changes them live.
+func WithFlowControl(s FlowSettings) Option {
+	return optionFunc(func(o *options) { o.flow = &s })
 }
 
 // DefaultUpstreamTimeout is a suggested WithUpstreamTimeout: long enough

@@ -69,6 +69,8 @@ type Proxy struct {
 	relay      *h2relay.Server
 	relayOnce  sync.Once
 	relayPools sync.Map   // *Upstream → its *relayEntry
+	// flow is flow control's settings (flow.go); off until set.
+	flow flowState
 	relayMu    sync.Mutex // serialises moveRelayPool
 	// unary calls the relay routed, by where they went.
 	forwarded, served, handedOn atomic.Int64
@@ -101,7 +103,7 @@ func New(director Director, opts ...Option) (*Proxy, error) {
 	if reqLog == nil && o.logRequests {
 		reqLog = o.logger
 	}
-	return &Proxy{
+	p := &Proxy{
 		director:        director,
 		rec:             o.recorder,
 		log:             o.logger,
@@ -122,7 +124,11 @@ func New(director Director, opts ...Option) (*Proxy, error) {
 			grpc.MaxCallRecvMsgSize(o.maxMsgSize),
 			grpc.MaxCallSendMsgSize(o.maxMsgSize),
 		},
-	}, nil
+	}
+	if o.flow != nil {
+		p.SetFlowControl(*o.flow)
+	}
+	return p, nil
 }
 
 // ServerOptions returns the options that make a grpc.Server proxy every

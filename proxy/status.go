@@ -129,6 +129,7 @@ func statusOf(err error) error {
 		dir *directorError
 		in  *internalError
 		cl  *clientError
+		fe  *flowError
 	)
 	switch {
 	case errors.As(err, &cl):
@@ -143,6 +144,8 @@ func statusOf(err error) error {
 		return status.Error(codes.Unavailable, "infergate: "+bo.Error())
 	case errors.As(err, &sh):
 		return status.Error(codes.ResourceExhausted, "infergate: "+sh.msg)
+	case errors.As(err, &fe):
+		return status.Error(codes.ResourceExhausted, "infergate: "+fe.Error())
 	case errors.As(err, &rw):
 		return status.Error(codes.InvalidArgument, "infergate: "+rw.Error())
 	case errors.As(err, &pt):

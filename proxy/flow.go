@@ -1,0 +1,283 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/net/http2/hpack"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/infergate/infergate/flow"
+	"github.com/infergate/infergate/proto/wire"
+)
+
+// Flow control (package flow): when a model's replicas are full, who
+// waits and who goes next is decided here, not by the model server's own
+// queue. Each endpoint learns a concurrency limit per model from its
+// answers' latency; each upstream has a gate per model whose capacity is
+// the sum of its usable endpoints' limits. A unary inference call takes a
+// turn from the gate before its endpoint is picked (at once while there
+// is room), and gives it back when it ends. The fast path relays a call
+// only when it has room at once; one that must wait is served, and waits
+// on the gRPC path.
+
+// FlowSettings configure flow control; live (Proxy.SetFlowControl).
+type FlowSettings struct {
+	// Enabled turns it on.
+	Enabled bool
+	// TenantHeader names the request header saying whom a call is for
+	// (lower case); a call without it is DefaultTenant's.
+	TenantHeader  string
+	DefaultTenant string
+	// PriorityHeader names the request header carrying a call's band
+	// (critical, standard, sheddable); without it, KServe's priority
+	// parameter (1 critical, 2 standard, 3 and up sheddable) and then
+	// DefaultBand decide ("" standard).
+	PriorityHeader string
+	DefaultBand    string
+	// Weights are tenants' shares within a band against the others'
+	// (default 1).
+	Weights map[string]float64
+	// MinShare is the least share of the calls sent that a band waiting
+	// gets (flow.DefaultMinShare for zeros).
+	MinShare [flow.NumBands]float64
+	// MaxWaiting bounds the calls waiting per model and upstream.
+	MaxWaiting int
+}
+
+// Defaults of FlowSettings.
+const (
+	DefaultTenantHeader   = "x-tenant"
+	DefaultPriorityHeader = "x-priority"
+	DefaultTenant         = "default"
+)
+
+// maxGates bounds the gates of an upstream: model names are the
+// clients'. Calls of models beyond it pass without flow control.
+const maxGates = 1024
+
+// flowState is the proxy's flow control: its settings and a generation
+// that a reload bumps, so that upstreams make their gates anew.
+type flowState struct {
+	settings atomic.Pointer[flowConfig]
+}
+
+// flowConfig is one generation of settings.
+type flowConfig struct {
+	FlowSettings
+	defaultBand flow.Band
+}
+
+// SetFlowControl applies s from the next call on. Calls waiting stay in
+// the gates they wait in; new gates are made with the new settings.
+func (p *Proxy) SetFlowControl(s FlowSettings) {
+	if s.TenantHeader == "" {
+		s.TenantHeader = DefaultTenantHeader
+	}
+	if s.PriorityHeader == "" {
+		s.PriorityHeader = DefaultPriorityHeader
+	}
+	if s.DefaultTenant == "" {
+		s.DefaultTenant = DefaultTenant
+	}
+	if !s.Enabled {
+		p.flow.settings.Store(nil)
+		return
+	}
+	b, ok := flow.ParseBand(s.DefaultBand)
+	if !ok {
+		b = flow.Standard // checked by the configuration: "" only
+	}
+	p.flow.settings.Store(&flowConfig{FlowSettings: s, defaultBand: b})
+}
+
+// on is the current settings, nil when flow control is off.
+func (f *flowState) on() *flowConfig { return f.settings.Load() }
+
+// flowGates is an upstream's gates, by model, for one generation of
+// settings.
+type flowGates struct {
+	cfg   *flowConfig
+	gates map[string]*flow.Gate
+}
+
+// gate is u's gate for model under cfg; nil when u has maxGates already.
+func (u *Upstream) gate(cfg *flowConfig, model string) *flow.Gate {
+	if fg := u.gates.Load(); fg != nil && fg.cfg == cfg {
+		if g := fg.gates[model]; g != nil {
+			return g
+		}
+	}
+	u.gatesMu.Lock()
+	defer u.gatesMu.Unlock()
+	old := u.gates.Load()
+	next := &flowGates{cfg: cfg, gates: map[string]*flow.Gate{}}
+	if old != nil && old.cfg == cfg {
+		if g := old.gates[model]; g != nil {
+			return g
+		}
+		if len(old.gates) >= maxGates {
+			return nil
+		}
+		for k, v := range old.gates {
+			next.gates[k] = v
+		}
+	}
+	g := flow.NewGate(flow.GateOptions{
+		Capacity:   func() int { return u.flowCapacity(model) },
+		MaxWaiting: cfg.MaxWaiting,
+		MinShare:   cfg.MinShare,
+	})
+	next.gates[model] = g
+	u.gates.Store(next)
+	u.flowOn.Store(true)
+	return g
+}
+
+// flowCapacity is how many calls of model u's endpoints may have in
+// flight now: the sum of the usable ones' limits for it.
+func (u *Upstream) flowCapacity(model string) int {
+	t := time.Now().UnixNano()
+	list := u.eps.Load().list
+	held := model
+	if len(list) > 1 && !u.modelHeld(model, t) {
+		held = ""
+	}
+	n := 0
+	for _, e := range list {
+		if len(list) > 1 && !e.usableFor(held, t) {
+			continue
+		}
+		n += e.flowLimit(model)
+	}
+	return max(n, flow.MinLimit)
+}
+
+// flowLimit is e's limit for model now.
+func (e *Endpoint) flowLimit(model string) int {
+	if em := e.endpointModelOf(model); em != nil {
+		if l := em.lim.Load(); l != nil {
+			return l.Limit()
+		}
+	}
+	return flow.MinLimit
+}
+
+// flowBegin counts a call of model starting on e, for its limiter.
+func (e *Endpoint) flowBegin(model string) {
+	if em := e.endpointModelFor(model); em != nil {
+		em.inFlight.Add(1)
+	}
+}
+
+// flowEnd counts a call of model on e ended; an answer (ok) that took
+// took feeds its limiter.
+func (e *Endpoint) flowEnd(model string, now time.Time, took time.Duration, ok bool) {
+	em := e.endpointModelOf(model)
+	if em == nil {
+		return
+	}
+	n := em.inFlight.Add(-1) + 1
+	if n <= 0 {
+		em.inFlight.Store(0) // begun before flow control was on
+		return
+	}
+	if !ok {
+		return
+	}
+	l := em.lim.Load()
+	if l == nil {
+		em.lim.CompareAndSwap(nil, flow.NewLimiter(now))
+		l = em.lim.Load()
+	}
+	l.Observe(now, took, int(n))
+}
+
+// flowCall is who call c is for, read from its metadata (md, the gRPC
+// path) or its header fields (hdr, the fast path), and its request msg
+// (KServe's priority parameter).
+func (cfg *flowConfig) flowCall(md metadata.MD, hdr []hpack.HeaderField, msg []byte, deadline time.Time) flow.Call {
+	c := flow.Call{Tenant: cfg.DefaultTenant, Band: cfg.defaultBand, Deadline: deadline}
+	tenant, band := "", ""
+	if md != nil {
+		if v := md.Get(cfg.TenantHeader); len(v) > 0 {
+			tenant = v[0]
+		}
+		if v := md.Get(cfg.PriorityHeader); len(v) > 0 {
+			band = v[0]
+		}
+	}
+	for _, f := range hdr {
+		switch f.Name {
+		case cfg.TenantHeader:
+			tenant = f.Value
+		case cfg.PriorityHeader:
+			band = f.Value
+		}
+	}
+	if tenant != "" {
+		c.Tenant = tenant
+	}
+	if b, ok := flow.ParseBand(band); ok {
+		c.Band = b
+	} else if p, ok := wire.PriorityOf(msg); ok && p > 0 {
+		c.Band = flow.Band(min(p-1, uint64(flow.Sheddable)))
+	}
+	c.Weight = cfg.Weights[c.Tenant]
+	return c
+}
+
+// flowError is a call flow control refused: RESOURCE_EXHAUSTED naming
+// why, and no evidence against the upstream.
+type flowError struct {
+	model string
+	err   error
+}
+
+func (e *flowError) Error() string {
+	return fmt.Sprintf("flow control: model %s: %v", e.model, e.err)
+}
+
+func (e *flowError) Unwrap() error { return e.err }
+
+// refusedByFlow says whether err is flow control's refusal (a function of
+// its own: the target errors.As takes escapes, and so is allocated only
+// when a call failed).
+func refusedByFlow(err error) bool {
+	var fe *flowError
+	return errors.As(err, &fe)
+}
+
+// flowTurn takes a turn of model on u for a gRPC-path call with ctx and
+// request msg: it returns the gate to give it back to (nil: no flow
+// control for it), or the refusal.
+func (p *Proxy) flowTurn(ctx context.Context, u *Upstream, model string, msg []byte) (*flow.Gate, error) {
+	cfg := p.flow.on()
+	if cfg == nil || model == "" {
+		return nil, nil
+	}
+	g := u.gate(cfg, model)
+	if g == nil {
+		return nil, nil
+	}
+	md, _ := metadata.FromIncomingContext(ctx)
+	dl, _ := ctx.Deadline()
+	if err := g.Acquire(ctx, cfg.flowCall(md, nil, msg, dl)); err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, &flowError{model: model, err: err}
+	}
+	return g, nil
+}
+
+// gatesOf returns a snapshot of u's gates by model.
+func (u *Upstream) gatesOf() map[string]*flow.Gate {
+	if fg := u.gates.Load(); fg != nil {
+		return fg.gates
+	}
+	return nil
+}
