@@ -68,10 +68,10 @@ type Proxy struct {
 	// relay is the fast path (fastpath.go), made by Relay.
 	relay      *h2relay.Server
 	relayOnce  sync.Once
-	relayPools sync.Map   // *Upstream → its *relayEntry
+	relayPools sync.Map // *Upstream → its *relayEntry
 	// flow is flow control's settings (flow.go); off until set.
-	flow flowState
-	relayMu    sync.Mutex // serialises moveRelayPool
+	flow    flowState
+	relayMu sync.Mutex // serialises moveRelayPool
 	// unary calls the relay routed, by where they went.
 	forwarded, served, handedOn atomic.Int64
 }
