@@ -77,4 +77,9 @@ func (a *Server) routesAPI(mux *http.ServeMux) {
 	mux.HandleFunc("GET /api/v1/endpoints", func(w http.ResponseWriter, _ *http.Request) {
 		WriteJSON(w, http.StatusOK, map[string]any{"endpoints": r.Endpoints()})
 	})
+	// Flow control's gates: each model's capacity (its endpoints' learnt
+	// limits), calls in flight and waiting, by band.
+	mux.HandleFunc("GET /api/v1/flow", func(w http.ResponseWriter, _ *http.Request) {
+		WriteJSON(w, http.StatusOK, map[string]any{"gates": r.Flow()})
+	})
 }

@@ -68,6 +68,9 @@ type Config struct {
 	Pprof bool `yaml:"pprof"`
 	// Batching configures request batching. Default off.
 	Batching batcher.Settings `yaml:"batching"`
+	// FlowControl decides who waits when a model's replicas are full.
+	// Default off.
+	FlowControl FlowControlConfig `yaml:"flow_control"`
 	// GPU configures GPU telemetry and its correlation with latency
 	// (gpu.go). Default off.
 	GPU gpu.Config `yaml:"gpu"`
@@ -162,6 +165,7 @@ func defaultConfigFrom(getenv func(string) string) Config {
 		ShutdownTimeout: 30 * time.Second,
 		DrainDelay:      5 * time.Second,
 		Readiness:       defaultReadiness(),
+		FlowControl:     defaultFlowControl(),
 		Monitor:         monitor.DefaultConfig(),
 		Log:             LogConfig{Level: "warn", Format: "text", Interval: proxy.DefaultLogInterval},
 		Batching:        batcher.DefaultSettings(),
@@ -274,6 +278,7 @@ func (c *Config) validate() error {
 		section("tls", c.TLS.Problems()),
 		section("upstream_tls", c.UpstreamTLS.Problems()),
 		section("batching", c.Batching.Problems()),
+		section("flow_control", c.FlowControl.Problems()),
 		section("gpu", c.GPU.Problems()),
 		section("tracing", c.Tracing.Problems()),
 		batchingProblems(c.Batching),
@@ -661,6 +666,14 @@ var flags = []flagRow{
 	{"admin-token-file", "admin_token_file", "file holding the bearer token the admin API's writes need", to(func(c *Config) *string { return &c.AdminTokenFile })},
 	{"alert-state-file", "alert_state_file", "file that keeps alert state, silences and sent notifications across restarts",
 		to(func(c *Config) *string { return &c.AlertStateFile })},
+	{"flow-control", "flow_control.enabled", "order the calls waiting when a model's replicas are full: a concurrency limit learnt per replica and model, criticality bands, fair shares between tenants",
+		to(func(c *Config) *bool { return &c.FlowControl.Enabled })},
+	{"tenant-header", "flow_control.tenant_header", "request header naming a call's tenant (flow control)",
+		to(func(c *Config) *string { return &c.FlowControl.TenantHeader })},
+	{"priority-header", "flow_control.priority_header", "request header carrying a call's criticality: critical, standard or sheddable (flow control)",
+		to(func(c *Config) *string { return &c.FlowControl.PriorityHeader })},
+	{"default-priority", "flow_control.default_priority", "criticality of a call that names none (flow control)",
+		to(func(c *Config) *string { return &c.FlowControl.DefaultPriority })},
 	{"batching", "batching.mode", "batch ModelInfer/Predict calls in this `mode`: off, static or adaptive", with(func(c *Config) string { return c.Batching.Mode }, setBatchingMode)},
 	{"batch-key-headers", "batching.key_headers", "comma-separated request `headers` whose values split batches (tenant, priority)",
 		with(none, func(c *Config, v string) error {

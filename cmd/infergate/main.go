@@ -233,7 +233,7 @@ func serve(ctx context.Context, cfg Config, mem memlimit.Result, log *slog.Logge
 	}, stopBg)
 	models := &modelCheck{ctx: bgCtx, rt: rt, log: log}
 	rl.steps = []reloadStep{alertingStep(al.engine), batchingStep(bat, discover), routingStep(rt, upCreds, cfg.ShutdownTimeout, log), tracingStep(w.tr),
-		models.step()} // after routing: it reads the routes in force
+		flowControlStep(w.p), models.step()} // after routing: it reads the routes in force
 	if cfg.level != nil {
 		rl.steps = append([]reloadStep{logLevelStep(cfg.level)}, rl.steps...)
 	}

@@ -109,6 +109,7 @@ func newParts(cfg Config, mem memlimit.Result, reg prometheus.Registerer, log *s
 			proxy.WithLogInterval(cfg.Log.Interval),
 			proxy.WithRequestLogger(requestLogger(cfg.Log)),
 			proxy.WithFrontDoor(w.fd),
+			proxy.WithFlowControl(cfg.FlowControl.settings()),
 			traceOpt,
 		)...,
 	)

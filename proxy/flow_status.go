@@ -1,0 +1,73 @@
+package proxy
+
+import (
+	"maps"
+	"slices"
+
+	"github.com/infergate/infergate/flow"
+)
+
+// FlowStatus is one gate on GET /api/v1/flow: a model of an upstream.
+type FlowStatus struct {
+	Upstream string `json:"upstream"`
+	Model    string `json:"model"`
+	// Capacity is how many calls may be in flight now: the sum of its
+	// endpoints' limits; InFlight and Waiting are the calls sent and
+	// waiting.
+	Capacity int `json:"capacity"`
+	InFlight int `json:"in_flight"`
+	Waiting  int `json:"waiting"`
+	// Bands are the calls of each band sent, that waited, refused.
+	Bands map[string]FlowBand `json:"bands"`
+	// Endpoints are each endpoint's learnt limit for the model.
+	Endpoints []FlowEndpoint `json:"endpoints"`
+}
+
+// FlowBand is one band's counts at a gate.
+type FlowBand struct {
+	Sent    uint64 `json:"sent"`
+	Waited  uint64 `json:"waited"`
+	Refused uint64 `json:"refused"`
+}
+
+// FlowEndpoint is one endpoint's limit for a model.
+type FlowEndpoint struct {
+	Address string `json:"address"`
+	Limit   int    `json:"limit"`
+	// NoLoadSeconds is its latency for the model without a queue; 0
+	// before it is measured.
+	NoLoadSeconds float64 `json:"no_load_seconds"`
+	InFlight      int32   `json:"in_flight"`
+}
+
+// Flow returns every gate's state, by upstream in the order configured,
+// then by model.
+func (r *Router) Flow() []FlowStatus {
+	out := []FlowStatus{}
+	for _, up := range r.table.Load().upstreams {
+		gates := up.gatesOf()
+		for _, model := range slices.Sorted(maps.Keys(gates)) {
+			st := gates[model].Stats()
+			fs := FlowStatus{Upstream: up.Name(), Model: model, Capacity: st.Capacity, InFlight: st.InFlight,
+				Waiting: st.Waiting, Bands: map[string]FlowBand{}}
+			for b := range flow.NumBands {
+				fs.Bands[flow.Band(b).String()] = FlowBand{Sent: st.Sent[b], Waited: st.Waited[b], Refused: st.Refused[b]}
+			}
+			for _, e := range up.Endpoints() {
+				fe := FlowEndpoint{Address: e.addr, Limit: flow.MinLimit}
+				if fe.Address == "" && len(e.conns) > 0 {
+					fe.Address = e.conns[0].Target()
+				}
+				if em := e.endpointModelOf(model); em != nil {
+					fe.InFlight = em.inFlight.Load()
+					if l := em.lim.Load(); l != nil {
+						fe.Limit, fe.NoLoadSeconds = l.Limit(), l.NoLoad().Seconds()
+					}
+				}
+				fs.Endpoints = append(fs.Endpoints, fe)
+			}
+			out = append(out, fs)
+		}
+	}
+	return out
+}
