@@ -199,6 +199,10 @@ func (g *Gate) Acquire(ctx context.Context, c Call) error {
 			return ctx.Err()
 		}
 		g.remove(w)
+		w.done = true // its deadline timer must not remove it again
+		if w.timer != nil {
+			w.timer.Stop()
+		}
 		g.mu.Unlock()
 		return ctx.Err()
 	}
@@ -376,6 +380,9 @@ func (g *Gate) enqueue(w *waiter) {
 func (g *Gate) remove(w *waiter) {
 	bd := &g.bands[w.c.Band]
 	t := bd.tenants[w.c.Tenant]
+	if t == nil {
+		return // not waiting (a caller of this must have checked: kept safe)
+	}
 	for i, x := range t.q {
 		if x == w {
 			t.q = append(t.q[:i], t.q[i+1:]...)

@@ -215,3 +215,25 @@ func TestGateFullShedsSheddableFirst(t *testing.T) {
 		}
 	})
 }
+
+// A caller with a deadline that leaves before it: its deadline passing
+// later touches nothing (it once removed the call a second time and
+// crashed the process).
+func TestGateLeaverWithDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, 1, GateOptions{})
+		if err := h.g.Acquire(t.Context(), Call{}); err != nil {
+			t.Fatal(err)
+		}
+		leave, bye := context.WithCancel(t.Context())
+		h.wait(leave, "gone", Call{Tenant: "g", Deadline: time.Now().Add(time.Second)})
+		h.wait(t.Context(), "stays", Call{Tenant: "s"})
+		bye()
+		synctest.Wait()
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		if got := fmt.Sprint(h.run(1)); got != "[stays]" {
+			t.Errorf("order %s, want [stays]", got)
+		}
+	})
+}

@@ -105,6 +105,9 @@ type Config struct {
 	// Conns is the number of client connections requests are spread over;
 	// zero means 1.
 	Conns int
+	// Metadata are request headers every call carries (a tenant, a
+	// priority); nil none.
+	Metadata map[string]string
 
 	// Progress, when non-nil, receives a status line every second on runs
 	// longer than three seconds.

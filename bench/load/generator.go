@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 )
 
@@ -160,6 +161,9 @@ func (r *runner) run(ctx context.Context) *Result {
 	// In-flight calls outlive ctx so that the tail of a stopped run is still
 	// measured; Timeout bounds them.
 	r.callCtx = context.WithoutCancel(ctx)
+	if len(r.cfg.Metadata) > 0 {
+		r.callCtx = metadata.NewOutgoingContext(r.callCtx, metadata.New(r.cfg.Metadata))
+	}
 	r.start = r.now()
 	r.measureStart = r.start.Add(r.cfg.Warmup)
 	if r.cfg.Duration > 0 {

@@ -40,6 +40,13 @@ type HAProxyConfig struct {
 	Mode string
 	// Threads is nbthread; zero means 2.
 	Threads int
+	// MaxConn is each server's maxconn (0: none): the requests over it
+	// wait in HAProxy's queue, in priority class order.
+	MaxConn int
+	// PriorityHeader names a request header whose value critical or
+	// sheddable sets the request's priority class (-1 and 1; 0
+	// otherwise): HAProxy's set-priority-class (mode http only).
+	PriorityHeader string
 }
 
 // haproxyTemplate follows FACTS.md §7: h2 on both sides with http-reuse
@@ -71,8 +78,13 @@ backend be
 {{- if eq .Mode "http"}}
     http-reuse always
 {{- end}}
+{{- if and .PriorityHeader (eq .Mode "http")}}
+    timeout queue 300s
+    http-request set-priority-class int(-1) if { req.hdr({{.PriorityHeader}}) -m str critical }
+    http-request set-priority-class int(1) if { req.hdr({{.PriorityHeader}}) -m str sheddable }
+{{- end}}
 {{- range $i, $s := .Servers}}
-    server s{{inc $i}} {{$s}}{{if eq $.Mode "http"}} proto h2{{end}}
+    server s{{inc $i}} {{$s}}{{if eq $.Mode "http"}} proto h2{{end}}{{if $.MaxConn}} maxconn {{$.MaxConn}}{{end}}
 {{- end}}
 `))
 

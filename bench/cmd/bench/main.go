@@ -47,6 +47,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runUploads(ctx, args[1:], stdout, stderr)
 	case "balance":
 		err = runBalance(ctx, args[1:], stdout, stderr)
+	case "fairness":
+		err = runFairness(ctx, args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		usage(stdout)
 		return 0
@@ -105,6 +107,10 @@ commands:
   balance   N simserver replicas behind infergate, HAProxy leastconn and
             nginx least_conn in interleaved rounds, healthy then with one
             replica made slow: p99 and the share of calls on the slow one
+  fairness  tenants with their own rates and priorities saturating one
+            model, through infergate's flow control and HAProxy's
+            set-priority-class: each tenant's goodput and p99, and Jain's
+            index against the max-min fair shares
 
 Run "bench <command> -h" for the flags of a command.
 `)
