@@ -162,7 +162,7 @@ func NewGate(o GateOptions) *Gate {
 // when the caller left. Done must follow a nil return.
 func (g *Gate) Acquire(ctx context.Context, c Call) error {
 	g.mu.Lock()
-	if g.waiting == 0 && g.inFlight < g.opts.Capacity() {
+	if g.waiting == 0 && g.inFlight < g.room(c.Band) {
 		g.inFlight++
 		g.stats.Sent[c.Band]++
 		g.served[c.Band] = g.served[c.Band]*shareDecay + 1
@@ -213,7 +213,7 @@ func (g *Gate) Acquire(ctx context.Context, c Call) error {
 func (g *Gate) TryAcquire(c Call) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.waiting == 0 && g.inFlight < g.opts.Capacity() {
+	if g.waiting == 0 && g.inFlight < g.room(c.Band) {
 		g.inFlight++
 		g.stats.Sent[c.Band]++
 		g.served[c.Band] = g.served[c.Band]*shareDecay + 1
@@ -281,10 +281,34 @@ func ewma(old, v time.Duration) time.Duration {
 	return old + (v-old)/8
 }
 
+// room is how many calls may be in flight when a call of band b would
+// go: the capacity, less one slot kept for critical calls while they come
+// (a critical call then waits for at most the calls running, not behind
+// one queued at the replica too: on a one-slot model that halves its
+// wait). Lock held.
+func (g *Gate) room(b Band) int {
+	c := g.opts.Capacity()
+	if b != Critical && c >= 2 && g.served[Critical] >= criticalSeen {
+		return c - 1
+	}
+	return c
+}
+
+// criticalSeen is the decayed count of critical calls sent (about the
+// last hundred calls) from which a slot is kept for them.
+const criticalSeen = 0.5
+
 // dispatch sends waiting calls while there is room; the lock is held.
 func (g *Gate) dispatch(now time.Time) {
-	for g.waiting > 0 && g.inFlight < g.opts.Capacity() {
-		w := g.bands[g.nextBand()].pop()
+	for g.waiting > 0 {
+		b := g.nextBand()
+		if g.inFlight >= g.room(b) {
+			if b == Critical || g.bands[Critical].n == 0 || g.inFlight >= g.room(Critical) {
+				break
+			}
+			b = Critical // the kept slot
+		}
+		w := g.bands[b].pop()
 		g.waiting--
 		g.inFlight++
 		g.stats.Sent[w.c.Band]++

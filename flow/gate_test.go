@@ -237,3 +237,30 @@ func TestGateLeaverWithDeadline(t *testing.T) {
 		}
 	})
 }
+
+// While critical calls come, the other bands leave one slot of the
+// capacity to them: a critical call goes at once, beside the running
+// call, instead of queueing behind one more at the replica.
+func TestGateKeepsASlotForCritical(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, 2, GateOptions{})
+		if err := h.g.Acquire(t.Context(), Call{Band: Critical}); err != nil {
+			t.Fatal(err)
+		}
+		h.g.Done(time.Millisecond)
+		if err := h.g.Acquire(t.Context(), Call{Tenant: "s", Band: Standard}); err != nil {
+			t.Fatal(err)
+		}
+		h.wait(t.Context(), "s2", Call{Tenant: "s", Band: Standard})
+		if st := h.g.Stats(); st.InFlight != 1 || st.Waiting != 1 {
+			t.Fatalf("in flight %d, waiting %d: want the standard calls held to 1 of 2", st.InFlight, st.Waiting)
+		}
+		h.wait(t.Context(), "c", Call{Tenant: "c", Band: Critical})
+		h.mu.Lock()
+		got := fmt.Sprint(h.order)
+		h.mu.Unlock()
+		if got != "[c]" {
+			t.Errorf("went %s, want the critical call at once", got)
+		}
+	})
+}

@@ -20,13 +20,16 @@ import (
 // minimum round trip: a replica that became slower is learnt, and the
 // limit cannot creep up on a stale estimate.
 //
-// Every sample window (as many answers as the limit, about one round
-// trip), the queue the replica holds is estimated as limit × (1 −
-// noLoad/rtt), rtt the window's mean latency: under alpha calls queued
-// there, the limit grows by one (when the window reached it: a limit
-// never used is no evidence it could be higher); over beta, it shrinks by
-// one. A one-slot GPU model settles at two: one running, one waiting, so
-// the order of the rest is decided here.
+// Every sample window (as many answers as the limit, at least ten), the
+// queue the replica holds is estimated as limit × (1 −
+// noLoad/rtt), rtt the window's mean latency: under alpha (half a call)
+// queued there, the limit grows by one (when the window reached it: a
+// limit never used is no evidence it could be higher); over beta (one and
+// a half), it shrinks by one. A model with k slots settles at k + 1: its
+// slots busy and one call queued there, whose estimate is one, between
+// the two; at k + 2 the estimate is two, over beta. (With the thresholds
+// at one and two, noise let a one-slot model drift to three and stay, two
+// calls queued at the replica ahead of any critical one.)
 type Limiter struct {
 	mu    sync.Mutex
 	limit int
@@ -47,12 +50,15 @@ type Limiter struct {
 // The Vegas thresholds, in calls queued at the replica; the bounds of a
 // limit; the probe of the no-load latency.
 const (
-	alpha        = 1
-	beta         = 2
+	alpha        = 0.5
+	beta         = 1.5
 	MinLimit     = 1
 	MaxLimit     = 1000
 	probeEvery   = 30 * time.Second
-	probeAnswers = 3
+	probeAnswers = 5
+	// windowAnswers is the least answers a sample window takes: a
+	// mean over two or three noisy answers moved the limit on noise.
+	windowAnswers = 10
 )
 
 // NewLimiter is a limiter at MinLimit: it grows from the first answers,
@@ -109,13 +115,13 @@ func (l *Limiter) Observe(now time.Time, rtt time.Duration, inFlight int) {
 	l.n++
 	l.sum += rtt
 	l.reached = l.reached || inFlight >= l.limit
-	if l.n < l.limit {
+	if l.n < max(l.limit, windowAnswers) {
 		return
 	}
 	mean := l.sum / time.Duration(l.n)
 	queued := float64(l.limit) * (1 - float64(l.noLoad)/float64(mean))
 	switch {
-	case queued < alpha-0.01 && l.reached: // 0.01: a queue of exactly alpha is not under it
+	case queued < alpha && l.reached:
 		l.limit = min(l.limit+1, MaxLimit)
 	case queued > beta:
 		l.limit = max(l.limit-1, MinLimit)

@@ -1,6 +1,7 @@
 package flow
 
 import (
+	"math/rand/v2"
 	"testing"
 	"time"
 )
@@ -57,5 +58,24 @@ func TestLimitFollowsASlowdown(t *testing.T) {
 	}
 	if nl := l.NoLoad(); nl != s {
 		t.Errorf("no-load latency %s, want the new %s", nl, s)
+	}
+}
+
+// With latency that varies from call to call (±30%), a one-slot
+// model's limit stays at one or two: never two calls queued at the
+// replica ahead of a critical one.
+func TestLimitSteadyUnderNoise(t *testing.T) {
+	now := time.Unix(1000, 0)
+	l := NewLimiter(now)
+	r := rand.New(rand.NewPCG(5, 6))
+	noisy := func() time.Duration { return time.Duration(float64(5*time.Millisecond) * (0.7 + 0.6*r.Float64())) }
+	serve(l, &now, 10*time.Second, 1, noisy)
+	most := 0
+	end := now.Add(2 * time.Minute)
+	for now.Before(end) {
+		most = max(most, serve(l, &now, 100*time.Millisecond, 1, noisy))
+	}
+	if most > 2 {
+		t.Errorf("limit reached %d on a one-slot model", most)
 	}
 }

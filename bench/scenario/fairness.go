@@ -66,6 +66,8 @@ type FairnessConfig struct {
 	// it first (closed loop, 8 callers, 5 s, direct).
 	Capacity float64
 	Cases    []FairnessCase
+	// Only names the cases to run (of Cases); empty runs them all.
+	Only []string
 	// Duration is each case's measured time; the first tenant also runs
 	// alone for it, for its p99 alone.
 	Duration time.Duration
@@ -223,6 +225,9 @@ func RunFairness(ctx context.Context, cfg FairnessConfig) (*FairnessResult, erro
 	}
 	for round := range cfg.Rounds {
 		for _, fc := range cfg.Cases {
+			if len(cfg.Only) > 0 && !slices.Contains(cfg.Only, fc.Name) {
+				continue
+			}
 			for _, p := range paths {
 				run, err := fairnessRun(ctx, cfg, res.Capacity, fc, p, pl)
 				if err != nil {
@@ -263,8 +268,13 @@ func fairnessRun(ctx context.Context, cfg FairnessConfig, capacity float64, fc F
 	if err := errors.Join(errs...); err != nil {
 		return run, err
 	}
+	// The fair shares are of what was served (the model's capacity as
+	// this run found it), less what the critical tenants took.
 	demands := map[string]float64{}
-	left := capacity
+	left := 0.0
+	for _, r := range results {
+		left += r.Throughput
+	}
 	for i, t := range fc.Tenants {
 		r := results[i]
 		tr := TenantRun{Name: t.Name, Band: t.Band, Offer: t.Share * capacity, Goodput: r.Throughput,
@@ -273,7 +283,7 @@ func fairnessRun(ctx context.Context, cfg FairnessConfig, capacity float64, fc F
 			tr.Answered = float64(r.Completed) / float64(n)
 		}
 		if t.Band == "critical" {
-			left -= min(tr.Offer, left)
+			left -= min(tr.Goodput, left)
 		} else {
 			demands[t.Name] = tr.Offer
 		}
@@ -352,6 +362,9 @@ func (r *FairnessResult) Markdown() string {
 	fmt.Fprintf(&b, "## Fairness: one simserver resnet50 (1 slot, batching off, %.0f calls/s saturated), tenants in open loop (Poisson) with x-tenant and x-priority, %s per case, deadline %s; median [min..max] of %d interleaved rounds\n\n",
 		r.Capacity, c.Duration, c.Timeout, c.Rounds)
 	for _, fc := range c.Cases {
+		if len(c.Only) > 0 && !slices.Contains(c.Only, fc.Name) {
+			continue
+		}
 		var ts []string
 		for _, t := range fc.Tenants {
 			ts = append(ts, fmt.Sprintf("%s %s %.2gx", t.Name, t.Band, t.Share))

@@ -27,6 +27,7 @@ func runFairness(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		duration  = fs.Duration("duration", 15*time.Second, "each case's measured time (and the first tenant's alone)")
 		timeout   = fs.Duration("timeout", 2*time.Second, "each call's deadline")
 		rounds    = fs.Int("repeat", 2, "interleaved rounds")
+		cases     = fs.String("cases", "", "comma-separated cases to run (overload, critical-heavy; default all)")
 		outDir    = fs.String("out", "", "write fairness.json and fairness.md into this folder")
 		keep      = fs.Bool("keep", false, "keep the work folder")
 	)
@@ -43,7 +44,7 @@ func runFairness(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	cfg := scenario.FairnessConfig{
 		Simserver: *simserver, Infergate: *infergate, InfergateArgs: strings.Fields(*igArgs),
 		HAProxy: hpBin, HAProxySkipped: hpSkipped, HAProxyThreads: *hpThreads, HAProxyMaxConn: *hpMaxConn,
-		Capacity: *capacity, Duration: *duration, Timeout: *timeout, Rounds: *rounds, KeepWorkDir: *keep, Log: stderr,
+		Capacity: *capacity, Only: strings.FieldsFunc(*cases, func(r rune) bool { return r == ',' }), Duration: *duration, Timeout: *timeout, Rounds: *rounds, KeepWorkDir: *keep, Log: stderr,
 	}
 	if err := cfg.Validate(); err != nil {
 		return usageError{err}
