@@ -164,8 +164,7 @@ func (g *Gate) Acquire(ctx context.Context, c Call) error {
 	g.mu.Lock()
 	if g.waiting == 0 && g.inFlight < g.room(c.Band) {
 		g.inFlight++
-		g.stats.Sent[c.Band]++
-		g.served[c.Band] = g.served[c.Band]*shareDecay + 1
+		g.sent(c.Band)
 		g.mu.Unlock()
 		return nil
 	}
@@ -215,8 +214,7 @@ func (g *Gate) TryAcquire(c Call) bool {
 	defer g.mu.Unlock()
 	if g.waiting == 0 && g.inFlight < g.room(c.Band) {
 		g.inFlight++
-		g.stats.Sent[c.Band]++
-		g.served[c.Band] = g.served[c.Band]*shareDecay + 1
+		g.sent(c.Band)
 		return true
 	}
 	return false
@@ -281,6 +279,16 @@ func ewma(old, v time.Duration) time.Duration {
 	return old + (v-old)/8
 }
 
+// sent counts a call of band b sent: every band's count decays, so each
+// is of about the last hundred calls whichever way they went. Lock held.
+func (g *Gate) sent(b Band) {
+	g.stats.Sent[b]++
+	for i := range g.served {
+		g.served[i] *= shareDecay
+	}
+	g.served[b]++
+}
+
 // room is how many calls may be in flight when a call of band b would
 // go: the capacity, less one slot kept for critical calls while they come
 // (a critical call then waits for at most the calls running, not behind
@@ -311,11 +319,7 @@ func (g *Gate) dispatch(now time.Time) {
 		w := g.bands[b].pop()
 		g.waiting--
 		g.inFlight++
-		g.stats.Sent[w.c.Band]++
-		for b := range g.served {
-			g.served[b] *= shareDecay
-		}
-		g.served[w.c.Band]++
+		g.sent(w.c.Band)
 		if !g.lastSent.IsZero() {
 			g.interval = ewma(g.interval, now.Sub(g.lastSent))
 		}

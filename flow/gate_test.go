@@ -264,3 +264,23 @@ func TestGateKeepsASlotForCritical(t *testing.T) {
 		}
 	})
 }
+
+// Once critical calls stop, the slot kept for them is given back within
+// about the next hundred calls, however they went (at once or after
+// waiting).
+func TestGateGivesTheCriticalSlotBack(t *testing.T) {
+	g := NewGate(GateOptions{Capacity: func() int { return 2 }})
+	if err := g.Acquire(t.Context(), Call{Band: Critical}); err != nil {
+		t.Fatal(err)
+	}
+	g.Done(time.Millisecond)
+	for range 200 {
+		if !g.TryAcquire(Call{Band: Standard}) {
+			t.Fatal("a lone standard call did not pass")
+		}
+		g.Done(time.Millisecond)
+	}
+	if !g.TryAcquire(Call{Band: Standard}) || !g.TryAcquire(Call{Band: Standard}) {
+		t.Error("two standard calls do not fit a capacity of 2 long after the last critical call")
+	}
+}

@@ -20,6 +20,7 @@ import (
 // Paths of bench fairness.
 const (
 	PathInfergateFlow   = "infergate"
+	PathInfergateNoFlow = "infergate-no-flow"
 	PathHAProxyPriority = "haproxy-priority"
 )
 
@@ -43,6 +44,7 @@ type FairnessCase struct {
 var DefaultFairnessCases = []FairnessCase{
 	{Name: "overload", Tenants: []FairnessTenant{{"A", "critical", 0.2}, {"B", "standard", 2.0}, {"C", "standard", 0.5}}},
 	{Name: "critical-heavy", Tenants: []FairnessTenant{{"A", "critical", 0.9}, {"B", "standard", 0.5}, {"C", "standard", 0.25}}},
+	{Name: "unsaturated", Tenants: []FairnessTenant{{"A", "standard", 0.25}, {"B", "standard", 0.25}}},
 }
 
 // FairnessConfig is one bench fairness run: one simserver resnet50 (one
@@ -53,6 +55,9 @@ type FairnessConfig struct {
 	Simserver     string
 	Infergate     string
 	InfergateArgs []string
+	// NoFlow adds infergate without flow control (as it was before it):
+	// what flow control costs and changes, in the same run.
+	NoFlow bool
 	// HAProxy is the haproxy binary ("" leaves its path out;
 	// HAProxySkipped says why in the report). HAProxyMaxConn is its
 	// server's maxconn: the calls over it queue in HAProxy, in priority
@@ -130,6 +135,7 @@ type TenantRun struct {
 	// (0 for a critical tenant: it gets what it asks).
 	Goodput   float64 `json:"goodput_rps"`
 	FairShare float64 `json:"fair_share_rps,omitempty"`
+	P50       float64 `json:"p50_ms"`
 	P99       float64 `json:"p99_ms"`
 	Answered  float64 `json:"answered"` // share of its calls answered
 	Failed    int64   `json:"failed"`
@@ -200,6 +206,14 @@ func RunFairness(ctx context.Context, cfg FairnessConfig) (*FairnessResult, erro
 		}
 		defer ig.Stop()
 		paths = append(paths, Path{PathInfergateFlow, listen})
+		if cfg.NoFlow {
+			ig, listen, _, err := startInfergate(ctx, cfg.Infergate, simAddr, filepath.Join(dir, "infergate-no-flow.log"), cfg.InfergateArgs)
+			if err != nil {
+				return nil, fmt.Errorf("fairness: %w", err)
+			}
+			defer ig.Stop()
+			paths = append(paths, Path{PathInfergateNoFlow, listen})
+		}
 	}
 	if cfg.HAProxy != "" {
 		listen, err := FreeAddr()
@@ -278,7 +292,7 @@ func fairnessRun(ctx context.Context, cfg FairnessConfig, capacity float64, fc F
 	for i, t := range fc.Tenants {
 		r := results[i]
 		tr := TenantRun{Name: t.Name, Band: t.Band, Offer: t.Share * capacity, Goodput: r.Throughput,
-			P99: r.Latency.P99, Failed: r.Failed, Errors: r.Errors}
+			P50: r.Latency.P50, P99: r.Latency.P99, Failed: r.Failed, Errors: r.Errors}
 		if n := r.Completed + r.Failed; n > 0 {
 			tr.Answered = float64(r.Completed) / float64(n)
 		}
@@ -342,7 +356,7 @@ func jain(xs []float64) float64 {
 func (r FairnessRun) line() string {
 	var parts []string
 	for _, t := range r.Tenants {
-		s := fmt.Sprintf("%s(%s) %.0f/%.0f calls/s p99 %.0f ms answered %.1f%%", t.Name, t.Band, t.Goodput, t.Offer, t.P99, 100*t.Answered)
+		s := fmt.Sprintf("%s(%s) %.0f/%.0f calls/s p50 %.1f ms p99 %.0f ms answered %.1f%%", t.Name, t.Band, t.Goodput, t.Offer, t.P50, t.P99, 100*t.Answered)
 		if t.FairShare > 0 {
 			s += fmt.Sprintf(" share %.0f", t.FairShare)
 		}
@@ -370,11 +384,11 @@ func (r *FairnessResult) Markdown() string {
 			ts = append(ts, fmt.Sprintf("%s %s %.2gx", t.Name, t.Band, t.Share))
 		}
 		fmt.Fprintf(&b, "### %s: %s\n\n", fc.Name, strings.Join(ts, ", "))
-		b.WriteString("| path | " + fc.Tenants[0].Name + " p99 alone / together (ms) | " + fc.Tenants[0].Name + " answered |")
+		b.WriteString("| path | " + fc.Tenants[0].Name + " p99 alone / together (ms) | " + fc.Tenants[0].Name + " p50 together (ms) | " + fc.Tenants[0].Name + " answered |")
 		for _, t := range fc.Tenants[1:] {
 			fmt.Fprintf(&b, " %s goodput / fair share (calls/s) |", t.Name)
 		}
-		b.WriteString(" lower bands' share of answers | Jain |\n| --- | ---: | ---: |")
+		b.WriteString(" lower bands' share of answers | Jain |\n| --- | ---: | ---: | ---: |")
 		b.WriteString(strings.Repeat(" ---: |", len(fc.Tenants)-1))
 		b.WriteString(" ---: | ---: |\n")
 		var order []string
@@ -384,7 +398,7 @@ func (r *FairnessResult) Markdown() string {
 			}
 		}
 		for _, path := range order {
-			var alone, together, answered, jains, stdShare []float64
+			var alone, together, p50, answered, jains, stdShare []float64
 			good := make([][]float64, len(fc.Tenants))
 			share := make([]float64, len(fc.Tenants))
 			for _, run := range r.Runs {
@@ -392,6 +406,7 @@ func (r *FairnessResult) Markdown() string {
 					continue
 				}
 				alone, together = append(alone, run.AloneP99), append(together, run.Tenants[0].P99)
+				p50 = append(p50, run.Tenants[0].P50)
 				answered, jains = append(answered, 100*run.Tenants[0].Answered), append(jains, run.Jain)
 				var ok, all float64
 				for i, t := range run.Tenants {
@@ -406,8 +421,8 @@ func (r *FairnessResult) Markdown() string {
 					stdShare = append(stdShare, 100*ok/all)
 				}
 			}
-			fmt.Fprintf(&b, "| %s | %s / %s | %s%% |", path, spreadOf(alone).format(num("%.0f")), spreadOf(together).format(num("%.0f")),
-				spreadOf(answered).format(num("%.1f")))
+			fmt.Fprintf(&b, "| %s | %s / %s | %s | %s%% |", path, spreadOf(alone).format(num("%.0f")), spreadOf(together).format(num("%.0f")),
+				spreadOf(p50).format(num("%.2f")), spreadOf(answered).format(num("%.1f")))
 			for i := range fc.Tenants[1:] {
 				fmt.Fprintf(&b, " %s / %.0f |", spreadOf(good[i+1]).format(num("%.0f")), share[i+1])
 			}

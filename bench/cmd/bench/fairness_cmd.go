@@ -20,6 +20,7 @@ func runFairness(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		simserver = fs.String("simserver", "bin/simserver", "simserver binary")
 		infergate = fs.String("infergate", "bin/infergate", `infergate binary ("" leaves the path out)`)
 		igArgs    = fs.String("infergate-args", "", "extra infergate arguments, space-separated (--flow-control is always given)")
+		noFlow    = fs.Bool("no-flow", true, "also measure infergate without flow control")
 		haproxy   = fs.String("haproxy", "auto", `haproxy binary; "auto" looks on PATH, then /usr/sbin/haproxy; "" leaves it out`)
 		hpThreads = fs.Int("haproxy-threads", 2, "HAProxy nbthread")
 		hpMaxConn = fs.Int("haproxy-maxconn", 2, "HAProxy's server maxconn: calls over it wait in HAProxy's queue, in priority class order")
@@ -27,7 +28,7 @@ func runFairness(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		duration  = fs.Duration("duration", 15*time.Second, "each case's measured time (and the first tenant's alone)")
 		timeout   = fs.Duration("timeout", 2*time.Second, "each call's deadline")
 		rounds    = fs.Int("repeat", 2, "interleaved rounds")
-		cases     = fs.String("cases", "", "comma-separated cases to run (overload, critical-heavy; default all)")
+		cases     = fs.String("cases", "", "comma-separated cases to run (overload, critical-heavy, unsaturated; default all)")
 		outDir    = fs.String("out", "", "write fairness.json and fairness.md into this folder")
 		keep      = fs.Bool("keep", false, "keep the work folder")
 	)
@@ -42,7 +43,7 @@ func runFairness(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	hpBin, hpSkipped := haproxyFlag(*haproxy)
 	cfg := scenario.FairnessConfig{
-		Simserver: *simserver, Infergate: *infergate, InfergateArgs: strings.Fields(*igArgs),
+		Simserver: *simserver, Infergate: *infergate, InfergateArgs: strings.Fields(*igArgs), NoFlow: *noFlow,
 		HAProxy: hpBin, HAProxySkipped: hpSkipped, HAProxyThreads: *hpThreads, HAProxyMaxConn: *hpMaxConn,
 		Capacity: *capacity, Only: strings.FieldsFunc(*cases, func(r rune) bool { return r == ',' }), Duration: *duration, Timeout: *timeout, Rounds: *rounds, KeepWorkDir: *keep, Log: stderr,
 	}
