@@ -51,6 +51,8 @@ type Server struct {
 	// Router serves /api/v1/routes; infergate always builds one, empty
 	// while nothing is routed.
 	Router *proxy.Router
+	// FlowTenants are flow control's tenants on /api/v1/flow; nil none.
+	FlowTenants func() []proxy.TenantStatus
 	// Reload answers POST /-/reload (a write) and StatusConfig GET
 	// /api/v1/status/config.
 	Reload, StatusConfig http.HandlerFunc

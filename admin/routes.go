@@ -80,6 +80,10 @@ func (a *Server) routesAPI(mux *http.ServeMux) {
 	// Flow control's gates: each model's capacity (its endpoints' learnt
 	// limits), calls in flight and waiting, by band.
 	mux.HandleFunc("GET /api/v1/flow", func(w http.ResponseWriter, _ *http.Request) {
-		WriteJSON(w, http.StatusOK, map[string]any{"gates": r.Flow()})
+		tenants := []proxy.TenantStatus{}
+		if a.FlowTenants != nil {
+			tenants = a.FlowTenants()
+		}
+		WriteJSON(w, http.StatusOK, map[string]any{"gates": r.Flow(), "tenants": tenants})
 	})
 }

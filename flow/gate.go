@@ -161,18 +161,24 @@ func NewGate(o GateOptions) *Gate {
 // wrapping ErrDeadline, ErrFull or ErrShed when refused, or ctx's error
 // when the caller left. Done must follow a nil return.
 func (g *Gate) Acquire(ctx context.Context, c Call) error {
+	_, err := g.Wait(ctx, c)
+	return err
+}
+
+// Wait is Acquire that also says whether the call waited.
+func (g *Gate) Wait(ctx context.Context, c Call) (waited bool, err error) {
 	g.mu.Lock()
 	if g.waiting == 0 && g.inFlight < g.room(c.Band) {
 		g.inFlight++
 		g.sent(c.Band)
 		g.mu.Unlock()
-		return nil
+		return false, nil
 	}
 	now := g.opts.Now()
 	if err := g.admit(c, now); err != nil {
 		g.stats.Refused[c.Band]++
 		g.mu.Unlock()
-		return err
+		return false, err
 	}
 	w := &waiter{c: c, ready: make(chan error, 1)}
 	g.enqueue(w)
@@ -187,7 +193,7 @@ func (g *Gate) Acquire(ctx context.Context, c Call) error {
 	g.mu.Unlock()
 	select {
 	case err := <-w.ready:
-		return err
+		return true, err
 	case <-ctx.Done():
 		g.mu.Lock()
 		if w.done {
@@ -195,7 +201,7 @@ func (g *Gate) Acquire(ctx context.Context, c Call) error {
 			if err := <-w.ready; err == nil {
 				g.Done(0) // let go as it left: the room goes to the next
 			}
-			return ctx.Err()
+			return true, ctx.Err()
 		}
 		g.remove(w)
 		w.done = true // its deadline timer must not remove it again
@@ -203,7 +209,7 @@ func (g *Gate) Acquire(ctx context.Context, c Call) error {
 			w.timer.Stop()
 		}
 		g.mu.Unlock()
-		return ctx.Err()
+		return true, ctx.Err()
 	}
 }
 

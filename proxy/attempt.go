@@ -265,7 +265,7 @@ func (p *Proxy) invokeInTurn(ctx context.Context, up *Upstream, method string, r
 	subtype grpc.CallOption) (time.Duration, error) {
 	model, _ := frameTarget(methods.Lookup(method).Target, req)
 	w0 := p.now()
-	gate, err := p.flowTurn(ctx, up, model, req.Bytes())
+	gate, fc, waited, err := p.flowTurn(ctx, up, model, req.Bytes())
 	if err != nil {
 		return 0, err
 	}
@@ -273,6 +273,14 @@ func (p *Proxy) invokeInTurn(ctx context.Context, up *Upstream, method string, r
 	took, err := p.invoke(ctx, up, method, req, x, subtype)
 	if gate != nil {
 		gate.Done(took)
+		outcome, answered := flowAtOnce, time.Duration(0)
+		if waited {
+			outcome = flowWaited
+		}
+		if err == nil {
+			answered = x.wait + took
+		}
+		p.flowCounted(fc, outcome, x.wait, answered)
 	}
 	return took, err
 }

@@ -98,8 +98,10 @@ type relayCall struct {
 	feat           monitor.CallFeatures
 	// wf is the request's scan, kept for feat.Lazy.
 	wf wire.Features
-	// gate is the flow-control gate it took its turn from; nil none.
+	// gate is the flow-control gate it took its turn from (nil none), fc
+	// who it is for.
 	gate *flow.Gate
+	fc   flow.Call
 }
 
 func (r relayHandler) Unary(method string) bool {
@@ -202,8 +204,10 @@ func (r relayHandler) forward(c *h2relay.Call, model, version string, msg []byte
 	up := p.director.(fixedDirector).fixed()
 	d := up.dest.Load()
 	var gate *flow.Gate
+	var fc flow.Call
 	if cfg := p.flow.on(); cfg != nil && model != "" && methods.IsInference(c.Method) {
-		if gate = up.gate(cfg, model); gate != nil && !gate.TryAcquire(cfg.flowCall(nil, c.Header, msg, c.Deadline)) {
+		fc = cfg.flowCall(nil, c.Header, msg, c.Deadline)
+		if gate = up.gate(cfg, model); gate != nil && !gate.TryAcquire(fc) {
 			// Its replicas are full: served instead, where it waits its
 			// turn.
 			p.leave()
@@ -244,7 +248,7 @@ func (r relayHandler) forward(c *h2relay.Call, model, version string, msg []byte
 		p.leave()
 		return nil
 	}
-	rc := &relayCall{up: up, ep: ep, upName: d.name, model: model, version: version, bytesIn: bytesIn, gate: gate}
+	rc := &relayCall{up: up, ep: ep, upName: d.name, model: model, version: version, bytesIn: bytesIn, gate: gate, fc: fc}
 	if p.rec != nil {
 		rc.gauge = p.inFlight(d)
 		rc.gauge.Inc()
@@ -331,6 +335,11 @@ func (r relayHandler) Done(c *h2relay.Call, res *h2relay.Result) (codes.Code, st
 	rc.releaseEndpoint(c, res)
 	if rc.gate != nil {
 		rc.gate.Done(res.Upstream)
+		answered := time.Duration(0)
+		if res.Err == nil && res.Status == codes.OK {
+			answered = time.Since(c.Start)
+		}
+		p.flowCounted(rc.fc, flowAtOnce, 0, answered)
 	}
 	ctx := context.Context(relayContext{deadline: c.Deadline})
 	if p.reqLog != nil {

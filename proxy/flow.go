@@ -253,25 +253,29 @@ func refusedByFlow(err error) bool {
 
 // flowTurn takes a turn of model on u for a gRPC-path call with ctx and
 // request msg: it returns the gate to give it back to (nil: no flow
-// control for it), or the refusal.
-func (p *Proxy) flowTurn(ctx context.Context, u *Upstream, model string, msg []byte) (*flow.Gate, error) {
+// control for it), who the call is for and whether it waited, or the
+// refusal.
+func (p *Proxy) flowTurn(ctx context.Context, u *Upstream, model string, msg []byte) (*flow.Gate, flow.Call, bool, error) {
 	cfg := p.flow.on()
 	if cfg == nil || model == "" {
-		return nil, nil
+		return nil, flow.Call{}, false, nil
 	}
 	g := u.gate(cfg, model)
 	if g == nil {
-		return nil, nil
+		return nil, flow.Call{}, false, nil
 	}
 	md, _ := metadata.FromIncomingContext(ctx)
 	dl, _ := ctx.Deadline()
-	if err := g.Acquire(ctx, cfg.flowCall(md, nil, msg, dl)); err != nil {
+	c := cfg.flowCall(md, nil, msg, dl)
+	waited, err := g.Wait(ctx, c)
+	if err != nil {
 		if ctx.Err() != nil {
-			return nil, ctx.Err()
+			return nil, c, waited, ctx.Err()
 		}
-		return nil, &flowError{model: model, err: err}
+		p.flowCounted(c, flowRefused, 0, 0)
+		return nil, c, waited, &flowError{model: model, err: err}
 	}
-	return g, nil
+	return g, c, waited, nil
 }
 
 // gatesOf returns a snapshot of u's gates by model.

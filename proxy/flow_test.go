@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -121,5 +122,36 @@ func TestFlowControlKeepsTheServerQueueShortAndFair(t *testing.T) {
 				t.Errorf("without flow control: queue %d, B:C %.1f; want the flood at the server and B ahead (else this test shows nothing)", max, ratio)
 			}
 		})
+	}
+}
+
+// Tenants get series of their own once busy, at most maxTenantSeries of
+// them; the rest count under other, so clients cannot grow the metrics.
+func TestFlowTenantsBounded(t *testing.T) {
+	var ft flowTenants
+	for i := range maxTenantSeries + 5 {
+		for range tenantPromoteAfter + 10 {
+			ft.stat(fmt.Sprint("t", i)).calls[flow.Standard][flowAtOnce].Add(1)
+		}
+	}
+	for range 10 {
+		ft.stat("quiet").calls[flow.Standard][flowAtOnce].Add(1)
+	}
+	for i := range 5000 {
+		ft.stat(fmt.Sprint("made-up-", i)).calls[flow.Standard][flowAtOnce].Add(1)
+	}
+	all := ft.all()
+	if n := len(all); n != maxTenantSeries+1 || all[n-1].name != otherTenant {
+		t.Fatalf("%d series (last %q), want %d named and other", n, all[n-1].name, maxTenantSeries)
+	}
+	var total uint64
+	for _, s := range all {
+		total += s.calls[flow.Standard][flowAtOnce].Load()
+	}
+	if want := uint64((maxTenantSeries+5)*(tenantPromoteAfter+10) + 10 + 5000); total != want {
+		t.Errorf("%d calls counted, want %d: none lost to the bound", total, want)
+	}
+	if len(ft.candidates) > maxTenantCandidate {
+		t.Errorf("%d candidates kept", len(ft.candidates))
 	}
 }

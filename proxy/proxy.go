@@ -69,9 +69,11 @@ type Proxy struct {
 	relay      *h2relay.Server
 	relayOnce  sync.Once
 	relayPools sync.Map // *Upstream → its *relayEntry
-	// flow is flow control's settings (flow.go); off until set.
-	flow    flowState
-	relayMu sync.Mutex // serialises moveRelayPool
+	// flow is flow control's settings (flow.go), off until set;
+	// flowStats its counts per tenant (flow_metrics.go).
+	flow      flowState
+	flowStats flowTenants
+	relayMu   sync.Mutex // serialises moveRelayPool
 	// unary calls the relay routed, by where they went.
 	forwarded, served, handedOn atomic.Int64
 }

@@ -112,6 +112,7 @@ func requestLogger(c LogConfig) *slog.Logger {
 // proxyCollectors exports the proxy's own counters.
 func proxyCollectors(p *proxy.Proxy) []prometheus.Collector {
 	return []prometheus.Collector{
+		p.FlowCollector(),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name:        "infergate_rejected_calls_total",
 			Help:        "Calls the proxy refused at once, by reason: max_in_flight (--max-in-flight reached), buffer_budget (no room in the memory budget, --max-buffered-bytes, before the call's deadline).",
@@ -205,7 +206,7 @@ func serve(ctx context.Context, cfg Config, mem memlimit.Result, log *slog.Logge
 	adm := &admin.Server{
 		Gatherer: reg, Ready: ready.current, Pprof: cfg.Pprof,
 		Monitor: mon, Batcher: bat, GPUs: gt.hub, Correlator: gt.corr,
-		Alerts: al.engine, Token: cfg.adminToken, Router: rt.router,
+		Alerts: al.engine, Token: cfg.adminToken, Router: rt.router, FlowTenants: w.p.FlowTenants,
 	}
 	rl, err := newReloader(cfg, log, w.reload)
 	if err != nil {

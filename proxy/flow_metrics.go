@@ -1,0 +1,261 @@
+package proxy
+
+import (
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/infergate/infergate/flow"
+)
+
+// Flow control's view per tenant and band: calls sent at once, after
+// waiting, or refused; the time waited; and each tenant's recent latency
+// (p50/p99 on /api/v1/flow). Tenant names are the clients', so they are
+// bounded: a tenant gets series of its own once it has sent
+// tenantPromoteAfter calls while fewer than maxTenantSeries have them
+// (the busiest come first); every other call counts under "other".
+const (
+	maxTenantSeries    = 20
+	tenantPromoteAfter = 100
+	maxTenantCandidate = 1000
+	otherTenant        = "other"
+)
+
+// Outcomes of a call at its gate.
+const (
+	flowAtOnce = iota
+	flowWaited
+	flowRefused
+	numFlowOutcomes
+)
+
+var flowOutcomeNames = [numFlowOutcomes]string{"at_once", "waited", "refused"}
+
+// tenantStat is one tenant's counts by band and outcome, its waits and
+// its calls' latency.
+type tenantStat struct {
+	name  string
+	calls [flow.NumBands][numFlowOutcomes]atomic.Uint64
+	// waited sums the seconds its calls waited (nanoseconds), by band.
+	waited [flow.NumBands]atomic.Int64
+	lat    endpointModel // its answers' latency, last 10 to 20 s
+}
+
+// flowTenants is the bounded table of tenants.
+type flowTenants struct {
+	mu         sync.Mutex
+	named      atomic.Pointer[map[string]*tenantStat] // replaced whole
+	other      tenantStat
+	candidates map[string]int // calls of tenants not named yet
+}
+
+// stat is the tenantStat a call of tenant counts under.
+func (ft *flowTenants) stat(tenant string) *tenantStat {
+	if m := ft.named.Load(); m != nil {
+		if s := (*m)[tenant]; s != nil {
+			return s
+		}
+	}
+	ft.mu.Lock()
+	defer ft.mu.Unlock()
+	old := ft.named.Load()
+	n := 0
+	if old != nil {
+		if s := (*old)[tenant]; s != nil {
+			return s
+		}
+		n = len(*old)
+	}
+	if n >= maxTenantSeries {
+		return &ft.other
+	}
+	if ft.candidates == nil {
+		ft.candidates = map[string]int{}
+	}
+	c, ok := ft.candidates[tenant]
+	if !ok && len(ft.candidates) >= maxTenantCandidate {
+		return &ft.other
+	}
+	if c+1 < tenantPromoteAfter {
+		ft.candidates[tenant] = c + 1
+		return &ft.other
+	}
+	delete(ft.candidates, tenant)
+	next := make(map[string]*tenantStat, n+1)
+	if old != nil {
+		for k, v := range *old {
+			next[k] = v
+		}
+	}
+	s := &tenantStat{name: tenant}
+	next[tenant] = s
+	ft.named.Store(&next)
+	return s
+}
+
+// all is every tenantStat with series, other last.
+func (ft *flowTenants) all() []*tenantStat {
+	var out []*tenantStat
+	if m := ft.named.Load(); m != nil {
+		for _, s := range *m {
+			out = append(out, s)
+		}
+	}
+	slices.SortFunc(out, func(a, b *tenantStat) int {
+		switch {
+		case a.name < b.name:
+			return -1
+		case a.name > b.name:
+			return 1
+		}
+		return 0
+	})
+	ft.other.name = otherTenant
+	return append(out, &ft.other)
+}
+
+// flowCounted records one call of c at its gate: outcome, its wait, and
+// (answered, took > 0) its latency.
+func (p *Proxy) flowCounted(c flow.Call, outcome int, wait, took time.Duration) {
+	s := p.flowStats.stat(c.Tenant)
+	s.calls[c.Band][outcome].Add(1)
+	if wait > 0 {
+		s.waited[c.Band].Add(int64(wait))
+	}
+	if took > 0 {
+		s.lat.add(time.Now().UnixNano(), took)
+	}
+}
+
+// TenantStatus is one tenant on GET /api/v1/flow.
+type TenantStatus struct {
+	Tenant string `json:"tenant"`
+	// Bands are its calls by band: at once, after waiting, refused,
+	// and the seconds they waited.
+	Bands map[string]TenantBand `json:"bands"`
+	// Share is its share of the calls sent (at once or after waiting).
+	Share float64 `json:"share"`
+	// P50Seconds and P99Seconds are its calls' latency, waits included,
+	// over the last 10 to 20 s; null without calls then.
+	P50Seconds *float64 `json:"p50_seconds"`
+	P99Seconds *float64 `json:"p99_seconds"`
+}
+
+// TenantBand is a tenant's calls in one band.
+type TenantBand struct {
+	AtOnce        uint64  `json:"at_once"`
+	Waited        uint64  `json:"waited"`
+	Refused       uint64  `json:"refused"`
+	WaitedSeconds float64 `json:"waited_seconds"`
+}
+
+// FlowTenants returns the tenants' state, other last.
+func (p *Proxy) FlowTenants() []TenantStatus {
+	all := p.flowStats.all()
+	out := make([]TenantStatus, 0, len(all))
+	var total uint64
+	t := time.Now().UnixNano()
+	for _, s := range all {
+		ts := TenantStatus{Tenant: s.name, Bands: map[string]TenantBand{}}
+		var sent uint64
+		for b := range flow.NumBands {
+			tb := TenantBand{AtOnce: s.calls[b][flowAtOnce].Load(), Waited: s.calls[b][flowWaited].Load(),
+				Refused: s.calls[b][flowRefused].Load(), WaitedSeconds: time.Duration(s.waited[b].Load()).Seconds()}
+			sent += tb.AtOnce + tb.Waited
+			if tb != (TenantBand{}) {
+				ts.Bands[flow.Band(b).String()] = tb
+			}
+		}
+		ts.Share = float64(sent)
+		total += sent
+		var c latCounts
+		s.lat.addTo(&c, t)
+		if c.total > 0 {
+			p50, p99 := c.quantile(0.5).Seconds(), c.quantile(0.99).Seconds()
+			ts.P50Seconds, ts.P99Seconds = &p50, &p99
+		}
+		out = append(out, ts)
+	}
+	for i := range out {
+		if total > 0 {
+			out[i].Share /= float64(total)
+		} else {
+			out[i].Share = 0
+		}
+	}
+	return out
+}
+
+var (
+	flowLabels    = []string{"tenant", "band"}
+	flowCallsDesc = prometheus.NewDesc("infergate_flow_calls_total",
+		"Calls flow control let go at once, after waiting, or refused, by tenant (its own series for the busiest, then other) and band.",
+		append(flowLabels, "outcome"), nil)
+	flowWaitDesc = prometheus.NewDesc("infergate_flow_wait_seconds_total",
+		"Seconds calls waited for their turn at flow control, by tenant and band.", flowLabels, nil)
+	flowLatencyDesc = prometheus.NewDesc("infergate_flow_tenant_latency_seconds",
+		"A tenant's calls' latency (waits included) over the last 10 to 20 s, at quantile 0.5 and 0.99.",
+		[]string{"tenant", "quantile"}, nil)
+	flowGateDesc = prometheus.NewDesc("infergate_flow_gate",
+		"A flow-control gate's capacity (its endpoints' learnt limits), calls in flight and calls waiting.",
+		[]string{"upstream", "model", "state"}, nil)
+)
+
+// flowCollector exports flow control's metrics.
+type flowCollector struct{ p *Proxy }
+
+// FlowCollector returns flow control's metrics, to register once.
+func (p *Proxy) FlowCollector() prometheus.Collector { return flowCollector{p} }
+
+func (c flowCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- flowCallsDesc
+	ch <- flowWaitDesc
+	ch <- flowLatencyDesc
+	ch <- flowGateDesc
+}
+
+func (c flowCollector) Collect(ch chan<- prometheus.Metric) {
+	t := time.Now().UnixNano()
+	for _, s := range c.p.flowStats.all() {
+		for b := range flow.NumBands {
+			band := flow.Band(b).String()
+			for o, name := range flowOutcomeNames {
+				if v := s.calls[b][o].Load(); v > 0 {
+					ch <- prometheus.MustNewConstMetric(flowCallsDesc, prometheus.CounterValue, float64(v), s.name, band, name)
+				}
+			}
+			if w := s.waited[b].Load(); w > 0 {
+				ch <- prometheus.MustNewConstMetric(flowWaitDesc, prometheus.CounterValue, time.Duration(w).Seconds(), s.name, band)
+			}
+		}
+		var lc latCounts
+		s.lat.addTo(&lc, t)
+		if lc.total > 0 {
+			ch <- prometheus.MustNewConstMetric(flowLatencyDesc, prometheus.GaugeValue, lc.quantile(0.5).Seconds(), s.name, "0.5")
+			ch <- prometheus.MustNewConstMetric(flowLatencyDesc, prometheus.GaugeValue, lc.quantile(0.99).Seconds(), s.name, "0.99")
+		}
+	}
+	for _, up := range c.p.flowUpstreams() {
+		for model, g := range up.gatesOf() {
+			st := g.Stats()
+			ch <- prometheus.MustNewConstMetric(flowGateDesc, prometheus.GaugeValue, float64(st.Capacity), up.Name(), model, "capacity")
+			ch <- prometheus.MustNewConstMetric(flowGateDesc, prometheus.GaugeValue, float64(st.InFlight), up.Name(), model, "in_flight")
+			ch <- prometheus.MustNewConstMetric(flowGateDesc, prometheus.GaugeValue, float64(st.Waiting), up.Name(), model, "waiting")
+		}
+	}
+}
+
+// flowUpstreams are the upstreams that may have gates: the router's, or
+// the director's one.
+func (p *Proxy) flowUpstreams() []*Upstream {
+	if p.router != nil {
+		return p.router.table.Load().upstreams
+	}
+	if fd, ok := p.director.(fixedDirector); ok {
+		return []*Upstream{fd.fixed()}
+	}
+	return nil
+}
