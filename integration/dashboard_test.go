@@ -275,7 +275,7 @@ func TestGrafanaDashboardQueriesHaveData(t *testing.T) {
 	for range 2 {
 		g := startProxy(t, pri.grpc, "--rules", rulesPath,
 			"--batching", "adaptive", "--batch-models", "resnet50", "--batch-max-size", "64",
-			"--fallback", "resnet50="+edge.grpc+"/mobilenet_v3",
+			"--fallback", "resnet50="+edge.grpc+"/mobilenet_v3", "--flow-control",
 			"--gpu-source", "prometheus", "--gpu-metrics-url", "http://"+pri.admin+"/metrics", "--gpu-interval", "200ms")
 		admins, grpcs = append(admins, g.admin), append(grpcs, g.grpc)
 	}
