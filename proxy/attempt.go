@@ -270,6 +270,11 @@ func (p *Proxy) invokeInTurn(ctx context.Context, up *Upstream, method string, r
 		return 0, err
 	}
 	x.wait, x.turned = since(p.now, w0), true
+	if gate != nil && p.flow.needsLevel(method, model, req.Bytes()) {
+		// The band reaches the model server's own scheduler too.
+		level := min(uint64(fc.Band)+1, uint64(p.flow.levelsOf(model)))
+		req = NewFrame(wire.AppendPriority(req.Bytes(), level))
+	}
 	took, err := p.invoke(ctx, up, method, req, x, subtype)
 	if gate != nil {
 		gate.Done(took)

@@ -206,6 +206,12 @@ func (r relayHandler) forward(c *h2relay.Call, model, version string, msg []byte
 	var gate *flow.Gate
 	var fc flow.Call
 	if cfg := p.flow.on(); cfg != nil && model != "" && methods.IsInference(c.Method) {
+		if p.flow.needsLevel(c.Method, model, msg) {
+			// Its band's priority level is added to the request:
+			// served.
+			p.leave()
+			return nil
+		}
 		fc = cfg.flowCall(nil, c.Header, msg, c.Deadline)
 		if gate = up.gate(cfg, model); gate != nil && !gate.TryAcquire(fc) {
 			// Its replicas are full: served instead, where it waits its

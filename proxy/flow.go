@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/infergate/infergate/flow"
+	"github.com/infergate/infergate/proto/methods"
 	"github.com/infergate/infergate/proto/wire"
 )
 
@@ -63,6 +64,35 @@ const maxGates = 1024
 // that a reload bumps, so that upstreams make their gates anew.
 type flowState struct {
 	settings atomic.Pointer[flowConfig]
+	// levels are the models' priority_levels, as their model configs
+	// say (SetPriorityLevels): a call's band reaches the model server as
+	// its priority parameter where it has them.
+	levels atomic.Pointer[map[string]int]
+}
+
+// SetPriorityLevels takes the upstream's models' priority_levels (Triton's
+// dynamic batcher; 0 or absent: none), read from their model configs.
+// With flow control on, a ModelInfer call of such a model that carries
+// no priority parameter is sent with its band's level: critical 1,
+// standard 2, sheddable 3, at most the model's levels.
+func (p *Proxy) SetPriorityLevels(levels map[string]int) { p.flow.levels.Store(&levels) }
+
+// levelsOf is model's priority_levels; 0 none.
+func (f *flowState) levelsOf(model string) int {
+	if m := f.levels.Load(); m != nil {
+		return (*m)[model]
+	}
+	return 0
+}
+
+// needsLevel says whether a call of method and model with request msg
+// must reach the model server with its band's priority level added.
+func (f *flowState) needsLevel(method, model string, msg []byte) bool {
+	if method != methods.ModelInfer || f.levelsOf(model) == 0 {
+		return false
+	}
+	_, has := wire.PriorityOf(msg)
+	return !has
 }
 
 // flowConfig is one generation of settings.

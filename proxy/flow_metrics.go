@@ -196,9 +196,10 @@ var (
 		append(flowLabels, "outcome"), nil)
 	flowWaitDesc = prometheus.NewDesc("infergate_flow_wait_seconds_total",
 		"Seconds calls waited for their turn at flow control, by tenant and band.", flowLabels, nil)
-	flowLatencyDesc = prometheus.NewDesc("infergate_flow_tenant_latency_seconds",
-		"A tenant's calls' latency (waits included) over the last 10 to 20 s, at quantile 0.5 and 0.99.",
-		[]string{"tenant", "quantile"}, nil)
+	flowP50Desc = prometheus.NewDesc("infergate_flow_tenant_p50_seconds",
+		"A tenant's calls' median latency (waits included) over the last 10 to 20 s.", []string{"tenant"}, nil)
+	flowP99Desc = prometheus.NewDesc("infergate_flow_tenant_p99_seconds",
+		"A tenant's calls' p99 latency (waits included) over the last 10 to 20 s: what a per-tenant SLO reads.", []string{"tenant"}, nil)
 	flowGateDesc = prometheus.NewDesc("infergate_flow_gate",
 		"A flow-control gate's capacity (its endpoints' learnt limits), calls in flight and calls waiting.",
 		[]string{"upstream", "model", "state"}, nil)
@@ -213,7 +214,8 @@ func (p *Proxy) FlowCollector() prometheus.Collector { return flowCollector{p} }
 func (c flowCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- flowCallsDesc
 	ch <- flowWaitDesc
-	ch <- flowLatencyDesc
+	ch <- flowP50Desc
+	ch <- flowP99Desc
 	ch <- flowGateDesc
 }
 
@@ -234,8 +236,8 @@ func (c flowCollector) Collect(ch chan<- prometheus.Metric) {
 		var lc latCounts
 		s.lat.addTo(&lc, t)
 		if lc.total > 0 {
-			ch <- prometheus.MustNewConstMetric(flowLatencyDesc, prometheus.GaugeValue, lc.quantile(0.5).Seconds(), s.name, "0.5")
-			ch <- prometheus.MustNewConstMetric(flowLatencyDesc, prometheus.GaugeValue, lc.quantile(0.99).Seconds(), s.name, "0.99")
+			ch <- prometheus.MustNewConstMetric(flowP50Desc, prometheus.GaugeValue, lc.quantile(0.5).Seconds(), s.name)
+			ch <- prometheus.MustNewConstMetric(flowP99Desc, prometheus.GaugeValue, lc.quantile(0.99).Seconds(), s.name)
 		}
 	}
 	for _, up := range c.p.flowUpstreams() {

@@ -31,12 +31,15 @@ const maxDiscoveredModels = 1000
 // discoverBatching runs the discovery until ctx ends. An upstream without
 // the KServe repository API (TF-Serving, which keeps its batching in a
 // server-wide file no API reports) is asked once and then left alone.
-func discoverBatching(ctx context.Context, b *batcher.Batcher, cc grpc.ClientConnInterface, log *slog.Logger) {
+//
+// levels takes each model's priority_levels (flow control sends a call's
+// band as its priority where a model has them).
+func discoverBatching(ctx context.Context, b *batcher.Batcher, cc grpc.ClientConnInterface, levels func(map[string]int), log *slog.Logger) {
 	kc := kservepb.NewGRPCInferenceServiceClient(cc)
 	t := time.NewTicker(batchDiscoveryInterval)
 	defer t.Stop()
 	for {
-		limits, err := askLimits(ctx, kc)
+		limits, lv, err := askLimits(ctx, kc)
 		switch {
 		case status.Code(err) == codes.Unimplemented:
 			log.Warn("batching: the upstream does not list its models' batching (no KServe RepositoryIndex: TF-Serving?); only the models named by batching.models are batched, with no cap from the server")
@@ -48,6 +51,9 @@ func discoverBatching(ctx context.Context, b *batcher.Batcher, cc grpc.ClientCon
 			log.Warn("batching: cannot read the upstream's model configs; keeping the last ones", "error", err)
 		default:
 			b.SetLimits(limits)
+			if levels != nil {
+				levels(lv)
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -57,15 +63,17 @@ func discoverBatching(ctx context.Context, b *batcher.Batcher, cc grpc.ClientCon
 	}
 }
 
-// askLimits reads the batching of every ready model of the upstream.
-func askLimits(ctx context.Context, kc kservepb.GRPCInferenceServiceClient) (map[string]batcher.Limits, error) {
+// askLimits reads the batching of every ready model of the upstream, and
+// the priority levels of those that have them.
+func askLimits(ctx context.Context, kc kservepb.GRPCInferenceServiceClient) (map[string]batcher.Limits, map[string]int, error) {
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	idx, err := kc.RepositoryIndex(rctx, &kservepb.RepositoryIndexRequest{Ready: true})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	limits := map[string]batcher.Limits{}
+	levels := map[string]int{}
 	for _, m := range idx.Models {
 		if len(limits) >= maxDiscoveredModels {
 			break
@@ -84,8 +92,11 @@ func askLimits(ctx context.Context, kc kservepb.GRPCInferenceServiceClient) (map
 				l.PreferredSizes = append(l.PreferredSizes, int(s))
 			}
 			l.MaxQueueDelay = time.Duration(db.GetMaxQueueDelayMicroseconds()) * time.Microsecond
+			if n := db.GetPriorityLevels(); n > 0 {
+				levels[m.Name] = int(min(n, 1<<16))
+			}
 		}
 		limits[m.Name] = l
 	}
-	return limits, nil
+	return limits, levels, nil
 }

@@ -110,8 +110,9 @@ func (c FlowControlConfig) settings() proxy.FlowSettings {
 }
 
 // flowControlStep applies a changed flow_control section to the next
-// calls.
-func flowControlStep(p *proxy.Proxy) reloadStep {
+// calls; turned on, it starts reading the models' priority levels
+// (discover, the batching discovery's: once).
+func flowControlStep(p *proxy.Proxy, discover func()) reloadStep {
 	return reloadStep{name: "flow control", prepare: func(old, next *Config) (func() string, func(), error) {
 		if equalFlowControl(old.FlowControl, next.FlowControl) {
 			return nil, nil, nil
@@ -119,6 +120,9 @@ func flowControlStep(p *proxy.Proxy) reloadStep {
 		n := next.FlowControl
 		return func() string {
 			p.SetFlowControl(n.settings())
+			if n.Enabled && discover != nil {
+				discover()
+			}
 			if !n.Enabled {
 				return "flow control off"
 			}

@@ -225,16 +225,16 @@ func serve(ctx context.Context, cfg Config, mem memlimit.Result, log *slog.Logge
 	// (batching turned on, a route added), so they live on a context of
 	// their own, from here to its stop.
 	bgCtx, stopBg := context.WithCancel(context.Background())
-	discover := sync.OnceFunc(func() { go discoverBatching(bgCtx, bat, up, log) })
+	discover := sync.OnceFunc(func() { go discoverBatching(bgCtx, bat, up, w.p.SetPriorityLevels, log) })
 	cs.add("batching discovery", func() error {
-		if batchingOn(cfg.Batching) {
+		if batchingOn(cfg.Batching) || cfg.FlowControl.Enabled {
 			discover()
 		}
 		return nil
 	}, stopBg)
 	models := &modelCheck{ctx: bgCtx, rt: rt, log: log}
 	rl.steps = []reloadStep{alertingStep(al.engine), batchingStep(bat, discover), routingStep(rt, upCreds, cfg.ShutdownTimeout, log), tracingStep(w.tr),
-		flowControlStep(w.p), models.step()} // after routing: it reads the routes in force
+		flowControlStep(w.p, discover), models.step()} // after routing: it reads the routes in force
 	if cfg.level != nil {
 		rl.steps = append([]reloadStep{logLevelStep(cfg.level)}, rl.steps...)
 	}

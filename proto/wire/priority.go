@@ -80,3 +80,22 @@ func priorityEntry(e []byte) (uint64, bool) {
 	}
 	return p, found
 }
+
+// AppendPriority returns a serialized ModelInferRequest b with the
+// priority parameter set to level: a parameters map entry appended (a
+// later entry of a key wins in a protobuf map, so it also replaces one b
+// carries). b is not changed.
+func AppendPriority(b []byte, level uint64) []byte {
+	var v []byte
+	v = protowire.AppendTag(v, 5, protowire.VarintType) // uint64_param
+	v = protowire.AppendVarint(v, level)
+	var e []byte
+	e = protowire.AppendTag(e, mapEntryKey, protowire.BytesType)
+	e = protowire.AppendString(e, PriorityParameter)
+	e = protowire.AppendTag(e, mapEntryValue, protowire.BytesType)
+	e = protowire.AppendBytes(e, v)
+	out := make([]byte, 0, len(b)+len(e)+8)
+	out = append(out, b...)
+	out = protowire.AppendTag(out, inferParameters, protowire.BytesType)
+	return protowire.AppendBytes(out, e)
+}

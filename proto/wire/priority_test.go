@@ -45,3 +45,31 @@ func TestPriorityOf(t *testing.T) {
 		t.Error("garbage read as a priority")
 	}
 }
+
+// AppendPriority's request unmarshals with the level, its other
+// parameters and tensors unchanged, and replaces a priority it carried.
+func TestAppendPriority(t *testing.T) {
+	in := &kservepb.ModelInferRequest{ModelName: "m", Id: "x",
+		Parameters: map[string]*kservepb.InferParameter{
+			"sequence_id": {ParameterChoice: &kservepb.InferParameter_Int64Param{Int64Param: 9}},
+			"priority":    {ParameterChoice: &kservepb.InferParameter_Uint64Param{Uint64Param: 7}}},
+		RawInputContents: [][]byte{{1, 2, 3}}}
+	b, err := proto.Marshal(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := wire.AppendPriority(b, 2)
+	var got kservepb.ModelInferRequest
+	if err := proto.Unmarshal(out, &got); err != nil {
+		t.Fatal(err)
+	}
+	if p := got.Parameters["priority"].GetUint64Param(); p != 2 {
+		t.Errorf("priority %d, want 2", p)
+	}
+	if got.ModelName != "m" || got.Parameters["sequence_id"].GetInt64Param() != 9 || string(got.RawInputContents[0]) != "\x01\x02\x03" {
+		t.Errorf("the rest changed: %v", &got)
+	}
+	if p, ok := wire.PriorityOf(out); !ok || p != 2 {
+		t.Errorf("PriorityOf: %d %v", p, ok)
+	}
+}

@@ -84,6 +84,10 @@ type ModelConfig struct {
 	// Slots is the number of executions that run at once (Triton's
 	// instance_group count); 0 means unlimited (no queue).
 	Slots int `yaml:"slots"`
+	// PriorityLevels is the dynamic batcher's priority_levels its
+	// ModelConfig reports (0: none); the requests' priority parameter is
+	// counted per level (simserver_requests_by_priority_total).
+	PriorityLevels int `yaml:"priority_levels"`
 	// Inputs and Outputs are the tensors, in order.
 	Inputs  []TensorSpec `yaml:"inputs"`
 	Outputs []TensorSpec `yaml:"outputs"`

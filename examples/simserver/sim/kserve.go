@@ -190,6 +190,7 @@ func (s *Server) modelInfer(ctx context.Context, req *kservepb.ModelInferRequest
 	if m.cfg.Kind == KindTokenStream {
 		return nil, errDecoupledUnary
 	}
+	m.stats.countPriority(priorityOf(req))
 	in, batch, outIdx, err := s.decodeInfer(m, req, start)
 	if err != nil {
 		return nil, err
@@ -212,4 +213,17 @@ func (s *Server) modelInfer(ctx context.Context, req *kservepb.ModelInferRequest
 		resp.RawOutputContents[i] = outs[j].raw
 	}
 	return resp, nil
+}
+
+// priorityOf is a request's priority parameter (Triton reads it as a
+// level, 1 the highest); 0 when it carries none.
+func priorityOf(req *kservepb.ModelInferRequest) uint64 {
+	p := req.GetParameters()["priority"]
+	switch v := p.GetParameterChoice().(type) {
+	case *kservepb.InferParameter_Uint64Param:
+		return v.Uint64Param
+	case *kservepb.InferParameter_Int64Param:
+		return uint64(max(v.Int64Param, 0))
+	}
+	return 0
 }

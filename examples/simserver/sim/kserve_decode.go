@@ -132,6 +132,10 @@ func (m *model) kserveConfig() *kservepb.ModelConfig {
 		group = &kservepb.ModelInstanceGroup{Name: m.cfg.Name, Count: 1, Kind: kservepb.ModelInstanceGroup_KIND_CPU}
 	}
 	cfg.InstanceGroup = []*kservepb.ModelInstanceGroup{group}
+	if m.cfg.PriorityLevels > 0 {
+		cfg.SchedulingChoice = &kservepb.ModelConfig_DynamicBatching{DynamicBatching: &kservepb.ModelDynamicBatching{PriorityLevels: uint64(m.cfg.PriorityLevels),
+			DefaultPriorityLevel: uint64((m.cfg.PriorityLevels + 1) / 2)}}
+	}
 	return cfg
 }
 

@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"strconv"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -26,6 +28,7 @@ var (
 	descRequestUS = prometheus.NewDesc("nv_inference_request_duration_us", "Cumulative inference request duration in microseconds (includes cached requests)", modelLabels, nil)
 	descQueueUS   = prometheus.NewDesc("nv_inference_queue_duration_us", "Cumulative inference queuing duration in microseconds (includes cached requests)", modelLabels, nil)
 	descComputeUS = prometheus.NewDesc("nv_inference_compute_infer_duration_us", "Cumulative compute inference duration in microseconds (does not include cached requests)", modelLabels, nil)
+	descPriority  = prometheus.NewDesc("simserver_requests_by_priority_total", "Inference requests by their priority parameter (\"0\": none; \"9+\": 9 or more).", []string{"model", "priority"}, nil)
 	descCancelled = prometheus.NewDesc("simserver_cancelled_total", "Requests that ended because the client cancelled or its deadline passed while hung, queued, executing or delayed.", []string{"model"}, nil)
 
 	descGPUUtil     = prometheus.NewDesc("nv_gpu_utilization", "GPU utilization rate [0.0 - 1.0)", gpuLabels, nil)
@@ -50,7 +53,7 @@ type collector struct{ s *Server }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descSuccess, descFailure, descCount, descExecCount, descPending,
-		descRequestUS, descQueueUS, descComputeUS, descCancelled,
+		descRequestUS, descQueueUS, descComputeUS, descCancelled, descPriority,
 		descGPUUtil, descGPUMemTotal, descGPUMemUsed, descGPUPower, descGPULimit, descGPUEnergy,
 		descDCGMTemp, descDCGMSMClock, descDCGMSMMax, descDCGMReasons} {
 		ch <- d
@@ -78,6 +81,15 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(descQueueUS, float64(st.queue.ns.Load()/1000), name, "1", GPUUUID)
 		counter(descComputeUS, float64(st.computeInfer.ns.Load()/1000), name, "1", GPUUUID)
 		counter(descCancelled, float64(st.cancelled.Load()), name)
+		for p := range st.byPriority {
+			if v := st.byPriority[p].Load(); v > 0 {
+				label := strconv.Itoa(p)
+				if p > maxPriorityCounted {
+					label = strconv.Itoa(p) + "+"
+				}
+				counter(descPriority, float64(v), name, label)
+			}
+		}
 	}
 	g := c.s.gpu.snapshot()
 	gauge(descGPUUtil, g.Utilization, GPUUUID)

@@ -41,6 +41,17 @@ type modelStats struct {
 	cancelled                          atomic.Int64
 	pending                            atomic.Int64
 	lastInferenceMS                    atomic.Uint64
+	// byPriority counts requests by their priority parameter: [0] none
+	// or 0, [i] level i, the last one any level beyond.
+	byPriority [maxPriorityCounted + 2]atomic.Uint64
+}
+
+// maxPriorityCounted is the highest priority level counted on its own.
+const maxPriorityCounted = 8
+
+// countPriority counts a request whose priority parameter is p (0 none).
+func (s *modelStats) countPriority(p uint64) {
+	s.byPriority[min(p, maxPriorityCounted+1)].Add(1)
 }
 
 // recordFailure counts a failed request and its duration.

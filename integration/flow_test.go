@@ -1,0 +1,182 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/infergate/infergate/proto/kservepb"
+)
+
+// flowModels is one resnet50 of one slot whose model config has three
+// priority levels.
+const flowModels = `models:
+  - name: resnet50
+    kind: classifier
+    platform: tensorrt_plan
+    protocols: [kserve]
+    max_batch: 64
+    slots: 1
+    priority_levels: 3
+    inputs: [{name: input, datatype: FP32, dims: [64]}]
+    outputs: [{name: probs, datatype: FP32, dims: [10]}]
+    latency: {base_ms: 5, per_item_ms: 0.25}
+`
+
+// simPriorities is simserver's count of resnet50's requests by priority
+// parameter.
+func simPriorities(t *testing.T, admin string) map[string]float64 {
+	t.Helper()
+	_, body := httpGet(t, "http://"+admin+"/metrics")
+	out := map[string]float64{}
+	for _, line := range strings.Split(body, "\n") {
+		rest, ok := strings.CutPrefix(line, `simserver_requests_by_priority_total{model="resnet50",priority="`)
+		if !ok {
+			continue
+		}
+		level, value, _ := strings.Cut(rest, `"} `)
+		var v float64
+		fmt.Sscan(value, &v)
+		out[level] = v
+	}
+	return out
+}
+
+// TestFlowControl: infergate --flow-control in front of a one-slot model
+// flooded by a standard tenant, beside a critical one: every critical
+// call is answered; the flood's excess is refused with RESOURCE_EXHAUSTED
+// naming why (never after waiting out its deadline); /api/v1/flow shows
+// the gate, its learnt limit and the tenants; the metrics pass promtool;
+// and each call's band reaches the model server as its priority level,
+// the model config having three.
+func TestFlowControl(t *testing.T) {
+	sim := startSim(t, "--config", writeFile(t, "models.yaml", flowModels))
+	gate := startProxy(t, sim.grpc, "--flow-control")
+	kc := kservepb.NewGRPCInferenceServiceClient(dial(t, gate.grpc))
+
+	// The bands reach the server as levels once the model config is read.
+	call := func(ctx context.Context, tenant, band string) error {
+		ctx = metadata.AppendToOutgoingContext(ctx, "x-tenant", tenant, "x-priority", band)
+		_, err := kc.ModelInfer(ctx, resnetRequest("resnet50", 1))
+		return err
+	}
+	waitFor(t, 30*time.Second, "levels 1, 2 and 3 at the server", func() bool {
+		for _, b := range []string{"critical", "standard", "sheddable"} {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			err := call(ctx, "probe", b)
+			cancel()
+			if err != nil {
+				t.Fatalf("a %s call: %v", b, err)
+			}
+		}
+		p := simPriorities(t, sim.admin)
+		return p["1"] > 0 && p["2"] > 0 && p["3"] > 0
+	})
+
+	// A flood: 48 callers of tenant batch with 150ms deadlines (48 waiting
+	// on a 6.5ms model need 300ms: most are refused); one
+	// critical caller, paced.
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var refused, floodOK, deadline, other atomic.Int64
+	var otherErr atomic.Value
+	var why atomic.Value
+	for range 48 {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				cctx, cancel := context.WithTimeout(ctx, 150*time.Millisecond)
+				err := call(cctx, "batch", "standard")
+				cancel()
+				switch status.Code(err) {
+				case codes.OK:
+					floodOK.Add(1)
+				case codes.ResourceExhausted:
+					refused.Add(1)
+					why.CompareAndSwap(nil, err.Error())
+				case codes.DeadlineExceeded:
+					if ctx.Err() == nil {
+						deadline.Add(1)
+					}
+				default:
+					if ctx.Err() == nil {
+						other.Add(1)
+						otherErr.CompareAndSwap(nil, err.Error())
+					}
+				}
+			}
+		})
+	}
+	var critical, criticalFailed atomic.Int64
+	var criticalErr atomic.Value
+	wg.Go(func() {
+		for ctx.Err() == nil {
+			cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			err := call(cctx, "online", "critical")
+			cancel()
+			if ctx.Err() != nil {
+				return
+			}
+			critical.Add(1)
+			if err != nil {
+				criticalFailed.Add(1)
+				criticalErr.CompareAndSwap(nil, err.Error())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
+	waitFor(t, 60*time.Second, "100 critical calls beside the flood", func() bool { return critical.Load() >= 100 && refused.Load() > 0 })
+
+	var doc struct {
+		Gates []struct {
+			Model, Upstream   string
+			Capacity, Waiting int
+			Endpoints         []struct{ Limit int }
+		}
+		Tenants []struct {
+			Tenant string
+			Bands  map[string]struct{ AtOnce, Waited, Refused uint64 }
+		}
+	}
+	code, body := httpGet(t, "http://"+gate.admin+"/api/v1/flow")
+	if code != http.StatusOK || json.Unmarshal([]byte(body), &doc) != nil {
+		t.Fatalf("/api/v1/flow: %d %s", code, body)
+	}
+	stop()
+	wg.Wait()
+	t.Logf("critical %d (failed %d); flood answered %d, refused %d, deadline %d, other %d (%v); %s", critical.Load(), criticalFailed.Load(),
+		floodOK.Load(), refused.Load(), deadline.Load(), other.Load(), otherErr.Load(), why.Load())
+	if n := other.Load(); n > 0 {
+		t.Errorf("%d flood calls failed otherwise (first: %v)", n, otherErr.Load())
+	}
+	if n := criticalFailed.Load(); n > 0 {
+		t.Errorf("%d critical calls failed (first: %v), want none", n, criticalErr.Load())
+	}
+	if w, _ := why.Load().(string); !strings.Contains(w, "flow control") || !strings.Contains(w, "deadline") {
+		t.Errorf("a refusal says %q, want flow control and the deadline named", w)
+	}
+	if d := deadline.Load(); d > refused.Load()/10 {
+		t.Errorf("%d flood calls ran out their deadline (%d refused at once): the gate must refuse, not let them wait it out", d, refused.Load())
+	}
+	if len(doc.Gates) != 1 || doc.Gates[0].Model != "resnet50" || len(doc.Gates[0].Endpoints) != 1 ||
+		doc.Gates[0].Endpoints[0].Limit < 1 || doc.Gates[0].Endpoints[0].Limit > 3 {
+		t.Errorf("/api/v1/flow gates: %+v, want resnet50's with a learnt limit of 1 to 3 on a one-slot model", doc.Gates)
+	}
+	tenants := map[string]bool{}
+	for _, tn := range doc.Tenants {
+		tenants[tn.Tenant] = true
+	}
+	if !tenants["batch"] || !tenants["online"] || !tenants["other"] {
+		t.Errorf("/api/v1/flow tenants: %+v, want batch, online and other", doc.Tenants)
+	}
+	promtoolClean(t, gate.admin, "infergate_flow_calls_total", "infergate_flow_gate", "infergate_flow_tenant_p99_seconds")
+}
