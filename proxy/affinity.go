@@ -176,9 +176,11 @@ func (u *Upstream) affinityHeader() string {
 	return ""
 }
 
-// checkAffinityHeader refuses a header name a client cannot send as
-// metadata of its own.
-func checkAffinityHeader(name string) error {
+// CheckClientHeader refuses a header name a client cannot send as
+// metadata of its own (pseudo-headers, grpc-*, reserved, binary), or that
+// is no header name; "" passes (none). Affinity, tenant and priority
+// headers are checked with it.
+func CheckClientHeader(name string) error {
 	switch n := strings.ToLower(name); {
 	case n == "":
 		return nil

@@ -155,12 +155,12 @@ func TestAffinityHeaderKeys(t *testing.T) {
 
 func TestAffinityHeaderChecked(t *testing.T) {
 	for _, ok := range []string{"", "x-session-id", "X-Session-Id", "tenant_key"} {
-		if err := checkAffinityHeader(ok); err != nil {
+		if err := CheckClientHeader(ok); err != nil {
 			t.Errorf("%q: %v", ok, err)
 		}
 	}
 	for _, bad := range []string{":authority", "grpc-timeout", "content-type", "te", "x-id-bin", "x session", "x-é"} {
-		if err := checkAffinityHeader(bad); err == nil {
+		if err := CheckClientHeader(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
 	}

@@ -218,7 +218,7 @@ func (c RoutingConfig) Plan() (*RoutePlan, []error) {
 	case len(c.Upstreams) == 0:
 		bad("upstream", "required (the model server's gRPC address, e.g. 127.0.0.1:8001), or upstreams")
 	}
-	if err := checkAffinityHeader(c.AffinityHeader); err != nil {
+	if err := CheckClientHeader(c.AffinityHeader); err != nil {
 		bad("affinity_header", "%v", err)
 	}
 	byName := map[string]int{}
@@ -287,7 +287,7 @@ func (u UpstreamSpec) plan(field string) (plannedUpstream, []error) {
 		errs = append(errs, fmt.Errorf("%s.balance: %w", field, err))
 	}
 	pu.affinity = strings.ToLower(u.AffinityHeader)
-	if err := checkAffinityHeader(u.AffinityHeader); err != nil {
+	if err := CheckClientHeader(u.AffinityHeader); err != nil {
 		errs = append(errs, fmt.Errorf("%s.affinity_header: %w", field, err))
 	}
 	if u.SlowStart != nil {

@@ -60,6 +60,12 @@ func TestParseConfigErrorsNameTheField(t *testing.T) {
 		{"bad probe", []string{"--upstream", "a:1", "--readiness-probe", "ping"}, `config: readiness.probe: must be auto, health, kserve, tfserving or tcp, got "ping"`},
 		{"label limit", []string{"--upstream", "a:1", "--max-label-bytes", "0"}, "config: --max-label-bytes: must be between 1 and 4096, got 0"},
 		{"bad yaml value", []string{"--config", "testdata/config.bad-series.yaml"}, "config: monitor.max_series: must be positive, got -3"},
+		{"reserved tenant header", []string{"--upstream", "a:1", "--flow-control", "--tenant-header", "grpc-tenant"},
+			`config: flow_control.tenant_header: "grpc-tenant" is not a header a client sends as its own metadata`},
+		{"unknown priority", []string{"--upstream", "a:1", "--default-priority", "urgent"},
+			`config: flow_control.default_priority: must be critical, standard or sheddable, got "urgent"`},
+		{"tenant weight", []string{"--config", "testdata/config.bad-tenant-weight.yaml"}, "config: flow_control.tenants.nightly.weight: must be above 0 and at most 1000, got 0"},
+		{"critical share", []string{"--config", "testdata/config.bad-tenant-weight.yaml"}, "config: flow_control.min_share.critical: only standard and sheddable have a minimum share"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -54,10 +54,10 @@ func (c FlowControlConfig) Problems() []error {
 		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
 	}
 	header := func(field, v string) {
-		if v == "" || strings.ContainsFunc(v, func(r rune) bool {
-			return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.')
-		}) || strings.HasPrefix(strings.ToLower(v), "grpc-") || strings.HasSuffix(strings.ToLower(v), "-bin") {
-			bad(field, "%q is not a header a client sends as its own metadata", v)
+		if v == "" {
+			bad(field, "must not be empty")
+		} else if err := proxy.CheckClientHeader(v); err != nil {
+			bad(field, "%v", err)
 		}
 	}
 	header("tenant_header", c.TenantHeader)
