@@ -60,6 +60,10 @@ const (
 // clients'. Calls of models beyond it pass without flow control.
 const maxGates = 1024
 
+// maxTenantName bounds a tenant name kept (gates, metrics): a longer one
+// counts as other.
+const maxTenantName = 128
+
 // flowState is the proxy's flow control: its settings and a generation
 // that a reload bumps, so that upstreams make their gates anew.
 type flowState struct {
@@ -186,12 +190,20 @@ func (u *Upstream) flowCapacity(model string) int {
 	return max(n, flow.MinLimit)
 }
 
-// flowLimit is e's limit for model now.
+// flowLimit is e's limit for model now: MinLimit until its first answer
+// teaches one, and no limit (MaxLimit) for a model e keeps nothing of
+// because it keeps maxLatModels already (model names are the clients':
+// past the bound a model passes as without flow control).
 func (e *Endpoint) flowLimit(model string) int {
-	if em := e.endpointModelOf(model); em != nil {
-		if l := em.lim.Load(); l != nil {
-			return l.Limit()
+	em := e.endpointModelOf(model)
+	if em == nil {
+		if ls := e.lat.Load(); ls != nil && len(*ls) >= maxLatModels {
+			return flow.MaxLimit
 		}
+		return flow.MinLimit
+	}
+	if l := em.lim.Load(); l != nil {
+		return l.Limit()
 	}
 	return flow.MinLimit
 }
@@ -248,8 +260,10 @@ func (cfg *flowConfig) flowCall(md metadata.MD, hdr []hpack.HeaderField, msg []b
 			band = f.Value
 		}
 	}
-	if tenant != "" {
+	if tenant != "" && len(tenant) <= maxTenantName {
 		c.Tenant = tenant
+	} else if tenant != "" {
+		c.Tenant = otherTenant // a name that long is no tenant's: it must not be kept
 	}
 	if b, ok := flow.ParseBand(band); ok {
 		c.Band = b

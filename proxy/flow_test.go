@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -153,5 +154,18 @@ func TestFlowTenantsBounded(t *testing.T) {
 	}
 	if len(ft.candidates) > maxTenantCandidate {
 		t.Errorf("%d candidates kept", len(ft.candidates))
+	}
+}
+
+// A tenant header of 1 MiB is not kept as a tenant name.
+func TestFlowTenantNameBounded(t *testing.T) {
+	cfg := &flowConfig{FlowSettings: FlowSettings{TenantHeader: "x-tenant", DefaultTenant: "default"}}
+	huge := strings.Repeat("t", 1<<20)
+	c := cfg.flowCall(metadata.Pairs("x-tenant", huge), nil, nil, time.Time{})
+	if c.Tenant != otherTenant {
+		t.Errorf("a 1 MiB tenant name kept (%d bytes), want %q", len(c.Tenant), otherTenant)
+	}
+	if c := cfg.flowCall(metadata.Pairs("x-tenant", "online"), nil, nil, time.Time{}); c.Tenant != "online" {
+		t.Errorf("tenant %q, want online", c.Tenant)
 	}
 }
