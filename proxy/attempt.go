@@ -275,18 +275,20 @@ func (p *Proxy) invokeInTurn(ctx context.Context, up *Upstream, method string, r
 		level := min(uint64(fc.Band)+1, uint64(p.flow.levelsOf(model)))
 		req = NewFrame(wire.AppendPriority(req.Bytes(), level))
 	}
-	took, err := p.invoke(ctx, up, method, req, x, subtype)
-	if gate != nil {
-		gate.Done(took)
-		outcome, answered := flowAtOnce, time.Duration(0)
-		if waited {
-			outcome = flowWaited
-		}
-		if err == nil {
-			answered = x.wait + took
-		}
-		p.flowCounted(fc, outcome, x.wait, answered)
+	if gate == nil {
+		return p.invoke(ctx, up, method, req, x, subtype)
 	}
+	var took time.Duration
+	defer func() { gate.Done(took) }() // the turn goes back whatever happens, a panic included
+	took, err = p.invoke(ctx, up, method, req, x, subtype)
+	outcome, answered := flowAtOnce, time.Duration(0)
+	if waited {
+		outcome = flowWaited
+	}
+	if err == nil {
+		answered = x.wait + took
+	}
+	p.flowCounted(fc, outcome, x.wait, answered)
 	return took, err
 }
 
