@@ -8,6 +8,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"fmt"
 	"math/big"
 	"net"
 	"os"
@@ -105,5 +106,30 @@ func TestMTLS(t *testing.T) {
 	cc := dial(t, b.grpc, grpc.WithTransportCredentials(noCert))
 	if _, err := kservepb.NewGRPCInferenceServiceClient(cc).ModelInfer(ctx, simpleRequest("nocert")); err == nil {
 		t.Fatal("a client without a certificate reached the mTLS listener")
+	}
+}
+
+// TestTLSPool: a pool of two TLS upstreams (two infergate TLS listeners,
+// each in front of its simserver) behind upstream TLS: each endpoint is
+// dialled and verified on its own, and both take calls.
+func TestTLSPool(t *testing.T) {
+	p := newPKI(t)
+	var bs []*proc
+	for range 2 {
+		sim := startSim(t)
+		bs = append(bs, startProxy(t, sim.grpc, "--tls-cert", p.srvCert, "--tls-key", p.srvKey, "--tls-client-ca", p.caFile))
+	}
+	a := startProxy(t, bs[0].grpc+","+bs[1].grpc, "--upstream-ca", p.caFile, "--upstream-cert", p.cliCert, "--upstream-key", p.cliKey)
+	kc := kservepb.NewGRPCInferenceServiceClient(dial(t, a.grpc))
+	for i := range 40 {
+		if _, err := kc.ModelInfer(testCtx(t), simpleRequest(fmt.Sprint("tls-", i))); err != nil {
+			t.Fatalf("call %d through the TLS pool: %v\nA:\n%s", i, err, a.log)
+		}
+	}
+	eps := endpointDocs(t, a.admin)
+	for _, b := range bs {
+		if e := eps[b.grpc]; e.Calls == 0 || e.Failed > 0 {
+			t.Errorf("TLS endpoint %s: %+v, want calls and no failure", b.grpc, e)
+		}
 	}
 }
