@@ -63,6 +63,12 @@ func (e *Endpoint) usableFor(model string, now int64) bool {
 	return e.usable(now) && e.holds(model, now)
 }
 
+// takes says whether e may take a call of model at now that must not go
+// to avoid (nil: any).
+func (e *Endpoint) takes(model string, now int64, avoid *Endpoint) bool {
+	return e != avoid && e.usableFor(model, now)
+}
+
 // pick chooses the endpoint for one call. It never blocks and allocates
 // nothing. When no endpoint is usable it returns one anyway (up if any
 // is, ejected or not), so the call fails as the replica makes it fail,
@@ -89,7 +95,7 @@ func (u *Upstream) pickAvoiding(now int64, model string, avoid *Endpoint) *Endpo
 	if u.balance == BalanceRoundRobin {
 		start := int(u.next.Add(1) - 1)
 		for k := range n {
-			if e := list[(start+k)%n]; e != avoid && e.usableFor(model, now) {
+			if e := list[(start+k)%n]; e.takes(model, now, avoid) {
 				if k > 0 {
 					u.next.Add(uint32(k)) // the next turn is the one after e's
 				}
@@ -107,11 +113,11 @@ func (u *Upstream) pickAvoiding(now int64, model string, avoid *Endpoint) *Endpo
 		j++
 	}
 	a, b := list[i], list[j]
-	au, bu := a != avoid && a.usableFor(model, now), b != avoid && b.usableFor(model, now)
+	au, bu := a.takes(model, now, avoid), b.takes(model, now, avoid)
 	switch {
 	case !au && !bu:
 		for k := range n {
-			if e := list[(i+k)%n]; e != avoid && e.usableFor(model, now) {
+			if e := list[(i+k)%n]; e.takes(model, now, avoid) {
 				return e
 			}
 		}
@@ -170,7 +176,7 @@ func (u *Upstream) pickLeastLoaded(list []*Endpoint, now int64, model string, av
 	for k := range n {
 		i := (start + k) % n
 		e := list[i]
-		if e == avoid || !e.usableFor(model, now) {
+		if !e.takes(model, now, avoid) {
 			continue
 		}
 		c := costs[i]
