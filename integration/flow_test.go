@@ -103,6 +103,7 @@ func TestFlowControl(t *testing.T) {
 				case codes.ResourceExhausted:
 					refused.Add(1)
 					why.CompareAndSwap(nil, err.Error())
+					time.Sleep(5 * time.Millisecond) // a client backs off when told it cannot be served
 				case codes.DeadlineExceeded:
 					if ctx.Err() == nil {
 						deadline.Add(1)
@@ -112,6 +113,7 @@ func TestFlowControl(t *testing.T) {
 						other.Add(1)
 						otherErr.CompareAndSwap(nil, err.Error())
 					}
+					time.Sleep(5 * time.Millisecond)
 				}
 			}
 		})
