@@ -168,9 +168,7 @@ func (g *Gate) Acquire(ctx context.Context, c Call) error {
 // Wait is Acquire that also says whether the call waited.
 func (g *Gate) Wait(ctx context.Context, c Call) (waited bool, err error) {
 	g.mu.Lock()
-	if g.waiting == 0 && g.inFlight < g.room(c.Band) {
-		g.inFlight++
-		g.sent(c.Band)
+	if g.goesAtOnce(c) {
 		g.mu.Unlock()
 		return false, nil
 	}
@@ -218,12 +216,18 @@ func (g *Gate) Wait(ctx context.Context, c Call) (waited bool, err error) {
 func (g *Gate) TryAcquire(c Call) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.waiting == 0 && g.inFlight < g.room(c.Band) {
-		g.inFlight++
-		g.sent(c.Band)
-		return true
+	return g.goesAtOnce(c)
+}
+
+// goesAtOnce sends c when nobody waits and its band has room; the lock
+// is held.
+func (g *Gate) goesAtOnce(c Call) bool {
+	if g.waiting > 0 || g.inFlight >= g.room(c.Band) {
+		return false
 	}
-	return false
+	g.inFlight++
+	g.sent(c.Band)
+	return true
 }
 
 // admit decides, under the lock, whether c may wait: its deadline leaves

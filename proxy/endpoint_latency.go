@@ -86,6 +86,16 @@ func (m *endpointModel) add(t int64, d time.Duration) {
 	w.n[latBucket(d)].Add(1)
 }
 
+// forget drops the latency m holds: both windows read as stale and are
+// reset by the next answer.
+func (m *endpointModel) forget() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for k := range m.w {
+		m.w[k].epoch.Store(0)
+	}
+}
+
 // latCounts is a reading of one or more endpointModel: counts per bucket.
 type latCounts struct {
 	n     [latBuckets]uint64

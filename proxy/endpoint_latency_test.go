@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/infergate/infergate/flow"
 )
 
 // Every latency falls in a bucket whose middle is within 12.5% of it, and
@@ -162,5 +164,26 @@ func TestModelLatencyEjection(t *testing.T) {
 	}
 	if !slow.usable(now.UnixNano()) {
 		t.Errorf("ejected again once healthy: %s", *slow.why.Load())
+	}
+}
+
+// An ejection forgets the endpoint's latency but not what flow control
+// keeps of it: its calls in flight and its learnt limit (they were
+// dropped with the latency once, undercounting the calls still running).
+func TestEjectionKeepsFlowState(t *testing.T) {
+	u := testPool(4, BalanceLatency)
+	e := u.Endpoints()[0]
+	now := time.Unix(1000, 0)
+	e.observeModel("m", now.UnixNano(), time.Millisecond)
+	em := e.endpointModelOf("m")
+	em.inFlight.Store(3)
+	em.lim.Store(flow.NewLimiter(now))
+	u.eject(e, now, "test")
+	var c latCounts
+	if e.modelLatencyAt("m", now.UnixNano(), &c) {
+		t.Errorf("%d answers still read after the ejection", c.total)
+	}
+	if got := e.endpointModelOf("m"); got != em || got.inFlight.Load() != 3 || got.lim.Load() == nil {
+		t.Errorf("flow state lost by the ejection")
 	}
 }

@@ -165,9 +165,13 @@ func (u *Upstream) eject(e *Endpoint, now time.Time, why string) {
 	e.ratioCalls.Store(0)
 	e.ratioFailed.Store(0)
 	// Its latency is judged again from its answers once back: the
-	// answers that ejected it must not eject it again.
-	if e.lat.Load() != nil {
-		e.lat.Store(nil)
+	// answers that ejected it must not eject it again. Only the latency
+	// is forgotten: its calls in flight and learnt limits (flow control)
+	// stay true.
+	if ls := e.lat.Load(); ls != nil {
+		for _, m := range *ls {
+			m.forget()
+		}
 	}
 	e.why.Store(&why)
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -114,7 +115,7 @@ func (c FlowControlConfig) settings() proxy.FlowSettings {
 // (discover, the batching discovery's: once).
 func flowControlStep(p *proxy.Proxy, discover func()) reloadStep {
 	return reloadStep{name: "flow control", prepare: func(old, next *Config) (func() string, func(), error) {
-		if equalFlowControl(old.FlowControl, next.FlowControl) {
+		if reflect.DeepEqual(old.FlowControl, next.FlowControl) {
 			return nil, nil, nil
 		}
 		n := next.FlowControl
@@ -129,10 +130,4 @@ func flowControlStep(p *proxy.Proxy, discover func()) reloadStep {
 			return fmt.Sprintf("flow control on: tenant header %s, priority header %s, default %s", n.TenantHeader, n.PriorityHeader, n.DefaultPriority)
 		}, nil, nil
 	}}
-}
-
-func equalFlowControl(a, b FlowControlConfig) bool {
-	return a.Enabled == b.Enabled && a.TenantHeader == b.TenantHeader && a.DefaultTenant == b.DefaultTenant &&
-		a.PriorityHeader == b.PriorityHeader && a.DefaultPriority == b.DefaultPriority && a.MaxWaiting == b.MaxWaiting &&
-		maps.Equal(a.MinShare, b.MinShare) && maps.Equal(a.Tenants, b.Tenants)
 }
