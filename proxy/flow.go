@@ -145,6 +145,11 @@ func (u *Upstream) gate(cfg *flowConfig, model string) *flow.Gate {
 			return g
 		}
 	}
+	if !u.modelHeld(model, time.Now().UnixNano()) {
+		// No replica holds it (their model lists say so): its calls
+		// get NOT_FOUND, and a made-up name must not take a gate.
+		return nil
+	}
 	u.gatesMu.Lock()
 	defer u.gatesMu.Unlock()
 	old := u.gates.Load()
@@ -208,8 +213,12 @@ func (e *Endpoint) flowLimit(model string) int {
 	return flow.MinLimit
 }
 
-// flowBegin counts a call of model starting on e, for its limiter.
+// flowBegin counts a call of model starting on e, for its limiter (not
+// for a model e says it lacks: made-up names must not take its slots).
 func (e *Endpoint) flowBegin(model string) {
+	if !e.holds(model, time.Now().UnixNano()) {
+		return
+	}
 	if em := e.endpointModelFor(model); em != nil {
 		em.inFlight.Add(1)
 	}

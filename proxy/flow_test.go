@@ -169,3 +169,19 @@ func TestFlowTenantNameBounded(t *testing.T) {
 		t.Errorf("tenant %q, want online", c.Tenant)
 	}
 }
+
+// A pool whose replicas list their models makes no gate for a name none
+// of them holds: made-up names cannot use up the gates of real models.
+func TestFlowNoGateForModelsNoneHolds(t *testing.T) {
+	u := testPool(2, BalanceLatency)
+	for _, e := range u.Endpoints() {
+		e.models.Store(&modelSet{ready: map[string]bool{"resnet50": true}})
+	}
+	cfg := &flowConfig{}
+	if g := u.gate(cfg, "made-up"); g != nil {
+		t.Error("a gate for a model no replica holds")
+	}
+	if g := u.gate(cfg, "resnet50"); g == nil {
+		t.Error("no gate for a model the replicas hold")
+	}
+}
