@@ -140,6 +140,9 @@ type Batcher struct {
 	queues  sync.Map   // queueKey → *queue
 	nQueues int
 	retired map[[2]string]*queueStats // counters of freed queues by (model, upstream); guarded by mu
+	// caps are the queues' capacities by upstream and model (capKey →
+	// *atomic.Int32), for flow control (Capacity).
+	caps sync.Map
 
 	log *slog.Logger // nil: no logging
 	// replicas counts the replicas of an upstream holding a model

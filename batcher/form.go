@@ -16,11 +16,13 @@ func (q *queue) next(now time.Time) (*batch, time.Time) {
 	q.refreshLimit()
 	q.refreshSlots(now)
 	if q.n == 0 || q.inFlight >= q.slots {
+		q.publish()
 		return nil, time.Time{}
 	}
 	if q.pol.Mode == Adaptive {
 		q.target = adaptiveTarget(&q.fit, q.rate.at(now), q.pol.SLO, q.slots, q.pol.MaxSize)
 	}
+	q.publish()
 	var (
 		best   *sub
 		size   int

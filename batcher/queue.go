@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc/metadata"
@@ -84,6 +85,9 @@ type queue struct {
 	fit        latencyFit
 	rate       rateMeter
 	target     int           // current target size (rows)
+	// capacity is where the queue publishes how many calls it takes at
+	// once (publish, Batcher.Capacity).
+	capacity *atomic.Int32
 	delay      time.Duration // current target delay
 	stats      queueStats
 	closed     bool      // the dispatcher has stopped
@@ -130,6 +134,8 @@ func newQueue(b *Batcher, k queueKey, m *model, codec merge.Codec, inv Invoker) 
 	if q.pol.Mode == Static {
 		q.delay = q.pol.MaxDelay
 	}
+	q.capacity = b.capacityOf(k.upstream, k.model)
+	q.publish()
 	return q
 }
 
@@ -295,6 +301,7 @@ func (q *queue) finish(at time.Time, rows int, took time.Duration, ok bool) {
 			q.target = adaptiveTarget(&q.fit, q.rate.at(time.Now()), q.pol.SLO, q.slots, q.pol.MaxSize)
 		}
 	}
+	q.publish()
 	q.mu.Unlock()
 	q.poke()
 }

@@ -203,3 +203,125 @@ func TestFlowControl(t *testing.T) {
 	}
 	promtoolClean(t, gate.admin, "infergate_flow_calls_total", "infergate_flow_gate", "infergate_flow_tenant_p99_seconds")
 }
+
+// batchedFlowModels is a batched resnet50 of one slot, slow enough per
+// batch that a loaded test machine keeps up with it.
+const batchedFlowModels = `models:
+  - name: resnet50
+    kind: classifier
+    platform: tensorrt_plan
+    protocols: [kserve]
+    max_batch: 64
+    slots: 1
+    inputs: [{name: input, datatype: FP32, dims: [64]}]
+    outputs: [{name: probs, datatype: FP32, dims: [10]}]
+    latency: {base_ms: 20, per_item_ms: 0.25}
+`
+
+// TestFlowControlBatched: with batching on, flow control stands in front
+// of the batcher's queue, whose capacity (slots + 1 batches of the
+// target size) is the gate's: two standard tenants flooding a batched
+// model at 3:1 concurrency, each alone able to fill it, get equal shares
+// of its batches (the batcher's own queue, first come first served,
+// gives them 3:1), and a
+// critical tenant beside them is always answered.
+func TestFlowControlBatched(t *testing.T) {
+	sim := startSim(t, "--config", writeFile(t, "models.yaml", batchedFlowModels))
+	gate := startProxy(t, sim.grpc, "--flow-control", "--batching", "adaptive", "--batch-models", "resnet50",
+		"--batch-max-size", "8", "--batch-slo", "500ms")
+	kc := kservepb.NewGRPCInferenceServiceClient(dial(t, gate.grpc))
+	call := func(ctx context.Context, tenant, band string) error {
+		ctx = metadata.AppendToOutgoingContext(ctx, "x-tenant", tenant, "x-priority", band)
+		_, err := kc.ModelInfer(ctx, resnetRequest("resnet50", 1))
+		return err
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	var wg sync.WaitGroup
+	var answered [2]atomic.Int64
+	var failed atomic.Int64
+	var firstErr atomic.Value
+	for i, callers := range []int{48, 16} { // the gate takes 16: 2 batches of 8
+		tenant := []string{"B", "C"}[i]
+		for range callers {
+			wg.Go(func() {
+				for ctx.Err() == nil {
+					err := call(ctx, tenant, "standard")
+					switch {
+					case err == nil:
+						answered[i].Add(1)
+					case ctx.Err() == nil:
+						failed.Add(1)
+						firstErr.CompareAndSwap(nil, err.Error())
+						time.Sleep(5 * time.Millisecond)
+					}
+				}
+			})
+		}
+	}
+	var critical, criticalFailed atomic.Int64
+	var criticalErr atomic.Value
+	wg.Go(func() {
+		for ctx.Err() == nil {
+			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			err := call(cctx, "A", "critical")
+			cancel()
+			if ctx.Err() != nil {
+				return
+			}
+			critical.Add(1)
+			if err != nil {
+				criticalFailed.Add(1)
+				criticalErr.CompareAndSwap(nil, err.Error())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
+	// Shares are counted once the batcher's fit and the gate settled.
+	waitFor(t, 60*time.Second, "300 flood answers", func() bool { return answered[0].Load()+answered[1].Load() >= 300 })
+	b0, c0 := answered[0].Load(), answered[1].Load()
+	waitFor(t, 120*time.Second, "1,500 more flood answers", func() bool {
+		return answered[0].Load()+answered[1].Load() >= b0+c0+1500 && critical.Load() >= 50
+	})
+	b, c := answered[0].Load()-b0, answered[1].Load()-c0
+
+	var doc struct {
+		Gates []struct {
+			Model    string
+			Capacity int
+		}
+		Tenants []struct {
+			Tenant string
+			Bands  map[string]struct{ AtOnce, Waited, Refused uint64 }
+		}
+	}
+	code, body := httpGet(t, "http://"+gate.admin+"/api/v1/flow")
+	if code != http.StatusOK || json.Unmarshal([]byte(body), &doc) != nil {
+		t.Fatalf("/api/v1/flow: %d %s", code, body)
+	}
+	stop()
+	wg.Wait()
+	t.Logf("answered B %d, C %d; critical %d (failed %d); other failures %d (%v); gates %+v", b, c,
+		critical.Load(), criticalFailed.Load(), failed.Load(), firstErr.Load(), doc.Gates)
+	if ratio := float64(b) / float64(max(c, 1)); ratio < 0.75 || ratio > 1.33 {
+		t.Errorf("B (48 callers) got %d answers, C (16 callers) %d: want about equal shares", b, c)
+	}
+	if n := criticalFailed.Load(); n > 0 {
+		t.Errorf("%d critical calls failed (first: %v), want none", n, criticalErr.Load())
+	}
+	if n := failed.Load(); n > 0 {
+		t.Errorf("%d flood calls failed (first: %v), want none: they have no deadline", n, firstErr.Load())
+	}
+	if len(doc.Gates) != 1 || doc.Gates[0].Model != "resnet50" || doc.Gates[0].Capacity < 4 || doc.Gates[0].Capacity > 18 {
+		t.Errorf("/api/v1/flow gates: %+v, want resnet50's with the batcher's capacity: 2 batches of at most 8", doc.Gates)
+	}
+	waited := uint64(0)
+	for _, tn := range doc.Tenants {
+		if tn.Tenant == "B" {
+			waited = tn.Bands["standard"].Waited
+		}
+	}
+	if waited == 0 {
+		t.Errorf("no call of B waited at the gate: %+v", doc.Tenants)
+	}
+}

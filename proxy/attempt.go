@@ -122,7 +122,21 @@ func (c *call) attemptWith(ctx context.Context, t target, why string, x *exchang
 		req, model, version = NewFrame(b), t.model, t.version
 	}
 	p := c.p
+	if x == nil {
+		x = new(exchange)
+	}
 	if p.batcher != nil && p.batcher.Handles(c.method, model) {
+		if p.flow.on() != nil {
+			// Flow control in front of the batcher's queue: the
+			// turn is the call's until it returns, batched or sent
+			// alone (x.turned: invoke takes none again).
+			done, err := p.batchTurn(ctx, t.up, model, req, x, &a)
+			if err != nil {
+				a.err, a.queue, a.queueFull = err, x.wait, refusedByFlow(err)
+				return a
+			}
+			defer done()
+		}
 		// The batcher may read the bytes after a caller gave up.
 		c.keepReq.Store(true)
 		md, _ := metadata.FromOutgoingContext(ctx)
@@ -131,7 +145,7 @@ func (c *call) attemptWith(ctx context.Context, t target, why string, x *exchang
 			Model: model, Version: version, Payload: req.Bytes(), MD: md,
 		})
 		if !errors.Is(err, batcher.ErrNotBatched) {
-			a.header, a.trailer, a.queue, a.upstream, a.batch = res.Header, res.Trailer, res.Queue, res.Upstream, res.Batch
+			a.header, a.trailer, a.queue, a.upstream, a.batch = res.Header, res.Trailer, x.wait+res.Queue, res.Upstream, res.Batch
 			if err != nil {
 				a.queueFull = errors.Is(err, batcher.ErrQueueFull)
 				a.err = err
@@ -140,9 +154,6 @@ func (c *call) attemptWith(ctx context.Context, t target, why string, x *exchang
 			a.resp = NewFrame(res.Payload)
 			return a
 		}
-	}
-	if x == nil {
-		x = new(exchange)
 	}
 	x.once = c.once
 	a.upstream, a.err = p.invoke(ctx, t.up, c.method, req, x, c.subtype)
@@ -290,6 +301,32 @@ func (p *Proxy) invokeInTurn(ctx context.Context, up *Upstream, method string, r
 	}
 	p.flowCounted(fc, outcome, x.wait, answered)
 	return took, err
+}
+
+// batchTurn takes a turn of model on up for a call the batcher may take,
+// the gate's capacity then being the batcher's (flowCapacity). It fills
+// x.wait and x.turned, and returns what gives the turn back once the
+// attempt a has its result, or flow control's refusal.
+func (p *Proxy) batchTurn(ctx context.Context, up *Upstream, model string, req *Frame, x *exchange, a *attemptResult) (func(), error) {
+	w0 := p.now()
+	gate, fc, waited, err := p.flowTurn(ctx, up, model, req.Bytes())
+	x.wait, x.turned = since(p.now, w0), true
+	if err != nil || gate == nil {
+		return func() {}, err
+	}
+	t0 := p.now()
+	return func() {
+		took := since(p.now, t0)
+		gate.Done(took)
+		outcome, answered := flowAtOnce, time.Duration(0)
+		if waited {
+			outcome = flowWaited
+		}
+		if a.err == nil {
+			answered = x.wait + took
+		}
+		p.flowCounted(fc, outcome, x.wait, answered)
+	}, nil
 }
 
 // mayResend says whether a call whose connection died under it, the

@@ -21,7 +21,9 @@ import (
 // answers' latency; each upstream has a gate per model whose capacity is
 // the sum of its usable endpoints' limits. A unary inference call takes a
 // turn from the gate before its endpoint is picked (at once while there
-// is room), and gives it back when it ends. The fast path relays a call
+// is room), and gives it back when it ends. A call of a batched model
+// takes it before the batcher's queue, and the gate's capacity is then
+// the batcher's (batches in flight and forming, of its target size). The fast path relays a call
 // only when it has room at once; one that must wait is served, and waits
 // on the gRPC path.
 
@@ -103,6 +105,9 @@ func (f *flowState) needsLevel(method, model string, msg []byte) bool {
 type flowConfig struct {
 	FlowSettings
 	defaultBand flow.Band
+	// batched is how many calls of a batched model an upstream takes
+	// at once (the batcher's Capacity); nil without batching.
+	batched func(upstream, model string) int
 }
 
 // SetFlowControl applies s from the next call on. Calls waiting stay in
@@ -125,7 +130,11 @@ func (p *Proxy) SetFlowControl(s FlowSettings) {
 	if !ok {
 		b = flow.Standard // checked by the configuration: "" only
 	}
-	p.flow.settings.Store(&flowConfig{FlowSettings: s, defaultBand: b})
+	cfg := &flowConfig{FlowSettings: s, defaultBand: b}
+	if b, ok := p.batcher.(interface{ Capacity(upstream, model string) int }); ok {
+		cfg.batched = b.Capacity // *batcher.Batcher's: flow control in front of its queues
+	}
+	p.flow.settings.Store(cfg)
 }
 
 // on is the current settings, nil when flow control is off.
@@ -166,7 +175,7 @@ func (u *Upstream) gate(cfg *flowConfig, model string) *flow.Gate {
 		}
 	}
 	g := flow.NewGate(flow.GateOptions{
-		Capacity:   func() int { return u.flowCapacity(model) },
+		Capacity:   func() int { return u.flowCapacity(cfg, model) },
 		MaxWaiting: cfg.MaxWaiting,
 		MinShare:   cfg.MinShare,
 	})
@@ -177,8 +186,14 @@ func (u *Upstream) gate(cfg *flowConfig, model string) *flow.Gate {
 }
 
 // flowCapacity is how many calls of model u's endpoints may have in
-// flight now: the sum of the usable ones' limits for it.
-func (u *Upstream) flowCapacity(model string) int {
+// flight now: the batcher's capacity for a model it batches, else the
+// sum of the usable endpoints' limits for it.
+func (u *Upstream) flowCapacity(cfg *flowConfig, model string) int {
+	if cfg.batched != nil {
+		if n := cfg.batched(u.Name(), model); n > 0 {
+			return n
+		}
+	}
 	t := time.Now().UnixNano()
 	list := u.eps.Load().list
 	held := model
