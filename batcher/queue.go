@@ -80,14 +80,14 @@ type queue struct {
 	running []slotUse
 	// slots is how many batches may be in flight: the policy's Slots
 	// per replica holding the model (refreshSlots), read at slotsAt.
-	slots      int
-	slotsAt    time.Time
-	fit        latencyFit
-	rate       rateMeter
-	target     int           // current target size (rows)
+	slots   int
+	slotsAt time.Time
+	fit     latencyFit
+	rate    rateMeter
+	target  int // current target size (rows)
 	// capacity is where the queue publishes how many calls it takes at
 	// once (publish, Batcher.Capacity).
-	capacity *atomic.Int32
+	capacity   *atomic.Int32
 	delay      time.Duration // current target delay
 	stats      queueStats
 	closed     bool      // the dispatcher has stopped

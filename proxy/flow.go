@@ -131,7 +131,9 @@ func (p *Proxy) SetFlowControl(s FlowSettings) {
 		b = flow.Standard // checked by the configuration: "" only
 	}
 	cfg := &flowConfig{FlowSettings: s, defaultBand: b}
-	if b, ok := p.batcher.(interface{ Capacity(upstream, model string) int }); ok {
+	if b, ok := p.batcher.(interface {
+		Capacity(upstream, model string) int
+	}); ok {
 		cfg.batched = b.Capacity // *batcher.Batcher's: flow control in front of its queues
 	}
 	p.flow.settings.Store(cfg)
