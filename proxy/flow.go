@@ -305,10 +305,27 @@ func (cfg *flowConfig) flowCall(md metadata.MD, hdr []hpack.HeaderField, msg []b
 type flowError struct {
 	model string
 	err   error
+	// timeout, when set, is the proxy's upstream timeout that stood
+	// for the deadline of a call that carried none.
+	timeout time.Duration
 }
 
 func (e *flowError) Error() string {
+	if e.timeout > 0 && errors.Is(e.err, flow.ErrDeadline) {
+		return fmt.Sprintf("flow control: model %s: %v (the call carried no deadline: the proxy's upstream timeout of %s is its deadline)",
+			e.model, e.err, e.timeout)
+	}
 	return fmt.Sprintf("flow control: model %s: %v", e.model, e.err)
+}
+
+// ownDeadline says in err, flow control's refusal, that the deadline it
+// speaks of is the proxy's upstream timeout, for a call that carried
+// none (clientDeadline false).
+func (p *Proxy) ownDeadline(err error, clientDeadline bool) {
+	var fe *flowError
+	if !clientDeadline && p.upstreamTimeout > 0 && errors.As(err, &fe) {
+		fe.timeout = p.upstreamTimeout
+	}
 }
 
 func (e *flowError) Unwrap() error { return e.err }

@@ -185,3 +185,52 @@ func TestFlowNoGateForModelsNoneHolds(t *testing.T) {
 		t.Error("no gate for a model the replicas hold")
 	}
 }
+
+// A call that carried no deadline and is refused for the deadline the
+// proxy's upstream timeout gave it is told so: "its deadline" alone
+// would send its owner looking for a deadline it never set.
+func TestFlowRefusalNamesTheProxysTimeout(t *testing.T) {
+	mn := newMemNet()
+	srv := &slotServer{took: 10 * time.Millisecond, served: map[string]int{}}
+	gs := grpc.NewServer()
+	kservepb.RegisterGRPCInferenceServiceServer(gs, srv)
+	mn.serve(t, "slot", gs)
+	up := mn.upstream(t, "slot")
+	p, err := New(StaticDirector(up), WithFlowControl(FlowSettings{Enabled: true}), WithUpstreamTimeout(60*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	front := p.NewServer()
+	mn.serve(t, "proxy", front)
+	t.Cleanup(func() { front.Stop(); p.Close(); up.Close() })
+	client := kservepb.NewGRPCInferenceServiceClient(mn.client(t, "proxy"))
+
+	ctx, stop := context.WithCancel(t.Context())
+	defer stop()
+	var wg sync.WaitGroup
+	msgs := make(chan string, 1)
+	for range 24 { // 24 calls of 10 ms on one slot: most cannot be answered in 60 ms
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				_, err := client.ModelInfer(ctx, &kservepb.ModelInferRequest{ModelName: "m"})
+				if err != nil && strings.Contains(err.Error(), "flow control") {
+					select {
+					case msgs <- err.Error():
+					default:
+					}
+					time.Sleep(5 * time.Millisecond)
+				}
+			}
+		})
+	}
+	var msg string
+	select {
+	case msg = <-msgs:
+	case <-time.After(30 * time.Second):
+	}
+	stop()
+	wg.Wait()
+	if !strings.Contains(msg, "carried no deadline") || !strings.Contains(msg, "upstream timeout of 60ms") {
+		t.Errorf("a refusal of a call without a deadline says %q, want the proxy's upstream timeout of 60ms named", msg)
+	}
+}

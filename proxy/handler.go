@@ -100,7 +100,7 @@ func (p *Proxy) unary(ctx context.Context, clientDeadline bool, up *Upstream, me
 		return o
 	}
 	frameFeatures(methods.Lookup(method).Inputs, req, keep, &o.feat, wf)
-	c := call{p: p, ctx: ctx, method: method, kind: kind, req: req, subtype: subtype, model: o.model, version: o.version}
+	c := call{p: p, ctx: ctx, method: method, kind: kind, req: req, subtype: subtype, model: o.model, version: o.version, clientDeadline: clientDeadline}
 	defer c.free()
 	o = p.reply(ss, c.attemptWith(ctx, target{up: up}, attemptPrimary, first), monitor.RoutePrimary, "", up, o, nil)
 	o.attempts = int(c.attempts.Load())
