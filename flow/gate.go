@@ -243,8 +243,8 @@ func (g *Gate) admit(c Call, now time.Time) error {
 		ahead += bd.n / max(len(bd.ring), 1) // a round of its band
 		wait := time.Duration(ahead+1) * g.interval
 		if left := c.Deadline.Sub(now); wait+g.latency > left {
-			return fmt.Errorf("%w: it would wait about %s behind %d calls and take about %s; its deadline leaves %s",
-				ErrDeadline, wait.Round(time.Millisecond), ahead, g.latency.Round(time.Millisecond), left.Round(time.Millisecond))
+			return g.refusal(fmt.Errorf("%w: it would wait about %s behind %d calls and take about %s; its deadline leaves %s",
+				ErrDeadline, wait.Round(time.Millisecond), ahead, g.latency.Round(time.Millisecond), left.Round(time.Millisecond)))
 		}
 	}
 	if g.waiting < g.opts.MaxWaiting {
@@ -253,12 +253,35 @@ func (g *Gate) admit(c Call, now time.Time) error {
 	for b := NumBands - 1; b > c.Band; b-- {
 		if w := g.bands[b].heaviest(); w != nil {
 			g.remove(w)
-			g.answer(w, fmt.Errorf("%w: %d calls were waiting, the most allowed, and a %s call came", ErrShed, g.waiting+1, c.Band))
+			g.answer(w, g.refusal(fmt.Errorf("%w: %d calls were waiting, the most allowed, and a %s call came", ErrShed, g.waiting+1, c.Band)))
 			g.stats.Refused[b]++
 			return nil
 		}
 	}
-	return fmt.Errorf("%w: %d calls are waiting, the most allowed", ErrFull, g.waiting)
+	return g.refusal(fmt.Errorf("%w: %d calls are waiting, the most allowed", ErrFull, g.waiting))
+}
+
+// Refusal is a refused call's error: why (wrapping ErrDeadline, ErrFull
+// or ErrShed), and when trying again makes sense.
+type Refusal struct {
+	err error
+	// RetryAfter is about when the calls waiting now have gone: a
+	// client told to come back then (gRPC's retry pushback) does not
+	// come back into the same queue at once.
+	RetryAfter time.Duration
+}
+
+func (r *Refusal) Error() string { return r.err.Error() }
+func (r *Refusal) Unwrap() error { return r.err }
+
+// refusal is err with the time the calls waiting take to go: at the
+// pace calls are sent, else one latency each slot frees. Lock held.
+func (g *Gate) refusal(err error) *Refusal {
+	pace := g.interval
+	if pace == 0 {
+		pace = g.latency / time.Duration(max(g.inFlight, 1))
+	}
+	return &Refusal{err: err, RetryAfter: time.Duration(g.waiting+1) * pace}
 }
 
 // Done ends a call Acquire let go (took is its latency; 0 unknown), and
@@ -390,8 +413,8 @@ func (g *Gate) expire(w *waiter) {
 	}
 	g.remove(w)
 	g.stats.Refused[w.c.Band]++
-	g.answer(w, fmt.Errorf("%w: it waited until its deadline left only the model's latency (%s)",
-		ErrDeadline, g.latency.Round(time.Millisecond)))
+	g.answer(w, g.refusal(fmt.Errorf("%w: it waited until its deadline left only the model's latency (%s)",
+		ErrDeadline, g.latency.Round(time.Millisecond))))
 }
 
 func (g *Gate) enqueue(w *waiter) {

@@ -133,7 +133,7 @@ func (c *call) attemptWith(ctx context.Context, t target, why string, x *exchang
 			done, err := p.batchTurn(ctx, t.up, model, req, x, &a)
 			if err != nil {
 				a.err, a.queue, a.queueFull = err, x.wait, refusedByFlow(err)
-				p.ownDeadline(err, c.clientDeadline)
+				a.trailer = p.refusedTrailer(err, c.clientDeadline)
 				return a
 			}
 			defer done()
@@ -161,7 +161,7 @@ func (c *call) attemptWith(ctx context.Context, t target, why string, x *exchang
 	a.queue = x.wait
 	if a.err != nil && refusedByFlow(a.err) {
 		a.queueFull = true // refused here: nothing reached the upstream
-		p.ownDeadline(a.err, c.clientDeadline)
+		x.trailer = p.refusedTrailer(a.err, c.clientDeadline)
 	}
 	a.header, a.trailer = x.header, x.trailer
 	if a.err == nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -318,14 +319,29 @@ func (e *flowError) Error() string {
 	return fmt.Sprintf("flow control: model %s: %v", e.model, e.err)
 }
 
-// ownDeadline says in err, flow control's refusal, that the deadline it
-// speaks of is the proxy's upstream timeout, for a call that carried
-// none (clientDeadline false).
-func (p *Proxy) ownDeadline(err error, clientDeadline bool) {
+// pushbackKey is gRPC's retry pushback trailer (gRFC A6): a client whose
+// retry policy covers the status waits this many milliseconds before
+// its next attempt.
+const pushbackKey = "grpc-retry-pushback-ms"
+
+// refusedTrailer finishes err, flow control's refusal: it says that the
+// deadline it speaks of is the proxy's upstream timeout for a call that
+// carried none (clientDeadline false), and returns the trailer telling
+// the client when to try again (the retry pushback): about when the
+// calls waiting now have gone.
+func (p *Proxy) refusedTrailer(err error, clientDeadline bool) metadata.MD {
 	var fe *flowError
-	if !clientDeadline && p.upstreamTimeout > 0 && errors.As(err, &fe) {
+	if !errors.As(err, &fe) {
+		return nil
+	}
+	if !clientDeadline && p.upstreamTimeout > 0 {
 		fe.timeout = p.upstreamTimeout
 	}
+	var r *flow.Refusal
+	if !errors.As(err, &r) {
+		return nil
+	}
+	return metadata.Pairs(pushbackKey, strconv.FormatInt(max(r.RetryAfter.Milliseconds(), 1), 10))
 }
 
 func (e *flowError) Unwrap() error { return e.err }

@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -187,9 +188,10 @@ func TestFlowNoGateForModelsNoneHolds(t *testing.T) {
 }
 
 // A call that carried no deadline and is refused for the deadline the
-// proxy's upstream timeout gave it is told so: "its deadline" alone
-// would send its owner looking for a deadline it never set.
-func TestFlowRefusalNamesTheProxysTimeout(t *testing.T) {
+// proxy's upstream timeout gave it is told so ("its deadline" alone
+// would send its owner looking for a deadline it never set), and told
+// when to come back.
+func TestFlowRefusalSaysWhyAndWhenToComeBack(t *testing.T) {
 	mn := newMemNet()
 	srv := &slotServer{took: 10 * time.Millisecond, served: map[string]int{}}
 	gs := grpc.NewServer()
@@ -209,13 +211,16 @@ func TestFlowRefusalNamesTheProxysTimeout(t *testing.T) {
 	defer stop()
 	var wg sync.WaitGroup
 	msgs := make(chan string, 1)
+	var pushback atomic.Value
 	for range 24 { // 24 calls of 10 ms on one slot: most cannot be answered in 60 ms
 		wg.Go(func() {
 			for ctx.Err() == nil {
-				_, err := client.ModelInfer(ctx, &kservepb.ModelInferRequest{ModelName: "m"})
+				var tr metadata.MD
+				_, err := client.ModelInfer(ctx, &kservepb.ModelInferRequest{ModelName: "m"}, grpc.Trailer(&tr))
 				if err != nil && strings.Contains(err.Error(), "flow control") {
 					select {
 					case msgs <- err.Error():
+						pushback.Store(tr.Get("grpc-retry-pushback-ms"))
 					default:
 					}
 					time.Sleep(5 * time.Millisecond)
@@ -232,5 +237,12 @@ func TestFlowRefusalNamesTheProxysTimeout(t *testing.T) {
 	wg.Wait()
 	if !strings.Contains(msg, "carried no deadline") || !strings.Contains(msg, "upstream timeout of 60ms") {
 		t.Errorf("a refusal of a call without a deadline says %q, want the proxy's upstream timeout of 60ms named", msg)
+	}
+	// The client is told when to come back (gRPC's retry pushback):
+	// about when the calls waiting now have gone, 10 ms each.
+	v, _ := pushback.Load().([]string)
+	t.Logf("refused: %s; grpc-retry-pushback-ms %v", msg, v)
+	if ms, err := strconv.Atoi(strings.Join(v, "")); err != nil || ms < 10 || ms > 1000 {
+		t.Errorf("a refusal's grpc-retry-pushback-ms: %q, want about the waiting calls' time (10 ms each)", v)
 	}
 }
