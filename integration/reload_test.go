@@ -555,3 +555,80 @@ func metricValue(t *testing.T, admin, name string) float64 {
 	}
 	return -1
 }
+
+// TestReloadFlowControl: flow control off at start; a reload turns it on
+// under load, another changes who the calls are for (the default
+// tenant) and a tenant's weight, a third turns it off. No call fails,
+// no connection drops, nothing asks for a restart, and /api/v1/flow
+// follows each state.
+func TestReloadFlowControl(t *testing.T) {
+	pri := startSim(t)
+	conf := writeFile(t, "infergate.yaml", fmt.Sprintf("upstream: %q\n", pri.grpc))
+	gate := start(t, "infergate", "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0", "--config", conf)
+	admin := "http://" + gate.admin
+	ld := startCallLoad(t, gate.grpc, "resnet50")
+	defer ld.stop()
+	ld.waitCalls(50)
+
+	type flowDoc struct {
+		Gates   []struct{ Model string }
+		Tenants []struct{ Tenant string }
+	}
+	flowNow := func() (doc flowDoc) {
+		t.Helper()
+		code, body := httpGet(t, admin+"/api/v1/flow")
+		if code != http.StatusOK || json.Unmarshal([]byte(body), &doc) != nil {
+			t.Fatalf("/api/v1/flow: %d %s", code, body)
+		}
+		return doc
+	}
+	hasTenant := func(doc flowDoc, name string) bool {
+		for _, tn := range doc.Tenants {
+			if tn.Tenant == name {
+				return true
+			}
+		}
+		return false
+	}
+	noRestart := func(when string) {
+		t.Helper()
+		_, cfgBody := httpGet(t, admin+"/api/v1/status/config?format=json")
+		var st struct {
+			RestartRequired []string `json:"restart_required"`
+		}
+		if err := json.Unmarshal([]byte(cfgBody), &st); err != nil || len(st.RestartRequired) != 0 {
+			t.Errorf("%s: restart_required %v (%v), want none", when, st.RestartRequired, err)
+		}
+	}
+	write := func(flowSection string) {
+		t.Helper()
+		if err := os.WriteFile(conf, []byte(fmt.Sprintf("upstream: %q\n%s", pri.grpc, flowSection)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if doc := flowNow(); len(doc.Gates) != 0 {
+		t.Fatalf("flow control off at start: /api/v1/flow shows gates %+v", doc.Gates)
+	}
+
+	write("flow_control: {enabled: true, default_tenant: nightly}\n")
+	waitFor(t, 30*time.Second, "resnet50's gate and tenant nightly in /api/v1/flow", func() bool {
+		doc := flowNow()
+		return len(doc.Gates) == 1 && doc.Gates[0].Model == "resnet50" && hasTenant(doc, "nightly")
+	})
+	noRestart("after flow control turned on")
+
+	write("flow_control: {enabled: true, default_tenant: online, tenants: {online: {weight: 2}}}\n")
+	waitFor(t, 30*time.Second, "tenant online in /api/v1/flow", func() bool {
+		doc := flowNow()
+		return len(doc.Gates) == 1 && hasTenant(doc, "online")
+	})
+	noRestart("after the default tenant changed")
+	ld.waitCalls(50)
+
+	write("")
+	waitFor(t, 30*time.Second, "no gate in /api/v1/flow once flow control is off", func() bool {
+		return len(flowNow().Gates) == 0
+	})
+	ld.waitCalls(50)
+	ld.check(t)
+}

@@ -109,6 +109,9 @@ type flowConfig struct {
 	// batched is how many calls of a batched model an upstream takes
 	// at once (the batcher's Capacity); nil without batching.
 	batched func(upstream, model string) int
+	// replaced: newer settings (or none) took over; its gates are gone
+	// from /api/v1/flow.
+	replaced atomic.Bool
 }
 
 // SetFlowControl applies s from the next call on. Calls waiting stay in
@@ -124,7 +127,7 @@ func (p *Proxy) SetFlowControl(s FlowSettings) {
 		s.DefaultTenant = DefaultTenant
 	}
 	if !s.Enabled {
-		p.flow.settings.Store(nil)
+		p.flow.replace(nil)
 		return
 	}
 	b, ok := flow.ParseBand(s.DefaultBand)
@@ -137,7 +140,15 @@ func (p *Proxy) SetFlowControl(s FlowSettings) {
 	}); ok {
 		cfg.batched = b.Capacity // *batcher.Batcher's: flow control in front of its queues
 	}
-	p.flow.settings.Store(cfg)
+	p.flow.replace(cfg)
+}
+
+// replace makes cfg the settings (nil: off); the gates of the ones it
+// replaces are no longer shown (their calls finish in them).
+func (f *flowState) replace(cfg *flowConfig) {
+	if old := f.settings.Swap(cfg); old != nil {
+		old.replaced.Store(true)
+	}
 }
 
 // on is the current settings, nil when flow control is off.
@@ -381,9 +392,11 @@ func (p *Proxy) flowTurn(ctx context.Context, u *Upstream, model string, msg []b
 	return g, c, waited, nil
 }
 
-// gatesOf returns a snapshot of u's gates by model.
+// gatesOf returns a snapshot of u's gates by model, under the current
+// settings (none once flow control is off or its settings changed,
+// until calls make new ones).
 func (u *Upstream) gatesOf() map[string]*flow.Gate {
-	if fg := u.gates.Load(); fg != nil {
+	if fg := u.gates.Load(); fg != nil && !fg.cfg.replaced.Load() {
 		return fg.gates
 	}
 	return nil
