@@ -15,13 +15,18 @@ import (
 // waiting, or refused; the time waited; and each tenant's recent latency
 // (p50/p99 on /api/v1/flow). Tenant names are the clients', so they are
 // bounded: a tenant gets series of its own once it has sent
-// tenantPromoteAfter calls while fewer than maxTenantSeries have them
-// (the busiest come first); every other call counts under "other".
+// tenantPromoteAfter calls within tenantWindow while fewer than
+// maxTenantSeries have them (the busiest come first); every other call
+// counts under "other". A named tenant silent for tenantIdle gives its
+// place up when another wants one, so over weeks the names follow who
+// sends now, not who came first.
 const (
 	maxTenantSeries    = 20
 	tenantPromoteAfter = 100
 	maxTenantCandidate = 1000
 	otherTenant        = "other"
+	tenantWindow       = 10 * time.Minute
+	tenantIdle         = 10 * time.Minute
 )
 
 // Outcomes of a call at its gate.
@@ -37,7 +42,9 @@ var flowOutcomeNames = [numFlowOutcomes]string{"at_once", "waited", "refused"}
 // tenantStat is one tenant's counts by band and outcome, its waits and
 // its calls' latency.
 type tenantStat struct {
-	name  string
+	name string
+	// last is when it last sent a call (Unix nanoseconds).
+	last  atomic.Int64
 	calls [flow.NumBands][numFlowOutcomes]atomic.Uint64
 	// waited sums the seconds its calls waited (nanoseconds), by band.
 	waited [flow.NumBands]atomic.Int64
@@ -49,13 +56,18 @@ type flowTenants struct {
 	mu         sync.Mutex
 	named      atomic.Pointer[map[string]*tenantStat] // replaced whole
 	other      tenantStat
-	candidates map[string]int // calls of tenants not named yet
+	candidates map[string]int // calls of tenants not named yet, since candidatesFrom
+	// candidatesFrom starts the candidates' window; sweptAt is when
+	// idle named tenants were last looked for (Unix nanoseconds).
+	candidatesFrom, sweptAt int64
 }
 
-// stat is the tenantStat a call of tenant counts under.
-func (ft *flowTenants) stat(tenant string) *tenantStat {
+// stat is the tenantStat a call of tenant at now (Unix nanoseconds)
+// counts under.
+func (ft *flowTenants) stat(tenant string, now int64) *tenantStat {
 	if m := ft.named.Load(); m != nil {
 		if s := (*m)[tenant]; s != nil {
+			s.last.Store(now)
 			return s
 		}
 	}
@@ -65,15 +77,21 @@ func (ft *flowTenants) stat(tenant string) *tenantStat {
 	n := 0
 	if old != nil {
 		if s := (*old)[tenant]; s != nil {
+			s.last.Store(now)
 			return s
 		}
+		n = len(*old)
+	}
+	if n >= maxTenantSeries && now-ft.sweptAt >= int64(time.Second) {
+		ft.sweptAt = now
+		old = ft.dropIdle(old, now)
 		n = len(*old)
 	}
 	if n >= maxTenantSeries {
 		return &ft.other
 	}
-	if ft.candidates == nil {
-		ft.candidates = map[string]int{}
+	if ft.candidates == nil || now-ft.candidatesFrom >= int64(tenantWindow) {
+		ft.candidates, ft.candidatesFrom = map[string]int{}, now
 	}
 	c, ok := ft.candidates[tenant]
 	if !ok && len(ft.candidates) >= maxTenantCandidate {
@@ -91,9 +109,28 @@ func (ft *flowTenants) stat(tenant string) *tenantStat {
 		}
 	}
 	s := &tenantStat{name: tenant}
+	s.last.Store(now)
 	next[tenant] = s
 	ft.named.Store(&next)
 	return s
+}
+
+// dropIdle removes from named (the current table, not nil: full) the
+// tenants silent for tenantIdle at now, and returns the table. Their
+// series end; their counts are not moved to other, whose counters would
+// jump. Lock held.
+func (ft *flowTenants) dropIdle(named *map[string]*tenantStat, now int64) *map[string]*tenantStat {
+	next := make(map[string]*tenantStat, len(*named))
+	for k, v := range *named {
+		if now-v.last.Load() < int64(tenantIdle) {
+			next[k] = v
+		}
+	}
+	if len(next) == len(*named) {
+		return named
+	}
+	ft.named.Store(&next)
+	return &next
 }
 
 // all is every tenantStat with series, other last.
@@ -120,13 +157,14 @@ func (ft *flowTenants) all() []*tenantStat {
 // flowCounted records one call of c at its gate: outcome, its wait, and
 // (answered, took > 0) its latency.
 func (p *Proxy) flowCounted(c flow.Call, outcome int, wait, took time.Duration) {
-	s := p.flowStats.stat(c.Tenant)
+	now := time.Now().UnixNano()
+	s := p.flowStats.stat(c.Tenant, now)
 	s.calls[c.Band][outcome].Add(1)
 	if wait > 0 {
 		s.waited[c.Band].Add(int64(wait))
 	}
 	if took > 0 {
-		s.lat.add(time.Now().UnixNano(), took)
+		s.lat.add(now, took)
 	}
 }
 
