@@ -235,12 +235,7 @@ func (g *Gate) goesAtOnce(c Call) bool {
 // (made by shedding a less critical call if need be).
 func (g *Gate) admit(c Call, now time.Time) error {
 	if !c.Deadline.IsZero() && g.interval > 0 {
-		ahead := 0
-		for b := Band(0); b < c.Band; b++ {
-			ahead += g.bands[b].n
-		}
-		bd := &g.bands[c.Band]
-		ahead += bd.n / max(len(bd.ring), 1) // a round of its band
+		ahead := g.ahead(c)
 		wait := time.Duration(ahead+1) * g.interval
 		if left := c.Deadline.Sub(now); wait+g.latency > left {
 			return g.refusal(fmt.Errorf("%w: it would wait about %s behind %d calls and take about %s; its deadline leaves %s",
@@ -282,6 +277,36 @@ func (g *Gate) refusal(err error) *Refusal {
 		pace = g.latency / time.Duration(max(g.inFlight, 1))
 	}
 	return &Refusal{err: err, RetryAfter: time.Duration(g.waiting+1) * pace}
+}
+
+// ahead is how many waiting calls go before c would: every call of a
+// stricter band, and those of its band that deficit round robin sends
+// before c's turn comes: its tenant's calls already waiting, and from
+// each other tenant as many as it gets in the rounds c waits (by their
+// weights). A heavy tenant's new call waits behind its own queue, not a
+// round of the band: estimating it by the band's average let a flood's
+// calls wait out their deadlines instead of being refused at once. Lock
+// held.
+func (g *Gate) ahead(c Call) int {
+	n := 0
+	for b := Band(0); b < c.Band; b++ {
+		n += g.bands[b].n
+	}
+	bd := &g.bands[c.Band]
+	mine, w := 0, c.Weight
+	if t := bd.tenants[c.Tenant]; t != nil {
+		mine, w = len(t.q), t.weight
+	}
+	if w <= 0 {
+		w = 1
+	}
+	rounds := float64(mine+1) / w
+	for _, t := range bd.ring {
+		if t.name != c.Tenant {
+			n += min(len(t.q), int(rounds*t.weight))
+		}
+	}
+	return n + mine
 }
 
 // Done ends a call Acquire let go (took is its latency; 0 unknown), and

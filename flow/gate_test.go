@@ -157,11 +157,24 @@ func TestGateDeadline(t *testing.T) {
 			h.wait(t.Context(), fmt.Sprint("q", i), Call{Tenant: "q"})
 		}
 		start := time.Now()
-		err := h.g.Acquire(t.Context(), Call{Tenant: "late", Deadline: start.Add(50 * time.Millisecond)})
+		err := h.g.Acquire(t.Context(), Call{Tenant: "q", Deadline: start.Add(50 * time.Millisecond)})
 		if !errors.Is(err, ErrDeadline) || time.Since(start) != 0 {
 			t.Fatalf("a call 11th in line with 50ms left: %v after %s, want ErrDeadline at once", err, time.Since(start))
 		}
 		t.Log(err)
+		// Another tenant's call goes in the next round, behind one of
+		// q's: 20ms of wait and 10ms of its own leave it room.
+		h.wait(t.Context(), "other", Call{Tenant: "other", Deadline: start.Add(50 * time.Millisecond)})
+		h.mu.Lock()
+		err = h.errs["other"]
+		h.mu.Unlock()
+		if err != nil {
+			t.Fatalf("a call of another tenant, next but one under round robin, with 50ms left: %v, want it to wait", err)
+		}
+		h.run(2)
+		if got := h.order[len(h.order)-1]; got != "other" {
+			t.Fatalf("went: %v, want other second", h.order)
+		}
 		// A critical call jumps the line but its deadline passes while
 		// the one in flight runs for a long time.
 		h.wait(t.Context(), "crit", Call{Tenant: "c", Band: Critical, Deadline: start.Add(100 * time.Millisecond)})
@@ -173,10 +186,10 @@ func TestGateDeadline(t *testing.T) {
 		if !errors.Is(err, ErrDeadline) {
 			t.Fatalf("a waiting call past its deadline: %v, want ErrDeadline", err)
 		}
-		if st := h.g.Stats(); st.Waiting != 10 {
-			t.Errorf("%d waiting, want the 10 still in line", st.Waiting)
+		if st := h.g.Stats(); st.Waiting != 9 {
+			t.Errorf("%d waiting, want the 9 still in line", st.Waiting)
 		}
-		h.run(11)
+		h.run(9)
 	})
 }
 
