@@ -182,9 +182,10 @@ func (g *Gate) Wait(ctx context.Context, c Call) (waited bool, err error) {
 	g.enqueue(w)
 	g.stats.Waited[c.Band]++
 	if !c.Deadline.IsZero() {
-		// Refused once what its deadline leaves is the model's latency:
-		// sent later, it could only time out.
-		at := c.Deadline.Sub(now) - g.latency
+		// Refused once what its deadline leaves is the model's latency
+		// (sent later, it could only time out), with refusalMargin for
+		// the refusal to reach the caller before its deadline does.
+		at := c.Deadline.Sub(now) - g.latency - refusalMargin
 		w.timer = time.AfterFunc(at, func() { g.expire(w) })
 	}
 	g.dispatch(now) // room may have come between the check and now
@@ -236,7 +237,7 @@ func (g *Gate) goesAtOnce(c Call) bool {
 func (g *Gate) admit(c Call, now time.Time) error {
 	if !c.Deadline.IsZero() && g.interval > 0 {
 		ahead := g.ahead(c)
-		wait := time.Duration(ahead+1) * g.interval
+		wait := time.Duration(float64(ahead+1) * float64(g.interval) / g.shareLeft(c.Band))
 		if left := c.Deadline.Sub(now); wait+g.latency > left {
 			return g.refusal(fmt.Errorf("%w: it would wait about %s behind %d calls and take about %s; its deadline leaves %s",
 				ErrDeadline, wait.Round(time.Millisecond), ahead, g.latency.Round(time.Millisecond), left.Round(time.Millisecond)))
@@ -277,6 +278,31 @@ func (g *Gate) refusal(err error) *Refusal {
 		pace = g.latency / time.Duration(max(g.inFlight, 1))
 	}
 	return &Refusal{err: err, RetryAfter: time.Duration(g.waiting+1) * pace}
+}
+
+// refusalMargin is how long before its deadline a waiting call's
+// refusal is sent, besides the model's latency: on a loaded machine the
+// refusal must still reach the caller first, or the caller sees its
+// deadline pass, not why.
+const refusalMargin = 5 * time.Millisecond
+
+// shareLeft is the share of the calls sent that stricter bands than b
+// leave to b and the bands under it (of about the last hundred sent, at
+// least a tenth): calls of stricter bands that come while a call of b
+// waits go first too, so its wait runs slower than the gate's pace by
+// that much. Lock held.
+func (g *Gate) shareLeft(b Band) float64 {
+	var total, stricter float64
+	for i, n := range g.served {
+		total += n
+		if Band(i) < b {
+			stricter += n
+		}
+	}
+	if total == 0 {
+		return 1
+	}
+	return max(1-stricter/total, 0.1)
 }
 
 // ahead is how many waiting calls go before c would: every call of a

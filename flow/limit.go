@@ -23,9 +23,14 @@ import (
 // Every sample window (as many answers as the limit, at least ten), the
 // queue the replica holds is estimated as limit × (1 −
 // noLoad/rtt), rtt the window's mean latency: under alpha (half a call)
-// queued there, the limit grows by one (when the window reached it: a
-// limit never used is no evidence it could be higher); over beta (one and
-// a half), it shrinks by one. A model with k slots settles at k + 1: its
+// queued there, the limit grows by one (when at least half the window's
+// answers were sent at the limit: a limit used now and then is no
+// evidence it could be higher, as Netflix's limits skip an app-limited
+// window); over beta (one and a half), it shrinks by one. (Growing on
+// any answer at the limit, a one-slot model whose gate keeps a slot for
+// critical calls grew to three: the standard calls alone then never
+// filled two, the latency said there was room, and a critical call
+// waited behind one more of them queued at the replica.) A model with k slots settles at k + 1: its
 // slots busy and one call queued there, whose estimate is one, between
 // the two; at k + 2 the estimate is two, over beta. (With the thresholds
 // at one and two, noise let a one-slot model drift to three and stay, two
@@ -34,10 +39,10 @@ type Limiter struct {
 	mu    sync.Mutex
 	limit int
 	// The current sample window: its answers, their summed latency, and
-	// whether the limit was reached in it.
+	// how many of them were sent with the limit reached.
 	n       int
 	sum     time.Duration
-	reached bool
+	reached int
 	noLoad  time.Duration
 	// A probe of the no-load latency: in progress, its answers so far and
 	// their least latency; when the last one ended.
@@ -97,7 +102,7 @@ func (l *Limiter) Observe(now time.Time, rtt time.Duration, inFlight int) {
 		}
 		if l.probeSeen++; l.probeSeen >= probeAnswers {
 			l.noLoad, l.probing, l.lastProbe = l.probeMin, false, now
-			l.n, l.sum, l.reached = 0, 0, false
+			l.n, l.sum, l.reached = 0, 0, 0
 		}
 		return
 	case l.probing:
@@ -114,17 +119,19 @@ func (l *Limiter) Observe(now time.Time, rtt time.Duration, inFlight int) {
 	}
 	l.n++
 	l.sum += rtt
-	l.reached = l.reached || inFlight >= l.limit
+	if inFlight >= l.limit {
+		l.reached++
+	}
 	if l.n < max(l.limit, windowAnswers) {
 		return
 	}
 	mean := l.sum / time.Duration(l.n)
 	queued := float64(l.limit) * (1 - float64(l.noLoad)/float64(mean))
 	switch {
-	case queued < alpha && l.reached:
+	case queued < alpha && 2*l.reached >= l.n:
 		l.limit = min(l.limit+1, MaxLimit)
 	case queued > beta:
 		l.limit = max(l.limit-1, MinLimit)
 	}
-	l.n, l.sum, l.reached = 0, 0, false
+	l.n, l.sum, l.reached = 0, 0, 0
 }
