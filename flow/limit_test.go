@@ -79,3 +79,34 @@ func TestLimitSteadyUnderNoise(t *testing.T) {
 		t.Errorf("limit reached %d on a one-slot model", most)
 	}
 }
+
+// A one-slot model whose gate keeps a slot for critical calls: the
+// standard calls fill the limit less one, a critical call sometimes
+// takes the last. Its answers mostly come alone, so latency says there
+// is room; but a limit reached now and then is no evidence for more: it
+// stays at two, or a critical call would wait behind one more standard
+// call queued at the replica.
+func TestLimitNotGrownByAReservedSlot(t *testing.T) {
+	now := time.Unix(1000, 0)
+	l := NewLimiter(now)
+	serve(l, &now, 10*time.Second, 1, func() time.Duration { return 5 * time.Millisecond })
+	r := rand.New(rand.NewPCG(7, 8))
+	most := 0
+	end := now.Add(2 * time.Minute)
+	for now.Before(end) {
+		limit := l.Limit()
+		n := max(limit-1, 1) // the standard calls
+		if limit >= 2 && r.Float64() < 0.2 {
+			n = limit // a critical call in the kept slot
+		}
+		rtt := 5 * time.Millisecond * time.Duration(n)
+		now = now.Add(rtt)
+		for range n {
+			l.Observe(now, rtt, n)
+		}
+		most = max(most, l.Limit())
+	}
+	if most > 2 {
+		t.Errorf("limit reached %d on a one-slot model whose standard calls fill one", most)
+	}
+}
