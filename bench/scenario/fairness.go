@@ -153,6 +153,10 @@ type FairnessRun struct {
 	// Jain is Jain's fairness index over the standard tenants' goodput
 	// divided by their fair shares (1: each got its share).
 	Jain float64 `json:"jain"`
+	// GateWaited is the share of the calls infergate's gates sent that
+	// waited for their turn while the tenants ran together (from
+	// /api/v1/flow); -1 on a path without them.
+	GateWaited float64 `json:"gate_waited"`
 }
 
 // FairnessResult is every run.
@@ -198,14 +202,16 @@ func RunFairness(ctx context.Context, cfg FairnessConfig) (*FairnessResult, erro
 		fmt.Fprintf(cfg.Log, "bench: fairness: capacity %.0f calls/s (closed loop, 8 callers, direct)\n", res.Capacity)
 	}
 	var paths []Path
+	flowAdmin := map[string]string{} // a path's admin address, for /api/v1/flow
 	if cfg.Infergate != "" {
 		args := append([]string{"--flow-control"}, cfg.InfergateArgs...)
-		ig, listen, _, err := startInfergate(ctx, cfg.Infergate, simAddr, filepath.Join(dir, "infergate.log"), args)
+		ig, listen, admin, err := startInfergate(ctx, cfg.Infergate, simAddr, filepath.Join(dir, "infergate.log"), args)
 		if err != nil {
 			return nil, fmt.Errorf("fairness: %w", err)
 		}
 		defer ig.Stop()
 		paths = append(paths, Path{PathInfergateFlow, listen})
+		flowAdmin[listen] = admin
 		if cfg.NoFlow {
 			ig, listen, _, err := startInfergate(ctx, cfg.Infergate, simAddr, filepath.Join(dir, "infergate-no-flow.log"), cfg.InfergateArgs)
 			if err != nil {
@@ -243,7 +249,7 @@ func RunFairness(ctx context.Context, cfg FairnessConfig) (*FairnessResult, erro
 				continue
 			}
 			for _, p := range paths {
-				run, err := fairnessRun(ctx, cfg, res.Capacity, fc, p, pl)
+				run, err := fairnessRun(ctx, cfg, res.Capacity, fc, p, flowAdmin[p.Addr], pl)
 				if err != nil {
 					return nil, fmt.Errorf("fairness: %s %s round %d: %w", p.Name, fc.Name, round+1, err)
 				}
@@ -258,8 +264,8 @@ func RunFairness(ctx context.Context, cfg FairnessConfig) (*FairnessResult, erro
 
 // fairnessRun measures one case on one path: the first tenant alone,
 // then every tenant together.
-func fairnessRun(ctx context.Context, cfg FairnessConfig, capacity float64, fc FairnessCase, p Path, pl *load.Payload) (FairnessRun, error) {
-	run := FairnessRun{Path: p.Name, Case: fc.Name}
+func fairnessRun(ctx context.Context, cfg FairnessConfig, capacity float64, fc FairnessCase, p Path, admin string, pl *load.Payload) (FairnessRun, error) {
+	run := FairnessRun{Path: p.Name, Case: fc.Name, GateWaited: -1}
 	lc := func(t FairnessTenant) load.Config {
 		return load.Config{Label: t.Name, Target: p.Addr, Payload: pl, Rate: t.Share * capacity, Arrival: load.Poisson,
 			Seed: uint64(len(t.Name)*7919 + int(t.Share*1000)), MaxInFlight: cfg.Workers, Timeout: cfg.Timeout,
@@ -274,6 +280,10 @@ func fairnessRun(ctx context.Context, cfg FairnessConfig, capacity float64, fc F
 	run.AloneP99 = alone.Latency.P99
 	results := make([]*load.Result, len(fc.Tenants))
 	errs := make([]error, len(fc.Tenants))
+	var sent0, waited0 uint64
+	if admin != "" {
+		sent0, waited0, _ = gateCounts(ctx, admin)
+	}
 	var wg sync.WaitGroup
 	for i, t := range fc.Tenants {
 		wg.Go(func() { results[i], errs[i] = load.Run(ctx, lc(t)) })
@@ -281,6 +291,11 @@ func fairnessRun(ctx context.Context, cfg FairnessConfig, capacity float64, fc F
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		return run, err
+	}
+	if admin != "" {
+		if sent, waited, err := gateCounts(ctx, admin); err == nil && sent > sent0 {
+			run.GateWaited = float64(waited-waited0) / float64(sent-sent0)
+		}
 	}
 	// The fair shares are of what was served (the model's capacity as
 	// this run found it), less what the critical tenants took.
@@ -315,6 +330,26 @@ func fairnessRun(ctx context.Context, cfg FairnessConfig, capacity float64, fc F
 	}
 	run.Jain = jain(xs)
 	return run, nil
+}
+
+// gateCounts sums the calls infergate's gates sent and those of them
+// that waited, from its /api/v1/flow.
+func gateCounts(ctx context.Context, admin string) (sent, waited uint64, err error) {
+	var doc struct {
+		Gates []struct {
+			Bands map[string]struct{ Sent, Waited uint64 }
+		}
+	}
+	if err := getJSON(ctx, "http://"+admin+"/api/v1/flow", &doc); err != nil {
+		return 0, 0, err
+	}
+	for _, g := range doc.Gates {
+		for _, b := range g.Bands {
+			sent += b.Sent
+			waited += b.Waited
+		}
+	}
+	return sent, waited, nil
 }
 
 // maxMinFair splits capacity between demands: each gets what it asks or
@@ -365,7 +400,11 @@ func (r FairnessRun) line() string {
 		}
 		parts = append(parts, s)
 	}
-	return fmt.Sprintf("%s; %s alone p99 %.0f ms; Jain %.3f", strings.Join(parts, "; "), r.Tenants[0].Name, r.AloneP99, r.Jain)
+	line := fmt.Sprintf("%s; %s alone p99 %.0f ms; Jain %.3f", strings.Join(parts, "; "), r.Tenants[0].Name, r.AloneP99, r.Jain)
+	if r.GateWaited >= 0 {
+		line += fmt.Sprintf("; waited at the gate %.1f%%", 100*r.GateWaited)
+	}
+	return line
 }
 
 // Markdown is the report: per case and path, the medians over the
@@ -388,9 +427,9 @@ func (r *FairnessResult) Markdown() string {
 		for _, t := range fc.Tenants[1:] {
 			fmt.Fprintf(&b, " %s goodput / fair share (calls/s) |", t.Name)
 		}
-		b.WriteString(" lower bands' share of answers | Jain |\n| --- | ---: | ---: | ---: |")
+		b.WriteString(" lower bands' share of answers | Jain | calls that waited at the gate |\n| --- | ---: | ---: | ---: |")
 		b.WriteString(strings.Repeat(" ---: |", len(fc.Tenants)-1))
-		b.WriteString(" ---: | ---: |\n")
+		b.WriteString(" ---: | ---: | ---: |\n")
 		var order []string
 		for _, run := range r.Runs {
 			if run.Case == fc.Name && !slices.Contains(order, run.Path) {
@@ -398,7 +437,7 @@ func (r *FairnessResult) Markdown() string {
 			}
 		}
 		for _, path := range order {
-			var alone, together, p50, answered, jains, stdShare []float64
+			var alone, together, p50, answered, jains, stdShare, waited []float64
 			good := make([][]float64, len(fc.Tenants))
 			share := make([]float64, len(fc.Tenants))
 			for _, run := range r.Runs {
@@ -408,6 +447,9 @@ func (r *FairnessResult) Markdown() string {
 				alone, together = append(alone, run.AloneP99), append(together, run.Tenants[0].P99)
 				p50 = append(p50, run.Tenants[0].P50)
 				answered, jains = append(answered, 100*run.Tenants[0].Answered), append(jains, run.Jain)
+				if run.GateWaited >= 0 {
+					waited = append(waited, 100*run.GateWaited)
+				}
 				var ok, all float64
 				for i, t := range run.Tenants {
 					good[i] = append(good[i], t.Goodput)
@@ -426,7 +468,11 @@ func (r *FairnessResult) Markdown() string {
 			for i := range fc.Tenants[1:] {
 				fmt.Fprintf(&b, " %s / %.0f |", spreadOf(good[i+1]).format(num("%.0f")), share[i+1])
 			}
-			fmt.Fprintf(&b, " %s%% | %s |\n", spreadOf(stdShare).format(num("%.1f")), spreadOf(jains).format(num("%.3f")))
+			w := "-"
+			if len(waited) > 0 {
+				w = spreadOf(waited).format(num("%.1f")) + "%"
+			}
+			fmt.Fprintf(&b, " %s%% | %s | %s |\n", spreadOf(stdShare).format(num("%.1f")), spreadOf(jains).format(num("%.3f")), w)
 		}
 		b.WriteString("\n")
 	}

@@ -2,9 +2,11 @@ package scenario
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"strings"
 
@@ -73,4 +75,21 @@ func workDir(scenario, dir string, keep bool) (string, func(), error) {
 		return d, func() {}, nil
 	}
 	return d, func() { os.RemoveAll(d) }, nil
+}
+
+// getJSON GETs url and decodes its JSON body into v.
+func getJSON(ctx context.Context, url string, v any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return json.NewDecoder(resp.Body).Decode(v)
 }
