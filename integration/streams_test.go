@@ -258,7 +258,7 @@ func TestStreamQuantilesMatchTheClient(t *testing.T) {
 	}
 	cfg := writeFile(t, "models.yaml", fmt.Sprintf(streamModels, models.String()))
 	sim := startSim(t, "--config", cfg, "--seed", "7")
-	gate := startProxy(t, sim.grpc)
+	gate := startProxy(t, sim.grpc, "--summary-windows", "1m,15m") // 15m on /metrics: the API's figures, still then
 	for _, ph := range phases {
 		if ph.fault != "" {
 			if code, body := httpDo(t, http.MethodPost, "http://"+sim.admin+"/api/v1/faults", ph.fault); code != http.StatusOK {
@@ -378,6 +378,9 @@ func TestStreamQuantilesMatchTheClient(t *testing.T) {
 	fams := scrape(t, gate.admin)
 	if n := counterSum(fams, "infergate_stream_dropped_total", nil); n != 0 {
 		t.Errorf("infergate_stream_dropped_total = %v, want 0", n)
+	}
+	if n := len(find(fams, "infergate_request_latency_seconds", map[string]string{"window": "5m"})); n != 0 {
+		t.Errorf("%d summaries of the 5m window on /metrics, not asked for by --summary-windows", n)
 	}
 	lbl := map[string]string{"model": "llm_plain", "window": "15m"}
 	if v, ok := summaryQuantile(t, fams, "infergate_stream_first_response_seconds", lbl, 0.5); !ok || v != series["llm_plain"].Stream["15m"].FirstResponse["p50_seconds"] {

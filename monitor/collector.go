@@ -156,8 +156,8 @@ func labelsOf(k SeriesKey) labelSet {
 // Collect emits the metrics of one snapshot.
 func (c collector) Collect(ch chan<- prometheus.Metric) {
 	r := c.r
-	for _, ss := range r.Snapshot() {
-		collectSummaries(ch, ss)
+	for _, ss := range r.snapshot(&r.cfg.exported) {
+		collectSummaries(ch, ss, &r.cfg.exported)
 	}
 
 	type codeKey struct {
@@ -214,12 +214,15 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(seriesDesc, prometheus.GaugeValue, float64(len(list)))
 }
 
-// collectSummaries emits the HDR summaries and maxima of one series. The
-// queue summary is left out for series that never queued, so passthrough
-// routes do not export a column of zeros.
-func collectSummaries(ch chan<- prometheus.Metric, ss SeriesSnapshot) {
+// collectSummaries emits the HDR summaries and maxima of one series, for
+// the windows wins says. The queue summary is left out for series that
+// never queued, so passthrough routes do not export a column of zeros.
+func collectSummaries(ch chan<- prometheus.Metric, ss SeriesSnapshot, wins *[NumWindows]bool) {
 	k := ss.Key
 	for w := range Window(NumWindows) {
+		if !wins[w] {
+			continue
+		}
 		lv := []string{k.Model, k.Version, k.Method, k.Upstream, k.Route, k.SizeClass, k.CodeClass, w.String()}
 		for comp := range Component(NumComponents) {
 			if comp == ComponentQueue && !ss.QueueSeen {

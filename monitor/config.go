@@ -1,7 +1,9 @@
 package monitor
 
 import (
+	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -31,13 +33,23 @@ type Config struct {
 	// most MaxSlowCalls; each one kept costs a model about 3 KiB
 	// (SlowKeeperBytes).
 	SlowCalls int `yaml:"slow_calls"`
+	// SummaryWindows are the windows (1m, 5m, 15m) whose latency
+	// summaries /metrics exports per series. Default 1m, the window the
+	// dashboard, the scaling rules and the alerts read: each window more
+	// adds about 19 lines a busy series to every scrape. The API
+	// (/api/v1/series, /api/v1/models) gives every window regardless.
+	SummaryWindows []string `yaml:"summary_windows"`
 }
+
+// DefaultSummaryWindows is Config.SummaryWindows's default.
+var DefaultSummaryWindows = []string{"1m"}
 
 // DefaultConfig returns the Config of the documented defaults.
 func DefaultConfig() Config {
 	return Config{MaxSeries: DefaultMaxSeries, SeriesIdleTimeout: DefaultIdleTimeout, MaxLabelBytes: DefaultMaxLabelBytes,
-		SlowCalls: DefaultSlowCalls}
+		SlowCalls: DefaultSlowCalls, SummaryWindows: slices.Clone(DefaultSummaryWindows)}
 }
+
 
 // Problems returns one error per bad field, each starting with the field's
 // YAML name ("max_series: must be positive, got 0"). Zero is never valid.
@@ -55,11 +67,26 @@ func (c Config) Problems() []error {
 	if c.SlowCalls < 1 || c.SlowCalls > MaxSlowCalls {
 		errs = append(errs, fmt.Errorf("slow_calls: must be between 1 and %d, got %d", MaxSlowCalls, c.SlowCalls))
 	}
+	if len(c.SummaryWindows) == 0 {
+		errs = append(errs, errors.New("summary_windows: must name at least one of 1m, 5m, 15m"))
+	}
+	for _, w := range c.SummaryWindows {
+		if _, ok := ParseWindow(w); !ok {
+			errs = append(errs, fmt.Errorf("summary_windows: %q is not a window: want 1m, 5m or 15m", w))
+		}
+	}
 	return errs
 }
 
 // Options returns the Registry options of c; the other options keep their
 // zero values.
 func (c Config) Options() Options {
-	return Options{MaxSeries: c.MaxSeries, IdleTimeout: c.SeriesIdleTimeout, MaxLabelBytes: c.MaxLabelBytes, SlowCalls: c.SlowCalls}
+	o := Options{MaxSeries: c.MaxSeries, IdleTimeout: c.SeriesIdleTimeout, MaxLabelBytes: c.MaxLabelBytes, SlowCalls: c.SlowCalls,
+		SummaryWindows: []Window{}}
+	for _, name := range c.SummaryWindows {
+		if w, ok := ParseWindow(name); ok {
+			o.SummaryWindows = append(o.SummaryWindows, w)
+		}
+	}
+	return o
 }

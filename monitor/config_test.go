@@ -20,6 +20,8 @@ func TestConfigProblems(t *testing.T) {
 		{"long labels", func(c *Config) { c.MaxLabelBytes = MaxLabelBytesLimit + 1 }, "max_label_bytes: must be between 1 and 4096, got 4097"},
 		{"no slow calls", func(c *Config) { c.SlowCalls = 0 }, "slow_calls: must be between 1 and 100, got 0"},
 		{"too many slow calls", func(c *Config) { c.SlowCalls = MaxSlowCalls + 1 }, "slow_calls: must be between 1 and 100, got 101"},
+		{"no summary window", func(c *Config) { c.SummaryWindows = nil }, "summary_windows: must name at least one of 1m, 5m, 15m"},
+		{"a made-up window", func(c *Config) { c.SummaryWindows = []string{"1m", "1h"} }, `summary_windows: "1h" is not a window: want 1m, 5m or 15m`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -30,6 +32,23 @@ func TestConfigProblems(t *testing.T) {
 				t.Errorf("problems = %v, want %q", errs, tc.want)
 			}
 		})
+	}
+}
+
+// The default exports the 1m window's summaries only; the option names
+// the windows asked for.
+func TestConfigSummaryWindows(t *testing.T) {
+	c := DefaultConfig().Options().config()
+	if c.exported != [NumWindows]bool{true, false, false} {
+		t.Errorf("default exported windows %v, want 1m only", c.exported)
+	}
+	d := DefaultConfig()
+	d.SummaryWindows = []string{"15m", "1m"}
+	if got := d.Options().config().exported; got != [NumWindows]bool{true, false, true} {
+		t.Errorf("1m and 15m asked: exported %v", got)
+	}
+	if got := (Options{}).config().exported; got != [NumWindows]bool{true, true, true} {
+		t.Errorf("zero Options: exported %v, want all", got)
 	}
 }
 

@@ -61,6 +61,12 @@ type Options struct {
 	// and step of the windows (slow.go); 0 or less means
 	// DefaultSlowCalls, at most MaxSlowCalls.
 	SlowCalls int
+
+	// SummaryWindows are the windows whose summaries (quantiles, sum,
+	// count, max) /metrics exports; nil means all. Each window costs a
+	// busy series about 19 lines of every scrape; the snapshot API
+	// (Snapshot, /api/v1/series) keeps every window whatever this says.
+	SummaryWindows []Window
 }
 
 // config is Options with the defaults applied.
@@ -77,6 +83,8 @@ type config struct {
 	// slowSteps is the number of slow-call steps per minute, slowTicks
 	// the slices of one.
 	slowSteps, slowTicks int
+	// exported are the windows /metrics exports summaries of.
+	exported [NumWindows]bool
 }
 
 func (o Options) config() config {
@@ -119,6 +127,14 @@ func (o Options) config() config {
 	c.slowCalls = min(c.slowCalls, MaxSlowCalls)
 	c.slowSteps = gcd(c.slicesPerMinute, slowStepsPerMinute)
 	c.slowTicks = c.slicesPerMinute / c.slowSteps
+	for w := range Window(NumWindows) {
+		c.exported[w] = o.SummaryWindows == nil
+	}
+	for _, w := range o.SummaryWindows {
+		if w >= 0 && w < NumWindows {
+			c.exported[w] = true
+		}
+	}
 	return c
 }
 

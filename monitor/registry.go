@@ -418,7 +418,11 @@ func (r *Registry) drop(idle []*Series) {
 // Snapshot returns the exact-quantile statistics of every series, sorted by
 // key; the overflow series comes last, once it has taken a call. The current
 // slice is not included: data is at most one slice old.
-func (r *Registry) Snapshot() []SeriesSnapshot {
+func (r *Registry) Snapshot() []SeriesSnapshot { return r.snapshot(nil) }
+
+// snapshot is Snapshot of the windows wins says (nil: all); the others'
+// Stats are left zero.
+func (r *Registry) snapshot(wins *[NumWindows]bool) []SeriesSnapshot {
 	at := r.cfg.now()
 	list := r.state.Load().list
 	m := newMerger()
@@ -426,10 +430,10 @@ func (r *Registry) Snapshot() []SeriesSnapshot {
 	r.winMu.RLock()
 	defer r.winMu.RUnlock()
 	for _, s := range list {
-		out = append(out, s.snapshot(m, at))
+		out = append(out, s.snapshot(m, at, wins))
 	}
 	if r.overflow.win.calls > 0 || r.overflow.streamSamples() > 0 {
-		out = append(out, r.overflow.snapshot(m, at))
+		out = append(out, r.overflow.snapshot(m, at, wins))
 	}
 	return out
 }

@@ -1,6 +1,7 @@
 package monitor
 
 import (
+	"math"
 	"math/bits"
 	"slices"
 	"sync"
@@ -43,21 +44,40 @@ const slowStepsPerMinute = 6
 // slowGroup names a keeper.
 type slowGroup struct{ model, version string }
 
-// slowCall is one kept call: slowCallBytes, plus its inputs' string.
+// slowCall is one kept call: slowCallBytes, plus its inputs' string. A
+// busy model keeps up to N of them per step for 15 minutes, so they are
+// compact: parts in microseconds, sizes and counts in the fewest bytes
+// that hold them (saturating), the code as its index.
 type slowCall struct {
-	at                     int64 // Unix ns when recorded
-	total, upstream, queue int64 // ns
-	bytesIn, bytesOut      int64
-	rows                   int64
-	batchID                uint64
-	shapeKey               uint64
-	trace                  [16]byte
-	key                    *SeriesKey // the series' own key: method, upstream, route
-	code                   string
-	inputs                 string // "INPUT0:FP32[8,3,224,224] INPUT1:..." ("" when unknown)
-	attempts               int32
-	numInputs              int32
-	partial                bool
+	at       int64 // Unix ns when recorded
+	total    int64 // ns: what calls are ranked by
+	batchID  uint64
+	shapeKey uint64
+	key      *SeriesKey // the series' own key: method, upstream, route
+	inputs   string     // "INPUT0:FP32[8,3,224,224] INPUT1:..." ("" when unknown)
+	trace    [16]byte
+	// upstreamUS and queueUS are microseconds.
+	upstreamUS, queueUS uint32
+	bytesIn, bytesOut   uint32
+	rows                uint32
+	numInputs           uint16
+	code                int8 // codeNames index; -1 a name outside them
+	attempts            uint8
+	partial             bool
+}
+
+// sat32 is v in a uint32, saturating; sat16 and sat8 likewise.
+func sat32(v int64) uint32 { return uint32(min(max(v, 0), math.MaxUint32)) }
+func sat16(v int64) uint16 { return uint16(min(max(v, 0), math.MaxUint16)) }
+func sat8(v int64) uint8   { return uint8(min(max(v, 0), math.MaxUint8)) }
+
+// codeName is the name of code index i (codeIndex), "Unknown" outside
+// the table.
+func codeName(i int8) string {
+	if i < 0 || int(i) >= numCodes {
+		return "Unknown"
+	}
+	return codeNames[i]
 }
 
 // slowCallBytes is the size of one slowCall without its inputs' string.
@@ -313,10 +333,10 @@ func (k *slowKeeper) offer(key *SeriesKey, sm *Sample, total time.Duration, at f
 	}
 	f := &sm.Features
 	c := slowCall{
-		at: at().UnixNano(), total: ns, upstream: int64(max(sm.Upstream, 0)), queue: int64(max(sm.Queue, 0)),
-		bytesIn: sm.BytesIn, bytesOut: sm.BytesOut, rows: f.Rows, batchID: sm.BatchID, shapeKey: f.ShapeKey,
-		trace: sm.TraceID, key: key, code: sm.Code, attempts: int32(sm.Attempts), numInputs: int32(f.NumInputs),
-		partial: f.Partial,
+		at: at().UnixNano(), total: ns, upstreamUS: sat32(sm.Upstream.Microseconds()), queueUS: sat32(sm.Queue.Microseconds()),
+		bytesIn: sat32(sm.BytesIn), bytesOut: sat32(sm.BytesOut), rows: sat32(f.Rows), batchID: sm.BatchID, shapeKey: f.ShapeKey,
+		trace: sm.TraceID, key: key, code: int8(codeIndex(sm.Code)), attempts: sat8(int64(sm.Attempts)),
+		numInputs: sat16(int64(f.NumInputs)), partial: f.Partial,
 	}
 	c.inputs = k.inputsOf(f)
 	k.threshold.Store(k.cur.insert(&c, k.n))

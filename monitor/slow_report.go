@@ -114,9 +114,9 @@ func slowWindowOf(w Window, st *slowStep) SlowWindow {
 	sw := SlowWindow{Window: w, Calls: make([]SlowCall, 0, len(st.calls))}
 	for _, c := range st.calls {
 		sc := SlowCall{
-			At: time.Unix(0, c.at), Total: time.Duration(c.total), Upstream: time.Duration(c.upstream),
-			Queue: time.Duration(c.queue), Code: c.code, Attempts: int(c.attempts), BatchID: c.batchID,
-			BytesIn: c.bytesIn, BytesOut: c.bytesOut, Rows: c.rows, Inputs: c.inputs,
+			At: time.Unix(0, c.at), Total: time.Duration(c.total), Upstream: time.Duration(c.upstreamUS) * time.Microsecond,
+			Queue: time.Duration(c.queueUS) * time.Microsecond, Code: codeName(c.code), Attempts: int(c.attempts), BatchID: c.batchID,
+			BytesIn: int64(c.bytesIn), BytesOut: int64(c.bytesOut), Rows: int64(c.rows), Inputs: c.inputs,
 			NumInputs: int(c.numInputs), Partial: c.partial,
 		}
 		if c.key != nil {
@@ -144,7 +144,7 @@ func differs(st *slowStep) SlowDiff {
 	byShape := map[uint64]int{}
 	inputs := map[uint64]string{}
 	for i, c := range st.calls {
-		bytes[i], rows[i] = c.bytesIn, c.rows
+		bytes[i], rows[i] = int64(c.bytesIn), int64(c.rows)
 		if c.shapeKey != 0 {
 			byShape[c.shapeKey]++
 			if c.inputs != "" {

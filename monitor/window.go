@@ -416,8 +416,9 @@ func rawPercentiles(raw []uint16, zeros int64, pcts []float64) []int64 {
 // sortIndexes sorts bucket indexes (bucket order is value order).
 func sortIndexes(raw []uint16) { slices.Sort(raw) }
 
-// snapshot computes the Stats of every window and component of s.
-func (s *Series) snapshot(m *merger, at time.Time) SeriesSnapshot {
+// snapshot computes the Stats of every window (those wins says; nil:
+// all) and component of s.
+func (s *Series) snapshot(m *merger, at time.Time, wins *[NumWindows]bool) SeriesSnapshot {
 	w := &s.win
 	ss := SeriesSnapshot{Key: s.key, At: at, Calls: uint64(w.calls), QueueSeen: w.queueSeen}
 	cur := w.coarse[w.coarsePos]
@@ -427,14 +428,20 @@ func (s *Series) snapshot(m *merger, at time.Time) SeriesSnapshot {
 			fineCalls += sl.count
 		}
 	}
+	want := func(win Window) bool { return wins == nil || wins[win] }
 	for c := range Component(NumComponents) {
-		m.reset(fineCalls >= denseMinCalls)
-		for _, sl := range w.fine {
-			m.add(sl, c)
+		if want(Window1m) {
+			m.reset(fineCalls >= denseMinCalls)
+			for _, sl := range w.fine {
+				m.add(sl, c)
+			}
+			ss.Stats[Window1m][c] = m.stats()
 		}
-		ss.Stats[Window1m][c] = m.stats()
 
 		for _, win := range []Window{Window5m, Window15m} {
+			if !want(win) {
+				continue
+			}
 			m.reset(false)
 			if d := w.done[win]; d != nil {
 				m.add(d, c)

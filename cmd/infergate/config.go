@@ -641,6 +641,16 @@ var flags = []flagRow{
 	{"max-series", "monitor.max_series", "cap on latency series; beyond it calls count as \"other\"", to(func(c *Config) *int { return &c.Monitor.MaxSeries })},
 	{"series-idle-timeout", "monitor.series_idle_timeout", "drop a latency series after this long without calls",
 		to(func(c *Config) *time.Duration { return &c.Monitor.SeriesIdleTimeout })},
+	{"summary-windows", "monitor.summary_windows", "comma-separated `windows` (1m, 5m, 15m) whose latency summaries /metrics exports per series (the API has them all)",
+		with(func(c *Config) string { return strings.Join(c.Monitor.SummaryWindows, ",") }, func(c *Config, v string) error {
+			c.Monitor.SummaryWindows = nil
+			for _, w := range strings.Split(v, ",") {
+				if w = strings.TrimSpace(w); w != "" {
+					c.Monitor.SummaryWindows = append(c.Monitor.SummaryWindows, w)
+				}
+			}
+			return nil
+		})},
 	{"max-label-bytes", "monitor.max_label_bytes", "longest model/version/method that becomes a label value (a `size`: bytes, or with a unit such as 1KiB)", sizeTo(func(c *Config) *int { return &c.Monitor.MaxLabelBytes })},
 	{"tls-cert", "tls.cert_file", "listener TLS certificate (PEM)", to(func(c *Config) *string { return &c.TLS.CertFile })},
 	{"tls-key", "tls.key_file", "listener TLS key (PEM)", to(func(c *Config) *string { return &c.TLS.KeyFile })},

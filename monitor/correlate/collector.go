@@ -2,6 +2,7 @@ package correlate
 
 import (
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -9,16 +10,16 @@ import (
 
 var (
 	corrDesc = prometheus.NewDesc("infergate_model_gpu_correlation",
-		"Pearson correlation between the model's recent p99 latency and its GPU's utilisation, over a rolling window of samples; NaN when unknown.",
+		"Pearson correlation between the model's recent p99 latency and its GPU's utilisation, over a rolling window of samples; absent while unknown (no GPU, too few samples).",
 		[]string{"model", "window"}, nil)
 	queueCorrDesc = prometheus.NewDesc("infergate_model_gpu_queue_correlation",
-		"Pearson correlation between the model's recent p99 queue time and its GPU's utilisation; NaN when unknown.",
+		"Pearson correlation between the model's recent p99 queue time and its GPU's utilisation; absent while unknown.",
 		[]string{"model", "window"}, nil)
 	baselineDesc = prometheus.NewDesc("infergate_model_latency_baseline_seconds",
 		"The p50 and p99 (label stat) latency a rise is measured against: the seasonal baseline level (recent calm level until an hour of the week has history); NaN until known.",
 		[]string{"model", "stat"}, nil)
 	hintDesc = prometheus.NewDesc("infergate_model_cause_hint",
-		"1 for the model's current cause hint (none, gpu_saturated, gpu_throttled, gpu_memory_pressure, not_gpu, unknown, inputs_grew, input_shape_changed, one_endpoint_slow), 0 for the others.",
+		"Always 1, one series per model: its label hint is the model's current cause hint (none, gpu_saturated, gpu_throttled, gpu_memory_pressure, not_gpu, unknown, inputs_grew, input_shape_changed, one_endpoint_slow).",
 		[]string{"model", "hint"}, nil)
 	modelGPUDesc = prometheus.NewDesc("infergate_model_gpu_info",
 		"1 for the GPU a model runs on; from is config, source or only_device.",
@@ -49,8 +50,10 @@ func (col collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, s := range col.c.Models() {
 		for w, name := range WindowNames {
-			gauge(corrDesc, s.Correlation[w], s.Model, name)
-			if s.QueueSeen {
+			if !math.IsNaN(s.Correlation[w]) {
+				gauge(corrDesc, s.Correlation[w], s.Model, name)
+			}
+			if s.QueueSeen && !math.IsNaN(s.QueueCorrelation[w]) {
 				gauge(queueCorrDesc, s.QueueCorrelation[w], s.Model, name)
 			}
 		}
@@ -61,13 +64,9 @@ func (col collector) Collect(ch chan<- prometheus.Metric) {
 			}
 			gauge(baselineDesc, v, s.Model, q)
 		}
-		for _, h := range Hints {
-			v := 0.0
-			if h == s.Hint {
-				v = 1
-			}
-			gauge(hintDesc, v, s.Model, h)
-		}
+		// One series, the hint a label value: a series per hint, all
+		// but one 0, cost a scrape eight lines a model for nothing.
+		gauge(hintDesc, 1, s.Model, s.Hint)
 		if s.GPUUUID != "" {
 			gauge(modelGPUDesc, 1, s.Model, s.GPUUUID, s.GPUFrom)
 		}

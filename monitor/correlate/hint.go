@@ -23,7 +23,7 @@ const (
 )
 
 // Hints lists every hint; infergate_model_cause_hint has one series per
-// model and hint.
+// model, whose hint label is one of them.
 var Hints = []string{HintNone, HintGPUSaturated, HintGPUThrottled, HintGPUMemoryPressure, HintNotGPU, HintUnknown,
 	HintInputsGrew, HintInputShapeChanged, HintOneEndpointSlow}
 
