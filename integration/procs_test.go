@@ -29,7 +29,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binDir = dir
-	build := exec.Command("go", "build", "-o", dir+"/", "../cmd/infergate", "../examples/simserver")
+	build := exec.Command("go", "build", "-o", dir+"/", "../cmd/infergate", "../examples/simserver", "../cmd/demo")
 	// bench is a module of its own: built from its folder.
 	buildBench := exec.Command("go", "build", "-o", dir+"/", "./cmd/bench")
 	buildBench.Dir = "../bench"
