@@ -94,6 +94,12 @@ type DetectConfig struct {
 	// Days of pattern to replay; the first half is learned, the second
 	// judged for false alerts. Zero means 14, negative none.
 	Days float64
+	// ColdStart is the first stretch of the days, judged on its own for
+	// false alerts: a fresh infergate, no baseline yet, and the load
+	// ramping from zero to the pattern's rate over its first half (what
+	// paged at cold start before issue 36). Zero means 60 s, negative
+	// none; it ends within the learning half.
+	ColdStart time.Duration
 	// RateMin is the pattern's lowest call rate; zero means 100. The
 	// highest is 1.6 × RateMin (a weekday afternoon).
 	RateMin float64
@@ -140,6 +146,10 @@ func (c *DetectConfig) Validate() error {
 	defaultTo(&c.Recovery, 30*time.Second)
 	defaultTo(&c.Light, 10*time.Minute)
 	defaultTo(&c.Timeout, 10*time.Second)
+	defaultTo(&c.ColdStart, time.Minute)
+	if c.ColdStart < 0 {
+		c.ColdStart = 0
+	}
 	if c.Days < 0 {
 		c.Days = 0
 	}
@@ -263,6 +273,10 @@ func (w *detectWorld) apply(ctx context.Context) error {
 	inc := w.inc
 	w.mu.Unlock()
 	rate, delay := detectPattern(w.simNow(), w.cfg.RateMin)
+	if ramp := w.cfg.ColdStart / 2; ramp > 0 && time.Since(w.start) < ramp {
+		// The cold start: from one call a second to the pattern's rate.
+		rate = max(rate*float64(time.Since(w.start))/float64(ramp), 1)
+	}
 	if inc.steady {
 		delay = detectBaseDelay
 	}
@@ -451,6 +465,7 @@ func (r *detectRun) phases() error {
 	days := time.Duration(cfg.Days * 86400 / cfg.Scale * float64(time.Second))
 	r.rep.LearnEnd = days.Seconds() / 2
 	r.rep.DaysEnd = days.Seconds()
+	r.rep.ColdEnd = min(cfg.ColdStart.Seconds(), r.rep.LearnEnd)
 	r.logf("replaying %.3g days (learn %s, judged %s), simulated start %s", cfg.Days,
 		fmtAt(days/2), fmtAt(days-days/2), r.world.start.Format("Mon 2006-01-02 15:04"))
 	step := min(max(time.Duration(86400/cfg.Scale*float64(time.Second)), 10*time.Second), max(days, time.Second))

@@ -68,6 +68,9 @@ type DetectReport struct {
 	RateMin   float64 `json:"rate_min"`
 	LightRate float64 `json:"light_rate"`
 	SimStart  string  `json:"sim_start"`
+	// ColdEnd ends the cold start, the days' first stretch (real s; 0
+	// none).
+	ColdEnd float64 `json:"cold_start_end_s"`
 	// LearnEnd and DaysEnd end the learning and judged days (real s).
 	LearnEnd float64 `json:"learn_end_s"`
 	DaysEnd  float64 `json:"days_end_s"`
@@ -144,8 +147,11 @@ func (r *DetectReport) finish(w *detectWatch, secs []DetectSecond, late int64) {
 		r.judgeIncident(in, end)
 	}
 	r.Phases = nil
+	if r.ColdEnd > 0 {
+		r.Phases = append(r.Phases, r.phase("cold start: a fresh infergate, load ramping from zero", 0, r.ColdEnd, "0 false alerts"))
+	}
 	if r.DaysEnd > 0 {
-		r.Phases = append(r.Phases, r.phase("learning days", 0, r.LearnEnd, "-"),
+		r.Phases = append(r.Phases, r.phase("learning days", r.ColdEnd, r.LearnEnd, "-"),
 			r.phase("judged normal days", r.LearnEnd, r.DaysEnd, "0 false alerts"))
 	}
 	if r.LightTo > r.LightFrom {

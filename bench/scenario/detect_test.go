@@ -142,7 +142,7 @@ func TestEstimateProm(t *testing.T) {
 
 func TestDetectReportJudge(t *testing.T) {
 	r := &DetectReport{Model: DetectModel, Scale: 1440, Days: 14, RateMin: 100, LightRate: 20,
-		LearnEnd: 420, DaysEnd: 840, LightFrom: 2000, LightTo: 2600,
+		ColdEnd: 60, LearnEnd: 420, DaysEnd: 840, LightFrom: 2000, LightTo: 2600,
 		Incidents: []DetectIncidentRow{
 			{Kind: DetectReference, Rule: RuleLatency, Rate: 120, InjectedAt: 900, HealedAt: 903},
 			{Kind: DetectErrors, Rule: RuleErrors, Rate: 100, InjectedAt: 1000, HealedAt: 1003},
@@ -150,6 +150,7 @@ func TestDetectReportJudge(t *testing.T) {
 	}
 	w := newDetectWatch("", DetectModel, time.Now())
 	w.trans = []DetectTransition{
+		{At: 12, Name: RuleLatency, Fingerprint: "c", To: "firing"},    // cold start: false alert
 		{At: 100, Name: RuleLatency, Fingerprint: "a", To: "firing"},   // learning: not judged
 		{At: 500, Name: RuleLatency, Fingerprint: "a", To: "firing"},   // judged: false alert
 		{At: 902.5, Name: RuleLatency, Fingerprint: "a", To: "firing"}, // reference +2.5 s
@@ -164,11 +165,12 @@ func TestDetectReportJudge(t *testing.T) {
 	if errs.ToPending != 1 || errs.ToFiring != 3 || errs.Verdict != SoakFail {
 		t.Errorf("errors %+v", errs)
 	}
-	if len(r.Phases) != 3 || r.Phases[0].Firings != 1 || r.Phases[1].Verdict != SoakFail || r.Phases[2].Verdict != SoakPass {
+	if len(r.Phases) != 4 || r.Phases[0].Verdict != SoakFail || r.Phases[1].Firings != 1 || r.Phases[1].Verdict != "-" ||
+		r.Phases[2].Verdict != SoakFail || r.Phases[3].Verdict != SoakPass {
 		t.Errorf("phases %+v", r.Phases)
 	}
 	md := r.Markdown()
-	for _, want := range []string{"| reference", "| errors", "| judged normal days", "| steady light load 20 calls/s",
+	for _, want := range []string{"| reference", "| errors", "| cold start", "| judged normal days", "| steady light load 20 calls/s",
 		"firing <= 5s at >= 100 calls/s", "firing <= 2s", "Verdict: FAIL", "trend rule: not in the default set"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md)
@@ -201,14 +203,14 @@ func TestDetectSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Incidents) != 4 || len(rep.Phases) != 3 {
-		t.Fatalf("%d incidents, %d phases; want 4 and 3", len(rep.Incidents), len(rep.Phases))
+	if len(rep.Incidents) != 4 || len(rep.Phases) != 4 {
+		t.Fatalf("%d incidents, %d phases; want 4 and 4", len(rep.Incidents), len(rep.Phases))
 	}
 	if len(rep.Seconds) == 0 || len(rep.Bands) == 0 {
 		t.Errorf("%d client seconds, %d baselines", len(rep.Seconds), len(rep.Bands))
 	}
 	md := rep.Markdown()
-	for _, want := range []string{"| reference", "| creep", "| errors", "| gpu", "| learning days", "| judged normal days",
+	for _, want := range []string{"| reference", "| creep", "| errors", "| gpu", "| cold start", "| learning days", "| judged normal days",
 		"| steady light load", "Verdict: "} {
 		if !strings.Contains(md, want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md)

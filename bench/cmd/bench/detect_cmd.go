@@ -25,6 +25,7 @@ func runDetect(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		scale     = fs.Float64("scale", 1440, "simulated seconds per real second (infergate's baseline time_scale); 1440 = a day per minute")
 		days      = fs.Float64("days", 14, "simulated days of the normal pattern: the first half learned, the second judged for false alerts")
 		rateMin   = fs.Float64("rate-min", 100, "lowest call rate of the pattern (the highest is 1.6x)")
+		coldStart = fs.Duration("cold-start", time.Minute, "the days' first stretch, judged for false alerts: a fresh infergate, load ramping from zero over its first half (0: none)")
 		light     = fs.Duration("light", 10*time.Minute, "steady light load phase at -light-rate (0: none)")
 		lightRate = fs.Float64("light-rate", 20, "calls per second of the light phase")
 		calm      = fs.Duration("calm", 30*time.Second, "calm stretch before each incident")
@@ -52,9 +53,13 @@ func runDetect(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if lightD == 0 {
 		lightD = -1
 	}
+	coldD := *coldStart
+	if coldD == 0 {
+		coldD = -1
+	}
 	cfg := scenario.DetectConfig{
 		Simserver: *simserver, Infergate: *infergate, Scale: *scale, Days: noneIfZero(*days), RateMin: *rateMin,
-		Light: lightD, LightRate: *lightRate, Calm: *calm, Hold: *hold, CreepHold: *creepHold, Recovery: *recovery,
+		ColdStart: coldD, Light: lightD, LightRate: *lightRate, Calm: *calm, Hold: *hold, CreepHold: *creepHold, Recovery: *recovery,
 		GPUFactor: *gpuFactor, KeepWorkDir: *keep, Log: stderr,
 	}
 	if err := cfg.Validate(); err != nil {
