@@ -122,11 +122,12 @@ func (c *call) attemptWith(ctx context.Context, t target, why string, x *exchang
 		req, model, version = NewFrame(b), t.model, t.version
 	}
 	p := c.p
-	if x == nil {
-		x = new(exchange)
-	}
 	if p.batcher != nil && p.batcher.Handles(c.method, model) {
+		var wait time.Duration
 		if p.flow.on() != nil {
+			if x == nil {
+				x = new(exchange)
+			}
 			// Flow control in front of the batcher's queue: the
 			// turn is the call's until it returns, batched or sent
 			// alone (x.turned: invoke takes none again).
@@ -137,6 +138,7 @@ func (c *call) attemptWith(ctx context.Context, t target, why string, x *exchang
 				return a
 			}
 			defer done()
+			wait = x.wait
 		}
 		// The batcher may read the bytes after a caller gave up.
 		c.keepReq.Store(true)
@@ -146,7 +148,7 @@ func (c *call) attemptWith(ctx context.Context, t target, why string, x *exchang
 			Model: model, Version: version, Payload: req.Bytes(), MD: md,
 		})
 		if !errors.Is(err, batcher.ErrNotBatched) {
-			a.header, a.trailer, a.queue, a.upstream, a.batch = res.Header, res.Trailer, x.wait+res.Queue, res.Upstream, res.Batch
+			a.header, a.trailer, a.queue, a.upstream, a.batch = res.Header, res.Trailer, wait+res.Queue, res.Upstream, res.Batch
 			if err != nil {
 				a.queueFull = errors.Is(err, batcher.ErrQueueFull)
 				a.err = err
@@ -155,6 +157,9 @@ func (c *call) attemptWith(ctx context.Context, t target, why string, x *exchang
 			a.resp = NewFrame(res.Payload)
 			return a
 		}
+	}
+	if x == nil {
+		x = new(exchange)
 	}
 	x.once = c.once
 	a.upstream, a.err = p.invoke(ctx, t.up, c.method, req, x, c.subtype)
