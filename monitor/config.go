@@ -50,7 +50,6 @@ func DefaultConfig() Config {
 		SlowCalls: DefaultSlowCalls, SummaryWindows: slices.Clone(DefaultSummaryWindows)}
 }
 
-
 // Problems returns one error per bad field, each starting with the field's
 // YAML name ("max_series: must be positive, got 0"). Zero is never valid.
 func (c Config) Problems() []error {
