@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/infergate/infergate/batcher"
+	"github.com/infergate/infergate/flow"
 	"github.com/infergate/infergate/proto/methods"
 	"github.com/infergate/infergate/proto/wire"
 )
@@ -134,7 +135,7 @@ func (c *call) attemptWith(ctx context.Context, t target, why string, x *exchang
 			done, err := p.batchTurn(ctx, t.up, model, req, x, &a)
 			if err != nil {
 				a.err, a.queue, a.queueFull = err, x.wait, refusedByFlow(err)
-				a.trailer = p.refusedTrailer(err, c.clientDeadline)
+				a.trailer = p.finishRefusal(err, c.clientDeadline)
 				return a
 			}
 			defer done()
@@ -166,7 +167,7 @@ func (c *call) attemptWith(ctx context.Context, t target, why string, x *exchang
 	a.queue = x.wait
 	if a.err != nil && refusedByFlow(a.err) {
 		a.queueFull = true // refused here: nothing reached the upstream
-		x.trailer = p.refusedTrailer(a.err, c.clientDeadline)
+		x.trailer = p.finishRefusal(a.err, c.clientDeadline)
 	}
 	a.header, a.trailer = x.header, x.trailer
 	if a.err == nil {
@@ -299,14 +300,7 @@ func (p *Proxy) invokeInTurn(ctx context.Context, up *Upstream, method string, r
 	var took time.Duration
 	defer func() { gate.Done(took) }() // the turn goes back whatever happens, a panic included
 	took, err = p.invoke(ctx, up, method, req, x, subtype)
-	outcome, answered := flowAtOnce, time.Duration(0)
-	if waited {
-		outcome = flowWaited
-	}
-	if err == nil {
-		answered = x.wait + took
-	}
-	p.flowCounted(fc, outcome, x.wait, answered)
+	p.turnCounted(fc, waited, x.wait, took, err == nil)
 	return took, err
 }
 
@@ -325,15 +319,21 @@ func (p *Proxy) batchTurn(ctx context.Context, up *Upstream, model string, req *
 	return func() {
 		took := since(p.now, t0)
 		gate.Done(took)
-		outcome, answered := flowAtOnce, time.Duration(0)
-		if waited {
-			outcome = flowWaited
-		}
-		if a.err == nil {
-			answered = x.wait + took
-		}
-		p.flowCounted(fc, outcome, x.wait, answered)
+		p.turnCounted(fc, waited, x.wait, took, a.err == nil)
 	}, nil
+}
+
+// turnCounted counts a call that had its turn for its tenant: at once or
+// after waiting wait, and, answered (ok), its latency with the wait.
+func (p *Proxy) turnCounted(fc flow.Call, waited bool, wait, took time.Duration, ok bool) {
+	outcome, answered := flowAtOnce, time.Duration(0)
+	if waited {
+		outcome = flowWaited
+	}
+	if ok {
+		answered = wait + took
+	}
+	p.flowCounted(fc, outcome, wait, answered)
 }
 
 // mayResend says whether a call whose connection died under it, the

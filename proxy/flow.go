@@ -24,9 +24,9 @@ import (
 // turn from the gate before its endpoint is picked (at once while there
 // is room), and gives it back when it ends. A call of a batched model
 // takes it before the batcher's queue, and the gate's capacity is then
-// the batcher's (batches in flight and forming, of its target size). The fast path relays a call
-// only when it has room at once; one that must wait is served, and waits
-// on the gRPC path.
+// the batcher's (batches in flight and forming, of its target size). The
+// fast path relays a call only when it has room at once; one that must
+// wait is served, and waits on the gRPC path.
 
 // FlowSettings configure flow control; live (Proxy.SetFlowControl).
 type FlowSettings struct {
@@ -335,12 +335,12 @@ func (e *flowError) Error() string {
 // its next attempt.
 const pushbackKey = "grpc-retry-pushback-ms"
 
-// refusedTrailer finishes err, flow control's refusal: it says that the
-// deadline it speaks of is the proxy's upstream timeout for a call that
-// carried none (clientDeadline false), and returns the trailer telling
-// the client when to try again (the retry pushback): about when the
-// calls waiting now have gone.
-func (p *Proxy) refusedTrailer(err error, clientDeadline bool) metadata.MD {
+// finishRefusal completes err, flow control's refusal, for its caller:
+// its message says that the deadline it speaks of is the proxy's upstream
+// timeout for a call that carried none (clientDeadline false), and the
+// trailer it returns tells the client when to try again (the retry
+// pushback): about when the calls waiting now have gone.
+func (p *Proxy) finishRefusal(err error, clientDeadline bool) metadata.MD {
 	var fe *flowError
 	if !errors.As(err, &fe) {
 		return nil
