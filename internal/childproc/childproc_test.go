@@ -60,6 +60,12 @@ while :; do sleep 1; done
 	if p.Match[1] != "127.0.0.1:4321" || p.Match[2] != "127.0.0.1:4322" {
 		t.Errorf("match %q", p.Match)
 	}
+	// The line after the start line may come after Start returns (it
+	// returns on the start line): stopped before it, the child never
+	// printed it (once under make test's load).
+	for end := time.Now().Add(10 * time.Second); !strings.Contains(out.String(), "serving") && time.Now().Before(end); {
+		time.Sleep(10 * time.Millisecond)
+	}
 	p.Stop()
 	p.Stop() // again: nothing
 	if p.ExitedUnasked() {
