@@ -236,16 +236,32 @@ func TestAdminWritesNeedConfiguredToken(t *testing.T) {
 }
 
 // freePort returns a loopback address nobody listens on (for tools that
-// cannot bind :0 and report it).
+// cannot bind :0 and report it), never one it returned before: the
+// kernel may hand a port just closed out again, and an Alertmanager
+// cluster once got the same port for one peer's web and gossip listeners
+// (the web one then failed: address already in use).
 func freePort(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	givenPortsMu.Lock()
+	defer givenPortsMu.Unlock()
+	for {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := l.Addr().String()
+		l.Close()
+		if !givenPorts[addr] {
+			givenPorts[addr] = true
+			return addr
+		}
 	}
-	defer l.Close()
-	return l.Addr().String()
 }
+
+var (
+	givenPortsMu sync.Mutex
+	givenPorts   = map[string]bool{}
+)
 
 // startTool runs a Debian-packaged tool until the test ends.
 func startTool(t *testing.T, name string, args ...string) *lockedBuffer {
