@@ -54,11 +54,17 @@ func TestApplyChangesKnobsAndKeepsTheFit(t *testing.T) {
 		t.Errorf("a refused Apply changed max_size to %d", p.MaxSize)
 	}
 
+	if c := h.b.Capacity("up", "m"); c < 2 {
+		t.Errorf("capacity of a batched model %d, want at least (1 slot + 1) batches of 1", c)
+	}
 	if _, err := h.b.Apply(Config{Models: map[string]Policy{}}); err != nil {
 		t.Fatal(err)
 	}
 	if h.b.Handles(methods.ModelInfer, "m") {
 		t.Error("m still batched after Apply removed it")
+	}
+	if c := h.b.Capacity("up", "m"); c != 0 {
+		t.Errorf("capacity of a model no longer batched %d, want 0 (flow control counts its endpoints' limits)", c)
 	}
 	if _, err := h.do(t.Context(), "a 1 gone", nil); !errors.Is(err, ErrNotBatched) {
 		t.Errorf("a call of a model no longer batched: %v, want ErrNotBatched (sent alone)", err)

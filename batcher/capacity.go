@@ -30,8 +30,15 @@ func (b *Batcher) capacityOf(upstream, model string) *atomic.Int32 {
 
 // Capacity is how many calls of model upstream's batches take at once
 // now: (slots + 1) × the target batch size in rows, calls of one row
-// each. 0 until the model's first call on upstream made its queue.
+// each. 0 until the model's first call on upstream made its queue, and
+// for a model not batched now: the table of batched models is looked at
+// first, a plain map cheaper than the capacities' (flow control asks on
+// every call of every model), and a model that a reload stopped batching
+// is sent alone from then on, so its old capacity no longer counts.
 func (b *Batcher) Capacity(upstream, model string) int {
+	if _, ok := (*b.models.Load())[model]; !ok {
+		return 0
+	}
 	if c, ok := b.caps.Load(capKey{upstream, model}); ok {
 		return int(c.(*atomic.Int32).Load())
 	}

@@ -132,10 +132,11 @@ func (c *call) attemptWith(ctx context.Context, t target, why string, x *exchang
 			// Flow control in front of the batcher's queue: the
 			// turn is the call's until it returns, batched or sent
 			// alone (x.turned: invoke takes none again).
+			x.ownTimeout = c.ownTimeout()
 			done, err := p.batchTurn(ctx, t.up, model, req, x, &a)
 			if err != nil {
 				a.err, a.queue, a.queueFull = err, x.wait, refusedByFlow(err)
-				a.trailer = p.finishRefusal(err, c.clientDeadline)
+				a.trailer = pushback(err)
 				return a
 			}
 			defer done()
@@ -162,12 +163,12 @@ func (c *call) attemptWith(ctx context.Context, t target, why string, x *exchang
 	if x == nil {
 		x = new(exchange)
 	}
-	x.once = c.once
+	x.once, x.ownTimeout = c.once, c.ownTimeout()
 	a.upstream, a.err = p.invoke(ctx, t.up, c.method, req, x, c.subtype)
 	a.queue = x.wait
 	if a.err != nil && refusedByFlow(a.err) {
 		a.queueFull = true // refused here: nothing reached the upstream
-		x.trailer = p.finishRefusal(a.err, c.clientDeadline)
+		x.trailer = pushback(a.err)
 	}
 	a.header, a.trailer = x.header, x.trailer
 	if a.err == nil {
@@ -197,6 +198,19 @@ type exchange struct {
 	// it has it (or needs none).
 	wait   time.Duration
 	turned bool
+	// ownTimeout is the proxy's upstream timeout when it stands for the
+	// deadline of a call that carried none (0 otherwise): flow control's
+	// refusal says so.
+	ownTimeout time.Duration
+}
+
+// ownTimeout is the proxy's upstream timeout if it is c's deadline (the
+// client sent none), else 0.
+func (c *call) ownTimeout() time.Duration {
+	if c.clientDeadline {
+		return 0
+	}
+	return c.p.upstreamTimeout
 }
 
 // invoke makes one unary upstream call with raw frames: the one upstream
@@ -284,7 +298,7 @@ func (p *Proxy) invokeInTurn(ctx context.Context, up *Upstream, method string, r
 	subtype grpc.CallOption) (time.Duration, error) {
 	model, _ := frameTarget(methods.Lookup(method).Target, req)
 	w0 := p.now()
-	gate, fc, waited, err := p.flowTurn(ctx, up, model, req.Bytes())
+	gate, fc, waited, err := p.flowTurn(ctx, up, model, req.Bytes(), x.ownTimeout)
 	if err != nil {
 		return 0, err
 	}
@@ -310,7 +324,7 @@ func (p *Proxy) invokeInTurn(ctx context.Context, up *Upstream, method string, r
 // attempt a has its result, or flow control's refusal.
 func (p *Proxy) batchTurn(ctx context.Context, up *Upstream, model string, req *Frame, x *exchange, a *attemptResult) (func(), error) {
 	w0 := p.now()
-	gate, fc, waited, err := p.flowTurn(ctx, up, model, req.Bytes())
+	gate, fc, waited, err := p.flowTurn(ctx, up, model, req.Bytes(), x.ownTimeout)
 	x.wait, x.turned = since(p.now, w0), true
 	if err != nil || gate == nil {
 		return func() {}, err

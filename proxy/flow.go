@@ -335,19 +335,10 @@ func (e *flowError) Error() string {
 // its next attempt.
 const pushbackKey = "grpc-retry-pushback-ms"
 
-// finishRefusal completes err, flow control's refusal, for its caller:
-// its message says that the deadline it speaks of is the proxy's upstream
-// timeout for a call that carried none (clientDeadline false), and the
-// trailer it returns tells the client when to try again (the retry
-// pushback): about when the calls waiting now have gone.
-func (p *Proxy) finishRefusal(err error, clientDeadline bool) metadata.MD {
-	var fe *flowError
-	if !errors.As(err, &fe) {
-		return nil
-	}
-	if !clientDeadline && p.upstreamTimeout > 0 {
-		fe.timeout = p.upstreamTimeout
-	}
+// pushback is the trailer for err, flow control's refusal, that tells
+// the client when to try again (the retry pushback): about when the calls
+// waiting now have gone. nil for any other error.
+func pushback(err error) metadata.MD {
 	var r *flow.Refusal
 	if !errors.As(err, &r) {
 		return nil
@@ -368,8 +359,9 @@ func refusedByFlow(err error) bool {
 // flowTurn takes a turn of model on u for a gRPC-path call with ctx and
 // request msg: it returns the gate to give it back to (nil: no flow
 // control for it), who the call is for and whether it waited, or the
-// refusal.
-func (p *Proxy) flowTurn(ctx context.Context, u *Upstream, model string, msg []byte) (*flow.Gate, flow.Call, bool, error) {
+// refusal. ownTimeout, when set, is the proxy's upstream timeout that
+// stands for the deadline of a call that carried none.
+func (p *Proxy) flowTurn(ctx context.Context, u *Upstream, model string, msg []byte, ownTimeout time.Duration) (*flow.Gate, flow.Call, bool, error) {
 	cfg := p.flow.on()
 	if cfg == nil || model == "" {
 		return nil, flow.Call{}, false, nil
@@ -387,7 +379,7 @@ func (p *Proxy) flowTurn(ctx context.Context, u *Upstream, model string, msg []b
 			return nil, c, waited, ctx.Err()
 		}
 		p.flowCounted(c, flowRefused, 0, 0)
-		return nil, c, waited, &flowError{model: model, err: err}
+		return nil, c, waited, &flowError{model: model, err: err, timeout: ownTimeout}
 	}
 	return g, c, waited, nil
 }

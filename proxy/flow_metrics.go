@@ -67,7 +67,7 @@ type flowTenants struct {
 func (ft *flowTenants) stat(tenant string, now int64) *tenantStat {
 	if m := ft.named.Load(); m != nil {
 		if s := (*m)[tenant]; s != nil {
-			s.last.Store(now)
+			s.seen(now)
 			return s
 		}
 	}
@@ -77,7 +77,7 @@ func (ft *flowTenants) stat(tenant string, now int64) *tenantStat {
 	n := 0
 	if old != nil {
 		if s := (*old)[tenant]; s != nil {
-			s.last.Store(now)
+			s.seen(now)
 			return s
 		}
 		n = len(*old)
@@ -113,6 +113,15 @@ func (ft *flowTenants) stat(tenant string, now int64) *tenantStat {
 	next[tenant] = s
 	ft.named.Store(&next)
 	return s
+}
+
+// seen notes a call of s at now. last is kept to the second (idleness is
+// judged in minutes): a store on every call would bounce the line between
+// the cores serving one busy tenant.
+func (s *tenantStat) seen(now int64) {
+	if now-s.last.Load() >= int64(time.Second) {
+		s.last.Store(now)
+	}
 }
 
 // dropIdle removes from named (the current table, not nil: full) the
