@@ -214,11 +214,14 @@ func (b *Budget) admitLocked() admissions {
 }
 
 // TryTake takes n bytes for a window that widens, if they are free and
-// nobody waits for them; it never waits.
+// nobody waits for them; it never waits. A request waiting only for its
+// own connection's share waits for no free bytes: it holds back no
+// window, as it holds back no other request (a connection's third big
+// upload kept every response from widening while it waited).
 func (b *Budget) TryTake(n int64) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if len(b.waiting) > 0 || len(b.claims.waiting) > 0 || b.held+n > b.limit {
+	if b.held+n > b.limit || len(b.claims.waiting) > 0 || b.queueBlockedLocked() {
 		return false
 	}
 	b.held += n

@@ -46,6 +46,11 @@ func TestReserveFirstComeFirstServed(t *testing.T) {
 	if !b.Reserve(&r2, &w2, &connB, 40, time.Time{}) {
 		t.Fatal("a request that fits waited behind one held by its own connection")
 	}
+	// Nor does it hold back a window that widens.
+	if !b.TryTake(1) {
+		t.Fatal("TryTake refused with only a request held back by its own connection waiting")
+	}
+	b.GiveBack(1)
 	// r3 waits for the budget itself.
 	if b.Reserve(&r3, &w3, &Share{}, 20, time.Time{}) {
 		t.Fatal("110 of 100 bytes taken")

@@ -45,6 +45,10 @@ type stream struct {
 	// (or waits for) room in the budget, res.
 	sized, budgeted bool
 	res             budget.Reservation
+	// widenTo is the window a request relayed as it arrives waits for
+	// in the budget (res), in order, when the budget had no room for it
+	// at once (routeEarly); 0 otherwise.
+	widenTo int64
 	// scan reads a big request's target as it arrives; cut: the request
 	// is relayed to the pool as it arrives (RouteEarly). Until the pool
 	// starts it, what arrives collects in call.Body.

@@ -181,15 +181,35 @@ func (s *stream) routeEarly(w *writes) bool {
 	need := s.need
 	s.mu.Unlock()
 	// Its size is known: open its window now, within the budget, rather
-	// than widening from the first 16 KiB.
+	// than widening from the first 16 KiB. With no room in the budget
+	// now, it waits for room in order, as a request read whole does,
+	// relaying meanwhile what its window lets come: only widening a
+	// window when the budget happened to have room made big tensors
+	// crawl at 16 KiB a round trip behind others in open loop.
 	c := s.cc.c
 	c.Lock()
-	c.WidenToLocked(s.ch, need)
+	short := c.WidenToLocked(s.ch, need)
+	win := s.ch.WindowLocked()
 	c.Unlock()
 	w.Add(c)
+	if short > 0 {
+		short = min(short, max(windowAsk-win, 0))
+	}
+	if short > 0 {
+		s.mu.Lock()
+		s.widenTo = win + short
+		s.mu.Unlock()
+		if s.cc.srv.budget.Reserve(&s.res, s, &s.cc.share, short, s.call.Deadline) {
+			s.Admitted(short)
+		}
+	}
 	p.send(s, w)
 	return true
 }
+
+// windowAsk is the window a request relayed as it arrives waits for when
+// the budget has no room for its whole window at once.
+const windowAsk = 1 << 20
 
 // checkTarget reads the target in data of a request relayed as it
 // arrives, before data goes on: one that names another model or version
@@ -255,12 +275,22 @@ func (s *stream) sizeBodyLocked(need int64) {
 }
 
 // Admitted gives a stream the budget took need bytes for the window to
-// send its whole request (budget.Waiter).
+// send its whole request, or for a request relayed as it arrives the
+// wider window it waited for (budget.Waiter).
 func (s *stream) Admitted(need int64) {
 	s.mu.Lock()
 	if s.done {
 		s.mu.Unlock()
 		return // its end gives the room back
+	}
+	if win := s.widenTo; win > 0 {
+		s.mu.Unlock()
+		c := s.cc.c
+		c.Lock()
+		c.GrowLocked(s.ch, win)
+		c.KickLocked()
+		c.Unlock()
+		return
 	}
 	s.sizeBodyLocked(need)
 	s.unholdLocked() // the budget covers what came
@@ -274,8 +304,16 @@ func (s *stream) Admitted(need int64) {
 }
 
 // Refused answers a stream that got no room in the budget before its
-// deadline (budget.Waiter).
+// deadline (budget.Waiter). A request relayed as it arrives that waited
+// for a wider window only stops waiting: it goes on at the window it has
+// (its deadline, passed now, ends it anyway).
 func (s *stream) Refused(err *budget.Error) {
+	s.mu.Lock()
+	widening := s.widenTo > 0
+	s.mu.Unlock()
+	if widening {
+		return
+	}
 	var w writes
 	s.refuse(codes.ResourceExhausted, err.Error(), &w)
 	w.flush()

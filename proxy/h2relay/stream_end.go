@@ -107,7 +107,7 @@ func (s *stream) releaseAfterSend(dest *destConn, dh *h2codec.Half) {
 		dest.forget(dh)
 	}
 	s.mu.Lock()
-	wasted, budgeted := s.wasted, s.budgeted
+	wasted, budgeted := s.wasted, s.budgeted || s.widenTo > 0
 	s.unholdLocked()
 	s.cc.held.Add(-s.hdr)
 	s.hdr = 0

@@ -647,16 +647,26 @@ func (c *Conn) WidenLocked(h *Half) {
 	c.GrowLocked(h, win)
 }
 
-// WidenToLocked opens h's window to win at once, as far as the budget has
-// room, for a stream known to carry that much.
-func (c *Conn) WidenToLocked(h *Half, win int64) {
+// WidenToLocked opens h's window to win (at most the relay's stream
+// window) at once, for a stream known to carry that much, if the budget
+// has room now. Otherwise it returns how much wider the window should be:
+// the caller may wait for that much room in the budget (GrowLocked once it
+// has it) rather than let the stream crawl at its initial window.
+func (c *Conn) WidenToLocked(h *Half, win int64) (short int64) {
 	win = min(win, c.cfg.StreamWindow)
-	if h == nil || h.gone || c.closed || win <= h.win || !c.cfg.Budget.TryTake(win-h.win) {
-		return
+	if h == nil || h.gone || c.closed || win <= h.win {
+		return 0
+	}
+	if !c.cfg.Budget.TryTake(win - h.win) {
+		return win - h.win
 	}
 	h.extra += win - h.win
 	c.GrowLocked(h, win)
+	return 0
 }
+
+// WindowLocked is the receive window kept open for h.
+func (h *Half) WindowLocked() int64 { return h.win }
 
 // GrowLocked opens h's window to win at once.
 func (c *Conn) GrowLocked(h *Half, win int64) {
