@@ -306,13 +306,54 @@ type track struct {
 	// recentLevel caches the recent level until the ring changes.
 	recentLevel [NumQuantiles]Level
 	recentOK    bool
-	hours       [HoursPerWeek]*hourHist
+	hours       weekHours
 	cur         hourAcc
 	upSince     time.Time // zero while calm
 	lastSeen    time.Time
 	// firstCalm is when its first calm sample came (Now's time); zero
 	// for a track restored from a state file, which has learnt already.
 	firstCalm time.Time
+}
+
+// weekHours is a track's hours of the week, the table made when the
+// first hour is learnt: 1,344 bytes of empty pointers per model (twice,
+// with its endpoints') for a model that has not run an hour yet.
+type weekHours struct{ h *[HoursPerWeek]*hourHist }
+
+// at is hour i's history, nil when none.
+func (w *weekHours) at(i int) *hourHist {
+	if w.h == nil {
+		return nil
+	}
+	return w.h[i]
+}
+
+// make returns hour i's history, made empty if it had none.
+func (w *weekHours) make(i int) *hourHist {
+	if w.h == nil {
+		w.h = new([HoursPerWeek]*hourHist)
+	}
+	if w.h[i] == nil {
+		w.h[i] = &hourHist{}
+	}
+	return w.h[i]
+}
+
+// set makes hh hour i's history.
+func (w *weekHours) set(i int, hh *hourHist) {
+	if w.h == nil {
+		w.h = new([HoursPerWeek]*hourHist)
+	}
+	w.h[i] = hh
+}
+
+// all is every hour's history (nil for an hour without), none before the
+// first.
+func (w *weekHours) all() []*hourHist {
+	if w.h == nil {
+		return nil
+	}
+	return w.h[:]
 }
 
 // ring is a ring of recent calm samples of one quantile, in microseconds.
@@ -328,6 +369,13 @@ func micros(x float64) float32 { return float32(math.Round(x * 1e6)) }
 
 func (r *ring) push(x float64, size int) {
 	if len(r.v) < size {
+		if len(r.v) == cap(r.v) {
+			// Doubling, up to size and not past it (append would
+			// take 360 samples to 512).
+			v := make([]float32, len(r.v), min(max(2*len(r.v), 8), size))
+			copy(v, r.v)
+			r.v = v
+		}
 		r.v = append(r.v, micros(x))
 		return
 	}
@@ -451,10 +499,7 @@ func (s *Store) closeHour(t *track) {
 			m, sp := robust(a.v[q])
 			med[q], spread[q] = micros(m), micros(sp)
 		}
-		if t.hours[a.hour] == nil {
-			t.hours[a.hour] = &hourHist{}
-		}
-		t.hours[a.hour].push(med, spread, s.opts.Weeks)
+		t.hours.make(a.hour).push(med, spread, s.opts.Weeks)
 	}
 	for q := range NumQuantiles {
 		a.v[q] = a.v[q][:0]
@@ -493,7 +538,7 @@ func (s *Store) get(t *track, how int, now time.Time) Baseline {
 	// coming hour's level already applies.
 	seasonal, weeks := [NumQuantiles]Level{}, 0
 	for _, h := range []int{how, (how + 1) % HoursPerWeek} {
-		hh := t.hours[h]
+		hh := t.hours.at(h)
 		if hh == nil {
 			continue
 		}
@@ -577,7 +622,7 @@ func (s *Store) Infos() []Info {
 	for k, t := range s.tracks {
 		b := s.get(t, how, now)
 		in := Info{Model: k, Source: b.Source, Weeks: b.Weeks, Recent: b.RecentSamples, Hour: how, Widen: b.Widen, UpSince: t.upSince, LastSeen: t.lastSeen}
-		for _, h := range t.hours {
+		for _, h := range t.hours.all() {
 			if h != nil {
 				in.Hours++
 			}

@@ -34,7 +34,7 @@ func (s *Store) Save(w io.Writer) error {
 			r := t.recent[q]
 			tf.Recent[q] = append(append([]float32{}, r.v[r.pos:]...), r.v[:r.pos]...)
 		}
-		for h, hh := range t.hours {
+		for h, hh := range t.hours.all() {
 			if hh != nil {
 				tf.Hours[h] = &hourHist{Median: append(hh.Median[:0:0], hh.Median...), Spread: append(hh.Spread[:0:0], hh.Spread...)}
 			}
@@ -73,7 +73,7 @@ func (s *Store) Load(r io.Reader) error {
 			if n > s.opts.Weeks {
 				hh.Median, hh.Spread = hh.Median[n-s.opts.Weeks:], hh.Spread[n-s.opts.Weeks:]
 			}
-			t.hours[h] = hh
+			t.hours.set(h, hh)
 		}
 		tracks[k] = t
 	}

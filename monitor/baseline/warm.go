@@ -96,10 +96,7 @@ func (s *Store) WarmFromPrometheus(ctx context.Context, base string, client *htt
 				m, sp := robust(v[q])
 				med[q], spread[q] = micros(m), micros(sp)
 			}
-			if t.hours[k.how] == nil {
-				t.hours[k.how] = &hourHist{}
-			}
-			t.hours[k.how].push(med, spread, s.opts.Weeks)
+			t.hours.make(k.how).push(med, spread, s.opts.Weeks)
 			learned = true
 		}
 		if learned {
@@ -112,7 +109,7 @@ func (s *Store) WarmFromPrometheus(ctx context.Context, base string, client *htt
 }
 
 func (t *track) hasHours() bool {
-	for _, h := range t.hours {
+	for _, h := range t.hours.all() {
 		if h != nil {
 			return true
 		}

@@ -152,39 +152,76 @@ type ModelState struct {
 
 // sample is one model's reading at one step.
 type sample struct {
-	p50, p99, q99      float64 // seconds
+	p99, q99           float64 // seconds
 	util               float64
 	hasLat, hasQ, hasU bool
 	up                 bool
 }
 
+// kept is a sample as the ring keeps it: 16 bytes, not 40 (a thousand
+// models keep LongSamples each). float32 holds a latency in seconds and a
+// utilisation to seven digits, more than a correlation needs.
+type kept struct {
+	p99, q99, util     float32
+	hasLat, hasQ, hasU bool
+}
+
+func (k *kept) sample() sample {
+	return sample{p99: float64(k.p99), q99: float64(k.q99), util: float64(k.util), hasLat: k.hasLat, hasQ: k.hasQ, hasU: k.hasU}
+}
+
 // track is one model's ring of samples.
 type track struct {
-	ring []sample // len LongSamples once full; ring[pos] is the oldest
+	// ring holds the last samples, up to LongSamples; ring[pos] is the
+	// oldest once full. Only samples with a utilisation count (the
+	// correlations pair latency with it), so the ring starts with the
+	// first of them and is given up once it holds none: a model
+	// without a GPU keeps no ring at all.
+	ring []kept
 	pos  int
-	idle int // consecutive steps without calls
+	// withU counts the ring's samples with a utilisation.
+	withU int
+	idle  int // consecutive steps without calls
 	// inputs is the model's input distribution, recent and learned.
 	inputs inputTrack
 }
 
 func (t *track) push(s sample) {
-	if len(t.ring) < LongSamples {
-		t.ring = append(t.ring, s)
+	if !s.hasU && t.withU == 0 {
+		t.ring, t.pos = nil, 0
 		return
 	}
-	t.ring[t.pos] = s
+	k := kept{p99: float32(s.p99), q99: float32(s.q99), util: float32(s.util), hasLat: s.hasLat, hasQ: s.hasQ, hasU: s.hasU}
+	if s.hasU {
+		t.withU++
+	}
+	if len(t.ring) < LongSamples {
+		if len(t.ring) == cap(t.ring) {
+			// Grown by doubling up to the ring's size, not past it.
+			// (slices.Grow would round 300 up to 512.)
+			ring := make([]kept, len(t.ring), min(max(2*len(t.ring), 8), LongSamples))
+			copy(ring, t.ring)
+			t.ring = ring
+		}
+		t.ring = append(t.ring, k)
+		return
+	}
+	if t.ring[t.pos].hasU {
+		t.withU--
+	}
+	t.ring[t.pos] = k
 	t.pos = (t.pos + 1) % LongSamples
 }
 
 // last calls f on the newest n samples, oldest first.
-func (t *track) last(n int, f func(s *sample)) {
+func (t *track) last(n int, f func(s sample)) {
 	n = min(n, len(t.ring))
 	start := len(t.ring) - n
 	if len(t.ring) == LongSamples {
 		start = (t.pos + LongSamples - n) % LongSamples
 	}
 	for i := range n {
-		f(&t.ring[(start+i)%len(t.ring)])
+		f(t.ring[(start+i)%len(t.ring)].sample())
 	}
 }
 
@@ -313,7 +350,7 @@ func (c *Correlator) stepModel(name string, t *track, rs monitor.RecentStats, ha
 		QueueP99: q.P99, QueueSeen: rs.QueueSeen, Hint: HintNone,
 		LatencyWindow: time.Duration(c.opts.RecentSlices) * time.Second,
 	}
-	s := sample{hasLat: hasCalls, p50: tot.P50.Seconds(), p99: tot.P99.Seconds(), q99: q.P99.Seconds(), hasQ: hasCalls && rs.QueueSeen}
+	s := sample{hasLat: hasCalls, p99: tot.P99.Seconds(), q99: q.P99.Seconds(), hasQ: hasCalls && rs.QueueSeen}
 	ms.GPUUUID, ms.GPUFrom = gs.ModelGPU(name)
 	if ms.GPUUUID != "" {
 		if d, ok := gs.Device(ms.GPUUUID); ok {
@@ -362,7 +399,7 @@ func (c *Correlator) stepModel(name string, t *track, rs monitor.RecentStats, ha
 
 	for w, n := range windowSamples {
 		var lat, qs, u, uq []float64
-		t.last(n, func(s *sample) {
+		t.last(n, func(s sample) {
 			if !s.hasU {
 				return
 			}
@@ -377,7 +414,7 @@ func (c *Correlator) stepModel(name string, t *track, rs monitor.RecentStats, ha
 		ms.QueueCorrelation[w] = pearson(qs, uq)
 	}
 	var utils []float64
-	t.last(ShortSamples, func(s *sample) {
+	t.last(ShortSamples, func(s sample) {
 		if s.hasU {
 			utils = append(utils, s.util)
 		}

@@ -280,3 +280,42 @@ func TestStreamOnlyModelHasNoLatency(t *testing.T) {
 // while the store's learning time (baseline.Options.MinLearn, tested
 // there) is real time.
 func learnAtOnce() *baseline.Store { return baseline.New(baseline.Options{MinLearn: -1}) }
+
+// TestTrackKeepsSamplesOnlyWithAGPU: a model without a GPU reading keeps
+// no ring of samples (a thousand models each kept 300 of them for
+// correlations that need a utilisation); with readings the ring keeps
+// the last LongSamples, and once none of them has a reading it is given
+// up again.
+func TestTrackKeepsSamplesOnlyWithAGPU(t *testing.T) {
+	var tr track
+	for range 2 * LongSamples {
+		tr.push(sample{hasLat: true, p99: 0.01})
+	}
+	if tr.ring != nil {
+		t.Fatalf("a model without a GPU keeps %d samples", len(tr.ring))
+	}
+	tr.push(sample{hasLat: true, p99: 0.02, util: 0.5, hasU: true})
+	for range LongSamples - 1 {
+		tr.push(sample{hasLat: true, p99: 0.01})
+	}
+	var withU int
+	tr.last(LongSamples, func(s sample) {
+		if s.hasU {
+			withU++
+			if s.util != 0.5 || s.p99 != float64(float32(0.02)) {
+				t.Errorf("kept %+v, want p99 0.02 and utilisation 0.5", s)
+			}
+		}
+	})
+	if len(tr.ring) != LongSamples || withU != 1 {
+		t.Fatalf("ring of %d samples, %d with a utilisation; want %d and 1", len(tr.ring), withU, LongSamples)
+	}
+	if cap(tr.ring) != LongSamples {
+		t.Errorf("ring capacity %d, want %d (grown up to its size, not past it)", cap(tr.ring), LongSamples)
+	}
+	tr.push(sample{hasLat: true, p99: 0.01}) // the one reading leaves
+	tr.push(sample{hasLat: true, p99: 0.01})
+	if tr.ring != nil {
+		t.Fatalf("%d samples kept with no utilisation among them", len(tr.ring))
+	}
+}

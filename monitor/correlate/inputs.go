@@ -82,19 +82,32 @@ func (c *Correlator) inputDeltas() map[string]*inputCounts {
 // inputTrack is one model's input distribution: the per-step counts of
 // the last RecentSlices steps and the learned (decayed) baseline.
 type inputTrack struct {
-	recent []inputCounts
+	// recent are the last steps' counts, a ring made at its full length
+	// on first use: one step's calls fit in 32 bits, and a thousand
+	// models each kept a ring grown by doubling from 448-byte entries.
+	recent []stepInputs
 	pos    int
 	base   [len(inputCounts{})]float64
 	steps  int // calm steps learned
 }
 
+// stepInputs is one step's counts, saturating at 2^32-1.
+type stepInputs [len(inputCounts{})]uint32
+
 // push adds one step's counts to the recent ring of n steps.
 func (t *inputTrack) push(d *inputCounts, n int) {
+	var st stepInputs
+	for i, c := range d {
+		st[i] = uint32(min(c, math.MaxUint32))
+	}
 	if len(t.recent) < n {
-		t.recent = append(t.recent, *d)
+		if t.recent == nil {
+			t.recent = make([]stepInputs, 0, n)
+		}
+		t.recent = append(t.recent, st)
 		return
 	}
-	t.recent[t.pos] = *d
+	t.recent[t.pos] = st
 	t.pos = (t.pos + 1) % len(t.recent)
 }
 
@@ -245,7 +258,7 @@ func (t *inputTrack) state() InputState {
 	var rec inputCounts
 	for i := range t.recent {
 		for j, c := range t.recent[i] {
-			rec[j] += c
+			rec[j] += uint64(c)
 		}
 	}
 	return judgeInputs(&rec, &t.base, t.steps)
