@@ -100,11 +100,17 @@ const (
 // relative error that docs/metrics.md states.
 var nativeBucketGrowth = math.Exp2(math.Exp2(-nativeSchema))
 
-func newDurationVec() *prometheus.HistogramVec {
+func newDurationVec(classic bool) *prometheus.HistogramVec {
+	// No bounds but a non-nil slice: client_golang takes nil for its
+	// default buckets, an empty slice beside a native schema for none.
+	buckets := []float64{}
+	if classic {
+		buckets = durationBuckets[:]
+	}
 	return prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:                            "infergate_request_duration_seconds",
 		Help:                            "Time from arrival at the proxy to the last byte sent to the client.",
-		Buckets:                         durationBuckets[:],
+		Buckets:                         buckets,
 		NativeHistogramBucketFactor:     nativeBucketFactor,
 		NativeHistogramMaxBucketNumber:  nativeMaxBuckets,
 		NativeHistogramMinResetDuration: time.Hour,

@@ -3,6 +3,10 @@ package monitor
 import (
 	"fmt"
 	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 )
 
 func TestConfigProblems(t *testing.T) {
@@ -63,4 +67,41 @@ func ExampleConfig_Problems() {
 	// Output:
 	// max_series: must be positive, got -5
 	// 1000 15m0s 128
+}
+
+// TestClassicBucketsOff: with classic_buckets false the request histogram
+// is its native half only (and _sum, _count): a busy series' scrape loses
+// its 24 classic bounds, the native buckets stay for Prometheus to read.
+func TestClassicBucketsOff(t *testing.T) {
+	for _, classic := range []bool{true, false} {
+		c := DefaultConfig()
+		c.ClassicBuckets = classic
+		opts := c.Options()
+		r, _ := newTestRegistry(t, opts)
+		reg := prometheus.NewRegistry()
+		if err := r.Register(reg); err != nil {
+			t.Fatal(err)
+		}
+		r.Record(testKey, Sample{Total: 3 * time.Millisecond, Code: "OK"})
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var h *dto.Histogram
+		for _, mf := range mfs {
+			if mf.GetName() == "infergate_request_duration_seconds" {
+				h = mf.GetMetric()[0].GetHistogram()
+			}
+		}
+		if h == nil {
+			t.Fatal("no request histogram")
+		}
+		if n := len(h.GetBucket()); classic && n != 24 || !classic && n != 0 {
+			t.Errorf("classic_buckets %v: %d classic buckets", classic, n)
+		}
+		if h.GetSchema() != nativeSchema || len(h.GetPositiveSpan()) == 0 || h.GetSampleCount() != 1 {
+			t.Errorf("classic_buckets %v: native schema %d, spans %v, count %d; want schema %d with the call", classic,
+				h.GetSchema(), h.GetPositiveSpan(), h.GetSampleCount(), nativeSchema)
+		}
+	}
 }

@@ -67,6 +67,11 @@ type Options struct {
 	// busy series about 19 lines of every scrape; the snapshot API
 	// (Snapshot, /api/v1/series) keeps every window whatever this says.
 	SummaryWindows []Window
+
+	// NoClassicBuckets leaves the classic buckets out of the request
+	// histogram: only its native histogram (and _sum, _count) is
+	// exported.
+	NoClassicBuckets bool
 }
 
 // config is Options with the defaults applied.

@@ -104,7 +104,7 @@ func NewRegistry(opts Options) *Registry {
 	r := &Registry{cfg: opts.config(), inflight: make(map[string]*Gauge)}
 	r.tokens.New = func() any { return &shardToken{i: r.nextToken.Add(1) - 1} }
 	if r.cfg.promHistogram {
-		r.durations = newDurationVec()
+		r.durations = newDurationVec(!opts.NoClassicBuckets)
 	}
 	r.state.Store(newState(nil))
 	r.overflow = r.newSeries(OverflowKey)

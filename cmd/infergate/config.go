@@ -651,6 +651,8 @@ var flags = []flagRow{
 			}
 			return nil
 		})},
+	{"classic-buckets", "monitor.classic_buckets", "export infergate_request_duration_seconds's classic buckets beside its native histogram (false halves a busy model's scrape, for a Prometheus that scrapes native histograms)",
+		to(func(c *Config) *bool { return &c.Monitor.ClassicBuckets })},
 	{"max-label-bytes", "monitor.max_label_bytes", "longest model/version/method that becomes a label value (a `size`: bytes, or with a unit such as 1KiB)", sizeTo(func(c *Config) *int { return &c.Monitor.MaxLabelBytes })},
 	{"tls-cert", "tls.cert_file", "listener TLS certificate (PEM)", to(func(c *Config) *string { return &c.TLS.CertFile })},
 	{"tls-key", "tls.key_file", "listener TLS key (PEM)", to(func(c *Config) *string { return &c.TLS.KeyFile })},
