@@ -286,5 +286,16 @@ func (u *Upstream) release(e *Endpoint, model string, now time.Time, took time.D
 	case endpointFailed, endpointUnreachable:
 		e.failed.Add(1)
 		u.noteFailure(e, now, f)
+	case endpointNoVerdict:
+		// An answer it never gave (the client left, its deadline
+		// passed, a hedge won): its latency was at least took. Above
+		// its cost that is taken as a peak, so a replica that hangs is
+		// avoided as one that got slow is; without it, its cost decayed
+		// for every second without answers, as if they had been
+		// instant, and the picker sent it more and more of the calls
+		// it never answered. Below its cost it says nothing.
+		if took > 0 && len(u.eps.Load().list) > 1 {
+			e.observeAtLeast(now, took)
+		}
 	}
 }

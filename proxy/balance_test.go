@@ -73,6 +73,44 @@ func TestLatencyPickerAvoidsTheSlowReplica(t *testing.T) {
 	}
 }
 
+// A replica that hangs (takes calls, never answers) is avoided: each call
+// it held until the client's deadline says its latency was at least that
+// long. Before, such calls said nothing, its cost decayed for every
+// second without answers as if they had been instant, and the picker
+// sent it a growing share of the calls (a quarter of them 40 s into a
+// run with real processes, every one failing at its deadline).
+func TestLatencyPickerAvoidsAReplicaThatHangs(t *testing.T) {
+	const deadline = 3 * time.Second
+	u := testPool(3, BalanceLatency)
+	list := u.Endpoints()
+	now := time.Unix(1000, 0)
+	type pending struct {
+		e   *Endpoint
+		end time.Time
+	}
+	var hung []pending
+	sent := 0
+	for i := range 4500 { // 100 calls a second: 5 s healthy, then 40 s
+		for len(hung) > 0 && !hung[0].end.After(now) {
+			u.release(hung[0].e, "", hung[0].end, deadline, endpointNoVerdict)
+			hung = hung[1:]
+		}
+		e := u.acquire(now, "")
+		if e == list[1] && i >= 500 {
+			hung = append(hung, pending{e, now.Add(deadline)})
+			if i >= 1500 {
+				sent++
+			}
+		} else {
+			u.release(e, "", now.Add(6*time.Millisecond), 6*time.Millisecond, endpointOK)
+		}
+		now = now.Add(10 * time.Millisecond)
+	}
+	if share := float64(sent) / 3000; share > 0.01 {
+		t.Errorf("the hung replica took %.1f%% of the calls after the first 10 s (%d), want at most 1%%", 100*share, sent)
+	}
+}
+
 // Calls in flight count: a replica holding many calls is passed over
 // even at the same latency.
 func TestPickersWeighCallsInFlight(t *testing.T) {

@@ -169,6 +169,23 @@ func (e *Endpoint) observe(now time.Time, took time.Duration) {
 	}
 }
 
+// observeAtLeast raises the endpoint's cost to took, a latency it is known
+// to exceed, when took is above its cost now (decayed); a lower bound
+// under the cost says nothing.
+func (e *Endpoint) observeAtLeast(now time.Time, took time.Duration) {
+	t := now.UnixNano()
+	for {
+		oldBits := e.cost.Load()
+		if float64(took) <= e.costAt(t) {
+			return
+		}
+		if e.cost.CompareAndSwap(oldBits, math.Float64bits(float64(took))) {
+			e.stamp.Store(uint64(t))
+			return
+		}
+	}
+}
+
 // minWindow is the length of each window of the service-time minimum.
 const minWindow = 2 * time.Second
 

@@ -80,6 +80,13 @@ func TestHedgeToAnotherEndpoint(t *testing.T) {
 	// another replica, its state would advance twice.
 	stuck.set(behaveSlow)
 	stuck.delay.Store(int64(100 * time.Millisecond))
+	// The hedged calls it never answered made it costly, and the picker
+	// now avoids it for new sequences (as it should a replica that
+	// hangs): start the pool's costs afresh, so that sequences land on
+	// both replicas again.
+	for _, e := range pool.Endpoints() {
+		e.cost.Store(0)
+	}
 	for id := int64(1); id <= 40; id++ {
 		before := stuck.calls.Load()
 		req := &kservepb.ModelInferRequest{ModelName: "big", Parameters: map[string]*kservepb.InferParameter{
