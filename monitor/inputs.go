@@ -33,18 +33,34 @@ func InputBucketLow(i int) int64 {
 }
 
 // InputCounts are running counts of a series' calls by request bytes and
-// by rows (InputBucket), since the series was created. Readers take
-// differences between two reads; a count lower than the last read means
-// the series was dropped and created again.
+// by rows (InputBucket), since the series was created, as of the last
+// rotation. Readers take differences between two reads; a count lower
+// than the last read means the series was dropped and created again.
 type InputCounts struct {
 	Bytes [InputByteBuckets]uint64
 	Rows  [InputRowBuckets]uint64
 }
 
-// add counts one call; the shard's lock is held.
-func (c *InputCounts) add(bytesIn, rows int64) {
-	c.Bytes[InputBucket(bytesIn, InputByteBuckets)]++
-	c.Rows[InputBucket(rows, InputRowBuckets)]++
+// addBase adds the calls a shard's slow-call baseline counted: its
+// histograms have two buckets per power of two (histBucket), these one
+// (InputBucket), so each of its buckets falls in exactly one of these.
+func (c *InputCounts) addBase(b *shardBase) {
+	for i, n := range b.bytes {
+		c.Bytes[inputBucketOfHist(i, InputByteBuckets)] += uint64(n)
+	}
+	for i, n := range b.rows {
+		c.Rows[inputBucketOfHist(i, InputRowBuckets)] += uint64(n)
+	}
+}
+
+// inputBucketOfHist is the InputBucket (of n) of the values in histBucket
+// i: 0 and 1 are themselves; from 2 on, histBucket i holds values of
+// bit length i/2+1.
+func inputBucketOfHist(i, n int) int {
+	if i < 2 {
+		return i
+	}
+	return min(i/2+1, n-1)
 }
 
 // Add adds o's counts into c.
@@ -60,22 +76,19 @@ func (c *InputCounts) Add(o *InputCounts) {
 // InputCounts calls fn with the running input counts of every series
 // whose group(key) is not "" (the overflow series is left out): what a
 // reader of the inputs' distribution (the correlator) differences step by
-// step. It locks each shard briefly and never the hot path's registry
-// state.
+// step. The counts are as of the last rotation (the shards count them in
+// their slow-call baseline, moved out when they drain); fn runs with the
+// windows' read lock held, so it must not call back into the registry.
+// The hot path is never locked.
 func (r *Registry) InputCounts(group func(SeriesKey) string, fn func(key SeriesKey, g string, c *InputCounts)) {
-	var c InputCounts
+	r.winMu.RLock()
+	defer r.winMu.RUnlock()
 	for _, s := range r.state.Load().list {
 		g := group(s.key)
 		if g == "" {
 			continue
 		}
-		c = InputCounts{}
-		for i := range s.shards {
-			sh := &s.shards[i]
-			sh.mu.Lock()
-			c.Add(&sh.inputs)
-			sh.mu.Unlock()
-		}
+		c := s.inputs
 		fn(s.key, g, &c)
 	}
 }

@@ -20,15 +20,17 @@ func TestInputBucket(t *testing.T) {
 }
 
 // TestInputCounts: each call counts once by its request bytes and rows,
-// summed over the shards, per series, and only for the groups asked.
+// summed over the shards, per series, and only for the groups asked, once
+// the slice it fell in is rotated.
 func TestInputCounts(t *testing.T) {
-	r, _ := newTestRegistry(t, Options{Shards: 4})
+	r, clk := newTestRegistry(t, Options{Shards: 4})
 	other := withModel(testKey, "bert")
 	for range 10 {
 		r.Record(testKey, Sample{Total: time.Millisecond, Code: "OK", BytesIn: 1000, Features: CallFeatures{BytesIn: 1000, Rows: 4}})
 	}
 	r.Record(testKey, Sample{Total: time.Millisecond, Code: "OK", BytesIn: 5000, Features: CallFeatures{BytesIn: 5000}})
-	r.Record(other, Sample{Total: time.Millisecond, Code: "OK", BytesIn: 1})
+	r.Record(other, Sample{Total: time.Millisecond, Code: "OK", BytesIn: 1, Features: CallFeatures{BytesIn: 1}})
+	tick(r, clk, 1)
 	got := map[string]InputCounts{}
 	r.InputCounts(func(k SeriesKey) string {
 		if k.Model == "bert" {
@@ -58,5 +60,22 @@ func TestInputCountsAllocs(t *testing.T) {
 	r.Record(testKey, sm)
 	if n := testing.AllocsPerRun(1000, func() { r.Record(testKey, sm) }); n != 0 {
 		t.Errorf("Record allocates %.1f times per call, want 0", n)
+	}
+}
+
+// TestInputBucketOfHist: the slow-call baseline's histogram buckets fold
+// into the input buckets exactly: every value lands where InputBucket
+// puts it.
+func TestInputBucketOfHist(t *testing.T) {
+	for _, n := range []int{InputByteBuckets, InputRowBuckets} {
+		var values []int64
+		for e := range 35 {
+			values = append(values, 1<<e-1, 1<<e, 1<<e+1, 3<<e/2)
+		}
+		for _, v := range append(values, -1) {
+			if got, want := inputBucketOfHist(histBucket(v), n), InputBucket(v, n); got != want {
+				t.Fatalf("value %d (of %d buckets): baseline bucket %d folds into %d, want %d", v, n, histBucket(v), got, want)
+			}
+		}
 	}
 }

@@ -32,6 +32,11 @@ type Series struct {
 	unknown   map[string]int64 // calls per code name outside codeNames
 
 	win window // guarded by Registry.winMu
+	// inputs counts the calls by request bytes and rows (inputs.go),
+	// running totals as of the last rotation, folded in from the
+	// shards' slow-call baseline (guarded by Registry.winMu): one count
+	// of bytes and rows per call serves both.
+	inputs InputCounts
 	// stream holds the stream quantities (stream.go); nil until the
 	// series' first stream sample, so a unary series pays one pointer.
 	stream atomic.Pointer[streamPart]
@@ -64,9 +69,6 @@ type shard struct {
 	// base counts the slice's calls for the slow-call baseline; nil
 	// until the shard records a call of a series with a keeper.
 	base *shardBase
-	// inputs counts the calls by request bytes and rows (inputs.go),
-	// running totals like codes.
-	inputs InputCounts
 
 	_ [64]byte // keeps the next shard's mutex off this shard's last cache line
 }
@@ -138,7 +140,6 @@ func (s *Series) record(sm Sample) bool {
 	}
 	sh.bytesIn += max(sm.BytesIn, 0)
 	sh.bytesOut += max(sm.BytesOut, 0)
-	sh.inputs.add(sm.BytesIn, sm.Features.Rows)
 	if sm.TraceID != ([16]byte{}) && s.obs != nil {
 		sh.noteExemplar(sm.TraceID, total, s.now())
 	}

@@ -219,6 +219,7 @@ func (s *Series) drain(old *slice, f *packedFree) *slice {
 			// Lock order: shard, then keeper (as record's offer, which
 			// takes the keeper's lock after the shard's is released).
 			s.slow.addBase(b)
+			s.inputs.addBase(b)
 			*b = shardBase{}
 		}
 		sh.mu.Unlock()
