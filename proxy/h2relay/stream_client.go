@@ -197,10 +197,7 @@ func (s *stream) routeEarly(w *writes) bool {
 	win := s.ch.WindowLocked()
 	c.Unlock()
 	w.Add(c)
-	if short > 0 {
-		short = min(short, max(windowAsk-win, 0))
-	}
-	if short > 0 {
+	if short = min(short, windowAsk-win); short > 0 {
 		s.mu.Lock()
 		s.widenTo = win + short
 		s.mu.Unlock()
