@@ -3,11 +3,12 @@ package monitor
 import (
 	"math"
 	"math/bits"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
+
+	"github.com/infergate/infergate/internal/grow"
 )
 
 // The slowest calls, kept. Each (model, version) has a
@@ -233,12 +234,9 @@ func (st *slowStep) reset() {
 // latency a call must exceed to enter from now on (0 while fewer than n).
 func (st *slowStep) insert(c *slowCall, n int) int64 {
 	if len(st.calls) < n {
-		if len(st.calls) == cap(st.calls) {
-			// Grow to what the calls need, never past n: a quiet
-			// model's steps stay small.
-			st.calls = slices.Grow(st.calls, min(max(2*len(st.calls), 2), n)-len(st.calls))
-		}
-		st.calls = append(st.calls, *c)
+		// Grown to what the calls need, never past n: a quiet model's
+		// steps stay small.
+		st.calls = append(grow.Capped(st.calls, 2, n), *c)
 	} else {
 		low := 0
 		for i := range st.calls {

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/infergate/infergate/internal/grow"
 	"github.com/infergate/infergate/monitor"
 )
 
@@ -369,14 +370,7 @@ func micros(x float64) float32 { return float32(math.Round(x * 1e6)) }
 
 func (r *ring) push(x float64, size int) {
 	if len(r.v) < size {
-		if len(r.v) == cap(r.v) {
-			// Doubling, up to size and not past it (append would
-			// take 360 samples to 512).
-			v := make([]float32, len(r.v), min(max(2*len(r.v), 8), size))
-			copy(v, r.v)
-			r.v = v
-		}
-		r.v = append(r.v, micros(x))
+		r.v = append(grow.Capped(r.v, 8, size), micros(x))
 		return
 	}
 	r.v[r.pos] = micros(x)

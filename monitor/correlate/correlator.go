@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/infergate/infergate/internal/grow"
 	"github.com/infergate/infergate/monitor"
 	"github.com/infergate/infergate/monitor/baseline"
 	"github.com/infergate/infergate/monitor/gpu"
@@ -196,14 +197,7 @@ func (t *track) push(s sample) {
 		t.withU++
 	}
 	if len(t.ring) < LongSamples {
-		if len(t.ring) == cap(t.ring) {
-			// Grown by doubling up to the ring's size, not past it.
-			// (slices.Grow would round 300 up to 512.)
-			ring := make([]kept, len(t.ring), min(max(2*len(t.ring), 8), LongSamples))
-			copy(ring, t.ring)
-			t.ring = ring
-		}
-		t.ring = append(t.ring, k)
+		t.ring = append(grow.Capped(t.ring, 8, LongSamples), k)
 		return
 	}
 	if t.ring[t.pos].hasU {

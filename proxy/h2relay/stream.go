@@ -47,7 +47,9 @@ type stream struct {
 	res             budget.Reservation
 	// widenTo is the window a request relayed as it arrives waits for
 	// in the budget (res), in order, when the budget had no room for it
-	// at once (routeEarly); 0 otherwise.
+	// at once (routeEarly); 0 otherwise. Like a widened window's room,
+	// res is held until the stream ends: at the request's END_STREAM its
+	// last bytes may still wait in the destination's queue.
 	widenTo int64
 	// scan reads a big request's target as it arrives; cut: the request
 	// is relayed to the pool as it arrives (RouteEarly). Until the pool

@@ -34,7 +34,7 @@ func (s *stream) clientData(data []byte, end bool, w *writes) error {
 	if s.path == pathWhole {
 		return s.bufferData(data, end, w)
 	}
-	dest, dh, widening := s.dest, s.dh, s.widenTo > 0
+	dest, dh := s.dest, s.dh
 	if dest == nil && s.path == pathCut {
 		// Routed, waiting for its pool to start it: what comes is held
 		// (no window given back) and goes first when it starts.
@@ -58,11 +58,6 @@ func (s *stream) clientData(data []byte, end bool, w *writes) error {
 	fast := dc.FlowingLocked(due, len(data))
 	dc.Unlock()
 	w.Add(dc)
-	if end && widening {
-		// No more data can come: the window it waited for is moot
-		// while its answer comes back.
-		s.cc.srv.budget.Release(&s.res)
-	}
 	if due.N > 0 {
 		c := s.cc.c
 		c.Lock()
