@@ -55,8 +55,8 @@ func promExemplars(addr, query string) ([]promExemplar, error) {
 // classicBounds are the upper bounds of infergate_request_duration_seconds'
 // classic buckets (monitor's durationBuckets), +Inf last.
 var classicBounds = []float64{
-	0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
-	0.075, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.75, 1, 2.5, 5, 10, 30, 60, math.Inf(1),
+	0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1,
+	0.15, 0.2, 0.3, 0.5, 1, 2.5, 10, 60, math.Inf(1),
 }
 
 // leOf is the le label of the classic bucket that counts v.

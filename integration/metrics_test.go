@@ -31,13 +31,14 @@ func TestInjectedDelayShowsInItsSeries(t *testing.T) {
 	slow := map[string]string{"model": "simple", "method": "/inference.GRPCInferenceService/ModelInfer", "window": "1m", "code_class": "ok"}
 	fast := map[string]string{"model": "half_plus_two", "method": "/tensorflow.serving.PredictionService/Predict", "window": "1m", "code_class": "ok"}
 	slowP50, ok1 := summaryQuantile(t, fams, "infergate_request_latency_seconds", slow, 0.5)
-	slowUp, ok2 := summaryQuantile(t, fams, "infergate_upstream_latency_seconds", slow, 0.5)
+	// The component summaries export p99 by default (monitor.component_quantiles).
+	slowUp, ok2 := summaryQuantile(t, fams, "infergate_upstream_latency_seconds", slow, 0.99)
 	fastP50, ok3 := summaryQuantile(t, fams, "infergate_request_latency_seconds", fast, 0.5)
 	if !ok1 || !ok2 || !ok3 {
 		t.Fatalf("series missing from /metrics:\n%s", dumpFamilies(fams, "infergate_request_latency"))
 	}
 	if slowP50 < 0.050 || slowUp < 0.050 {
-		t.Errorf("simple p50 total %.4fs upstream %.4fs: want both >= the injected 0.050s", slowP50, slowUp)
+		t.Errorf("simple p50 total %.4fs, p99 upstream %.4fs: want both >= the injected 0.050s", slowP50, slowUp)
 	}
 	if fastP50 >= slowP50 {
 		t.Errorf("half_plus_two p50 %.4fs is not below the delayed model's %.4fs", fastP50, slowP50)

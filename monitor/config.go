@@ -40,22 +40,33 @@ type Config struct {
 	// (/api/v1/series, /api/v1/models) gives every window regardless.
 	SummaryWindows []string `yaml:"summary_windows"`
 	// ClassicBuckets exports infergate_request_duration_seconds's classic
-	// buckets (24 bounds and +Inf) beside its native histogram. Default
+	// buckets (17 bounds and +Inf) beside its native histogram. Default
 	// true: a Prometheus before 3.8, and the adapter's and KEDA's rules,
 	// read them. A fleet whose Prometheus scrapes native histograms can
-	// turn them off: they are about half of a busy series' scrape (27 of
-	// 52 lines, 5.5 KB), and the shipped alert rules and dashboard read
-	// the native histogram first.
+	// turn them off: they are 20 of a busy series' 46 lines (about 4 KB),
+	// and the shipped alert rules and dashboard read the native histogram
+	// first.
 	ClassicBuckets bool `yaml:"classic_buckets"`
+	// ComponentQuantiles are the quantiles (0.5, 0.9, 0.99, 0.999) that
+	// the upstream, proxy overhead and queue summaries export. Default
+	// 0.99, the one the dashboard reads (with their _sum): each one more
+	// adds a busy series two lines (about 400 bytes) to every scrape. The
+	// request latency summary exports all four whatever this says, and the
+	// API gives every quantile of every component.
+	ComponentQuantiles []float64 `yaml:"component_quantiles"`
 }
 
 // DefaultSummaryWindows is Config.SummaryWindows's default.
 var DefaultSummaryWindows = []string{"1m"}
 
+// DefaultComponentQuantiles is Config.ComponentQuantiles's default.
+var DefaultComponentQuantiles = []float64{0.99}
+
 // DefaultConfig returns the Config of the documented defaults.
 func DefaultConfig() Config {
 	return Config{MaxSeries: DefaultMaxSeries, SeriesIdleTimeout: DefaultIdleTimeout, MaxLabelBytes: DefaultMaxLabelBytes,
-		SlowCalls: DefaultSlowCalls, SummaryWindows: slices.Clone(DefaultSummaryWindows), ClassicBuckets: true}
+		SlowCalls: DefaultSlowCalls, SummaryWindows: slices.Clone(DefaultSummaryWindows), ClassicBuckets: true,
+		ComponentQuantiles: slices.Clone(DefaultComponentQuantiles)}
 }
 
 // Problems returns one error per bad field, each starting with the field's
@@ -82,6 +93,11 @@ func (c Config) Problems() []error {
 			errs = append(errs, fmt.Errorf("summary_windows: %q is not a window: want 1m, 5m or 15m", w))
 		}
 	}
+	for _, q := range c.ComponentQuantiles {
+		if !slices.Contains(Quantiles[:], q) {
+			errs = append(errs, fmt.Errorf("component_quantiles: %g is not an exported quantile: want 0.5, 0.9, 0.99 or 0.999", q))
+		}
+	}
 	return errs
 }
 
@@ -89,7 +105,10 @@ func (c Config) Problems() []error {
 // zero values.
 func (c Config) Options() Options {
 	o := Options{MaxSeries: c.MaxSeries, IdleTimeout: c.SeriesIdleTimeout, MaxLabelBytes: c.MaxLabelBytes, SlowCalls: c.SlowCalls,
-		SummaryWindows: []Window{}, NoClassicBuckets: !c.ClassicBuckets}
+		SummaryWindows: []Window{}, NoClassicBuckets: !c.ClassicBuckets, ComponentQuantiles: slices.Clone(c.ComponentQuantiles)}
+	if o.ComponentQuantiles == nil {
+		o.ComponentQuantiles = []float64{} // none, not Options' nil (all)
+	}
 	for _, name := range c.SummaryWindows {
 		if w, ok := ParseWindow(name); ok {
 			o.SummaryWindows = append(o.SummaryWindows, w)

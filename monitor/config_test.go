@@ -2,6 +2,7 @@ package monitor
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -26,6 +27,7 @@ func TestConfigProblems(t *testing.T) {
 		{"too many slow calls", func(c *Config) { c.SlowCalls = MaxSlowCalls + 1 }, "slow_calls: must be between 1 and 100, got 101"},
 		{"no summary window", func(c *Config) { c.SummaryWindows = nil }, "summary_windows: must name at least one of 1m, 5m, 15m"},
 		{"a made-up window", func(c *Config) { c.SummaryWindows = []string{"1m", "1h"} }, `summary_windows: "1h" is not a window: want 1m, 5m or 15m`},
+		{"a made-up quantile", func(c *Config) { c.ComponentQuantiles = []float64{0.99, 0.95} }, "component_quantiles: 0.95 is not an exported quantile: want 0.5, 0.9, 0.99 or 0.999"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -69,9 +71,65 @@ func ExampleConfig_Problems() {
 	// 1000 15m0s 128
 }
 
+// TestComponentQuantiles: by default the upstream, overhead and queue
+// summaries carry p99 only (what the dashboard reads) and the request
+// latency summary all four; the option asks for more, and the zero
+// Options (a library user) get all.
+func TestComponentQuantiles(t *testing.T) {
+	scrape := func(opts Options) map[string][]float64 {
+		t.Helper()
+		r, clk := newTestRegistry(t, opts)
+		reg := prometheus.NewRegistry()
+		if err := r.Register(reg); err != nil {
+			t.Fatal(err)
+		}
+		r.Record(testKey, Sample{Total: 3 * time.Millisecond, Upstream: 2 * time.Millisecond, Queue: 500 * time.Microsecond, Code: "OK"})
+		tick(r, clk, 1)
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string][]float64{}
+		for _, mf := range mfs {
+			for _, m := range mf.GetMetric() {
+				if sm := m.GetSummary(); sm != nil {
+					if sm.GetSampleCount() != 1 {
+						t.Errorf("%s: count %d, want 1", mf.GetName(), sm.GetSampleCount())
+					}
+					got[mf.GetName()] = nil
+					for _, q := range sm.GetQuantile() {
+						got[mf.GetName()] = append(got[mf.GetName()], q.GetQuantile())
+					}
+				}
+			}
+		}
+		return got
+	}
+	all := []float64{0.5, 0.9, 0.99, 0.999}
+	for _, tc := range []struct {
+		name       string
+		opts       Options
+		components []float64
+	}{
+		{"default", DefaultConfig().Options(), []float64{0.99}},
+		{"asked", func() Options { c := DefaultConfig(); c.ComponentQuantiles = []float64{0.5, 0.99}; return c.Options() }(), []float64{0.5, 0.99}},
+		{"zero Options", Options{}, all},
+	} {
+		got := scrape(tc.opts)
+		if !slices.Equal(got["infergate_request_latency_seconds"], all) {
+			t.Errorf("%s: request latency quantiles %v, want %v", tc.name, got["infergate_request_latency_seconds"], all)
+		}
+		for _, name := range []string{"infergate_upstream_latency_seconds", "infergate_proxy_overhead_seconds", "infergate_queue_latency_seconds"} {
+			if q, ok := got[name]; !ok || !slices.Equal(q, tc.components) {
+				t.Errorf("%s: %s quantiles %v (exported %v), want %v", tc.name, name, q, ok, tc.components)
+			}
+		}
+	}
+}
+
 // TestClassicBucketsOff: with classic_buckets false the request histogram
 // is its native half only (and _sum, _count): a busy series' scrape loses
-// its 24 classic bounds, the native buckets stay for Prometheus to read.
+// its 17 classic bounds, the native buckets stay for Prometheus to read.
 func TestClassicBucketsOff(t *testing.T) {
 	for _, classic := range []bool{true, false} {
 		c := DefaultConfig()
@@ -96,7 +154,7 @@ func TestClassicBucketsOff(t *testing.T) {
 		if h == nil {
 			t.Fatal("no request histogram")
 		}
-		if n := len(h.GetBucket()); classic && n != 24 || !classic && n != 0 {
+		if n := len(h.GetBucket()); classic && n != len(durationBuckets) || !classic && n != 0 {
 			t.Errorf("classic_buckets %v: %d classic buckets", classic, n)
 		}
 		if h.GetSchema() != nativeSchema || len(h.GetPositiveSpan()) == 0 || h.GetSampleCount() != 1 {

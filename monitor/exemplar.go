@@ -30,7 +30,7 @@ type exemplar struct {
 }
 
 // exemplarSet holds the latest exemplar of each classic bucket of
-// durationBuckets, +Inf last: 25 × 32 = 800 bytes, allocated by a shard
+// durationBuckets, +Inf last: 18 × 32 = 576 bytes, allocated by a shard
 // on its first traced call, so a series that is never traced pays one
 // nil pointer per shard.
 type exemplarSet [len(durationBuckets) + 1]exemplar

@@ -2,6 +2,7 @@ package monitor
 
 import (
 	"runtime"
+	"slices"
 	"time"
 )
 
@@ -68,6 +69,12 @@ type Options struct {
 	// (Snapshot, /api/v1/series) keeps every window whatever this says.
 	SummaryWindows []Window
 
+	// ComponentQuantiles are the quantiles (some of Quantiles) /metrics
+	// exports in the upstream, proxy overhead and queue summaries; nil
+	// means all four. The request latency summary exports all four
+	// whatever this says, and the API keeps every quantile.
+	ComponentQuantiles []float64
+
 	// NoClassicBuckets leaves the classic buckets out of the request
 	// histogram: only its native histogram (and _sum, _count) is
 	// exported.
@@ -90,6 +97,9 @@ type config struct {
 	slowSteps, slowTicks int
 	// exported are the windows /metrics exports summaries of.
 	exported [NumWindows]bool
+	// componentQ are the quantiles (by index in Quantiles) /metrics
+	// exports in the component summaries.
+	componentQ [len(Quantiles)]bool
 }
 
 func (o Options) config() config {
@@ -139,6 +149,9 @@ func (o Options) config() config {
 		if w >= 0 && w < NumWindows {
 			c.exported[w] = true
 		}
+	}
+	for i, q := range Quantiles {
+		c.componentQ[i] = o.ComponentQuantiles == nil || slices.Contains(o.ComponentQuantiles, q)
 	}
 	return c
 }

@@ -651,6 +651,27 @@ var flags = []flagRow{
 			}
 			return nil
 		})},
+	{"component-quantiles", "monitor.component_quantiles", "comma-separated `quantiles` (0.5, 0.9, 0.99, 0.999) that /metrics exports in the upstream, proxy overhead and queue summaries (the request latency summary has all four)",
+		with(func(c *Config) string {
+			var qs []string
+			for _, q := range c.Monitor.ComponentQuantiles {
+				qs = append(qs, strconv.FormatFloat(q, 'g', -1, 64))
+			}
+			return strings.Join(qs, ",")
+		}, func(c *Config, v string) error {
+			c.Monitor.ComponentQuantiles = []float64{}
+			for _, s := range strings.Split(v, ",") {
+				if s = strings.TrimSpace(s); s == "" {
+					continue
+				}
+				q, err := strconv.ParseFloat(s, 64)
+				if err != nil {
+					return fmt.Errorf("%q is not a number", s)
+				}
+				c.Monitor.ComponentQuantiles = append(c.Monitor.ComponentQuantiles, q)
+			}
+			return nil
+		})},
 	{"classic-buckets", "monitor.classic_buckets", "export infergate_request_duration_seconds's classic buckets beside its native histogram (false halves a busy model's scrape, for a Prometheus that scrapes native histograms)",
 		to(func(c *Config) *bool { return &c.Monitor.ClassicBuckets })},
 	{"max-label-bytes", "monitor.max_label_bytes", "longest model/version/method that becomes a label value (a `size`: bytes, or with a unit such as 1KiB)", sizeTo(func(c *Config) *int { return &c.Monitor.MaxLabelBytes })},
