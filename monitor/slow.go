@@ -45,18 +45,19 @@ const slowStepsPerMinute = 6
 // slowGroup names a keeper.
 type slowGroup struct{ model, version string }
 
-// slowCall is one kept call: slowCallBytes, plus its inputs' string. A
+// slowCall is one kept call: slowCallBytes, plus what it points to. A
 // busy model keeps up to N of them per step for 15 minutes, so they are
 // compact: parts in microseconds, sizes and counts in the fewest bytes
-// that hold them (saturating), the code as its index.
+// that hold them (saturating), the code as its index, the inputs as a
+// pointer to the keeper's entry for their shape (calls of one shape
+// share it), and the trace id and batch id, which most calls lack,
+// behind a pointer allocated only for a call that has one.
 type slowCall struct {
-	at       int64 // Unix ns when recorded
-	total    int64 // ns: what calls are ranked by
-	batchID  uint64
-	shapeKey uint64
-	key      *SeriesKey // the series' own key: method, upstream, route
-	inputs   string     // "INPUT0:FP32[8,3,224,224] INPUT1:..." ("" when unknown)
-	trace    [16]byte
+	at    int64      // Unix ns when recorded
+	total int64      // ns: what calls are ranked by
+	key   *SeriesKey // the series' own key: method, upstream, route
+	shape *slowShape // nil when the inputs are unknown
+	extra *slowExtra // nil without a trace or batch id
 	// upstreamUS and queueUS are microseconds.
 	upstreamUS, queueUS uint32
 	bytesIn, bytesOut   uint32
@@ -65,6 +66,47 @@ type slowCall struct {
 	code                int8 // codeNames index; -1 a name outside them
 	attempts            uint8
 	partial             bool
+}
+
+// slowShape is the inputs of calls of one shape: its key (0 when the
+// shape has none) and their string ("INPUT0:FP32[8,3,224,224] ...").
+type slowShape struct {
+	key    uint64
+	inputs string
+}
+
+// slowExtra is what only some calls carry.
+type slowExtra struct {
+	trace   [16]byte
+	batchID uint64
+}
+
+func (c *slowCall) inputs() string {
+	if c.shape == nil {
+		return ""
+	}
+	return c.shape.inputs
+}
+
+func (c *slowCall) shapeKey() uint64 {
+	if c.shape == nil {
+		return 0
+	}
+	return c.shape.key
+}
+
+func (c *slowCall) trace() [16]byte {
+	if c.extra == nil {
+		return [16]byte{}
+	}
+	return c.extra.trace
+}
+
+func (c *slowCall) batchID() uint64 {
+	if c.extra == nil {
+		return 0
+	}
+	return c.extra.batchID
 }
 
 // sat32 is v in a uint32, saturating; sat16 and sat8 likewise.
@@ -147,9 +189,92 @@ type shapeCount struct {
 // rows and input shape.
 type callBase struct {
 	n      int64
-	bytes  logHist
-	rows   logHist
+	bytes  stepHist
+	rows   stepHist
 	shapes [baseShapes]shapeCount
+}
+
+// stepHist counts values in logHist's buckets, holding only the buckets
+// used: a model's calls mostly fall in a few (its tensor sizes, its batch
+// sizes), and a busy model keeps a callBase per step for 15 minutes. Up
+// to stepHistInline buckets are held inline in ascending order (40 bytes
+// in all, not logHist's 256); a step whose calls fall in more moves to a
+// full logHist.
+type stepHist struct {
+	used uint8
+	idx  [stepHistInline]uint8
+	n    [stepHistInline]uint32
+	full *logHist
+}
+
+const stepHistInline = 6
+
+// add counts c values in bucket i.
+func (h *stepHist) add(i int, c uint32) {
+	if h.full != nil {
+		h.full[i] += c
+		return
+	}
+	k := 0
+	for k < int(h.used) && int(h.idx[k]) < i {
+		k++
+	}
+	if k < int(h.used) && int(h.idx[k]) == i {
+		h.n[k] += c
+		return
+	}
+	if int(h.used) == stepHistInline {
+		h.full = new(logHist)
+		for j := range h.used {
+			h.full[h.idx[j]] = h.n[j]
+		}
+		h.full[i] += c
+		return
+	}
+	copy(h.idx[k+1:h.used+1], h.idx[k:h.used])
+	copy(h.n[k+1:h.used+1], h.n[k:h.used])
+	h.idx[k], h.n[k] = uint8(i), c
+	h.used++
+}
+
+// addLog adds a full histogram's counts.
+func (h *stepHist) addLog(o *logHist) {
+	for i, c := range o {
+		if c > 0 {
+			h.add(i, c)
+		}
+	}
+}
+
+// addStep adds another step's counts.
+func (h *stepHist) addStep(o *stepHist) {
+	if o.full != nil {
+		h.addLog(o.full)
+		return
+	}
+	for j := range o.used {
+		h.add(int(o.idx[j]), o.n[j])
+	}
+}
+
+// median returns the median of the counted values (a bucket's middle), 0
+// when none.
+func (h *stepHist) median(n int64) float64 {
+	if h.full != nil {
+		return h.full.median(n)
+	}
+	if n <= 0 {
+		return 0
+	}
+	rank := (n + 1) / 2
+	var seen int64
+	for j := range h.used {
+		seen += int64(h.n[j])
+		if seen >= rank {
+			return bucketMid(int(h.idx[j]))
+		}
+	}
+	return 0
 }
 
 // callBaseBytes is the size of one callBase.
@@ -192,10 +317,8 @@ func addShape(s []shapeCount, key uint64, n uint32) {
 
 func (b *callBase) addShard(s *shardBase) {
 	b.n += s.n
-	for i := range s.bytes {
-		b.bytes[i] += s.bytes[i]
-		b.rows[i] += s.rows[i]
-	}
+	b.bytes.addLog(&s.bytes)
+	b.rows.addLog(&s.rows)
 	for _, sc := range s.shapes {
 		if sc.n > 0 {
 			addShape(b.shapes[:], sc.key, sc.n)
@@ -205,10 +328,8 @@ func (b *callBase) addShard(s *shardBase) {
 
 func (b *callBase) add(o *callBase) {
 	b.n += o.n
-	for i := range o.bytes {
-		b.bytes[i] += o.bytes[i]
-		b.rows[i] += o.rows[i]
-	}
+	b.bytes.addStep(&o.bytes)
+	b.rows.addStep(&o.rows)
 	for _, sc := range o.shapes {
 		if sc.n > 0 {
 			addShape(b.shapes[:], sc.key, sc.n)
@@ -282,15 +403,10 @@ type slowKeeper struct {
 	coarse    []*slowStep // minutes; coarse[coarsePos] is the current one (its completed steps)
 	coarsePos int
 	spare     *slowStep // a step to reuse, so the steady state does not allocate
-	// shapes caches the inputs' strings of recent shapes: slow calls of a
-	// known shape share one string and cost no allocation.
-	shapes    [4]shapeString
+	// shapes caches the inputs of recent shapes: slow calls of a known
+	// shape share one entry and cost no allocation.
+	shapes    [4]*slowShape
 	shapeNext int
-}
-
-type shapeString struct {
-	key uint64
-	s   string
 }
 
 func newSlowKeeper(g slowGroup, n, stepsPerMinute int) *slowKeeper {
@@ -332,21 +448,24 @@ func (k *slowKeeper) offer(key *SeriesKey, sm *Sample, total time.Duration, at f
 	f := &sm.Features
 	c := slowCall{
 		at: at().UnixNano(), total: ns, upstreamUS: sat32(sm.Upstream.Microseconds()), queueUS: sat32(sm.Queue.Microseconds()),
-		bytesIn: sat32(sm.BytesIn), bytesOut: sat32(sm.BytesOut), rows: sat32(f.Rows), batchID: sm.BatchID, shapeKey: f.ShapeKey,
-		trace: sm.TraceID, key: key, code: int8(codeIndex(sm.Code)), attempts: sat8(int64(sm.Attempts)),
+		bytesIn: sat32(sm.BytesIn), bytesOut: sat32(sm.BytesOut), rows: sat32(f.Rows),
+		key: key, code: int8(codeIndex(sm.Code)), attempts: sat8(int64(sm.Attempts)),
 		numInputs: sat16(int64(f.NumInputs)), partial: f.Partial,
 	}
-	c.inputs = k.inputsOf(f)
+	if sm.TraceID != ([16]byte{}) || sm.BatchID != 0 {
+		c.extra = &slowExtra{trace: sm.TraceID, batchID: sm.BatchID}
+	}
+	c.shape = k.shapeOf(f)
 	k.threshold.Store(k.cur.insert(&c, k.n))
 }
 
-// inputsOf returns the string of f's inputs, from the cache when its
-// shape is known. Called with mu held.
-func (k *slowKeeper) inputsOf(f *CallFeatures) string {
+// shapeOf returns the inputs of f's shape, from the cache when the shape
+// is known; nil when f says nothing of its inputs. Called with mu held.
+func (k *slowKeeper) shapeOf(f *CallFeatures) *slowShape {
 	if f.ShapeKey != 0 {
 		for _, e := range k.shapes {
-			if e.key == f.ShapeKey {
-				return e.s
+			if e != nil && e.key == f.ShapeKey {
+				return e
 			}
 		}
 	}
@@ -354,15 +473,18 @@ func (k *slowKeeper) inputsOf(f *CallFeatures) string {
 	if in == nil && f.Lazy != nil {
 		in = f.Lazy.CallInputs()
 	}
-	if len(in) == 0 {
-		return ""
+	if len(in) == 0 && f.ShapeKey == 0 {
+		return nil
 	}
-	s := formatInputs(in, f.NumInputs)
+	sh := &slowShape{key: f.ShapeKey}
+	if len(in) > 0 {
+		sh.inputs = formatInputs(in, f.NumInputs)
+	}
 	if f.ShapeKey != 0 {
-		k.shapes[k.shapeNext] = shapeString{f.ShapeKey, s}
+		k.shapes[k.shapeNext] = sh
 		k.shapeNext = (k.shapeNext + 1) % len(k.shapes)
 	}
-	return s
+	return sh
 }
 
 // formatInputs joins the inputs' strings with spaces, with " ..." when
@@ -469,8 +591,17 @@ func (k *slowKeeper) window(w Window) *slowStep {
 
 // SlowKeeperBytes is the most memory one model's slow-call keeper holds
 // with n calls kept per step, besides the inputs' strings: its fine
-// steps, its minutes and a spare step, each full.
+// steps, its minutes and a spare step, each full, every call with a
+// trace or batch id and every baseline's sizes spread over more buckets
+// than a stepHist holds inline.
 func SlowKeeperBytes(n int) int {
 	steps := slowStepsPerMinute + 1 + coarseSlots + 1
-	return steps * (n*slowCallBytes + callBaseBytes)
+	return steps * (n*(slowCallBytes+slowExtraBytes) + callBaseBytes + 2*logHistBytes)
 }
+
+// slowExtraBytes and logHistBytes are the sizes of what a kept call and a
+// baseline may point to.
+const (
+	slowExtraBytes = int(unsafe.Sizeof(slowExtra{}))
+	logHistBytes   = int(unsafe.Sizeof(logHist{}))
+)

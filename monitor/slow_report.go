@@ -115,16 +115,16 @@ func slowWindowOf(w Window, st *slowStep) SlowWindow {
 	for _, c := range st.calls {
 		sc := SlowCall{
 			At: time.Unix(0, c.at), Total: time.Duration(c.total), Upstream: time.Duration(c.upstreamUS) * time.Microsecond,
-			Queue: time.Duration(c.queueUS) * time.Microsecond, Code: codeName(c.code), Attempts: int(c.attempts), BatchID: c.batchID,
-			BytesIn: int64(c.bytesIn), BytesOut: int64(c.bytesOut), Rows: int64(c.rows), Inputs: c.inputs,
+			Queue: time.Duration(c.queueUS) * time.Microsecond, Code: codeName(c.code), Attempts: int(c.attempts), BatchID: c.batchID(),
+			BytesIn: int64(c.bytesIn), BytesOut: int64(c.bytesOut), Rows: int64(c.rows), Inputs: c.inputs(),
 			NumInputs: int(c.numInputs), Partial: c.partial,
 		}
 		if c.key != nil {
 			sc.Method, sc.UpstreamName, sc.Route = c.key.Method, c.key.Upstream, c.key.Route
 			sc.CodeClass, sc.SizeClass = c.key.CodeClass, c.key.SizeClass
 		}
-		if c.trace != ([16]byte{}) {
-			sc.TraceID = hex.EncodeToString(c.trace[:])
+		if tr := c.trace(); tr != ([16]byte{}) {
+			sc.TraceID = hex.EncodeToString(tr[:])
 		}
 		sw.Calls = append(sw.Calls, sc)
 	}
@@ -145,10 +145,10 @@ func differs(st *slowStep) SlowDiff {
 	inputs := map[uint64]string{}
 	for i, c := range st.calls {
 		bytes[i], rows[i] = int64(c.bytesIn), int64(c.rows)
-		if c.shapeKey != 0 {
-			byShape[c.shapeKey]++
-			if c.inputs != "" {
-				inputs[c.shapeKey] = c.inputs
+		if key := c.shapeKey(); key != 0 {
+			byShape[key]++
+			if in := c.inputs(); in != "" {
+				inputs[key] = in
 			}
 		}
 	}

@@ -251,3 +251,45 @@ func TestSlowDiffersSameSize(t *testing.T) {
 		t.Errorf("summary %q, want about the median bytes and nothing on rows", d.Summary)
 	}
 }
+
+// TestStepHistMatchesLogHist: the sparse histogram of a step's baseline
+// reads the same median as a full one over the same values, whether
+// they fall in a few buckets (held inline) or in many (moved to a full
+// logHist), and whether counted one by one or merged from shards and
+// steps. A kept call and a baseline are as small as the docs say.
+func TestStepHistMatchesLogHist(t *testing.T) {
+	for _, spread := range []int64{1, 3, 6, 7, 20} {
+		var full, fromShards logHist
+		var one, merged, steps stepHist
+		var n int64
+		for i := range int64(200) {
+			// spread buckets, one per power of two, the lower ones a
+			// call more often
+			v := int64(1000) << (spread - 1 - i%spread) // descending: the inline buckets must sort
+			if i%5 == 0 {
+				v = 1000
+			}
+			b := histBucket(v)
+			full[b]++
+			one.add(b, 1)
+			fromShards[b]++
+			n++
+			if i%50 == 49 { // a shard drains into the step
+				merged.addLog(&fromShards)
+				fromShards = logHist{}
+			}
+		}
+		steps.addStep(&merged)
+		for _, h := range []*stepHist{&one, &merged, &steps} {
+			if got, want := h.median(n), full.median(n); got != want {
+				t.Errorf("spread %d: median %g, want the full histogram's %g", spread, got, want)
+			}
+			if inline := spread <= stepHistInline; inline != (h.full == nil) {
+				t.Errorf("spread %d: full histogram %v, want it only past %d buckets", spread, h.full != nil, stepHistInline)
+			}
+		}
+	}
+	if slowCallBytes > 72 || callBaseBytes > 216 {
+		t.Errorf("a kept call is %d bytes and a baseline %d: the docs say 72 and 216", slowCallBytes, callBaseBytes)
+	}
+}
