@@ -50,7 +50,7 @@ func TestLowerBoundHolds(t *testing.T) {
 				f := &packedFree{}
 				for range n {
 					us := uint32(rng.ExpFloat64() * 10e3)
-					sl.v[ComponentTotal].add(us, f)
+					sl.vals.add(&[NumComponents]uint32{us, 0, 0, noQueue}, f)
 					sl.max[ComponentTotal] = max(sl.max[ComponentTotal], int64(us)*1000)
 				}
 				sl.count = int64(n)

@@ -58,7 +58,8 @@ var bufPool = sync.Pool{New: func() any { return new(callBuf) }}
 // histogram of that many latencies, and far less for a few values.
 const rawMax = 256
 
-// valueSet is the recorded values of one component over one stored step:
+// valueSet is the recorded values of one stream quantity over one stored
+// step (a series' components are kept together, in callValues):
 // while there are few, the index of each value's HDR bucket (2 bytes: the
 // histogram cannot tell values of one bucket apart, so nothing is lost);
 // a packed HDR histogram beyond. Both answer quantiles exactly as an HDR
@@ -104,8 +105,6 @@ func highestEquivalent(v int64) int64 {
 	}
 	return sub<<bucket + size - 1
 }
-
-func (v *valueSet) empty() bool { return len(v.raw) == 0 && (v.h == nil || v.h.TotalCount() == 0) }
 
 // add records one value.
 func (v *valueSet) add(us uint32, f *packedFree) {
@@ -157,13 +156,109 @@ func (v *valueSet) release(f *packedFree) {
 	v.h, v.raw = nil, nil
 }
 
-// bytes estimates the heap bytes the set holds (for tests and the doc).
-func (v *valueSet) bytes() int {
-	n := 2 * cap(v.raw)
-	if v.h != nil {
-		n += 256 + int(v.h.TotalCount()) // rough: header plus packed counts
+// rawCall is one call's components as the indexes of their HDR buckets
+// (bucketOf); noValue for a queue time the call did not have.
+type rawCall [NumComponents]uint16
+
+// noValue marks a component a call did not have: above every bucket
+// index (one hour is 23,551).
+const noValue = ^uint16(0)
+
+// callValues is the recorded values of every component over one stored
+// step of a series: while there are few, call by call (8 bytes each: the
+// index of each component's HDR bucket, so nothing is lost); a packed
+// HDR histogram per component beyond rawMax calls. It answers as
+// valueSets per component would, in 32 bytes of the slice rather than
+// 128: a busy series keeps a slice per second of its last minute.
+type callValues struct {
+	raw []rawCall
+	h   *[NumComponents]*hdr.PackedHistogram // nil until packed
+}
+
+// add records one call's components (microseconds; noQueue for a queue
+// time it did not have).
+func (v *callValues) add(us *[NumComponents]uint32, f *packedFree) {
+	if v.h == nil && len(v.raw) < rawMax {
+		var rc rawCall
+		for c, u := range us {
+			rc[c] = noValue
+			if u != noQueue {
+				rc[c] = bucketOf(int64(u))
+			}
+		}
+		v.raw = append(v.raw, rc)
+		return
 	}
-	return n
+	v.pack(f)
+	for c, u := range us {
+		if u != noQueue {
+			// Values come from toMicros, inside the range: no error.
+			_ = v.packed(c, f).RecordValue(int64(u))
+		}
+	}
+}
+
+// packed returns component c's packed histogram, making it (v.h must
+// be set).
+func (v *callValues) packed(c int, f *packedFree) *hdr.PackedHistogram {
+	if v.h[c] == nil {
+		v.h[c] = f.get()
+	}
+	return v.h[c]
+}
+
+// pack moves the raw values into packed histograms.
+func (v *callValues) pack(f *packedFree) {
+	if v.h == nil {
+		v.h = new([NumComponents]*hdr.PackedHistogram)
+	}
+	v.recordRaw(v.raw, f)
+	v.raw = nil
+}
+
+// recordRaw records raw calls into the packed histograms.
+func (v *callValues) recordRaw(raw []rawCall, f *packedFree) {
+	for _, rc := range raw {
+		for c, i := range rc {
+			if i != noValue {
+				_ = v.packed(c, f).RecordValue(bucketValue(i))
+			}
+		}
+	}
+}
+
+// addDense adds a dense recorder's counts of component c.
+func (v *callValues) addDense(c Component, d *hdr.Histogram, f *packedFree) {
+	v.pack(f)
+	v.packed(int(c), f).MergeFrom(d)
+}
+
+// merge adds src's values.
+func (v *callValues) merge(src *callValues, f *packedFree) {
+	if src.h != nil {
+		v.pack(f)
+		for c, h := range src.h {
+			if h != nil {
+				v.packed(c, f).Merge(h)
+			}
+		}
+	}
+	if v.h == nil && len(v.raw)+len(src.raw) <= rawMax {
+		v.raw = append(v.raw, src.raw...)
+		return
+	}
+	v.pack(f)
+	v.recordRaw(src.raw, f)
+}
+
+// release gives the storage back.
+func (v *callValues) release(f *packedFree) {
+	if v.h != nil {
+		for _, h := range v.h {
+			f.put(h)
+		}
+	}
+	v.h, v.raw = nil, nil
 }
 
 // packedFree is a free list of empty packed histograms, owned by the

@@ -183,12 +183,14 @@ func (r *Registry) packedBytes() int {
 			if sl == nil {
 				continue
 			}
-			for c := range sl.v {
-				if h := sl.v[c].h; h != nil {
-					total += h.GetMemorySize()
+			if sl.vals.h != nil {
+				for _, h := range sl.vals.h {
+					if h != nil {
+						total += h.GetMemorySize()
+					}
 				}
-				total += 2 * cap(sl.v[c].raw)
 			}
+			total += 8 * cap(sl.vals.raw)
 		}
 	}
 	return total

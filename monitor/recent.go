@@ -75,7 +75,7 @@ func (r *Registry) Recent(n int, group func(SeriesKey) string) (map[string]Recen
 			for k := range n {
 				if sl := w.fine[(w.finePos-k+len(w.fine))%len(w.fine)]; sl != nil {
 					calls += sl.count
-					for _, cc := range sl.failed {
+					for _, cc := range sl.failures() {
 						if rs.Failed == nil {
 							rs.Failed = map[string]uint64{}
 						}

@@ -3,6 +3,8 @@ package monitor
 import (
 	"testing"
 	"time"
+
+	hdr "github.com/HdrHistogram/hdrhistogram-go"
 )
 
 // within reports whether got is within HDR precision (0.1%, plus the
@@ -166,5 +168,57 @@ func TestSnapshotLookups(t *testing.T) {
 	}
 	if _, ok := ss.Get("15m", "queue"); !ok {
 		t.Error(`Get("15m", "queue") not found`)
+	}
+}
+
+// TestComponentsAcrossStorage: every component of every window answers
+// as an HDR histogram of the same values would, whether a second's calls
+// are kept call by call, packed past rawMax, or spilled by the shards
+// into dense recorders, and whether some calls queued and others did not
+// (their queue time is a zero, not a value).
+func TestComponentsAcrossStorage(t *testing.T) {
+	for _, perSecond := range []int{1, 10, 40, 300} {
+		r, clk := newTestRegistry(t, Options{})
+		s := r.Series(testKey)
+		ref := [NumComponents]*hdr.Histogram{}
+		var sum, mx [NumComponents]time.Duration
+		for c := range ref {
+			ref[c] = newDense()
+		}
+		n := 0
+		for range 50 {
+			for i := range perSecond {
+				n++
+				total := time.Duration(1000+(n*7919)%50000) * time.Microsecond
+				up := total * time.Duration(30+i%60) / 100
+				var queue time.Duration
+				if n%3 == 0 {
+					queue = time.Duration(100+(n*31)%5000) * time.Microsecond
+				}
+				s.Record(Sample{Total: total, Upstream: up, Queue: queue, Code: "OK"})
+				over := max(total-up-queue, 0) // separate clocks: clamped
+				for c, d := range [NumComponents]time.Duration{total, up, over, queue} {
+					_ = ref[c].RecordValue(toMicros(d))
+					sum[c] += d
+					mx[c] = max(mx[c], d)
+				}
+			}
+			tick(r, clk, 1)
+		}
+		ss := snapshotOf(t, r, testKey)
+		for _, w := range []Window{Window1m, Window5m} {
+			for c := range Component(NumComponents) {
+				st := ss.Stats[w][c]
+				want := [4]time.Duration{}
+				for i, p := range percentiles {
+					want[i] = min(fromMicros(ref[c].ValueAtPercentile(p)), mx[c])
+				}
+				got := [4]time.Duration{st.P50, st.P90, st.P99, st.P999}
+				if st.Count != uint64(n) || st.Sum != sum[c] || st.Max != mx[c] || got != want {
+					t.Errorf("%d calls a second, %v %v: count %d sum %v max %v quantiles %v; want %d %v %v %v",
+						perSecond, w, c, st.Count, st.Sum, st.Max, got, n, sum[c], mx[c], want)
+				}
+			}
+		}
 	}
 }

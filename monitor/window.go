@@ -9,10 +9,11 @@ import (
 )
 
 // slice is the record of one series over one completed time step (a fine
-// slice or a one-minute bucket): each component's values raw or packed
-// (valueSet), exact sums and maxima, and the calls that did not queue.
+// slice or a one-minute bucket): each component's values (callValues),
+// exact sums and maxima, and the calls that did not queue. 120 bytes: a
+// busy series keeps one per second of its last minute.
 type slice struct {
-	v     [NumComponents]valueSet
+	vals  callValues
 	sum   [NumComponents]int64 // nanoseconds
 	max   [NumComponents]int64 // nanoseconds
 	count int64
@@ -21,7 +22,7 @@ type slice struct {
 	zeros int64
 	// failed counts the calls of the step that did not end OK, by code
 	// (nil when all did, the common case: no allocation).
-	failed []codeCount
+	failed *codeCounts
 }
 
 // codeCount is a number of calls with one gRPC code (index into
@@ -31,38 +32,52 @@ type codeCount struct {
 	n    int64
 }
 
+type codeCounts []codeCount
+
+// failures returns the slice's failure counts (nil when none).
+func (sl *slice) failures() []codeCount {
+	if sl.failed == nil {
+		return nil
+	}
+	return *sl.failed
+}
+
 // addFailed adds n calls of code i to the slice's failure counts.
 func (sl *slice) addFailed(i int, n int64) {
-	for k := range sl.failed {
-		if int(sl.failed[k].code) == i {
-			sl.failed[k].n += n
+	if sl.failed == nil {
+		sl.failed = new(codeCounts)
+	}
+	f := sl.failed
+	for k := range *f {
+		if int((*f)[k].code) == i {
+			(*f)[k].n += n
 			return
 		}
 	}
-	sl.failed = append(sl.failed, codeCount{uint8(i), n})
+	*f = append(*f, codeCount{uint8(i), n})
 }
 
 // release gives the slice's storage back to the free list.
 func (sl *slice) release(f *packedFree) {
-	for c := range sl.v {
-		sl.v[c].release(f)
-	}
+	sl.vals.release(f)
 	sl.sum = [NumComponents]int64{}
 	sl.max = [NumComponents]int64{}
 	sl.count, sl.zeros = 0, 0
-	sl.failed = sl.failed[:0]
+	if sl.failed != nil {
+		*sl.failed = (*sl.failed)[:0]
+	}
 }
 
 // merge adds src into sl.
 func (sl *slice) merge(src *slice, f *packedFree) {
-	for c := range src.v {
-		sl.v[c].merge(&src.v[c], f)
+	sl.vals.merge(&src.vals, f)
+	for c := range src.sum {
 		sl.sum[c] += src.sum[c]
 		sl.max[c] = max(sl.max[c], src.max[c])
 	}
 	sl.count += src.count
 	sl.zeros += src.zeros
-	for _, cc := range src.failed {
+	for _, cc := range src.failures() {
 		sl.addFailed(int(cc.code), cc.n)
 	}
 }
@@ -243,18 +258,14 @@ func (s *Series) drain(old *slice, f *packedFree) *slice {
 			sl.sum[c] += sums[c]
 			sl.max[c] = max(sl.max[c], maxs[c])
 			if h := hs[c]; h != nil {
-				sl.v[c].addDense(h, f)
+				sl.vals.addDense(c, h, f)
 				h.Reset()
 				densePool.Put(h)
 			}
 		}
 		if buf != nil {
 			for _, vals := range buf.v[:buf.n] {
-				for c, us := range vals {
-					if us != noQueue {
-						sl.v[c].add(us, f)
-					}
-				}
+				sl.vals.add(&vals, f)
 			}
 			buf.n = 0
 			bufPool.Put(buf)
@@ -336,29 +347,60 @@ func (m *merger) add(sl *slice, c Component) {
 	if c == ComponentQueue {
 		zeros = sl.zeros
 	}
-	m.addSet(&sl.v[c], zeros, sl.count, sl.sum[c], sl.max[c])
+	v := &sl.vals
+	if v.h != nil && v.h[c] != nil {
+		m.addPacked(v.h[c])
+	}
+	if m.hist {
+		for _, rc := range v.raw {
+			if i := rc[c]; i != noValue {
+				m.record(bucketValue(i), 1)
+			}
+		}
+	} else {
+		for _, rc := range v.raw {
+			if i := rc[c]; i != noValue {
+				m.raw = append(m.raw, i)
+			}
+		}
+	}
+	m.addRest(zeros, sl.count, sl.sum[c], sl.max[c])
 }
 
 // addSet adds count values: those of v plus zeros zero values, whose
 // exact sum and maximum are sum and mx.
 func (m *merger) addSet(v *valueSet, zeros, count, sum, mx int64) {
 	if h := v.h; h != nil {
-		m.toHist()
-		if m.dense {
-			h.MergeInto(m.d)
-		} else {
-			m.p.Merge(h)
-		}
+		m.addPacked(h)
 	}
 	if m.hist {
 		for _, i := range v.raw {
 			m.record(bucketValue(i), 1)
 		}
+	} else {
+		m.raw = append(m.raw, v.raw...)
+	}
+	m.addRest(zeros, count, sum, mx)
+}
+
+// addPacked adds a packed histogram's values.
+func (m *merger) addPacked(h *hdr.PackedHistogram) {
+	m.toHist()
+	if m.dense {
+		h.MergeInto(m.d)
+	} else {
+		m.p.Merge(h)
+	}
+}
+
+// addRest adds zeros zero values and a set's exact count, sum and
+// maximum, after its values.
+func (m *merger) addRest(zeros, count, sum, mx int64) {
+	if m.hist {
 		if zeros > 0 {
 			m.record(0, zeros)
 		}
 	} else {
-		m.raw = append(m.raw, v.raw...)
 		m.zeros += zeros
 	}
 	m.sum += sum
