@@ -80,7 +80,7 @@ func (cd *streamCond) kind() string { return KindThreshold }
 // models adds the models whose streams answered in the window.
 func (cd *streamCond) models(f *frame, sel selector, seen map[string]bool) {
 	for m, rs := range f.window(sel, cd.window, true) {
-		if rs.Stream[cd.q].Count > 0 {
+		if st, _ := rs.StreamOf(cd.q); st.Count > 0 {
 			seen[m] = true
 		}
 	}
@@ -88,10 +88,11 @@ func (cd *streamCond) models(f *frame, sel selector, seen map[string]bool) {
 
 func (cd *streamCond) eval(f *frame, r *Rule, _ int, model string) outcome {
 	rs, ok := f.window(r.sel, cd.window, true)[model]
-	if !ok || rs.Stream[cd.q].Count == 0 {
+	st, b := rs.StreamOf(cd.q)
+	if !ok || st.Count == 0 {
 		return outcome{unit: cd.check.unit, threshold: cd.check.threshold, note: "no stream " + cd.check.noun}
 	}
-	o := cd.check.outcome(rs.Stream[cd.q], rs.StreamBounds[cd.q])
+	o := cd.check.outcome(st, b)
 	o.note = cd.metric + " " + o.note
 	return o
 }

@@ -12,12 +12,12 @@ import (
 // quantiles are all at the given values, bounded (plenty of evidence) or,
 // with few requests, not; responses per request are resp.
 func streams(n uint64, ttfr, gap time.Duration, resp float64) monitor.RecentStats {
-	var rs monitor.RecentStats
+	rs := monitor.RecentStats{Stream: &monitor.RecentStream{}}
 	set := func(q monitor.StreamQuantity, count uint64, v time.Duration) {
-		rs.Stream[q] = monitor.Stats{Count: count, P50: v, P90: v, P99: v, P999: v, Max: v}
+		rs.Stream.Stats[q] = monitor.Stats{Count: count, P50: v, P90: v, P99: v, P999: v, Max: v}
 		for i := range monitor.Quantiles {
 			if _, ok := monitor.LowerBoundRank(count, monitor.Quantiles[i]); ok {
-				rs.StreamBounds[q].OK[i], rs.StreamBounds[q].Lower[i] = true, v
+				rs.Stream.Bounds[q].OK[i], rs.Stream.Bounds[q].Lower[i] = true, v
 			}
 		}
 	}

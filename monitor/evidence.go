@@ -75,26 +75,31 @@ func (m *merger) bounds() Bounds {
 		return b
 	}
 	n := uint64(m.count)
+	// Fixed arrays, not slices: Recent reads bounds for every model and
+	// component every second.
 	var ranks [len(Quantiles)]int64
-	var idx []int
+	var idxs [len(Quantiles)]int
+	k := 0
 	for i, q := range Quantiles {
 		if r, ok := LowerBoundRank(n, q); ok {
 			ranks[i] = int64(r)
 			b.OK[i] = true
-			idx = append(idx, i)
+			idxs[k] = i
+			k++
 		}
 	}
-	if len(idx) == 0 {
+	idx := idxs[:k]
+	if k == 0 {
 		return b
 	}
 	var vs []int64
+	var rs, out [len(Quantiles)]int64
 	switch {
 	case !m.hist:
-		rs := make([]int64, len(idx))
 		for j, i := range idx {
 			rs[j] = ranks[i]
 		}
-		vs = rawAtRanks(m.raw, m.zeros, rs)
+		vs = rawAtRanksInto(m.raw, m.zeros, rs[:k], out[:k])
 	default:
 		pcts := make([]float64, len(idx))
 		for j, i := range idx {
@@ -116,10 +121,16 @@ func (m *merger) bounds() Bounds {
 // histogram holding the values of bucket indexes raw and zeros zero values
 // answers: the top of the bucket at that rank. It sorts raw in place.
 func rawAtRanks(raw []uint16, zeros int64, ranks []int64) []int64 {
+	return rawAtRanksInto(raw, zeros, ranks, make([]int64, len(ranks)))
+}
+
+// rawAtRanksInto is rawAtRanks writing into out (len(ranks) long), so
+// that a caller with a fixed number of ranks allocates nothing.
+func rawAtRanksInto(raw []uint16, zeros int64, ranks, out []int64) []int64 {
 	sortIndexes(raw)
 	total := int64(len(raw)) + zeros
-	out := make([]int64, len(ranks))
 	if total == 0 {
+		clear(out)
 		return out
 	}
 	for i, rank := range ranks {

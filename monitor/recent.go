@@ -1,6 +1,9 @@
 package monitor
 
-import "time"
+import (
+	"iter"
+	"time"
+)
 
 // RecentStats is one group's statistics over its most recent slices, from
 // Registry.Recent.
@@ -16,11 +19,27 @@ type RecentStats struct {
 	Failed map[string]uint64
 	// QueueSeen reports whether any series of the group ever queued.
 	QueueSeen bool
-	// Stream and StreamBounds are the group's stream quantities (indexed
-	// by StreamQuantity) and their lower confidence bounds; zero when its
-	// series had no stream samples in those slices.
-	Stream       [NumStreamQuantities]Stats
-	StreamBounds [NumStreamQuantities]Bounds
+	// Stream is the group's stream quantities; nil when its series had no
+	// stream samples in those slices (most groups: it is a pointer so that
+	// they do not carry 288 bytes of zeros, per group, per read, every
+	// second).
+	Stream *RecentStream
+}
+
+// RecentStream is a group's stream quantities (indexed by
+// StreamQuantity) and their lower confidence bounds.
+type RecentStream struct {
+	Stats  [NumStreamQuantities]Stats
+	Bounds [NumStreamQuantities]Bounds
+}
+
+// StreamOf returns the group's quantity q and its bounds; zero when the
+// group had no stream samples.
+func (rs *RecentStats) StreamOf(q StreamQuantity) (Stats, Bounds) {
+	if rs.Stream == nil {
+		return Stats{}, Bounds{}
+	}
+	return rs.Stream.Stats[q], rs.Stream.Bounds[q]
 }
 
 // FailedOf returns how many of the calls failed with one of codes (gRPC
@@ -51,17 +70,37 @@ func (rs RecentStats) FailedOf(codes []string) uint64 {
 func (r *Registry) Recent(n int, group func(SeriesKey) string) (map[string]RecentStats, time.Time) {
 	at := r.cfg.now()
 	n = min(max(n, 1), r.cfg.slicesPerMinute)
-	byGroup := map[string][]*Series{}
+	// The series of each group, found without a slice per group:
+	// ends[g] holds a group's first and last series, next[i] the one
+	// after list[i] (-1 ends), order the groups as first seen.
+	list := r.state.Load().list
+	ends := map[string][2]int32{}
+	next := make([]int32, len(list))
 	var order []string
-	for _, s := range r.state.Load().list {
+	for i, s := range list {
+		next[i] = -1
 		g := group(s.key)
 		if g == "" {
 			continue
 		}
-		if byGroup[g] == nil {
+		e, ok := ends[g]
+		if ok {
+			next[e[1]] = int32(i)
+		} else {
+			e[0] = int32(i)
 			order = append(order, g)
 		}
-		byGroup[g] = append(byGroup[g], s)
+		e[1] = int32(i)
+		ends[g] = e
+	}
+	members := func(g string) iter.Seq[*Series] {
+		return func(yield func(*Series) bool) {
+			for i := ends[g][0]; i >= 0; i = next[i] {
+				if !yield(list[i]) {
+					return
+				}
+			}
+		}
 	}
 	out := make(map[string]RecentStats, len(order))
 	m := newMerger()
@@ -70,7 +109,7 @@ func (r *Registry) Recent(n int, group func(SeriesKey) string) (map[string]Recen
 	for _, g := range order {
 		var rs RecentStats
 		var calls int64
-		for _, s := range byGroup[g] {
+		for s := range members(g) {
 			w := &s.win
 			for k := range n {
 				if sl := w.fine[(w.finePos-k+len(w.fine))%len(w.fine)]; sl != nil {
@@ -86,7 +125,7 @@ func (r *Registry) Recent(n int, group func(SeriesKey) string) (map[string]Recen
 		}
 		for c := range Component(NumComponents) {
 			m.reset(calls >= denseMinCalls)
-			for _, s := range byGroup[g] {
+			for s := range members(g) {
 				w := &s.win
 				for k := range n {
 					m.add(w.fine[(w.finePos-k+len(w.fine))%len(w.fine)], c)
@@ -96,17 +135,22 @@ func (r *Registry) Recent(n int, group func(SeriesKey) string) (map[string]Recen
 			rs.Stats[c] = m.stats()
 			rs.Bounds[c] = m.bounds()
 		}
+		var st RecentStream
 		streamed := false
 		for q := range StreamQuantity(NumStreamQuantities) {
 			m.reset(false)
-			for _, s := range byGroup[g] {
+			for s := range members(g) {
 				if sp := s.stream.Load(); sp != nil {
 					sp.recent(m, q, n)
 				}
 			}
-			rs.Stream[q] = m.stats()
-			rs.StreamBounds[q] = m.bounds()
-			streamed = streamed || rs.Stream[q].Count > 0
+			st.Stats[q] = m.stats()
+			st.Bounds[q] = m.bounds()
+			streamed = streamed || st.Stats[q].Count > 0
+		}
+		if streamed {
+			rs.Stream = new(RecentStream)
+			*rs.Stream = st // a copy: st stays on the stack for the others
 		}
 		// A group whose streams are all still open has stream samples
 		// and no finished call yet.

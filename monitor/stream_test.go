@@ -221,20 +221,22 @@ func TestRecentStreams(t *testing.T) {
 	if rs.Stats[ComponentTotal].Count != 0 {
 		t.Errorf("calls = %d, want 0", rs.Stats[ComponentTotal].Count)
 	}
-	st, b := rs.Stream[StreamFirstResponse], rs.StreamBounds[StreamFirstResponse]
+	st, b := rs.StreamOf(StreamFirstResponse)
 	if st.Count != 300 || st.P99 < 199*time.Millisecond || st.P99 > 201*time.Millisecond {
 		t.Errorf("TTFR stats %+v", st)
 	}
 	if !b.OK[2] || b.Lower[2] > st.P99 || b.Lower[2] < 199*time.Millisecond {
 		t.Errorf("TTFR p99 bound %+v", b)
 	}
-	if n := rs.Stream[StreamResponseGap].Count; n != 1200 {
+	if st, _ := rs.StreamOf(StreamResponseGap); st.Count != 1200 {
+		n := st.Count
 		t.Errorf("%d gaps, want 1200", n)
 	}
-	if v := StreamResponses.Value(rs.Stream[StreamResponses].P50); v != 5 {
+	if st, _ := rs.StreamOf(StreamResponses); StreamResponses.Value(st.P50) != 5 {
+		v := StreamResponses.Value(st.P50)
 		t.Errorf("responses p50 = %v, want 5", v)
 	}
-	if u := got["resnet"]; u.Stream[StreamFirstResponse].Count != 0 || u.Stats[ComponentTotal].Count != 1 {
+	if u := got["resnet"]; u.Stream != nil || u.Stats[ComponentTotal].Count != 1 {
 		t.Errorf("unary model: %+v", u)
 	}
 }

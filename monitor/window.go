@@ -430,9 +430,10 @@ func (m *merger) stats() Stats {
 		Max:   time.Duration(m.max),
 	}
 	var vs []int64
+	var out [len(Quantiles)]int64
 	switch {
 	case !m.hist:
-		vs = rawPercentiles(m.raw, m.zeros, percentiles)
+		vs = rawPercentilesInto(m.raw, m.zeros, percentiles, out[:])
 	case m.dense:
 		vs = m.d.ValueAtPercentilesSlice(percentiles)
 	default:
@@ -443,17 +444,19 @@ func (m *merger) stats() Stats {
 	return st
 }
 
-// rawPercentiles answers what an HDR histogram (this package's geometry)
+// rawPercentilesInto answers what an HDR histogram (this package's geometry)
 // holding the values of bucket indexes raw and zeros zero values answers
 // for each percentile (all > 0): the top of the bucket at the percentile's
-// rank. It sorts raw in place (bucket order is value order).
-func rawPercentiles(raw []uint16, zeros int64, pcts []float64) []int64 {
+// rank, written into out (len(pcts) long). It sorts raw in place (bucket
+// order is value order) and allocates nothing.
+func rawPercentilesInto(raw []uint16, zeros int64, pcts []float64, out []int64) []int64 {
 	total := int64(len(raw)) + zeros
-	ranks := make([]int64, len(pcts))
 	for i, p := range pcts {
-		ranks[i] = int64(p/100*float64(total) + 0.5)
+		out[i] = int64(p/100*float64(total) + 0.5)
 	}
-	return rawAtRanks(raw, zeros, ranks)
+	// The ranks are read in place: each is read before its value is
+	// written over it.
+	return rawAtRanksInto(raw, zeros, out, out)
 }
 
 // sortIndexes sorts bucket indexes (bucket order is value order).

@@ -184,7 +184,7 @@ func TestRawPercentilesMatchHDR(t *testing.T) {
 		}
 		zeros := int64(rng.IntN(3) * rng.IntN(n+1))
 		h.RecordValues(0, zeros)
-		got := rawPercentiles(slices.Clone(raw), zeros, pcts)
+		got := rawPercentilesInto(slices.Clone(raw), zeros, pcts, make([]int64, len(pcts)))
 		want := h.ValueAtPercentilesSlice(pcts)
 		if !slices.Equal(got, want) {
 			t.Fatalf("trial %d (n=%d, zeros=%d): raw %v, HDR %v", trial, n, zeros, got, want)

@@ -253,8 +253,8 @@ func TestCorrelatorSLOAnchor(t *testing.T) {
 type streamOnly struct{}
 
 func (streamOnly) Recent(int, func(monitor.SeriesKey) string) (map[string]monitor.RecentStats, time.Time) {
-	var rs monitor.RecentStats
-	rs.Stream[monitor.StreamFirstResponse] = monitor.Stats{Count: 50, P50: time.Second, P99: time.Second, Max: time.Second}
+	rs := monitor.RecentStats{Stream: &monitor.RecentStream{}}
+	rs.Stream.Stats[monitor.StreamFirstResponse] = monitor.Stats{Count: 50, P50: time.Second, P99: time.Second, Max: time.Second}
 	return map[string]monitor.RecentStats{"llm": rs}, time.Time{}
 }
 
