@@ -110,9 +110,9 @@ func nativeHistogram(t *testing.T, reg prometheus.Gatherer) *dto.Histogram {
 }
 
 // TestNativeHistogramResolution: the native buckets are 2^(1/32) wide
-// (docs/metrics.md's 2.2% bound) and a series keeps that resolution over the
-// whole classic range, 100 µs to 60 s, however it fills it; one value
-// beyond a full range halves the resolution, as docs/metrics.md says.
+// (docs/metrics.md's 2.2% bound) and a series keeps that resolution
+// however it fills its range: every bucket from 100 µs to 60 s, and a
+// value beyond.
 func TestNativeHistogramResolution(t *testing.T) {
 	if g := nativeBucketGrowth; g < 1.0218 || g > 1.0220 {
 		t.Fatalf("bucket growth %v, want 2^(1/32)", g)
@@ -122,27 +122,33 @@ func TestNativeHistogramResolution(t *testing.T) {
 	if err := r.Register(reg); err != nil {
 		t.Fatal(err)
 	}
-	// The schema the factor gives, before any limit could lower it.
 	r.Record(testKey, Sample{Total: 50 * time.Millisecond, Code: "OK"})
 	if s := nativeHistogram(t, reg).GetSchema(); s != nativeSchema {
 		t.Fatalf("schema %d, want %d", s, nativeSchema)
 	}
 	// Geometric steps of 0.1% (finer than a bucket) put calls in every
-	// bucket from 100 µs to 60 s.
+	// bucket from 100 µs to 60 s: indexes ceil(32·log2 v), -425 to 190.
 	for v := 100e-6; v <= 60; v *= 1.001 {
 		r.Record(testKey, Sample{Total: time.Duration(v * 1e9), Code: "OK"})
 	}
 	r.Record(testKey, Sample{Total: 60 * time.Second, Code: "OK"})
+	const fullRange = 616
 	h := nativeHistogram(t, reg)
 	var populated int
 	for _, s := range h.GetPositiveSpan() {
 		populated += int(s.GetLength())
 	}
-	if h.GetSchema() != nativeSchema || populated != nativeMaxBuckets {
-		t.Fatalf("schema %d with %d buckets, want %d with %d", h.GetSchema(), populated, nativeSchema, nativeMaxBuckets)
+	if h.GetSchema() != nativeSchema || populated != fullRange {
+		t.Fatalf("schema %d with %d buckets, want %d with %d", h.GetSchema(), populated, nativeSchema, fullRange)
 	}
 	r.Record(testKey, Sample{Total: 100 * time.Second, Code: "OK"})
-	if s := nativeHistogram(t, reg).GetSchema(); s != nativeSchema-1 {
-		t.Errorf("schema %d after a value past a full range, want %d", s, nativeSchema-1)
+	h = nativeHistogram(t, reg)
+	populated = 0
+	for _, s := range h.GetPositiveSpan() {
+		populated += int(s.GetLength())
+	}
+	// 100 s is bucket 213: 60 s's 190, 22 empty ones, then its own.
+	if s := h.GetSchema(); s != nativeSchema || populated != fullRange+1 || len(h.GetPositiveSpan()) != 2 {
+		t.Errorf("after a value past the range: schema %d, %d buckets in %d spans; want %d, %d in 2", s, populated, len(h.GetPositiveSpan()), nativeSchema, fullRange+1)
 	}
 }

@@ -24,9 +24,9 @@
 //
 // Registry.Run rotates the windows every slice (Options.SliceLength, 1s): the
 // shards' buffers and dense histograms are drained into a slice that keeps
-// each component's values as HDR bucket indexes (2 bytes each, up to 256
-// of them: values in one bucket are the same to an HDR histogram) or in a
-// packed HDR histogram, and returned to their pools. The 1m window is the last 60
+// each call's components as HDR bucket indexes (2 bytes each, up to 256
+// calls: values in one bucket are the same to an HDR histogram) or in a
+// packed HDR histogram per component, and returned to their pools. The 1m window is the last 60
 // slices; 5m and 15m are the current minute plus the 4 or 14 completed
 // minutes before it, so they step once a minute and never hold data older
 // than their length. Count, Sum and Max are exact; quantiles are those of
@@ -54,15 +54,15 @@
 //
 // # Memory
 //
-// Measured by BenchmarkWindowMemory with full 15-minute windows: an idle
-// series costs about 2.2 KiB; a series with one call a second about 26 KiB
-// (46 KiB with its infergate_request_duration_seconds histogram, whose
-// native buckets cost about 240 B each, hot and cold counts: 20 KiB at
-// schema 5 where schema 3 took 7 KiB; a series spread over all of 100 µs
-// to 60 s fills 616 buckets, about 150 KiB), where a busy series used to
-// hold over 1 MiB, so 1,000 such series hold about 46 MiB of heap (the
-// process stays near 100 MiB RSS in integration's
-// TestThousandSeriesMemory); at 50 to 100 calls a second about 0.5 MiB,
+// Measured by TestSeriesHeap with full 15-minute windows: a series with
+// one call a second that is a model of its own holds about 44 KiB, its
+// slow-call keeper and its infergate_request_duration_seconds histogram
+// included (about 2 KiB: its native buckets are 8-byte counts, dense over
+// the range its calls span; a series spread over all of 100 µs to 60 s
+// fills 616 of them, 4.8 KiB), where a busy series used to hold over
+// 1 MiB, so 1,000 such series hold about 44 MiB of heap (integration's
+// TestThousandSeriesMemory bounds the process's RSS); at 50 to 100 calls
+// a second about 0.5 MiB,
 // dominated by the packed one-minute buckets. Shards
 // borrow a 512-byte call buffer per slice with calls, and dense histograms
 // (184 KiB per component) only past 32 calls in a slice. Rotation costs
@@ -90,7 +90,8 @@
 // # Prometheus
 //
 // Register adds infergate_request_duration_seconds (a classic plus native
-// histogram updated by Record) and one collector that, per scrape, turns a
+// histogram whose buckets Record counts in its shard, durations.go) and one
+// collector that, per scrape, turns a
 // snapshot into const summaries (infergate_request_latency_seconds,
 // infergate_upstream_latency_seconds, infergate_proxy_overhead_seconds,
 // infergate_queue_latency_seconds, label window), the
@@ -107,7 +108,7 @@
 //
 // A Sample with a TraceID leaves it as the exemplar (label trace_id) of
 // its bucket of infergate_request_duration_seconds: each shard keeps the
-// latest traced call per classic bucket (800 bytes, allocated on its
+// latest traced call per classic bucket (576 bytes, allocated on its
 // first traced call; nothing per call), and the histogram's collector
 // attaches them at scrape time, to the classic buckets and the native
 // histogram (exemplar.go).

@@ -4,11 +4,12 @@ import (
 	"bytes"
 
 	"fmt"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/common/expfmt"
 	"runtime"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/expfmt"
 )
 
 // benchSamples is a spread of latencies so the HDR recorders touch many

@@ -89,6 +89,7 @@ type config struct {
 	slicesPerMinute int
 	shards          int
 	promHistogram   bool
+	classic         bool // the request histogram's classic buckets
 	idleTicks       int
 	maxLabelBytes   int
 	slowCalls       int
@@ -109,6 +110,7 @@ func (o Options) config() config {
 		slice:         o.SliceLength,
 		shards:        o.Shards,
 		promHistogram: !o.NoRequestHistogram,
+		classic:       !o.NoClassicBuckets,
 	}
 	if c.maxSeries <= 0 {
 		c.maxSeries = DefaultMaxSeries

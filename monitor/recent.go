@@ -1,9 +1,6 @@
 package monitor
 
-import (
-	"iter"
-	"time"
-)
+import "time"
 
 // RecentStats is one group's statistics over its most recent slices, from
 // Registry.Recent.
@@ -70,38 +67,12 @@ func (rs RecentStats) FailedOf(codes []string) uint64 {
 func (r *Registry) Recent(n int, group func(SeriesKey) string) (map[string]RecentStats, time.Time) {
 	at := r.cfg.now()
 	n = min(max(n, 1), r.cfg.slicesPerMinute)
-	// The series of each group, found without a slice per group:
-	// ends[g] holds a group's first and last series, next[i] the one
-	// after list[i] (-1 ends), order the groups as first seen.
 	list := r.state.Load().list
-	ends := map[string][2]int32{}
-	next := make([]int32, len(list))
-	var order []string
-	for i, s := range list {
-		next[i] = -1
-		g := group(s.key)
-		if g == "" {
-			continue
-		}
-		e, ok := ends[g]
-		if ok {
-			next[e[1]] = int32(i)
-		} else {
-			e[0] = int32(i)
-			order = append(order, g)
-		}
-		e[1] = int32(i)
-		ends[g] = e
-	}
-	members := func(g string) iter.Seq[*Series] {
-		return func(yield func(*Series) bool) {
-			for i := ends[g][0]; i >= 0; i = next[i] {
-				if !yield(list[i]) {
-					return
-				}
-			}
-		}
-	}
+	gs := groupsOf(len(list), func(i int) (string, bool) {
+		g := group(list[i].key)
+		return g, g != ""
+	})
+	order := gs.order
 	out := make(map[string]RecentStats, len(order))
 	m := newMerger()
 	r.winMu.RLock()
@@ -109,7 +80,8 @@ func (r *Registry) Recent(n int, group func(SeriesKey) string) (map[string]Recen
 	for _, g := range order {
 		var rs RecentStats
 		var calls int64
-		for s := range members(g) {
+		for i := gs.first(g); i >= 0; i = gs.next[i] {
+			s := list[i]
 			w := &s.win
 			for k := range n {
 				if sl := w.fine[(w.finePos-k+len(w.fine))%len(w.fine)]; sl != nil {
@@ -125,7 +97,8 @@ func (r *Registry) Recent(n int, group func(SeriesKey) string) (map[string]Recen
 		}
 		for c := range Component(NumComponents) {
 			m.reset(calls >= denseMinCalls)
-			for s := range members(g) {
+			for i := gs.first(g); i >= 0; i = gs.next[i] {
+				s := list[i]
 				w := &s.win
 				for k := range n {
 					m.add(w.fine[(w.finePos-k+len(w.fine))%len(w.fine)], c)
@@ -139,7 +112,8 @@ func (r *Registry) Recent(n int, group func(SeriesKey) string) (map[string]Recen
 		streamed := false
 		for q := range StreamQuantity(NumStreamQuantities) {
 			m.reset(false)
-			for s := range members(g) {
+			for i := gs.first(g); i >= 0; i = gs.next[i] {
+				s := list[i]
 				if sp := s.stream.Load(); sp != nil {
 					sp.recent(m, q, n)
 				}

@@ -7,8 +7,6 @@ import (
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
-
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Registry holds the series of one proxy, rotates their windows and exports
@@ -43,7 +41,9 @@ type Registry struct {
 	inflightMu sync.Mutex
 	inflight   map[string]*Gauge
 
-	durations *prometheus.HistogramVec // nil when Options.NoRequestHistogram
+	// durs is the request histogram of each label set with a series
+	// (guarded by mu); nil when Options.NoRequestHistogram.
+	durs map[labelSet]*durHist
 
 	tokens    sync.Pool // *shardToken
 	nextToken atomic.Uint32
@@ -104,7 +104,7 @@ func NewRegistry(opts Options) *Registry {
 	r := &Registry{cfg: opts.config(), inflight: make(map[string]*Gauge)}
 	r.tokens.New = func() any { return &shardToken{i: r.nextToken.Add(1) - 1} }
 	if r.cfg.promHistogram {
-		r.durations = newDurationVec(!opts.NoClassicBuckets)
+		r.durs = map[labelSet]*durHist{}
 	}
 	r.state.Store(newState(nil))
 	r.overflow = r.newSeries(OverflowKey)
@@ -113,13 +113,18 @@ func NewRegistry(opts Options) *Registry {
 	return r
 }
 
+// newSeries makes the series of key (called with mu held, or before the
+// registry is shared).
 func (r *Registry) newSeries(key SeriesKey) *Series {
-	var obs prometheus.Observer
-	if r.durations != nil {
+	var dur *durHist
+	if r.durs != nil {
 		l := labelsOf(key)
-		obs = r.durations.WithLabelValues(l[:]...)
+		if dur = r.durs[l]; dur == nil {
+			dur = &durHist{created: r.cfg.now()}
+			r.durs[l] = dur
+		}
 	}
-	return newSeries(key, r.cfg.shards, r.cfg.slicesPerMinute, &r.tokens, obs, r.cfg.now)
+	return newSeries(key, r.cfg.shards, r.cfg.slicesPerMinute, &r.tokens, dur, r.cfg.now)
 }
 
 // lookup returns the series for key, creating it if needed, and, for the
@@ -409,8 +414,8 @@ func (r *Registry) drop(idle []*Series) {
 		if sp := s.stream.Load(); sp != nil {
 			sp.release(&r.free)
 		}
-		if l := labelsOf(s.key); r.durations != nil && !live[l] {
-			r.durations.DeleteLabelValues(l[:]...)
+		if l := labelsOf(s.key); r.durs != nil && !live[l] && l != labelsOf(OverflowKey) {
+			delete(r.durs, l)
 		}
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	hdr "github.com/HdrHistogram/hdrhistogram-go"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Series measures the calls of one SeriesKey. Recording (Registry.Record)
@@ -17,9 +16,9 @@ type Series struct {
 	key      SeriesKey
 	shards   []shard
 	mask     uint32
-	tokens   *sync.Pool          // *shardToken, shared by the registry's series
-	obs      prometheus.Observer // nil when the request histogram is off
-	now      func() time.Time    // stamps exemplars
+	tokens   *sync.Pool       // *shardToken, shared by the registry's series
+	dur      *durHist         // the label set's request histogram; nil when it is off
+	now      func() time.Time // stamps exemplars
 	overflow bool
 	// dead is set, under every shard lock, when the registry drops the
 	// series; a Record that finds it set goes back to the registry.
@@ -69,6 +68,9 @@ type shard struct {
 	// base counts the slice's calls for the slow-call baseline; nil
 	// until the shard records a call of a series with a keeper.
 	base *shardBase
+	// dur counts the slice's calls in the request histogram's buckets;
+	// nil until the shard records a call (durations.go).
+	dur *shardDur
 
 	_ [64]byte // keeps the next shard's mutex off this shard's last cache line
 }
@@ -79,7 +81,7 @@ type shard struct {
 // core) without reading the processor id.
 type shardToken struct{ i uint32 }
 
-func newSeries(key SeriesKey, shards, slicesPerMinute int, tokens *sync.Pool, obs prometheus.Observer,
+func newSeries(key SeriesKey, shards, slicesPerMinute int, tokens *sync.Pool, dur *durHist,
 	now func() time.Time) *Series {
 	return &Series{
 		key:    key,
@@ -87,7 +89,7 @@ func newSeries(key SeriesKey, shards, slicesPerMinute int, tokens *sync.Pool, ob
 		shards: make([]shard, shards),
 		mask:   uint32(shards - 1),
 		tokens: tokens,
-		obs:    obs,
+		dur:    dur,
 		win:    newWindow(slicesPerMinute),
 	}
 }
@@ -95,8 +97,8 @@ func newSeries(key SeriesKey, shards, slicesPerMinute int, tokens *sync.Pool, ob
 // record records one finished call and reports true, or reports false
 // without recording when the series was dropped. It takes one shard mutex,
 // never allocates in the steady state and, unless the request histogram is
-// off, observes Total in infergate_request_duration_seconds, keeping a
-// traced call's trace id as its bucket's exemplar.
+// off, counts Total in infergate_request_duration_seconds' buckets, keeping
+// a traced call's trace id as its bucket's exemplar.
 func (s *Series) record(sm Sample) bool {
 	total := max(sm.Total, 0)
 	up := max(sm.Upstream, 0)
@@ -140,8 +142,14 @@ func (s *Series) record(sm Sample) bool {
 	}
 	sh.bytesIn += max(sm.BytesIn, 0)
 	sh.bytesOut += max(sm.BytesOut, 0)
-	if sm.TraceID != ([16]byte{}) && s.obs != nil {
-		sh.noteExemplar(sm.TraceID, total, s.now())
+	if s.dur != nil {
+		if sh.dur == nil {
+			sh.dur = new(shardDur) // once per shard, not per call
+		}
+		sh.dur.note(total)
+		if sm.TraceID != ([16]byte{}) {
+			sh.noteExemplar(sm.TraceID, total, s.now())
+		}
 	}
 	if s.slow != nil {
 		if sh.base == nil {
@@ -157,9 +165,6 @@ func (s *Series) record(sm Sample) bool {
 
 	if ci < 0 {
 		s.recordUnknownCode(sm.Code)
-	}
-	if s.obs != nil {
-		s.obs.Observe(total.Seconds())
 	}
 	return true
 }

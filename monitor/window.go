@@ -230,6 +230,10 @@ func (s *Series) drain(old *slice, f *packedFree) *slice {
 		sh.sum = [NumComponents]int64{}
 		sh.max = [NumComponents]int64{}
 		sh.count, sh.queueZeros, sh.queueSeen = 0, 0, false
+		if d := sh.dur; d != nil && s.dur != nil {
+			s.dur.add(d, n, sums[ComponentTotal])
+			d.reset()
+		}
 		if b := sh.base; b != nil && b.n > 0 {
 			// Lock order: shard, then keeper (as record's offer, which
 			// takes the keeper's lock after the shard's is released).
