@@ -203,9 +203,9 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 var allQuantiles = [len(Quantiles)]bool{true, true, true, true}
 
 // collectSummaries emits the HDR summaries and maxima of one series, for
-// the windows cfg exports. The component summaries carry the quantiles
-// cfg says (by default p99: what the dashboard reads), the request
-// latency and stream summaries all four. The queue summary is left out
+// the windows cfg exports. The upstream and proxy overhead summaries
+// carry the quantiles cfg says (by default p99: what the dashboard
+// reads), the request latency, queue and stream summaries all four. The queue summary is left out
 // for series that never queued, so passthrough routes do not export a
 // column of zeros.
 func collectSummaries(ch chan<- prometheus.Metric, ss SeriesSnapshot, cfg *config) {
@@ -219,8 +219,10 @@ func collectSummaries(ch chan<- prometheus.Metric, ss SeriesSnapshot, cfg *confi
 			if comp == ComponentQueue && !ss.QueueSeen {
 				continue
 			}
+			// The queue summary keeps all four: the shipped scaling
+			// rules read its p90, and only batched series have one.
 			qs := &cfg.componentQ
-			if comp == ComponentTotal {
+			if comp == ComponentTotal || comp == ComponentQueue {
 				qs = &allQuantiles
 			}
 			ch <- summaryOf(componentDescs[comp], ss.Stats[w][comp], seconds, qs, lv)

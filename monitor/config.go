@@ -48,11 +48,13 @@ type Config struct {
 	// first.
 	ClassicBuckets bool `yaml:"classic_buckets"`
 	// ComponentQuantiles are the quantiles (0.5, 0.9, 0.99, 0.999) that
-	// the upstream, proxy overhead and queue summaries export. Default
-	// 0.99, the one the dashboard reads (with their _sum): each one more
-	// adds a busy series two lines (about 400 bytes) to every scrape. The
-	// request latency summary exports all four whatever this says, and the
-	// API gives every quantile of every component.
+	// the upstream and proxy overhead summaries export. Default 0.99, the
+	// one the dashboard reads (with their _sum): each one more adds a busy
+	// series two lines (about 400 bytes) to every scrape. The request
+	// latency summary exports all four whatever this says, and so does
+	// the queue summary (only batched series have one, and the scaling
+	// rules read its p90); the API gives every quantile of every
+	// component.
 	ComponentQuantiles []float64 `yaml:"component_quantiles"`
 }
 

@@ -70,8 +70,8 @@ type Options struct {
 	SummaryWindows []Window
 
 	// ComponentQuantiles are the quantiles (some of Quantiles) /metrics
-	// exports in the upstream, proxy overhead and queue summaries; nil
-	// means all four. The request latency summary exports all four
+	// exports in the upstream and proxy overhead summaries; nil means all
+	// four. The request latency and queue summaries export all four
 	// whatever this says, and the API keeps every quantile.
 	ComponentQuantiles []float64
 

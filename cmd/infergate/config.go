@@ -651,7 +651,7 @@ var flags = []flagRow{
 			}
 			return nil
 		})},
-	{"component-quantiles", "monitor.component_quantiles", "comma-separated `quantiles` (0.5, 0.9, 0.99, 0.999) that /metrics exports in the upstream, proxy overhead and queue summaries (the request latency summary has all four)",
+	{"component-quantiles", "monitor.component_quantiles", "comma-separated `quantiles` (0.5, 0.9, 0.99, 0.999) that /metrics exports in the upstream and proxy overhead summaries (the request latency and queue summaries have all four)",
 		with(func(c *Config) string {
 			var qs []string
 			for _, q := range c.Monitor.ComponentQuantiles {
