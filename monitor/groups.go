@@ -14,7 +14,8 @@ type groups[K comparable] struct {
 // groupsOf groups the indexes 0 to n-1 by keyOf (ok false leaves an index
 // out).
 func groupsOf[K comparable](n int, keyOf func(i int) (k K, ok bool)) *groups[K] {
-	g := &groups[K]{ends: map[K][2]int32{}, next: make([]int32, n)}
+	// At most n groups: sized once, not grown by doubling every read.
+	g := &groups[K]{ends: make(map[K][2]int32, n), next: make([]int32, n)}
 	for i := range n {
 		g.next[i] = -1
 		k, ok := keyOf(i)

@@ -1,6 +1,7 @@
 package correlate
 
 import (
+	"maps"
 	"math"
 
 	"github.com/infergate/infergate/monitor"
@@ -48,13 +49,25 @@ func (c *Correlator) inputDeltas() map[string]*inputCounts {
 		return nil
 	}
 	out := map[string]*inputCounts{}
-	next := make(map[monitor.SeriesKey]monitor.InputCounts, len(c.lastInputs))
+	if c.lastInputs == nil {
+		c.lastInputs = map[monitor.SeriesKey]*lastInputs{}
+	}
+	c.inputStep++
+	step := c.inputStep
 	c.opts.Inputs.InputCounts(c.group, func(k monitor.SeriesKey, g string, cur *monitor.InputCounts) {
-		next[k] = *cur
+		last := c.lastInputs[k]
+		if last == nil {
+			last = &lastInputs{}
+			c.lastInputs[k] = last
+		}
+		var prev monitor.InputCounts
+		if last.step == step-1 { // read at the last step
+			prev = last.counts
+		}
+		last.counts, last.step = *cur, step
 		if !c.primed {
 			return
 		}
-		prev := c.lastInputs[k]
 		for i := range cur.Bytes {
 			if cur.Bytes[i] < prev.Bytes[i] {
 				prev = monitor.InputCounts{}
@@ -75,7 +88,8 @@ func (c *Correlator) inputDeltas() map[string]*inputCounts {
 			d[monitor.InputByteBuckets+i] += cur.Rows[i] - min(prev.Rows[i], cur.Rows[i])
 		}
 	})
-	c.lastInputs, c.primed = next, true
+	maps.DeleteFunc(c.lastInputs, func(_ monitor.SeriesKey, l *lastInputs) bool { return l.step != step }) // series gone
+	c.primed = true
 	return out
 }
 
@@ -294,12 +308,14 @@ func judgeInputs(rec *inputCounts, learnedBase *[len(inputCounts{})]float64, ste
 		// Rows from 1: rows 0 are calls whose rows are unknown.
 		d := InputDist{recent: make([]uint64, len(recent)), base: -1}
 		copy(d.recent[from:], recent[from:])
-		fr := make([]float64, len(recent))
+		// On the stack: every model is judged every step.
+		var frBuf, fbBuf [max(monitor.InputByteBuckets, monitor.InputRowBuckets)]float64
+		fr := frBuf[:len(recent)]
 		for i, c := range d.recent {
 			d.Calls += c
 			fr[i] = float64(c)
 		}
-		fb := make([]float64, len(base))
+		fb := fbBuf[:len(base)]
 		copy(fb[from:], base[from:])
 		if d.Calls > 0 {
 			d.P90 = bucketTop(quantileBucket(fr, 0.9))
