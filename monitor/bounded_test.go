@@ -170,11 +170,12 @@ func TestRecordRacesDrop(t *testing.T) {
 // under 64 KiB each, request histogram included (busy series used to hold
 // over 1 MiB each), so 1,000 of them stay under 64 MiB. Each series here
 // is a model of its own, so each carries a full slow-call keeper (slow.go:
-// at 1 call/s every step keeps its 10 calls): 44.1 KiB in all measured
+// at 1 call/s every step keeps its 10 calls): 42.8 KiB in all measured
 // (about 100 KiB before issue 36: 85.7 with the calls and baselines of
 // the slow keeper made compact, 61 with a window's seconds keeping their
 // calls' components together, 44 with the request histogram counted by
-// the shards instead of client_golang's), docs/deployment.md's table.
+// the shards instead of client_golang's, 43 with 32-bit call counts in
+// a window's slices), docs/deployment.md's table.
 func TestSeriesHeap(t *testing.T) {
 	const n = 250
 	before := heapInUse()

@@ -61,7 +61,7 @@ func (win *window) windowCalls(w Window) int64 {
 	if w == Window1m {
 		for _, sl := range win.fine {
 			if sl != nil {
-				n += sl.count
+				n += int64(sl.count)
 			}
 		}
 		return n
@@ -69,7 +69,7 @@ func (win *window) windowCalls(w Window) int64 {
 	k := len(win.coarse)
 	for i := range windowMinutes[w] {
 		if sl := win.coarse[(win.coarsePos-i+k)%k]; sl != nil {
-			n += sl.count
+			n += int64(sl.count)
 		}
 	}
 	return n

@@ -48,6 +48,9 @@ func nativeIndex(v float64) int32 {
 	return int32(sort.SearchFloat64s(nativeBounds[:], frac) + (exp-1)*len(nativeBounds))
 }
 
+// countSlack is the room countAt leaves when it grows counts.
+const countSlack = 4
+
 // countAt adds n to the count of index i in counts, which holds the
 // indexes from *lo on, growing it either way as needed.
 func countAt[T uint32 | uint64](counts []T, lo *int32, i int32, n T) []T {
@@ -56,10 +59,16 @@ func countAt[T uint32 | uint64](counts []T, lo *int32, i int32, n T) []T {
 		*lo = i
 		counts = append(counts, 0)
 	case i < *lo:
-		counts = slices.Insert(counts, 0, make([]T, *lo-i)...)
-		*lo = i
+		// Grown by what is needed and a few more, not doubled: a label
+		// set's range settles early and its counts live as long as it.
+		grown := make([]T, int(*lo-i)+len(counts), int(*lo-i)+len(counts)+countSlack)
+		copy(grown[*lo-i:], counts)
+		counts, *lo = grown, i
 	case int(i-*lo) >= len(counts):
-		counts = append(counts, make([]T, int(i-*lo)-len(counts)+1)...)
+		if n := int(i-*lo) + 1; n > cap(counts) {
+			counts = slices.Grow(counts, n-len(counts)+countSlack)
+		}
+		counts = counts[:int(i-*lo)+1]
 	}
 	counts[i-*lo] += n
 	return counts

@@ -53,7 +53,7 @@ func TestLowerBoundHolds(t *testing.T) {
 					sl.vals.add(&[NumComponents]uint32{us, 0, 0, noQueue}, f)
 					sl.max[ComponentTotal] = max(sl.max[ComponentTotal], int64(us)*1000)
 				}
-				sl.count = int64(n)
+				sl.count = uint32(n)
 				m.add(sl, ComponentTotal)
 				b := m.bounds()
 				if !b.OK[qi] {

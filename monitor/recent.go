@@ -85,7 +85,7 @@ func (r *Registry) Recent(n int, group func(SeriesKey) string) (map[string]Recen
 			w := &s.win
 			for k := range n {
 				if sl := w.fine[(w.finePos-k+len(w.fine))%len(w.fine)]; sl != nil {
-					calls += sl.count
+					calls += int64(sl.count)
 					for _, cc := range sl.failures() {
 						if rs.Failed == nil {
 							rs.Failed = map[string]uint64{}

@@ -10,16 +10,18 @@ import (
 
 // slice is the record of one series over one completed time step (a fine
 // slice or a one-minute bucket): each component's values (callValues),
-// exact sums and maxima, and the calls that did not queue. 120 bytes: a
+// exact sums and maxima, and the calls that did not queue. 112 bytes: a
 // busy series keeps one per second of its last minute.
 type slice struct {
-	vals  callValues
-	sum   [NumComponents]int64 // nanoseconds
-	max   [NumComponents]int64 // nanoseconds
-	count int64
+	vals callValues
+	sum  [NumComponents]int64 // nanoseconds
+	max  [NumComponents]int64 // nanoseconds
+	// count is the step's calls: 32 bits hold 15 minutes of a series at
+	// 4 million calls a second.
+	count uint32
 	// zeros counts calls with no queue time; they belong to the queue
 	// component's distribution but are not stored value by value.
-	zeros int64
+	zeros uint32
 	// failed counts the calls of the step that did not end OK, by code
 	// (nil when all did, the common case: no allocation).
 	failed *codeCounts
@@ -126,7 +128,7 @@ func (s *Series) rotate(f *packedFree, minuteDone bool) bool {
 			w.coarse[w.coarsePos] = cur
 		}
 		cur.merge(sl, f)
-		w.calls += sl.count
+		w.calls += int64(sl.count)
 	}
 	if minuteDone {
 		w.coarsePos = (w.coarsePos + 1) % len(w.coarse)
@@ -187,7 +189,7 @@ func (w *window) rebuildDone(f *packedFree) {
 		var calls int64
 		for k := 1; k < windowMinutes[win]; k++ {
 			if sl := w.coarse[(w.coarsePos-k+n)%n]; sl != nil {
-				calls += sl.count
+				calls += int64(sl.count)
 			}
 		}
 		if calls < doneMinCalls {
@@ -251,8 +253,8 @@ func (s *Series) drain(old *slice, f *packedFree) *slice {
 				sl.release(f)
 			}
 		}
-		sl.count += n
-		sl.zeros += zeros
+		sl.count += uint32(n)
+		sl.zeros += uint32(zeros)
 		for i, k := range failed {
 			if k > 0 {
 				sl.addFailed(i, k)
@@ -349,7 +351,7 @@ func (m *merger) add(sl *slice, c Component) {
 	}
 	var zeros int64
 	if c == ComponentQueue {
-		zeros = sl.zeros
+		zeros = int64(sl.zeros)
 	}
 	v := &sl.vals
 	if v.h != nil && v.h[c] != nil {
@@ -368,7 +370,7 @@ func (m *merger) add(sl *slice, c Component) {
 			}
 		}
 	}
-	m.addRest(zeros, sl.count, sl.sum[c], sl.max[c])
+	m.addRest(zeros, int64(sl.count), sl.sum[c], sl.max[c])
 }
 
 // addSet adds count values: those of v plus zeros zero values, whose
@@ -475,7 +477,7 @@ func (s *Series) snapshot(m *merger, at time.Time, wins *[NumWindows]bool) Serie
 	var fineCalls int64
 	for _, sl := range w.fine {
 		if sl != nil {
-			fineCalls += sl.count
+			fineCalls += int64(sl.count)
 		}
 	}
 	want := func(win Window) bool { return wins == nil || wins[win] }
