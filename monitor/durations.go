@@ -156,8 +156,8 @@ func (c durationCollector) Collect(ch chan<- prometheus.Metric) {
 	gs := groupsOf(len(list), func(i int) (*durHist, bool) { return list[i].dur, list[i].dur != nil })
 	var acc durHist
 	var ex exemplarSet
+	out := make([]prometheus.Metric, 0, len(gs.order))
 	r.winMu.RLock() // no drain moves counts meanwhile
-	defer r.winMu.RUnlock()
 	for _, h := range gs.order {
 		acc.count, acc.sum, acc.classic, acc.zero = h.count, h.sum, h.classic, h.zero
 		acc.lo, acc.native = h.lo, append(acc.native[:0], h.native...)
@@ -166,24 +166,35 @@ func (c durationCollector) Collect(ch chan<- prometheus.Metric) {
 		for i := gs.first(h); i >= 0; i = gs.next[i] {
 			s := list[i]
 			key = s.key
-			s.pendingInto(&acc)
-			s.exemplarsInto(&ex)
+			s.pendingInto(&acc, &ex)
 		}
 		if acc.count == 0 {
 			continue // made, not yet recorded into
 		}
 		l := labelsOf(key)
-		ch <- &durMetric{labels: prometheus.MakeLabelPairs(durationDesc, l[:]), h: acc.proto(h.created, r.cfg.classic, &ex)}
+		out = append(out, &durMetric{labels: prometheus.MakeLabelPairs(durationDesc, l[:]), h: acc.proto(h.created, r.cfg.classic, &ex)})
+	}
+	r.winMu.RUnlock() // sent unlocked: a rotation does not wait for the scrape's encoding
+	for _, m := range out {
+		ch <- m
 	}
 }
 
-// pendingInto adds the calls s's shards hold since the last drain.
-func (s *Series) pendingInto(acc *durHist) {
+// pendingInto adds what s's shards hold since the last drain to acc, and
+// their latest exemplar of each bucket to ex (the newest wins).
+func (s *Series) pendingInto(acc *durHist, ex *exemplarSet) {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
 		if sh.dur != nil && sh.count > 0 {
 			acc.add(sh.dur, sh.count, sh.sum[ComponentTotal])
+		}
+		if sh.ex != nil {
+			for b, e := range sh.ex {
+				if e.at > ex[b].at {
+					ex[b] = e
+				}
+			}
 		}
 		sh.mu.Unlock()
 	}

@@ -50,23 +50,3 @@ func (sh *shard) noteExemplar(trace [16]byte, total time.Duration, at time.Time)
 	}
 	sh.ex[durationBucket(total)] = exemplar{trace: trace, ns: int64(total), at: at.UnixNano()}
 }
-
-// exemplarsInto merges the series' latest exemplar per bucket into set
-// (newest wins), and reports whether it found any.
-func (s *Series) exemplarsInto(set *exemplarSet) bool {
-	found := false
-	for i := range s.shards {
-		sh := &s.shards[i]
-		sh.mu.Lock()
-		if sh.ex != nil {
-			for b, e := range sh.ex {
-				if e.at > set[b].at {
-					set[b] = e
-					found = true
-				}
-			}
-		}
-		sh.mu.Unlock()
-	}
-	return found
-}

@@ -1,6 +1,7 @@
 package monitor
 
 import (
+	"iter"
 	"math"
 	"math/bits"
 	"sync"
@@ -162,23 +163,6 @@ func bucketMid(i int) float64 {
 	return lo + float64(uint64(1)<<(e-1))/2
 }
 
-// median returns the median of the counted values (a bucket's middle), 0
-// when none.
-func (h *logHist) median(n int64) float64 {
-	if n <= 0 {
-		return 0
-	}
-	rank := (n + 1) / 2
-	var seen int64
-	for i, c := range h {
-		seen += int64(c)
-		if seen >= rank {
-			return bucketMid(i)
-		}
-	}
-	return 0
-}
-
 // shapeCount is one shape's calls in a sketch.
 type shapeCount struct {
 	key uint64
@@ -248,30 +232,45 @@ func (h *stepHist) addLog(o *logHist) {
 
 // addStep adds another step's counts.
 func (h *stepHist) addStep(o *stepHist) {
-	if o.full != nil {
-		h.addLog(o.full)
-		return
+	for i, c := range o.all() {
+		if c > 0 {
+			h.add(i, c)
+		}
 	}
-	for j := range o.used {
-		h.add(int(o.idx[j]), o.n[j])
+}
+
+// all yields each bucket's index and count in ascending order (a full
+// table's empty buckets included).
+func (h *stepHist) all() iter.Seq2[int, uint32] {
+	return func(yield func(int, uint32) bool) {
+		if h.full != nil {
+			for i, c := range h.full {
+				if !yield(i, c) {
+					return
+				}
+			}
+			return
+		}
+		for j := range h.used {
+			if !yield(int(h.idx[j]), h.n[j]) {
+				return
+			}
+		}
 	}
 }
 
 // median returns the median of the counted values (a bucket's middle), 0
 // when none.
 func (h *stepHist) median(n int64) float64 {
-	if h.full != nil {
-		return h.full.median(n)
-	}
 	if n <= 0 {
 		return 0
 	}
 	rank := (n + 1) / 2
 	var seen int64
-	for j := range h.used {
-		seen += int64(h.n[j])
+	for i, c := range h.all() {
+		seen += int64(c)
 		if seen >= rank {
-			return bucketMid(int(h.idx[j]))
+			return bucketMid(i)
 		}
 	}
 	return 0
