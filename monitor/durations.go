@@ -83,14 +83,20 @@ type shardDur struct {
 	native  []uint32
 }
 
-// note counts one call. Called with the shard's lock held.
-func (d *shardDur) note(total time.Duration) {
-	d.classic[durationBucket(total)]++
+// note counts one call and returns its classic bucket (where an
+// exemplar of it goes). Called with the shard's lock held.
+func (d *shardDur) note(total time.Duration) int {
+	sec := total.Seconds()
+	// The first bound not below it, as client_golang picks it;
+	// len(durationBuckets) for +Inf.
+	b := sort.SearchFloat64s(durationBuckets[:], sec)
+	d.classic[b]++
 	if total <= 0 {
 		d.zero++
-		return
+		return b
 	}
-	d.native = countAt(d.native, &d.lo, nativeIndex(total.Seconds()), 1)
+	d.native = countAt(d.native, &d.lo, nativeIndex(sec), 1)
+	return b
 }
 
 // reset empties d for the next slice, keeping its room.

@@ -1,7 +1,6 @@
 package monitor
 
 import (
-	"sort"
 	"time"
 )
 
@@ -35,18 +34,11 @@ type exemplarSet [len(durationBuckets) + 1]exemplar
 // exemplarSetBytes is the size of one exemplarSet, for the docs.
 const exemplarSetBytes = (len(durationBuckets) + 1) * 32
 
-// durationBucket returns the index of the classic bucket (le) that holds
-// a latency: the first upper bound not below it, as client_golang's
-// histogram picks it; len(durationBuckets) for +Inf.
-func durationBucket(d time.Duration) int {
-	return sort.SearchFloat64s(durationBuckets[:], d.Seconds())
-}
-
-// noteExemplar keeps a traced call as its bucket's latest exemplar.
-// Called with sh.mu held.
-func (sh *shard) noteExemplar(trace [16]byte, total time.Duration, at time.Time) {
+// noteExemplar keeps a traced call as the latest exemplar of its classic
+// bucket b. Called with sh.mu held.
+func (sh *shard) noteExemplar(b int, trace [16]byte, total time.Duration, at time.Time) {
 	if sh.ex == nil {
 		sh.ex = new(exemplarSet)
 	}
-	sh.ex[durationBucket(total)] = exemplar{trace: trace, ns: int64(total), at: at.UnixNano()}
+	sh.ex[b] = exemplar{trace: trace, ns: int64(total), at: at.UnixNano()}
 }

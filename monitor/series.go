@@ -146,9 +146,9 @@ func (s *Series) record(sm Sample) bool {
 		if sh.dur == nil {
 			sh.dur = new(shardDur) // once per shard, not per call
 		}
-		sh.dur.note(total)
+		b := sh.dur.note(total)
 		if sm.TraceID != ([16]byte{}) {
-			sh.noteExemplar(sm.TraceID, total, s.now())
+			sh.noteExemplar(b, sm.TraceID, total, s.now())
 		}
 	}
 	if s.slow != nil {
