@@ -57,23 +57,20 @@ func (u *Upstream) pooled(method string) bool {
 	return len(u.eps.Load().list) > 1 && (method == methods.ModelInfer || u.affinity.Load() != nil)
 }
 
-// acquireCall is acquire for one call of method and model to a pool whose
+// pickCall is pick for one call of method and model to a pool whose
 // request is msg and whose affinity header carries key ("" none): a
 // ModelInfer call of a sequence goes where the sequence is pinned (pinned
 // true: it must go nowhere else); one with a key where the key maps.
-func (u *Upstream) acquireCall(now time.Time, method, model string, msg []byte, key string) (e *Endpoint, pinned bool, err error) {
-	if method != methods.ModelInfer {
-		if key != "" {
-			return u.acquireKeyed(now, model, key), false, nil
-		}
-		return u.acquire(now, model), false, nil
+func (u *Upstream) pickCall(now time.Time, method, model string, msg []byte, key string) (e *Endpoint, pinned bool, err error) {
+	var seq wire.Sequence
+	if method == methods.ModelInfer {
+		seq = wire.SequenceOf(msg)
 	}
-	seq := wire.SequenceOf(msg)
 	if seq.ID == "" {
 		if key != "" {
-			return u.acquireKeyed(now, model, key), false, nil
+			return u.pickKeyed(now, model, key), false, nil
 		}
-		return u.acquire(now, model), false, nil
+		return u.pick(now.UnixNano(), model), false, nil
 	}
 	if len(seq.ID) > maxSequenceKey || len(seq.Model) > maxSequenceKey {
 		return nil, true, status.Error(codes.InvalidArgument, fmt.Sprintf(
@@ -82,7 +79,6 @@ func (u *Upstream) acquireCall(now time.Time, method, model string, msg []byte, 
 	if e, err = u.seqs.endpoint(u, now, seq); err != nil {
 		return nil, true, err
 	}
-	u.begin(e, model)
 	return e, true, nil
 }
 
@@ -194,10 +190,10 @@ func CheckClientHeader(name string) error {
 	return nil
 }
 
-// acquireKeyed is acquire for a call whose affinity header carries key:
-// the usable endpoint holding model with the key's highest weight (none
+// pickKeyed is pick for a call whose affinity header carries key: the
+// usable endpoint holding model with the key's highest weight (none
 // usable: the picker's choice).
-func (u *Upstream) acquireKeyed(now time.Time, model, key string) *Endpoint {
+func (u *Upstream) pickKeyed(now time.Time, model, key string) *Endpoint {
 	t := now.UnixNano()
 	list := u.eps.Load().list
 	if model != "" && !u.modelHeld(model, t) {
@@ -215,9 +211,8 @@ func (u *Upstream) acquireKeyed(now time.Time, model, key string) *Endpoint {
 		}
 	}
 	if best == nil {
-		return u.acquire(now, model)
+		return u.pick(t, model)
 	}
-	u.begin(best, model)
 	return best
 }
 

@@ -13,7 +13,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/infergate/infergate/batcher"
-	"github.com/infergate/infergate/flow"
 	"github.com/infergate/infergate/proto/methods"
 	"github.com/infergate/infergate/proto/wire"
 )
@@ -187,6 +186,8 @@ type exchange struct {
 	// opts backs the call's options (callOptions), then Header and
 	// Trailer.
 	opts [6]grpc.CallOption
+	// h holds what the call took to be sent (invoke, batchTurn).
+	h handle
 	// avoid is an endpoint not to send it to (a hedge leaves its
 	// primary's out); picked, when set, is told the endpoint it went to.
 	avoid  *Endpoint
@@ -217,72 +218,77 @@ func (c *call) ownTimeout() time.Duration {
 // call of an attempt and of the batcher's Invoker, with the client's
 // content-subtype option (nil: none). It fills x (the response, the
 // upstream's header and trailer) and returns the call's time and an
-// *upstreamError.
+// *upstreamError. What it takes (a flow-control turn for a call flow
+// control orders, then an endpoint) it holds through x.h, which gives it
+// all back as it returns.
 func (p *Proxy) invoke(ctx context.Context, up *Upstream, method string, req *Frame, x *exchange,
 	subtype grpc.CallOption) (took time.Duration, err error) {
-	if p.flow.on() != nil && x.avoid == nil && !x.turned && methods.IsInference(method) && batcher.BatchOf(ctx) == nil {
-		return p.invokeInTurn(ctx, up, method, req, x, subtype)
+	h := &x.h
+	if !x.turned {
+		*h = handle{p: p, up: up}
+	} // else a batched caller's turn (batchTurn), given back here once sent alone
+	// A hedge takes no turn (it must not wait); a batch's callers took
+	// theirs before its queue.
+	inTurn := p.flow.on() != nil && x.avoid == nil && !x.turned && methods.IsInference(method) && batcher.BatchOf(ctx) == nil
+	if inTurn || x.turned || len(up.eps.Load().list) > 1 {
+		h.model, _ = frameTarget(methods.Lookup(method).Target, req) // interned: no allocation
+	}
+	var last sent
+	defer func() { h.done(last, took, err == nil) }() // whatever happens, a panic included
+	if inTurn {
+		if err = h.waitTurn(ctx, req.Bytes(), x.ownTimeout); err != nil {
+			return 0, err
+		}
+		x.wait, x.turned = h.wait, true
+		if h.gate != nil && p.flow.needsLevel(method, h.model, req.Bytes()) {
+			// The band reaches the model server's own scheduler too.
+			level := min(uint64(h.fc.Band)+1, uint64(p.flow.levelsOf(h.model)))
+			req = NewFrame(wire.AppendPriority(req.Bytes(), level))
+		}
 	}
 	all := p.callOptions(x.opts[:0], up, subtype)
 	all = append(all, grpc.Header(&x.header), grpc.Trailer(&x.trailer))
-	model := ""
-	if len(up.eps.Load().list) > 1 || x.turned {
-		model, _ = frameTarget(methods.Lookup(method).Target, req) // interned: no allocation
+	key := ""
+	if hd := up.affinityHeader(); hd != "" && batcher.BatchOf(ctx) == nil { // a batch is no client's
+		if v := metadata.ValueFromIncomingContext(ctx, hd); len(v) > 0 {
+			key = v[0]
+		}
 	}
 	t0 := p.now()
-	var e *Endpoint
-	pinned := false
-	switch {
-	case x.avoid != nil:
-		e = up.acquireAvoiding(t0, model, x.avoid)
-	case up.pooled(method):
-		key := ""
-		if h := up.affinityHeader(); h != "" && batcher.BatchOf(ctx) == nil { // a batch is no client's
-			if v := metadata.ValueFromIncomingContext(ctx, h); len(v) > 0 {
-				key = v[0]
-			}
-		}
-		if e, pinned, err = up.acquireCall(t0, method, model, req.Bytes(), key); err != nil {
-			return 0, err
-		}
-	default:
-		e = up.acquire(t0, model)
+	if err = h.pickEndpoint(t0, method, req.Bytes(), key, x.avoid); err != nil {
+		last = noVerdict(t0)
+		return 0, err
 	}
 	if x.picked != nil {
-		x.picked.Store(e)
+		x.picked.Store(h.ep)
 	}
-	// send makes the call on e, already counted in flight there, and
-	// tells e how it went.
+	// send makes the call on the endpoint held, from t0.
 	var fromUpstream bool
 	var code codes.Code
-	send := func(e *Endpoint, t0 time.Time) {
-		err = e.Conn().Invoke(ctx, method, req, &x.resp, all...)
+	send := func(t0 time.Time) {
+		err = h.ep.Conn().Invoke(ctx, method, req, &x.resp, all...)
 		d := since(p.now, t0)
 		took += d
 		fromUpstream = x.header != nil || len(x.trailer) > 0
 		code = status.Code(err)
-		up.release(e, model, t0.Add(d), d, failureOf(code, fromUpstream, ctx.Err() != nil))
-		if notFound(code, fromUpstream) && model != "" {
-			// This replica lacks the model: it is left out for it.
-			e.markAbsent(model, p.now().UnixNano())
-		}
+		last = sent{at: t0.Add(d), took: d, code: code, fromUpstream: fromUpstream, callEnded: ctx.Err() != nil}
 	}
-	sent := e.up.Load()
-	send(e, t0)
-	missing := notFound(code, fromUpstream) && model != ""
+	sentTo := h.ep.up.Load()
+	send(t0)
+	missing := notFound(code, fromUpstream) && h.model != ""
 	unreachable := failureOf(code, fromUpstream, ctx.Err() != nil) == endpointUnreachable
-	if !pinned && (missing || unreachable) && len(up.eps.Load().list) > 1 {
+	if !h.pinned && (missing || unreachable) && len(up.eps.Load().list) > 1 {
 		// The call went nowhere (the endpoint was unreachable when
 		// picked), to a replica without its model, or died with its
 		// connection (an inference that may be sent twice, from the
 		// retry budget): it goes to another replica, once, if one may
 		// take it.
 		now := p.now().UnixNano()
-		if e2 := up.pickAvoiding(now, model, e); e2 != e && e2.up.Load() && e2.holds(model, now) &&
-			(missing || !sent || p.mayResend(ctx, method, x)) {
+		if e2 := up.pickAvoiding(now, h.model, h.ep); e2 != h.ep && e2.up.Load() && e2.holds(h.model, now) &&
+			(missing || !sentTo || p.mayResend(ctx, method, x)) {
 			x.header, x.trailer = nil, nil
-			up.begin(e2, model)
-			send(e2, p.now())
+			h.moveTo(e2, last)
+			send(p.now())
 		}
 	}
 	if err != nil {
@@ -291,63 +297,21 @@ func (p *Proxy) invoke(ctx context.Context, up *Upstream, method string, req *Fr
 	return took, err
 }
 
-// invokeInTurn is invoke for a call flow control orders: it waits for
-// its turn (a hedge takes none: it must not wait), makes the call, and
-// gives the turn back; the wait is the call's queue time.
-func (p *Proxy) invokeInTurn(ctx context.Context, up *Upstream, method string, req *Frame, x *exchange,
-	subtype grpc.CallOption) (time.Duration, error) {
-	model, _ := frameTarget(methods.Lookup(method).Target, req)
-	w0 := p.now()
-	gate, fc, waited, err := p.flowTurn(ctx, up, model, req.Bytes(), x.ownTimeout)
-	if err != nil {
-		return 0, err
-	}
-	x.wait, x.turned = since(p.now, w0), true
-	if gate != nil && p.flow.needsLevel(method, model, req.Bytes()) {
-		// The band reaches the model server's own scheduler too.
-		level := min(uint64(fc.Band)+1, uint64(p.flow.levelsOf(model)))
-		req = NewFrame(wire.AppendPriority(req.Bytes(), level))
-	}
-	if gate == nil {
-		return p.invoke(ctx, up, method, req, x, subtype)
-	}
-	var took time.Duration
-	defer func() { gate.Done(took) }() // the turn goes back whatever happens, a panic included
-	took, err = p.invoke(ctx, up, method, req, x, subtype)
-	p.turnCounted(fc, waited, x.wait, took, err == nil)
-	return took, err
-}
-
 // batchTurn takes a turn of model on up for a call the batcher may take,
-// the gate's capacity then being the batcher's (flowCapacity). It fills
-// x.wait and x.turned, and returns what gives the turn back once the
-// attempt a has its result, or flow control's refusal.
+// the gate's capacity then being the batcher's (flowCapacity), held
+// through x.h. It fills x.wait and x.turned, and returns what gives the
+// turn back once the attempt a has its result, or flow control's
+// refusal.
 func (p *Proxy) batchTurn(ctx context.Context, up *Upstream, model string, req *Frame, x *exchange, a *attemptResult) (func(), error) {
-	w0 := p.now()
-	gate, fc, waited, err := p.flowTurn(ctx, up, model, req.Bytes(), x.ownTimeout)
-	x.wait, x.turned = since(p.now, w0), true
-	if err != nil || gate == nil {
+	h := &x.h
+	*h = handle{p: p, up: up, model: model}
+	err := h.waitTurn(ctx, req.Bytes(), x.ownTimeout)
+	x.wait, x.turned = h.wait, true
+	if err != nil || h.gate == nil {
 		return func() {}, err
 	}
 	t0 := p.now()
-	return func() {
-		took := since(p.now, t0)
-		gate.Done(took)
-		p.turnCounted(fc, waited, x.wait, took, a.err == nil)
-	}, nil
-}
-
-// turnCounted counts a call that had its turn for its tenant: at once or
-// after waiting wait, and, answered (ok), its latency with the wait.
-func (p *Proxy) turnCounted(fc flow.Call, waited bool, wait, took time.Duration, ok bool) {
-	outcome, answered := flowAtOnce, time.Duration(0)
-	if waited {
-		outcome = flowWaited
-	}
-	if ok {
-		answered = wait + took
-	}
-	p.flowCounted(fc, outcome, wait, answered)
+	return func() { h.done(sent{}, since(p.now, t0), a.err == nil) }, nil
 }
 
 // mayResend says whether a call whose connection died under it, the

@@ -205,20 +205,8 @@ func fallbackPick(list []*Endpoint, now int64, start int) *Endpoint {
 	return list[start%n]
 }
 
-// acquire picks the endpoint for one call of model ("" for none) and
-// counts the call in flight there; release must follow.
-func (u *Upstream) acquire(now time.Time, model string) *Endpoint {
-	return u.acquireAvoiding(now, model, nil)
-}
-
-// acquireAvoiding is acquire leaving avoid out of the choice.
-func (u *Upstream) acquireAvoiding(now time.Time, model string, avoid *Endpoint) *Endpoint {
-	e := u.pickAvoiding(now.UnixNano(), model, avoid)
-	u.begin(e, model)
-	return e
-}
-
-// begin counts a call of model ("" for none known) starting on e.
+// begin counts a call of model ("" for none known) starting on e; only
+// a handle (handle.go) calls it, and release, paired with it.
 func (u *Upstream) begin(e *Endpoint, model string) {
 	e.inFlight.Add(1)
 	e.calls.Add(1)
@@ -259,7 +247,7 @@ func failureOf(code codes.Code, fromUpstream, ctxDone bool) endpointFailure {
 	return endpointNoVerdict
 }
 
-// release ends a call of model ("" for none known) acquire counted: took
+// release ends a call of model ("" for none known) begin counted: took
 // is its latency, f how it failed. A success feeds the endpoint's cost
 // and its latency for the model; failures feed its ejection (outlier.go).
 func (u *Upstream) release(e *Endpoint, model string, now time.Time, took time.Duration, f endpointFailure) {

@@ -270,17 +270,17 @@ func (u *Upstream) Conn() *grpc.ClientConn {
 // The call counts as in flight on its endpoint, so an endpoint removed
 // meanwhile (SetEndpoints) keeps its connections until it ends.
 func (u *Upstream) Invoke(ctx context.Context, method string, args, reply any, opts ...grpc.CallOption) error {
-	e := u.acquire(time.Now(), "")
-	defer u.release(e, "", time.Now(), 0, endpointNoVerdict)
-	return e.Conn().Invoke(ctx, method, args, reply, opts...)
+	h := u.holdEndpoint(time.Now(), "")
+	defer func() { h.done(noVerdict(time.Now()), 0, false) }()
+	return h.ep.Conn().Invoke(ctx, method, args, reply, opts...)
 }
 
 // NewStream opens a stream to the endpoint the picker chooses for it.
 // Only its opening counts as in flight there.
 func (u *Upstream) NewStream(ctx context.Context, desc *grpc.StreamDesc, method string, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-	e := u.acquire(time.Now(), "")
-	defer u.release(e, "", time.Now(), 0, endpointNoVerdict)
-	return e.Conn().NewStream(ctx, desc, method, opts...)
+	h := u.holdEndpoint(time.Now(), "")
+	defer func() { h.done(noVerdict(time.Now()), 0, false) }()
+	return h.ep.Conn().NewStream(ctx, desc, method, opts...)
 }
 
 // Close closes every endpoint's connections.

@@ -25,9 +25,13 @@
 // gets streams and the calls the relay hands on. docs/architecture.md
 // follows one call of each kind through the files:
 //
-//	pipeline.go  wayOf (forward, serve or hand on), admit, ownTimeout,
-//	             timedOut; serve, the pipeline of a call answered here
-//	fastpath.go  the relay's Handler: forwarded calls, and their record
+//	pipeline.go  sendWay (forward, serve or hand on: the one place),
+//	             admit, ownTimeout, timedOut; serve, the pipeline of a
+//	             call answered here
+//	handle.go    what an attempt takes (a flow turn, an endpoint) and
+//	             gives back once, on either door
+//	fastpath.go  the relay's Handler: does what sendWay says; records
+//	             forwarded calls
 //	fastpath_serve.go  a served call's side on the relay (relaySide)
 //	handler.go   grpc-go's side (handle); unary reads the request;
 //	             finish records

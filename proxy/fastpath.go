@@ -13,7 +13,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/infergate/infergate/budget"
-	"github.com/infergate/infergate/flow"
 	"github.com/infergate/infergate/grpcwire"
 	"github.com/infergate/infergate/monitor"
 	"github.com/infergate/infergate/proto/methods"
@@ -22,8 +21,8 @@ import (
 )
 
 // The relay's side of the pipeline. The relay (package h2relay) owns the
-// client connections; for each unary call it read, Route asks wayOf where
-// it goes. Plain calls, the ones that would go to the director's upstream
+// client connections; for each unary call it read, Route asks sendWay
+// (pipeline.go) how it is sent. Plain calls, the ones that would go to the director's upstream
 // as they are and come back as they are, are relayed frame by frame
 // instead of crossing two gRPC stacks; Done records them with finish and
 // the same statuses (statusOf) as any other call. Calls the proxy must
@@ -84,24 +83,20 @@ type relayHandler struct {
 	own map[string]bool
 }
 
-// relayCall is what Route keeps of a relayed call for Done.
+// relayCall is what sendWay keeps of a forwarded call for Done.
 type relayCall struct {
-	up *Upstream
-	// ep is the endpoint the call went to.
-	ep *Endpoint
-	// upName is up's name when the call was routed: a call in flight
-	// when the upstream moves (Upstream.Move) is recorded where it went.
-	upName         string
-	gauge          *monitor.Gauge
-	model, version string
-	bytesIn        int64
-	feat           monitor.CallFeatures
+	// h holds what the call took to be sent: its turn, its endpoint.
+	h handle
+	// upName is the upstream's name when the call was routed: a call in
+	// flight when the upstream moves (Upstream.Move) is recorded where it
+	// went.
+	upName  string
+	gauge   *monitor.Gauge
+	version string
+	bytesIn int64
+	feat    monitor.CallFeatures
 	// wf is the request's scan, kept for feat.Lazy.
 	wf wire.Features
-	// gate is the flow-control gate it took its turn from (nil none), fc
-	// who it is for.
-	gate *flow.Gate
-	fc   flow.Call
 }
 
 func (r relayHandler) Unary(method string) bool {
@@ -116,20 +111,16 @@ func (r relayHandler) Unary(method string) bool {
 	return true
 }
 
-// Route sends a call the relay read whole where wayOf says: forwarded
-// to a Pool, served here (Serve), or handed on to the grpc.Server.
+// Route sends a call the relay read whole where sendWay says:
+// forwarded to a Pool, served here (Serve), or handed on to the
+// grpc.Server.
 func (r relayHandler) Route(c *h2relay.Call) (*h2relay.Pool, bool) {
 	p := r.p
 	msg, one := c.Message()
-	var model, version string
-	var pool *h2relay.Pool
-	switch p.wayOf(c, one, msg, &model, &version) {
+	switch w, rc := p.sendWay(c, one, msg, int64(len(msg)), "", ""); w {
 	case wayForward:
-		if pool = r.forward(c, model, version, msg, int64(len(msg))); pool != nil {
-			p.forwarded.Add(1)
-			return pool, false
-		}
-		fallthrough // over the in-flight cap: served, and so refused
+		p.forwarded.Add(1)
+		return p.relayPool(rc.h.up, rc.h.ep), false
 	case wayServe:
 		p.served.Add(1)
 		return nil, true
@@ -171,98 +162,22 @@ func (s *targetScanner) Feed(chunk []byte) error {
 	return err
 }
 
-// RouteEarly forwards a big request as it arrives when wayOf says to
+// RouteEarly forwards a big request as it arrives when sendWay says to
 // forward it; anything else (batching, a route, serving it) needs it
 // whole, and Route decides then.
 func (r relayHandler) RouteEarly(c *h2relay.Call, model, version string) *h2relay.Pool {
-	if r.p.wayOf(c, true, nil, &model, &version) != wayForward {
-		return nil
-	}
 	var size int64
 	var first []byte // the message's first bytes: its features are Partial
 	if _, n, ok := grpcwire.ReadPrefix(c.Body); ok {
 		size = int64(n)
 		first = c.Body[grpcwire.PrefixLen:min(len(c.Body), grpcwire.PrefixLen+n)]
 	}
-	pool := r.forward(c, model, version, first, size)
-	if pool != nil {
-		r.p.forwarded.Add(1)
-	}
-	return pool
-}
-
-// forward admits a call wayOf sends to the upstream as bytes, gives it
-// the proxy's deadline when it has none, and returns the pool to send it
-// to; nil when the in-flight cap refuses it. msg is the request message,
-// or its first bytes when bytesIn is larger (a request forwarded as it
-// arrives).
-func (r relayHandler) forward(c *h2relay.Call, model, version string, msg []byte, bytesIn int64) *h2relay.Pool {
-	p := r.p
-	if !p.admit() {
+	w, rc := r.p.sendWay(c, true, first, size, model, version)
+	if w != wayForward {
 		return nil
 	}
-	up := p.director.(fixedDirector).fixed()
-	d := up.dest.Load()
-	var gate *flow.Gate
-	var fc flow.Call
-	if cfg := p.flow.on(); cfg != nil && model != "" && methods.IsInference(c.Method) {
-		if p.flow.needsLevel(c.Method, model, msg) {
-			// Its band's priority level is added to the request:
-			// served.
-			p.leave()
-			return nil
-		}
-		fc = cfg.flowCall(nil, c.Header, msg, c.Deadline)
-		if gate = up.gate(cfg, model); gate != nil && !gate.TryAcquire(fc) {
-			// Its replicas are full: served instead, where it waits its
-			// turn.
-			p.leave()
-			return nil
-		}
-	}
-	var ep *Endpoint
-	if up.pooled(c.Method) {
-		var err error
-		key := ""
-		if h := up.affinityHeader(); h != "" {
-			for _, f := range c.Header {
-				if f.Name == h { // HTTP/2 header names are lower case
-					key = f.Value
-					break
-				}
-			}
-		}
-		if ep, _, err = up.acquireCall(time.Now(), c.Method, model, msg, key); err != nil {
-			// Served instead: the pipeline answers the same refusal.
-			if gate != nil {
-				gate.Done(0)
-			}
-			p.leave()
-			return nil
-		}
-	} else {
-		ep = up.acquire(time.Now(), model)
-	}
-	if model != "" && ep.models.Load() == nil && len(up.eps.Load().list) > 1 {
-		// A replica not asked for its models yet (a pool just started,
-		// an endpoint just added): served instead, where a NOT_FOUND
-		// from a replica without the model is sent again to another.
-		up.release(ep, model, time.Now(), 0, endpointNoVerdict)
-		if gate != nil {
-			gate.Done(0)
-		}
-		p.leave()
-		return nil
-	}
-	rc := &relayCall{up: up, ep: ep, upName: d.name, model: model, version: version, bytesIn: bytesIn, gate: gate, fc: fc}
-	if p.rec != nil {
-		rc.gauge = p.inFlight(d)
-		rc.gauge.Inc()
-	}
-	c.Timeout = p.ownTimeout(!c.Deadline.IsZero())
-	scanFeatures(methods.Lookup(c.Method).Inputs, msg, bytesIn, p.inputShapes, &rc.feat, &rc.wf)
-	c.Data = rc
-	return p.relayPool(up, ep)
+	r.p.forwarded.Add(1)
+	return r.p.relayPool(rc.h.up, rc.h.ep)
 }
 
 // relayEntry is the relay's pools to an upstream's endpoints, for one
@@ -338,22 +253,14 @@ func (r relayHandler) Done(c *h2relay.Call, res *h2relay.Result) (codes.Code, st
 	if rc.gauge != nil {
 		rc.gauge.Dec()
 	}
-	rc.releaseEndpoint(c, res)
-	if rc.gate != nil {
-		rc.gate.Done(res.Upstream)
-		answered := time.Duration(0)
-		if res.Err == nil && res.Status == codes.OK {
-			answered = time.Since(c.Start)
-		}
-		p.flowCounted(rc.fc, flowAtOnce, 0, answered)
-	}
+	rc.h.done(relaySent(c, res), res.Upstream, res.Err == nil && res.Status == codes.OK)
 	ctx := context.Context(relayContext{deadline: c.Deadline})
 	if p.reqLog != nil {
 		md, _ := relayMetadata(c)
 		ctx = metadata.NewIncomingContext(ctx, md)
 	}
 	o := outcome{upstream: res.Upstream, bytesIn: rc.bytesIn, bytesOut: max(res.BytesOut-5, 0),
-		model: rc.model, version: rc.version, upName: rc.upName, feat: rc.feat, attempts: 1}
+		model: rc.h.model, version: rc.version, upName: rc.upName, feat: rc.feat, attempts: 1}
 	switch e := res.Err; {
 	case e == nil && res.Status == codes.OK:
 	case e == nil:
@@ -371,7 +278,7 @@ func (r relayHandler) Done(c *h2relay.Call, res *h2relay.Result) (codes.Code, st
 		}
 		o.err = &upstreamError{upstream: rc.upName, err: status.Error(code, e.Msg)}
 	default:
-		o.err = p.upstreamFailed(ctx, rc.up, c.Method, status.Error(e.Code, e.Msg), res.Answered)
+		o.err = p.upstreamFailed(ctx, rc.h.up, c.Method, status.Error(e.Code, e.Msg), res.Answered)
 	}
 	clientGone := res.Err != nil && res.Err.Kind == h2relay.ErrClientGone
 	o.err = p.timedOut(res.TimeoutAt, time.Now(), clientGone, o.err)
@@ -379,24 +286,19 @@ func (r relayHandler) Done(c *h2relay.Call, res *h2relay.Result) (codes.Code, st
 	return st.Code(), st.Message()
 }
 
-// releaseEndpoint tells the call's endpoint how it went.
-func (rc *relayCall) releaseEndpoint(c *h2relay.Call, res *h2relay.Result) {
-	code, fromUpstream := res.Status, true
+// relaySent is what a relayed call's result says of its endpoint.
+func relaySent(c *h2relay.Call, res *h2relay.Result) sent {
+	now := time.Now()
+	s := sent{at: now, took: res.Upstream, code: res.Status, fromUpstream: true,
+		callEnded: !c.Deadline.IsZero() && !now.Before(c.Deadline)}
 	if e := res.Err; e != nil {
-		code, fromUpstream = e.Code, res.Answered
+		s.code, s.fromUpstream = e.Code, res.Answered
 		if e.Kind == h2relay.ErrClientGone || e.Kind == h2relay.ErrTimeout || e.Kind == h2relay.ErrTargetChanged {
-			code = codes.Canceled
-			fromUpstream = true // the endpoint is not in question
+			// The endpoint is not in question.
+			s.code, s.fromUpstream = codes.Canceled, true
 		}
 	}
-	now := time.Now()
-	gone := !c.Deadline.IsZero() && !now.Before(c.Deadline)
-	rc.up.release(rc.ep, rc.model, now, res.Upstream, failureOf(code, fromUpstream, gone))
-	if notFound(code, fromUpstream) {
-		// Relayed as it came: this call's answer is the replica's, the
-		// next calls of the model go to replicas that hold it.
-		rc.ep.markAbsent(rc.model, now.UnixNano())
-	}
+	return s
 }
 
 // Refused records a call the relay answered itself, as finish records

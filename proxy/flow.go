@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"strconv"
@@ -354,34 +353,6 @@ func (e *flowError) Unwrap() error { return e.err }
 func refusedByFlow(err error) bool {
 	var fe *flowError
 	return errors.As(err, &fe)
-}
-
-// flowTurn takes a turn of model on u for a gRPC-path call with ctx and
-// request msg: it returns the gate to give it back to (nil: no flow
-// control for it), who the call is for and whether it waited, or the
-// refusal. ownTimeout, when set, is the proxy's upstream timeout that
-// stands for the deadline of a call that carried none.
-func (p *Proxy) flowTurn(ctx context.Context, u *Upstream, model string, msg []byte, ownTimeout time.Duration) (*flow.Gate, flow.Call, bool, error) {
-	cfg := p.flow.on()
-	if cfg == nil || model == "" {
-		return nil, flow.Call{}, false, nil
-	}
-	g := u.gate(cfg, model)
-	if g == nil {
-		return nil, flow.Call{}, false, nil
-	}
-	md, _ := metadata.FromIncomingContext(ctx)
-	dl, _ := ctx.Deadline()
-	c := cfg.flowCall(md, nil, msg, dl)
-	waited, err := g.Wait(ctx, c)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, c, waited, ctx.Err()
-		}
-		p.flowCounted(c, flowRefused, 0, 0)
-		return nil, c, waited, &flowError{model: model, err: err, timeout: ownTimeout}
-	}
-	return g, c, waited, nil
 }
 
 // gatesOf returns a snapshot of u's gates by model, under the current

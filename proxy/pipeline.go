@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -20,7 +21,7 @@ import (
 // calls the relay hands on), the same steps run, each written once:
 //
 //	way       forward it as bytes, serve it here, or hand it to grpc-go
-//	          (wayOf: the relay asks it for every unary call it read)
+//	          (sendWay: the relay asks it for every unary call it read)
 //	admit     the in-flight cap (admit, leave)
 //	deadline  the proxy's own deadline for a call without one (ownTimeout)
 //	pick      the director's upstream, then the router's Pick (routed.go)
@@ -28,8 +29,9 @@ import (
 //	answer    the one reply (reply.go) or status (statusOf, status.go)
 //	record    finish (handler.go), after the timeout verdict (timedOut)
 //
-// A forwarded call runs the same admit, deadline and verdict, its one
-// attempt is the relay's (fastpath.go), and finish records it. A served
+// A forwarded call runs the same admit, deadline and verdict; its one
+// attempt is the relay's (fastpath.go), through the same endpoint handle
+// (handle.go) as any attempt, and finish records it. A served
 // call runs serve below, whether grpc-go or the relay read it.
 
 // side is where a served call's request is read and its answer written:
@@ -183,39 +185,102 @@ const (
 	wayForward
 )
 
-// wayOf decides where a unary call the relay read goes: the one place
-// that says whether a call may be forwarded as bytes. one says that the
-// request is (or, arriving, starts as) one uncompressed message. model
-// and version are the target it names; when *model is "" and msg (the
-// message) is given, they are read from msg here, once the cheaper
-// checks let the call be forwarded. A call is forwarded when nothing but
-// forwarding is to be done: no tracing, a director that reads nothing of
-// the call and whose upstream the relay reaches, protobuf, no batching of
-// its model, no route or breaker that must see it.
-func (p *Proxy) wayOf(c *h2relay.Call, one bool, msg []byte, model, version *string) way {
+// sendWay decides how a unary call the relay read is sent: the one place
+// that says whether a call is forwarded as bytes, served here, or handed
+// on. one says that the request is (or, arriving, starts as) one
+// uncompressed message; msg is the message, or its first bytes when
+// bytesIn is larger (a request forwarded as it arrives); model and
+// version are the target it names ("" when not scanned: read from msg
+// here, once the cheaper checks let the call be forwarded).
+//
+// A call is forwarded when nothing but forwarding is to be done (no
+// tracing; a director that reads nothing of the call and whose upstream
+// the relay reaches; protobuf; no batching of its model; no route or
+// breaker that must see it) and it can go at once: it is admitted under
+// the in-flight cap, needs no priority level added to its request, has
+// its flow-control turn without waiting, and its endpoint is known to
+// hold its model. Then rc holds all that it took, given back by its
+// handle when the relay says the call is done (relayHandler.Done).
+// Otherwise it is served, where each of those is done, waited for or
+// refused as for any call.
+func (p *Proxy) sendWay(c *h2relay.Call, one bool, msg []byte, bytesIn int64, model, version string) (way, *relayCall) {
 	if !one {
-		return wayHandOn
+		return wayHandOn, nil
 	}
 	if p.tracing != nil {
-		return wayServe
+		return wayServe, nil
 	}
 	fd, ok := p.director.(fixedDirector)
-	if !ok || fd.fixed().dest.Load().relayAddr == "" {
-		return wayServe
+	if !ok {
+		return wayServe, nil
+	}
+	up := fd.fixed()
+	d := up.dest.Load()
+	if d.relayAddr == "" {
+		return wayServe, nil
 	}
 	if sub := contentSubtypeOf(c); sub != "" && sub != "proto" {
-		return wayServe // no model name to read
+		return wayServe, nil // no model name to read
 	}
-	if *model == "" && msg != nil {
-		*model, *version = bytesTarget(methods.Lookup(c.Method).Target, msg)
+	if model == "" && msg != nil {
+		model, version = bytesTarget(methods.Lookup(c.Method).Target, msg)
 	}
-	if *model != "" {
-		if p.batcher != nil && p.batcher.Handles(c.Method, *model) {
-			return wayServe
+	if model != "" {
+		if p.batcher != nil && p.batcher.Handles(c.Method, model) {
+			return wayServe, nil
 		}
-		if p.router != nil && methods.IsInference(c.Method) && !p.router.plain(fd.fixed(), *model) {
-			return wayServe
+		if p.router != nil && methods.IsInference(c.Method) && !p.router.plain(up, model) {
+			return wayServe, nil
 		}
 	}
-	return wayForward
+	if !p.admit() {
+		return wayServe, nil // over the in-flight cap: served, and so refused
+	}
+	rc := &relayCall{upName: d.name, version: version, bytesIn: bytesIn}
+	h := &rc.h
+	*h = handle{p: p, up: up, model: model}
+	if cfg := p.flow.on(); cfg != nil && model != "" && methods.IsInference(c.Method) {
+		// Its band's priority level must be added to the request, or
+		// its replicas are full and it must wait its turn: served.
+		if p.flow.needsLevel(c.Method, model, msg) || !h.tryTurn(cfg, c.Header, msg, c.Deadline) {
+			p.leave()
+			return wayServe, nil
+		}
+	}
+	key := ""
+	if hd := up.affinityHeader(); hd != "" {
+		for _, f := range c.Header {
+			if f.Name == hd { // HTTP/2 header names are lower case
+				key = f.Value
+				break
+			}
+		}
+	}
+	now := time.Now() // not the proxy's clock: the relay's reads of it time the call
+	err := h.pickEndpoint(now, c.Method, msg, key, nil)
+	if err == nil && model != "" && h.ep.models.Load() == nil && len(up.eps.Load().list) > 1 {
+		// A replica not asked for its models yet (a pool just started,
+		// an endpoint just added): served, where a NOT_FOUND from a
+		// replica without the model is sent again to another.
+		err = errModelsUnknown
+	}
+	if err != nil {
+		// Served: the pipeline answers the same refusal, or sends it
+		// where it may go.
+		h.done(noVerdict(now), 0, false)
+		p.leave()
+		return wayServe, nil
+	}
+	if p.rec != nil {
+		rc.gauge = p.inFlight(d)
+		rc.gauge.Inc()
+	}
+	c.Timeout = p.ownTimeout(!c.Deadline.IsZero())
+	scanFeatures(methods.Lookup(c.Method).Inputs, msg, bytesIn, p.inputShapes, &rc.feat, &rc.wf)
+	c.Data = rc
+	return wayForward, rc
 }
+
+// errModelsUnknown: the endpoint picked has not said which models it
+// holds yet.
+var errModelsUnknown = errors.New("the replica's models are not known yet")

@@ -58,16 +58,16 @@ func (p *Proxy) stream(ctx context.Context, up *Upstream, method string, kind wi
 	t0 := p.now()
 	// The stream counts as a call in flight on its endpoint for its life
 	// (a removed endpoint keeps its connections until it ends).
-	ep := up.acquire(t0, "")
-	defer func() { up.release(ep, "", p.now(), 0, endpointNoVerdict) }()
-	cs, err := ep.Conn().NewStream(upCtx, &bidiDesc, method, opts...)
+	h := up.holdEndpoint(t0, "")
+	defer func() { h.done(noVerdict(p.now()), 0, false) }()
+	cs, err := h.ep.Conn().NewStream(upCtx, &bidiDesc, method, opts...)
 	if err != nil && sr.retry != nil {
 		if alt, ok := sr.retry(err); ok {
 			sr, up = alt, alt.up
 			o.route, o.reason, o.by = sr.route, sr.reason, up
-			up.release(ep, "", p.now(), 0, endpointNoVerdict)
-			ep = up.acquire(p.now(), "")
-			if cs, err = ep.Conn().NewStream(upCtx, &bidiDesc, method, opts...); err == nil {
+			h.done(noVerdict(p.now()), 0, false)
+			h = up.holdEndpoint(p.now(), "")
+			if cs, err = h.ep.Conn().NewStream(upCtx, &bidiDesc, method, opts...); err == nil {
 				sr.mr.live.counters.retriesWon.Add(1)
 			}
 		}
