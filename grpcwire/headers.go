@@ -101,7 +101,10 @@ const (
 	// "cascade_edge" or "cascade_escalated".
 	HeaderRoute = "x-infergate-route"
 	// HeaderRouteReason is the response header saying why another route
-	// answered ("breaker_open", "hedge", ...).
+	// answered: "breaker_open", "alert", "forced", "slow_start", "retry",
+	// "hedge", "shed_in_flight", "shed_deadline", "shed_queue_full",
+	// "low_confidence", "confident", "edge_failed", "primary_failed" or
+	// "primary_slow".
 	HeaderRouteReason = "x-infergate-route-reason"
 )
 

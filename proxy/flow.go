@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/infergate/infergate/flow"
+	"github.com/infergate/infergate/grpcwire"
 	"github.com/infergate/infergate/proto/methods"
 	"github.com/infergate/infergate/proto/wire"
 )
@@ -54,8 +55,8 @@ type FlowSettings struct {
 
 // Defaults of FlowSettings.
 const (
-	DefaultTenantHeader   = "x-tenant"
-	DefaultPriorityHeader = "x-priority"
+	DefaultTenantHeader   = grpcwire.HeaderTenant
+	DefaultPriorityHeader = grpcwire.HeaderPriority
 	DefaultTenant         = "default"
 )
 
