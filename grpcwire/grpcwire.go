@@ -190,10 +190,11 @@ func AppendResponseHeader(f []hpack.HeaderField, subtype string) []hpack.HeaderF
 }
 
 // AppendMetadata appends md as header fields, the way grpc-go writes
-// metadata: reserved keys left out, binary values in unpadded base64.
+// metadata: reserved keys left out (ResponseMetadataPasses), binary
+// values in unpadded base64.
 func AppendMetadata(f []hpack.HeaderField, md map[string][]string) []hpack.HeaderField {
 	for k, vs := range md {
-		if IsReservedHeader(k) {
+		if !ResponseMetadataPasses(k) {
 			continue
 		}
 		bin := strings.HasSuffix(k, "-bin")
@@ -213,20 +214,6 @@ func DecodeBinHeader(v string) ([]byte, error) {
 		return base64.StdEncoding.DecodeString(v)
 	}
 	return base64.RawStdEncoding.DecodeString(v)
-}
-
-// IsReservedHeader says whether k is one of the headers gRPC keeps for
-// itself, never metadata (grpc-go's internal/transport list).
-func IsReservedHeader(k string) bool {
-	if k != "" && k[0] == ':' {
-		return true
-	}
-	switch k {
-	case "content-type", "user-agent", "grpc-message-type", "grpc-encoding", "grpc-message",
-		"grpc-status", "grpc-timeout", "grpc-status-details-bin", "te":
-		return true
-	}
-	return false
 }
 
 // ContentSubtype returns the part of a gRPC content-type after

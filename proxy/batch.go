@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/infergate/infergate/batcher"
+	"github.com/infergate/infergate/grpcwire"
 )
 
 // Batcher is what the proxy needs of a batcher; *batcher.Batcher is one.
@@ -36,10 +37,6 @@ func WithBatcher(b Batcher) Option {
 	})
 }
 
-// HeaderBatchID is the request header of a batched upstream call that
-// names its batch: the batch_id of each caller's request log line.
-const HeaderBatchID = "x-infergate-batch-id"
-
 // invoker returns the batcher.Invoker of up, built once.
 func (p *Proxy) invoker(up *Upstream) batcher.Invoker {
 	if inv, ok := p.invokers.Load(up); ok {
@@ -66,7 +63,7 @@ func (p *Proxy) newInvoker(up *Upstream) batcher.Invoker {
 			if md == nil {
 				md = metadata.MD{}
 			}
-			md.Set(HeaderBatchID, strconv.FormatUint(b.ID, 10))
+			md.Set(grpcwire.HeaderBatchID, strconv.FormatUint(b.ID, 10))
 			if p.tracing != nil {
 				var span trace.Span
 				ctx, span = p.tracing.startBatch(ctx, method, up, b, md)

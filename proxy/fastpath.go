@@ -346,8 +346,7 @@ func contentSubtypeOf(c *h2relay.Call) string {
 }
 
 // relayMetadata is the call's metadata as grpc-go's server makes it
-// (operateHeaders): reserved headers left out but content-type,
-// user-agent and grpc-accept-encoding, binary values decoded from base64.
+// (grpcwire.ServerMetadataKey), binary values decoded from base64.
 // A binary value that is not base64 is left out and reported, as grpc-go's
 // server refuses such a call.
 func relayMetadata(c *h2relay.Call) (metadata.MD, error) {
@@ -356,8 +355,7 @@ func relayMetadata(c *h2relay.Call) (metadata.MD, error) {
 	for _, f := range c.Header {
 		k, v := strings.ToLower(f.Name), f.Value
 		switch {
-		case k == "content-type" || k == "user-agent" || k == "grpc-accept-encoding":
-		case grpcwire.IsReservedHeader(k) || k == "connection":
+		case !grpcwire.ServerMetadataKey(k):
 			continue
 		case strings.HasSuffix(k, "-bin"):
 			b, err := grpcwire.DecodeBinHeader(v)

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/infergate/infergate/flow"
+	"github.com/infergate/infergate/grpcwire"
 	"github.com/infergate/infergate/proto/methods"
 	"github.com/infergate/infergate/proto/wire"
 )
@@ -53,8 +54,8 @@ type FlowSettings struct {
 
 // Defaults of FlowSettings.
 const (
-	DefaultTenantHeader   = "x-tenant"
-	DefaultPriorityHeader = "x-priority"
+	DefaultTenantHeader   = grpcwire.HeaderTenant
+	DefaultPriorityHeader = grpcwire.HeaderPriority
 	DefaultTenant         = "default"
 )
 

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/infergate/infergate/budget"
+	"github.com/infergate/infergate/grpcwire"
 	"github.com/infergate/infergate/monitor"
 	"github.com/infergate/infergate/proto/methods"
 	"github.com/infergate/infergate/proto/wire"
@@ -163,7 +164,7 @@ func (p *Proxy) finish(ctx context.Context, span trace.Span, start time.Time, me
 		}
 		// What a merged call cannot carry per caller is kept here: the
 		// caller's request id, and the batch its answer came from.
-		if id := metadata.ValueFromIncomingContext(ctx, "x-request-id"); len(id) > 0 {
+		if id := metadata.ValueFromIncomingContext(ctx, grpcwire.HeaderRequestID); len(id) > 0 {
 			attrs = append(attrs, slog.String("request_id", id[0]))
 		}
 		if o.batchID != 0 {

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/infergate/infergate/grpcwire"
 	"github.com/infergate/infergate/proto/kservepb"
 )
 
@@ -60,7 +61,7 @@ func TestHedgeToAnotherEndpoint(t *testing.T) {
 		if err != nil {
 			return "", "", err
 		}
-		return resp.Id, firstOf(hdr.Get(HeaderRoute)), nil
+		return resp.Id, firstOf(hdr.Get(grpcwire.HeaderRoute)), nil
 	}
 	for i := range 20 {
 		id, route, err := infer(&kservepb.ModelInferRequest{ModelName: "big"})

@@ -8,15 +8,9 @@ import (
 	"github.com/infergate/infergate/grpcwire"
 )
 
-// hopHeaders are incoming metadata keys that describe the client's hop, not
-// the call, and so are not forwarded. gRPC's client transport would skip
-// most of them anyway (it writes its own :authority, content-type,
-// user-agent and te); grpc-accept-encoding it would not, and the upstream
-// would then see two lists, one naming compressors the proxy may lack.
-var hopHeaders = [...]string{":authority", "content-type", "user-agent", "te", "grpc-accept-encoding", "host"}
-
 // outgoingContext returns ctx with the client's metadata set as the
-// upstream call's, minus hopHeaders, and the client's content-subtype ("" for
+// upstream call's, the keys the header policy passes
+// (grpcwire.MetadataPasses), and the client's content-subtype ("" for
 // plain "application/grpc"). Everything else, binary "-bin" keys and
 // tracing keys included, passes unchanged. ctx keeps its deadline, so
 // gRPC sends the remaining time upstream as grpc-timeout.
@@ -29,8 +23,10 @@ func outgoingContext(ctx context.Context) (context.Context, string) {
 	if ct := md["content-type"]; len(ct) > 0 {
 		subtype = grpcwire.ContentSubtype(ct[0])
 	}
-	for _, k := range hopHeaders {
-		delete(md, k)
+	for k := range md {
+		if !grpcwire.MetadataPasses(k) {
+			delete(md, k)
+		}
 	}
 	if len(md) == 0 {
 		// Nothing to forward (a client that sends no metadata of its

@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/infergate/infergate/budget"
 	"github.com/infergate/infergate/monitor"
 )
 
@@ -158,8 +159,8 @@ type FrontDoor struct {
 
 const (
 	// DefaultMaxBufferedBytes is the budget where no container memory
-	// limit says otherwise.
-	DefaultMaxBufferedBytes = 64 << 20
+	// limit says otherwise: the byte budget's own default.
+	DefaultMaxBufferedBytes = budget.DefaultLimit
 	// DefaultMaxConcurrentStreams: a gRPC client opens streams up to the
 	// limit and queues the rest itself, so a few hundred keep a busy
 	// client's connection full while bounding what one connection holds.

@@ -5,6 +5,7 @@ import (
 
 	"google.golang.org/grpc/metadata"
 
+	"github.com/infergate/infergate/grpcwire"
 	"github.com/infergate/infergate/monitor"
 )
 
@@ -24,9 +25,9 @@ func (p *Proxy) reply(ss side, a attemptResult, route, reason string, up *Upstre
 		// A batched answer's header is the batch's, read by every caller
 		// of it at once (batcher.Result): mark a copy.
 		header = header.Copy()
-		header.Set(HeaderRoute, route)
+		header.Set(grpcwire.HeaderRoute, route)
 		if reason != "" {
-			header.Set(HeaderRouteReason, reason)
+			header.Set(grpcwire.HeaderRouteReason, reason)
 		}
 	}
 	// SetHeader and SetTrailer fail only once headers went out, which

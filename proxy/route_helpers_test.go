@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/infergate/infergate/grpcwire"
 	"github.com/infergate/infergate/proto/kservepb"
 )
 
@@ -286,10 +287,10 @@ func (e *routeEnv) infer(t *testing.T, timeout time.Duration) result {
 	var hdr metadata.MD
 	resp, err := e.client.ModelInfer(ctx, &kservepb.ModelInferRequest{ModelName: "big", ModelVersion: "3"}, grpc.Header(&hdr))
 	r := result{code: status.Code(err)}
-	if v := hdr.Get(HeaderRoute); len(v) > 0 {
+	if v := hdr.Get(grpcwire.HeaderRoute); len(v) > 0 {
 		r.route = v[0]
 	}
-	if v := hdr.Get(HeaderRouteReason); len(v) > 0 {
+	if v := hdr.Get(grpcwire.HeaderRouteReason); len(v) > 0 {
 		r.reason = v[0]
 	}
 	if err == nil {

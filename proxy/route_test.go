@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/infergate/infergate/batcher"
+	"github.com/infergate/infergate/grpcwire"
 	"github.com/infergate/infergate/monitor"
 	"github.com/infergate/infergate/proto/kservepb"
 )
@@ -443,13 +444,13 @@ func TestRouteStream(t *testing.T) {
 			hdr, _ := s.Header()
 			return strings.Join(servers, ","), strings.Join(models, ","), hdr
 		}
-		if servers, models, hdr := run(); servers != "primary,primary,primary" || models != "big,big,big" || len(hdr.Get(HeaderRoute)) != 0 {
+		if servers, models, hdr := run(); servers != "primary,primary,primary" || models != "big,big,big" || len(hdr.Get(grpcwire.HeaderRoute)) != 0 {
 			t.Errorf("stream on the primary: %s %s %v", servers, models, hdr)
 		}
 		if err := e.router.SetForced("big", ForceFallback); err != nil {
 			t.Fatal(err)
 		}
-		if servers, models, hdr := run(); servers != "edge,edge,edge" || models != "small,small,small" || hdr.Get(HeaderRoute)[0] != "fallback" {
+		if servers, models, hdr := run(); servers != "edge,edge,edge" || models != "small,small,small" || hdr.Get(grpcwire.HeaderRoute)[0] != "fallback" {
 			t.Errorf("stream on the fallback: %s %s %v", servers, models, hdr)
 		}
 		// The fallback's answer is degraded, a stream's as a unary call's.
@@ -792,7 +793,7 @@ func TestRouteStreamRetriedWhenPrimaryRefuses(t *testing.T) {
 				}
 				hdr, _ := s.Header()
 				if resp.InferResponse.Id != "edge" || resp.InferResponse.ModelName != "small" ||
-					hdr.Get(HeaderRoute)[0] != monitor.RouteFallback || hdr.Get(HeaderRouteReason)[0] != reasonRetry {
+					hdr.Get(grpcwire.HeaderRoute)[0] != monitor.RouteFallback || hdr.Get(grpcwire.HeaderRouteReason)[0] != reasonRetry {
 					t.Errorf("answer %v with header %v, want the edge's small, marked fallback/retry", resp.InferResponse, hdr)
 				}
 				s.CloseSend()

@@ -13,21 +13,8 @@ import (
 	"github.com/infergate/infergate/proto/wire"
 )
 
-// Response header keys the proxy adds to every answer that did not come
-// from the model the client asked for on its primary upstream.
-const (
-	// HeaderRoute names the route that answered: "fallback",
-	// "cascade_edge" or "cascade_escalated".
-	HeaderRoute = "x-infergate-route"
-	// HeaderRouteReason says why: "breaker_open", "alert", "forced",
-	// "slow_start", "retry", "hedge", "shed_in_flight", "shed_deadline",
-	// "shed_queue_full", "low_confidence", "confident", "edge_failed",
-	// "primary_failed" or "primary_slow".
-	HeaderRouteReason = "x-infergate-route-reason"
-)
-
 // Why a call was answered by a route other than its primary; the values of
-// HeaderRouteReason and of the reason label of the route metrics.
+// grpcwire.HeaderRouteReason and of the reason label of the route metrics.
 const (
 	reasonBreaker       = "breaker_open"
 	reasonAlert         = "alert"

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/infergate/infergate/grpcwire"
 	"github.com/infergate/infergate/monitor"
 	"github.com/infergate/infergate/proto/methods"
 	"github.com/infergate/infergate/proto/wire"
@@ -272,7 +273,7 @@ func (p *Proxy) forwardServerToClient(src grpc.ClientStream, dst grpc.ServerStre
 type streamRoute struct {
 	up     *Upstream
 	route  string
-	reason string      // HeaderRouteReason of a fallback stream
+	reason string      // grpcwire.HeaderRouteReason of a fallback stream
 	header metadata.MD // added to the upstream's response header
 	first  *Frame      // the first request frame, already read
 	// firstAt is when first was received: a metered stream's first
@@ -341,7 +342,7 @@ func fallbackStream(sr streamRoute, mr *modelRoute, fb target, kind wire.TargetK
 	sr.retry = nil
 	sr.up = fb.up
 	sr.route, sr.reason = monitor.RouteFallback, reason
-	sr.header = metadata.Pairs(HeaderRoute, monitor.RouteFallback, HeaderRouteReason, reason)
+	sr.header = metadata.Pairs(grpcwire.HeaderRoute, monitor.RouteFallback, grpcwire.HeaderRouteReason, reason)
 	sr.rewrite = func(f *Frame) (*Frame, error) {
 		b, err := rewriteTarget(kind, f.Bytes(), fb.model, fb.version)
 		if err != nil {

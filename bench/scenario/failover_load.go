@@ -15,13 +15,9 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/infergate/infergate/bench/load"
+	"github.com/infergate/infergate/grpcwire"
 	"github.com/infergate/infergate/proto/kservepb"
 )
-
-// RouteHeader is the response header infergate sets on every answer that
-// did not come from the primary, with the value "fallback"; absent or
-// "primary" means the primary answered.
-const RouteHeader = "x-infergate-route"
 
 // failoverMaxInFlight bounds outstanding calls; 1 s deadlines at a few
 // hundred calls/s stay far below it.
@@ -149,14 +145,14 @@ func (l *failoverLoad) call(ctx context.Context, cc *grpc.ClientConn, t time.Tim
 	return c
 }
 
-// routeOf says which route answered an OK call: the RouteHeader in the
+// routeOf says which route answered an OK call: grpcwire.HeaderRoute in the
 // headers (or, tolerated, the trailers) when present, else the model that
 // answered: the fallback model means the fallback. fromHeader reports
 // whether the header decided.
 func routeOf(header, trailer metadata.MD, modelName, fallbackModel string) (route string, fromHeader bool) {
-	v := header.Get(RouteHeader)
+	v := header.Get(grpcwire.HeaderRoute)
 	if len(v) == 0 {
-		v = trailer.Get(RouteHeader)
+		v = trailer.Get(grpcwire.HeaderRoute)
 	}
 	if len(v) > 0 {
 		if v[len(v)-1] == RouteFallback {

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/infergate/infergate/grpcwire"
 	"github.com/infergate/infergate/proto/kservepb"
 )
 
@@ -297,7 +298,7 @@ func TestFailoverReportRenders(t *testing.T) {
 }
 
 func TestRouteOf(t *testing.T) {
-	h := func(v string) metadata.MD { return metadata.Pairs(RouteHeader, v) }
+	h := func(v string) metadata.MD { return metadata.Pairs(grpcwire.HeaderRoute, v) }
 	cases := []struct {
 		name            string
 		header, trailer metadata.MD
@@ -409,7 +410,7 @@ func (s *routeServer) ModelInfer(ctx context.Context, req *kservepb.ModelInferRe
 	s.n <- struct{}{}
 	switch k % 4 {
 	case 1:
-		_ = grpc.SetHeader(ctx, metadata.Pairs(RouteHeader, "fallback"))
+		_ = grpc.SetHeader(ctx, metadata.Pairs(grpcwire.HeaderRoute, "fallback"))
 		return &kservepb.ModelInferResponse{ModelName: FailoverFallbackModel}, nil
 	case 2:
 		return &kservepb.ModelInferResponse{ModelName: FailoverFallbackModel}, nil

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/infergate/infergate/bench/load"
+	"github.com/infergate/infergate/grpcwire"
 	"github.com/infergate/infergate/internal/childproc"
 )
 
@@ -231,7 +232,7 @@ func RunFairness(ctx context.Context, cfg FairnessConfig) (*FairnessResult, erro
 			return nil, fmt.Errorf("fairness: %w", err)
 		}
 		hp, err := StartHAProxy(ctx, cfg.HAProxy, HAProxyConfig{Dir: hdir, Listen: listen, Upstream: simAddr,
-			Threads: cfg.HAProxyThreads, MaxConn: cfg.HAProxyMaxConn, PriorityHeader: "x-priority"})
+			Threads: cfg.HAProxyThreads, MaxConn: cfg.HAProxyMaxConn, PriorityHeader: grpcwire.HeaderPriority})
 		if err != nil {
 			return nil, fmt.Errorf("fairness: %w", err)
 		}
@@ -269,7 +270,7 @@ func fairnessRun(ctx context.Context, cfg FairnessConfig, capacity float64, fc F
 	lc := func(t FairnessTenant) load.Config {
 		return load.Config{Label: t.Name, Target: p.Addr, Payload: pl, Rate: t.Share * capacity, Arrival: load.Poisson,
 			Seed: uint64(len(t.Name)*7919 + int(t.Share*1000)), MaxInFlight: cfg.Workers, Timeout: cfg.Timeout,
-			Duration: cfg.Duration, Metadata: map[string]string{"x-tenant": t.Name, "x-priority": t.Band}}
+			Duration: cfg.Duration, Metadata: map[string]string{grpcwire.HeaderTenant: t.Name, grpcwire.HeaderPriority: t.Band}}
 	}
 	first := lc(fc.Tenants[0])
 	first.Warmup = time.Second

@@ -91,8 +91,8 @@ const (
 )
 
 // requestFields are the header fields sent upstream for a routed call: the
-// client's, with the upstream's :authority and the time left as
-// grpc-timeout.
+// client's as the header policy passes them (grpcwire.ForwardField), with
+// the upstream's :authority and the time left as grpc-timeout.
 func (s *stream) requestFields(authority string) []hpack.HeaderField {
 	out := make([]hpack.HeaderField, 0, len(s.fields)+1)
 	timeout := time.Duration(-1)
@@ -107,11 +107,12 @@ func (s *stream) requestFields(authority string) []hpack.HeaderField {
 		s.mu.Unlock()
 	}
 	for _, f := range s.fields {
-		switch f.Name {
-		case ":authority":
-			f.Value = authority
-		case "grpc-timeout":
+		f, ok := grpcwire.ForwardField(f)
+		if !ok {
 			continue
+		}
+		if f.Name == ":authority" {
+			f.Value = authority
 		}
 		out = append(out, f)
 	}
