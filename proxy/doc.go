@@ -26,7 +26,7 @@
 // follows one call of each kind through the files:
 //
 //	pipeline.go  sendWay (forward, serve or hand on: the one place),
-//	             admit, ownTimeout, timedOut; serve, the pipeline of a
+//	             admit, timeoutFor, timeoutVerdict; serveCall, the pipeline of a
 //	             call answered here
 //	handle.go    what an attempt takes (a flow turn, an endpoint) and
 //	             gives back once, on either door
@@ -34,7 +34,7 @@
 //	             forwarded calls
 //	fastpath_serve.go  a served call's side on the relay (relaySide)
 //	handler.go   grpc-go's side (handle); unary reads the request;
-//	             finish records
+//	             recordCall records
 //	pick.go      Router.Pick: the route, its reason, the targets (decide
 //	             holds the one table of precedence)
 //	routed.go    routeUnary: primary or fallback, breaker reports

@@ -24,7 +24,7 @@ import (
 // client connections; for each unary call it read, Route asks sendWay
 // (pipeline.go) how it is sent. Plain calls, the ones that would go to the director's upstream
 // as they are and come back as they are, are relayed frame by frame
-// instead of crossing two gRPC stacks; Done records them with finish and
+// instead of crossing two gRPC stacks; Done records them with recordCall and
 // the same statuses (statusOf) as any other call. Calls the proxy must
 // act on are served on the relay's side (Serve, fastpath_serve.go);
 // streams, compressed requests and messages over the relay's size go on
@@ -244,7 +244,7 @@ func (p *Proxy) newRelayPools(up *Upstream, e *Endpoint) *h2relay.Pool {
 	return pool
 }
 
-// Done records a relayed call as finish records every call, and returns
+// Done records a relayed call as recordCall records every call, and returns
 // the status the client gets when the relay ended the call itself.
 func (r relayHandler) Done(c *h2relay.Call, res *h2relay.Result) (codes.Code, string) {
 	p := r.p
@@ -281,8 +281,8 @@ func (r relayHandler) Done(c *h2relay.Call, res *h2relay.Result) (codes.Code, st
 		o.err = p.upstreamFailed(ctx, rc.h.up, c.Method, status.Error(e.Code, e.Msg), res.Answered)
 	}
 	clientGone := res.Err != nil && res.Err.Kind == h2relay.ErrClientGone
-	o.err = p.timedOut(res.TimeoutAt, time.Now(), clientGone, o.err)
-	st := status.Convert(p.finish(ctx, nil, c.Start, c.Method, rc.upName, o))
+	o.err = p.timeoutVerdict(res.TimeoutAt, time.Now(), clientGone, o.err)
+	st := status.Convert(p.recordCall(ctx, nil, c.Start, c.Method, rc.upName, o))
 	return st.Code(), st.Message()
 }
 
@@ -301,7 +301,7 @@ func relaySent(c *h2relay.Call, res *h2relay.Result) sent {
 	return s
 }
 
-// Refused records a call the relay answered itself, as finish records
+// Refused records a call the relay answered itself, as recordCall records
 // every call.
 func (r relayHandler) Refused(c *h2relay.Call, code codes.Code, msg string) {
 	p := r.p
@@ -315,7 +315,7 @@ func (r relayHandler) Refused(c *h2relay.Call, code codes.Code, msg string) {
 	if fd, ok := p.director.(fixedDirector); ok {
 		upName = fd.fixed().Name()
 	}
-	_ = p.finish(relayContext{deadline: c.Deadline}, nil, c.Start, c.Method, upName, o)
+	_ = p.recordCall(relayContext{deadline: c.Deadline}, nil, c.Start, c.Method, upName, o)
 }
 
 // bytesTarget is frameTarget for a request held in one slice.
@@ -372,7 +372,7 @@ func relayMetadata(c *h2relay.Call) (metadata.MD, error) {
 	return md, bad
 }
 
-// relayContext stands in for a relayed call's server context where finish
+// relayContext stands in for a relayed call's server context where recordCall
 // and callClass read one: its deadline, and whether it ran out.
 type relayContext struct {
 	context.Context

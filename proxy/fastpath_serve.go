@@ -33,12 +33,12 @@ func (r relayHandler) Serve(c *h2relay.Call, resp *h2relay.Responder) {
 	}
 	if bad != nil {
 		// grpc-go's server refuses the call before any handler runs.
-		s.finish(status.Error(codes.Internal, bad.Error()))
+		s.writeStatus(status.Error(codes.Internal, bad.Error()))
 		return
 	}
 	ctx := metadata.NewIncomingContext(resp.Context(), md)
 	ctx = peer.NewContext(ctx, &peer.Peer{Addr: c.Peer})
-	s.finish(r.p.serve(ctx, c.Method, s, nil))
+	s.writeStatus(r.p.serveCall(ctx, c.Method, s, nil))
 }
 
 // relaySide is the pipeline's side for a call the relay read: its one
@@ -104,8 +104,8 @@ func (s *relaySide) writeHeader() {
 	s.resp.WriteHeader(fields)
 }
 
-// finish ends the call with err's status, as grpc-go's server writes it.
-func (s *relaySide) finish(err error) {
+// writeStatus ends the call with err's status, as grpc-go's server writes it.
+func (s *relaySide) writeStatus(err error) {
 	st := status.Convert(err)
 	s.mu.Lock()
 	if !s.headerSent && len(s.header) > 0 {

@@ -20,7 +20,7 @@ import (
 )
 
 // outcome is what one call reports to finish: its measurements and its
-// error as inner code returned it (finish asks statusOf for the status).
+// error as inner code returned it (recordCall asks statusOf for the status).
 type outcome struct {
 	err               error
 	upstream          time.Duration
@@ -41,7 +41,7 @@ type outcome struct {
 	// claim is the call's hold on the byte budget (gRPC path); nil
 	// where the relay holds the call's bytes.
 	claim *budget.Claim
-	// feat is what the request carried (features.go); finish sets its
+	// feat is what the request carried (features.go); recordCall sets its
 	// bytes.
 	feat monitor.CallFeatures
 }
@@ -62,7 +62,7 @@ func (p *Proxy) handle(_ any, ss grpc.ServerStream) error {
 	if !ok {
 		return statusOf(&internalError{msg: "no method name on the server stream"})
 	}
-	return p.serve(ss.Context(), method, ss, ss)
+	return p.serveCall(ss.Context(), method, ss, ss)
 }
 
 // unary reads a call known to carry one message each way and answers it
@@ -137,10 +137,10 @@ func (p *Proxy) noRoute(ctx context.Context, method string, err error) error {
 	return &directorError{method: method, err: err}
 }
 
-// finish turns the call's error into its status (statusOf, the one status
+// recordCall turns the call's error into its status (statusOf, the one status
 // edge), records and logs the call with that status, and returns it for
 // the handler to give gRPC.
-func (p *Proxy) finish(ctx context.Context, span trace.Span, start time.Time, method, upstream string, o outcome) error {
+func (p *Proxy) recordCall(ctx context.Context, span trace.Span, start time.Time, method, upstream string, o outcome) error {
 	st := statusOf(o.err)
 	if p.rec == nil && p.reqLog == nil && span == nil {
 		return st

@@ -80,13 +80,13 @@ func TestProxyTimeoutVerdict(t *testing.T) {
 		{"another code", bound, bound, false, status.Error(codes.Unavailable, "x"), false},
 		{"no error", bound, bound, false, nil, false},
 	} {
-		got := p.timedOut(c.bound, c.now, c.clientGone, c.err)
+		got := p.timeoutVerdict(c.bound, c.now, c.clientGone, c.err)
 		var pt *proxyTimeoutError
 		if errors.As(got, &pt) != c.want {
-			t.Errorf("%s: timedOut = %v, want the proxy's timeout: %v", c.name, got, c.want)
+			t.Errorf("%s: timeoutVerdict = %v, want the proxy's timeout: %v", c.name, got, c.want)
 		}
 		if !c.want && got != c.err {
-			t.Errorf("%s: timedOut changed %v into %v", c.name, c.err, got)
+			t.Errorf("%s: timeoutVerdict changed %v into %v", c.name, c.err, got)
 		}
 	}
 }

@@ -23,16 +23,16 @@ import (
 //	way       forward it as bytes, serve it here, or hand it to grpc-go
 //	          (sendWay: the relay asks it for every unary call it read)
 //	admit     the in-flight cap (admit, leave)
-//	deadline  the proxy's own deadline for a call without one (ownTimeout)
+//	deadline  the proxy's own deadline for a call without one (timeoutFor)
 //	pick      the director's upstream, then the router's Pick (routed.go)
 //	attempts  one, or a hedge, retry or cascade of them (attempt.go)
 //	answer    the one reply (reply.go) or status (statusOf, status.go)
-//	record    finish (handler.go), after the timeout verdict (timedOut)
+//	record    recordCall (handler.go), after the timeout verdict (timeoutVerdict)
 //
 // A forwarded call runs the same admit, deadline and verdict; its one
 // attempt is the relay's (fastpath.go), through the same endpoint handle
-// (handle.go) as any attempt, and finish records it. A served
-// call runs serve below, whether grpc-go or the relay read it.
+// (handle.go) as any attempt, and recordCall records it. A served
+// call runs serveCall below, whether grpc-go or the relay read it.
 
 // side is where a served call's request is read and its answer written:
 // grpc-go's server stream, or the relay's (relaySide, fastpath_serve.go).
@@ -44,11 +44,11 @@ type side interface {
 	SendMsg(m any) error
 }
 
-// serve runs one call the proxy answers itself through the pipeline and
+// serveCall runs one call the proxy answers itself through the pipeline and
 // returns its status. ctx is the call's: the client's deadline, its
 // cancellation and its metadata. s is the side that read it; ss is set
 // when grpc-go read it, and only then can the call be a stream.
-func (p *Proxy) serve(ctx context.Context, method string, s side, ss grpc.ServerStream) (err error) {
+func (p *Proxy) serveCall(ctx context.Context, method string, s side, ss grpc.ServerStream) (err error) {
 	// A panic in a call's handler becomes INTERNAL for that call, is
 	// counted and logged with its stack; the server keeps serving. (The
 	// stream pumps and hedges recover on their own goroutines.) Here, not
@@ -66,7 +66,7 @@ func (p *Proxy) serve(ctx context.Context, method string, s side, ss grpc.Server
 	}
 	if !p.admit() {
 		p.rejected.Add(1)
-		return p.finish(ctx, span, start, method, "", outcome{err: &inFlightError{max: p.maxInFlight}})
+		return p.recordCall(ctx, span, start, method, "", outcome{err: &inFlightError{max: p.maxInFlight}})
 	}
 	defer p.leave()
 	up, err := p.director.Direct(ctx, method)
@@ -76,7 +76,7 @@ func (p *Proxy) serve(ctx context.Context, method string, s side, ss grpc.Server
 		err = p.noRoute(ctx, method, err)
 	}
 	if err != nil {
-		return p.finish(ctx, span, start, method, "", outcome{err: err})
+		return p.recordCall(ctx, span, start, method, "", outcome{err: err})
 	}
 	// Where up is now: a call in flight when it moves (Upstream.Move)
 	// is recorded where it went.
@@ -97,7 +97,7 @@ func (p *Proxy) serve(ctx context.Context, method string, s side, ss grpc.Server
 	if info.Unary || ss == nil {
 		var bound time.Time // the proxy's deadline, when it set one
 		_, has := ctx.Deadline()
-		if d := p.ownTimeout(has); d > 0 {
+		if d := p.timeoutFor(has); d > 0 {
 			var cancel context.CancelFunc
 			outCtx, cancel = context.WithTimeout(outCtx, d)
 			defer cancel()
@@ -113,7 +113,7 @@ func (p *Proxy) serve(ctx context.Context, method string, s side, ss grpc.Server
 			o = p.unary(outCtx, bound.IsZero(), up, method, info.Target, s, subtypeOpt, &claim)
 		}
 		claim.Release()
-		o.err = p.timedOut(bound, time.Now(), ctx.Err() != nil, o.err)
+		o.err = p.timeoutVerdict(bound, time.Now(), ctx.Err() != nil, o.err)
 	} else {
 		o = p.stream(outCtx, up, method, info.Target, ss, subtypeOpt)
 	}
@@ -123,7 +123,7 @@ func (p *Proxy) serve(ctx context.Context, method string, s side, ss grpc.Server
 	if o.by != nil && o.by != up {
 		o.upName = o.by.Name()
 	}
-	err = p.finish(ctx, span, start, method, o.upName, o)
+	err = p.recordCall(ctx, span, start, method, o.upName, o)
 	if inFlight != nil {
 		inFlight.Dec()
 	}
@@ -132,7 +132,7 @@ func (p *Proxy) serve(ctx context.Context, method string, s side, ss grpc.Server
 
 // admit takes a place under the proxy's cap on calls in flight
 // (WithMaxInFlight) and reports true, or reports false: the cap is
-// reached. A call admitted gives its place back with leave; serve refuses
+// reached. A call admitted gives its place back with leave; serveCall refuses
 // and counts the others.
 func (p *Proxy) admit() bool {
 	if n := p.calls.Add(1); p.maxInFlight > 0 && n > p.maxInFlight {
@@ -145,17 +145,17 @@ func (p *Proxy) admit() bool {
 // leave gives back the place admit took.
 func (p *Proxy) leave() { p.calls.Add(-1) }
 
-// ownTimeout is the deadline the proxy gives a unary call that came
+// timeoutFor is the deadline the proxy gives a unary call that came
 // without one (WithUpstreamTimeout); 0 for none, and for a call that has
 // the client's.
-func (p *Proxy) ownTimeout(hasDeadline bool) time.Duration {
+func (p *Proxy) timeoutFor(hasDeadline bool) time.Duration {
 	if hasDeadline {
 		return 0
 	}
 	return p.upstreamTimeout
 }
 
-// timedOut is the proxy-timeout verdict: a call that ended with
+// timeoutVerdict is the proxy-timeout verdict: a call that ended with
 // DEADLINE_EXCEEDED once the deadline the proxy set itself (bound; zero
 // for none) had passed, its client still there, ended by the proxy's own
 // timeout, and says so. Only then: an upstream that answers
@@ -163,7 +163,7 @@ func (p *Proxy) ownTimeout(hasDeadline bool) time.Duration {
 // context, says so: the upstream got the deadline as grpc-timeout
 // (rounded up) and may answer before the proxy's timer fires on a loaded
 // machine.
-func (p *Proxy) timedOut(bound, now time.Time, clientGone bool, err error) error {
+func (p *Proxy) timeoutVerdict(bound, now time.Time, clientGone bool, err error) error {
 	if err == nil || bound.IsZero() || clientGone || now.Before(bound) || codeOf(err) != codes.DeadlineExceeded {
 		return err
 	}
@@ -275,7 +275,7 @@ func (p *Proxy) sendWay(c *h2relay.Call, one bool, msg []byte, bytesIn int64, mo
 		rc.gauge = p.inFlight(d)
 		rc.gauge.Inc()
 	}
-	c.Timeout = p.ownTimeout(!c.Deadline.IsZero())
+	c.Timeout = p.timeoutFor(!c.Deadline.IsZero())
 	scanFeatures(methods.Lookup(c.Method).Inputs, msg, bytesIn, p.inputShapes, &rc.feat, &rc.wf)
 	c.Data = rc
 	return wayForward, rc

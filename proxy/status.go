@@ -18,7 +18,7 @@ import (
 // the errors below, or the batcher's sentinels, or a status the upstream
 // sent; statusOf alone turns any of them into the status the client sees,
 // as httputil.ReverseProxy's ErrorHandler is the one place its errors
-// become responses. The pipeline (serve) returns, and finish records,
+// become responses. The pipeline (serveCall) returns, and recordCall records,
 // what statusOf made of a call's error.
 
 // errNoRequest: the client half-closed a unary call without a message.

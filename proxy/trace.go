@@ -234,7 +234,7 @@ func (tr *tracing) startServer(ctx context.Context, method string) (context.Cont
 		trace.WithAttributes(tr.rpcAttrs(method)...))
 }
 
-// endServer ends a call's server span with what finish recorded.
+// endServer ends a call's server span with what recordCall recorded.
 func (tr *tracing) endServer(span trace.Span, code codes.Code, o outcome) {
 	kv := append(tr.codeAttrs(code), attrUpstream.String(o.upName))
 	if o.model != "" {
