@@ -48,13 +48,9 @@ type Endpoint struct {
 	// ratioEpoch is the window's number.
 	ratioCalls, ratioFailed atomic.Int32
 	ratioEpoch              atomic.Int64
-	// Its service time, for ejection on latency (outlier.go): the least
-	// latency of its answers in the current and the last window
-	// (nanoseconds; 0 none), as BBR keeps a minimum RTT. Queueing and a
-	// long tail only add to a call's latency, so the least of a few
-	// seconds' answers is what the replica itself takes.
-	minCur, minPrev atomic.Int64
-	minSince        atomic.Int64
+	// svc is its service time for its calls that name no model, for
+	// ejection on latency (outlier.go); a model's is in lat.
+	svc serviceMin
 	// answers counts its successful answers since it was last admitted.
 	answers atomic.Int32
 	// models is what it said of its models (endpoint_models.go);
@@ -184,49 +180,6 @@ func (e *Endpoint) observeAtLeast(now time.Time, took time.Duration) {
 			return
 		}
 	}
-}
-
-// minWindow is the length of each window of the service-time minimum.
-const minWindow = 2 * time.Second
-
-// observeMin folds one answer's latency into the windowed minimum.
-func (e *Endpoint) observeMin(t int64, took time.Duration) {
-	d := int64(max(took, 1))
-	if since := e.minSince.Load(); t-since > int64(minWindow) {
-		if e.minSince.CompareAndSwap(since, t) {
-			prev := e.minCur.Swap(d)
-			if t-since > 2*int64(minWindow) {
-				prev = 0 // the current window is not the last one: stale
-			}
-			e.minPrev.Store(prev)
-			return
-		}
-	}
-	for {
-		cur := e.minCur.Load()
-		if cur != 0 && cur <= d {
-			return
-		}
-		if e.minCur.CompareAndSwap(cur, d) {
-			return
-		}
-	}
-}
-
-// serviceTime is the least latency of its answers in the last two
-// windows at t, 0 when it has none in them.
-func (e *Endpoint) serviceTime(t int64) time.Duration {
-	if t-e.minSince.Load() > 2*int64(minWindow) {
-		return 0 // no answer for two windows: no evidence
-	}
-	cur, prev := e.minCur.Load(), e.minPrev.Load()
-	switch {
-	case cur == 0:
-		return time.Duration(prev)
-	case prev == 0:
-		return time.Duration(cur)
-	}
-	return time.Duration(min(cur, prev))
 }
 
 // costAt is the endpoint's latency cost at now: its peak EWMA, decayed
