@@ -275,6 +275,9 @@ func (u *Upstream) release(e *Endpoint, model string, now time.Time, took time.D
 		if n := len(u.eps.Load().list); n > 1 { // one endpoint: no choice to inform
 			t := now.UnixNano()
 			e.countJudged(t, false)
+			if e.cost.Load() == 0 {
+				u.seedCost(e, t)
+			}
 			e.observe(now, took)
 			sm := e.observeModel(model, t, took)
 			if e.answers.Add(1) >= latencyEvidence && n >= 3 && n <= scanAll {

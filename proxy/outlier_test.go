@@ -291,3 +291,67 @@ func TestLatencyJudgedPerModel(t *testing.T) {
 		}
 	}
 }
+
+// One slow answer (a pause) raises a replica's cost at most peakStep
+// times, and a replica never measured starts at the pool's cheapest: a
+// 20 ms answer of a 300µs replica does not keep calls off it for the
+// seconds its cost would take to decay.
+func TestOneSlowAnswerIsAPeakNotACost(t *testing.T) {
+	u := testPool(4, BalanceLatency)
+	now := time.Unix(1000, 0)
+	list := u.Endpoints()
+	for _, e := range list[:3] {
+		u.begin(e, "")
+		u.release(e, "", now, 300*time.Microsecond, endpointOK)
+	}
+	u.begin(list[3], "")
+	u.release(list[3], "", now, 20*time.Millisecond, endpointOK) // its first answer
+	if c, want := list[3].costAt(now.UnixNano()), peakStep*float64(300*time.Microsecond); c > want {
+		t.Errorf("cost after one 20 ms answer %s, want at most %s", time.Duration(c), time.Duration(want))
+	}
+	u.begin(list[0], "")
+	u.release(list[0], "", now, 20*time.Millisecond, endpointOK)
+	if c, want := list[0].costAt(now.UnixNano()), peakStep*float64(300*time.Microsecond); c > want {
+		t.Errorf("cost after one 20 ms answer %s, want at most %s", time.Duration(c), time.Duration(want))
+	}
+	// With one call in flight on each of the others, it takes the next.
+	for _, e := range list[1:3] {
+		e.inFlight.Add(1)
+	}
+	list[3].inFlight.Add(1)
+	if e := u.pick(now.UnixNano(), ""); e != list[0] {
+		t.Errorf("picked %s, want the replica with the pause (a): its latency is within the floor", e.addr)
+	}
+}
+
+// A pause on one replica of a sub-millisecond pool (one answer in 20
+// ms) does not keep calls off it: it takes at least 10% of the calls in
+// each second after. Before, its cost was the pause's 20 ms, against
+// the others' 200µs, for the tens of seconds it took to decay: it took
+// no call at all.
+func TestPauseDoesNotStarveAReplica(t *testing.T) {
+	u := testPool(4, BalanceLatency)
+	a := u.Endpoints()[0]
+	start := time.Unix(1000, 0)
+	r := rand.New(rand.NewPCG(11, 12))
+	paused := false
+	lat := func(e *Endpoint, now time.Time) time.Duration {
+		d := 150*time.Microsecond + time.Duration(r.ExpFloat64()*float64(50*time.Microsecond))
+		if e == a && !paused && now.Sub(start) > time.Second {
+			paused = true
+			d = 20 * time.Millisecond
+		}
+		return d
+	}
+	for sec := range 4 {
+		from := start.Add(time.Duration(sec) * time.Second)
+		count := runPool(u, "simple", 16, from, from, from.Add(time.Second), lat, nil)
+		total := 0
+		for _, n := range count {
+			total += n
+		}
+		if share := float64(count[a.addr]) / float64(total); share < 0.10 {
+			t.Errorf("second %d: the replica with the pause took %.1f%% of the calls, want at least 10%% (calls %v)", sec, 100*share, count)
+		}
+	}
+}
