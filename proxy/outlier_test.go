@@ -355,3 +355,21 @@ func TestPauseDoesNotStarveAReplica(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkPoolCall is one call's pick and release in a pool of four,
+// its latency judged for ejection: 5 ms (over the margin, the others'
+// service times read) and 200µs (under it).
+func BenchmarkPoolCall(b *testing.B) {
+	for _, d := range []time.Duration{5 * time.Millisecond, 200 * time.Microsecond} {
+		b.Run(d.String(), func(b *testing.B) {
+			u := testPool(4, BalanceLatency)
+			now := time.Unix(1000, 0)
+			b.ReportAllocs()
+			for range b.N {
+				e := u.acquire(now, "resnet50")
+				u.release(e, "resnet50", now.Add(d), d, endpointOK)
+				now = now.Add(50 * time.Microsecond)
+			}
+		})
+	}
+}
