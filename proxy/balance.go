@@ -261,13 +261,17 @@ func (u *Upstream) release(e *Endpoint, model string, now time.Time, took time.D
 			e.fails.Store(0)
 		}
 		if n := len(u.eps.Load().list); n > 1 { // one endpoint: no choice to inform
-			e.countJudged(now.UnixNano(), false)
-			e.observe(now, took)
 			t := now.UnixNano()
-			e.observeMin(t, took)
-			e.observeModel(model, t, took)
+			e.countJudged(t, false)
+			if e.cost.Load() == 0 {
+				u.seedCost(e, t)
+			}
+			e.observe(now, took)
+			sm := e.observeModel(model, t, took)
 			if e.answers.Add(1) >= latencyEvidence && n >= 3 && n <= scanAll {
-				u.checkLatency(e, now)
+				if sm != nil {
+					u.checkLatency(e, model, sm, now)
+				}
 				u.checkModelLatency(model, now)
 			}
 		}

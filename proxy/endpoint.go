@@ -48,13 +48,9 @@ type Endpoint struct {
 	// ratioEpoch is the window's number.
 	ratioCalls, ratioFailed atomic.Int32
 	ratioEpoch              atomic.Int64
-	// Its service time, for ejection on latency (outlier.go): the least
-	// latency of its answers in the current and the last window
-	// (nanoseconds; 0 none), as BBR keeps a minimum RTT. Queueing and a
-	// long tail only add to a call's latency, so the least of a few
-	// seconds' answers is what the replica itself takes.
-	minCur, minPrev atomic.Int64
-	minSince        atomic.Int64
+	// svc is its service time for its calls that name no model, for
+	// ejection on latency (outlier.go); a model's is in lat.
+	svc serviceMin
 	// answers counts its successful answers since it was last admitted.
 	answers atomic.Int32
 	// models is what it said of its models (endpoint_models.go);
@@ -145,6 +141,16 @@ func (e *Endpoint) close() error {
 // cost decays.
 const costDecay = 10 * time.Second
 
+// peakStep is the most one answer raises an endpoint's cost by: a
+// factor. One slow answer is one sample, and on a busy machine a replica
+// of a sub-millisecond model answers one call in a hundred ten or fifty
+// times slower (a pause, a descheduled process): taken whole, such a
+// peak kept every call off the replica for the 10 to 30 s its cost took
+// to decay, and a replica without calls goes cold and answers slower
+// still. A replica that really became slower reaches its cost in a few
+// answers (4x in two).
+const peakStep = 2.0
+
 // observe folds one call's latency into the endpoint's cost.
 func (e *Endpoint) observe(now time.Time, took time.Duration) {
 	rtt := float64(took)
@@ -154,6 +160,9 @@ func (e *Endpoint) observe(now time.Time, took time.Duration) {
 		old := math.Float64frombits(oldBits)
 		last := e.stamp.Load()
 		next := rtt
+		if old > 0 && rtt > peakStep*old {
+			next = peakStep * old
+		}
 		if old > 0 && rtt < old {
 			td := float64(int64(t - last))
 			if int64(t-last) < 0 {
@@ -186,49 +195,6 @@ func (e *Endpoint) observeAtLeast(now time.Time, took time.Duration) {
 	}
 }
 
-// minWindow is the length of each window of the service-time minimum.
-const minWindow = 2 * time.Second
-
-// observeMin folds one answer's latency into the windowed minimum.
-func (e *Endpoint) observeMin(t int64, took time.Duration) {
-	d := int64(max(took, 1))
-	if since := e.minSince.Load(); t-since > int64(minWindow) {
-		if e.minSince.CompareAndSwap(since, t) {
-			prev := e.minCur.Swap(d)
-			if t-since > 2*int64(minWindow) {
-				prev = 0 // the current window is not the last one: stale
-			}
-			e.minPrev.Store(prev)
-			return
-		}
-	}
-	for {
-		cur := e.minCur.Load()
-		if cur != 0 && cur <= d {
-			return
-		}
-		if e.minCur.CompareAndSwap(cur, d) {
-			return
-		}
-	}
-}
-
-// serviceTime is the least latency of its answers in the last two
-// windows at t, 0 when it has none in them.
-func (e *Endpoint) serviceTime(t int64) time.Duration {
-	if t-e.minSince.Load() > 2*int64(minWindow) {
-		return 0 // no answer for two windows: no evidence
-	}
-	cur, prev := e.minCur.Load(), e.minPrev.Load()
-	switch {
-	case cur == 0:
-		return time.Duration(prev)
-	case prev == 0:
-		return time.Duration(cur)
-	}
-	return time.Duration(min(cur, prev))
-}
-
 // costAt is the endpoint's latency cost at now: its peak EWMA, decayed
 // for the time since its last answer as if answers since had been
 // instant (Finagle's peak EWMA), so a replica that got no calls because it
@@ -244,11 +210,36 @@ func (e *Endpoint) costAt(now int64) float64 {
 	return c
 }
 
+// costFloor is added to every endpoint's cost in the picker's score: a
+// difference of latency well under a millisecond is nothing a caller
+// notices, and between replicas of a sub-millisecond model it is noise
+// (a cold replica, a pause); their calls in flight decide then, as
+// least-request would. Above a few milliseconds the latency decides, as
+// before.
+const costFloor = float64(time.Millisecond)
+
 // load is the picker's score at t of an endpoint whose cost is c, lower
-// is better: the cost times the calls it would have in flight with this
-// one, over its slow-start weight.
+// is better: the cost (plus costFloor) times the calls it would have in
+// flight with this one, over its slow-start weight.
 func (e *Endpoint) load(c float64, t int64, slowStart time.Duration) float64 {
-	return (c + 1) * float64(e.inFlight.Load()+1) / e.weight(t, slowStart)
+	return (c + costFloor) * float64(e.inFlight.Load()+1) / e.weight(t, slowStart)
+}
+
+// seedCost starts the cost of e, never measured (new to the pool), at
+// the cheapest of the others' at t, as the picker counted it before its
+// first answer: its first answer is a peak over that (peakStep), not a
+// cost of its own taken whole (the first call of a replica just
+// connected is often its slowest).
+func (u *Upstream) seedCost(e *Endpoint, t int64) {
+	cheapest := 0.0
+	for _, x := range u.eps.Load().list {
+		if c := x.costAt(t); x != e && c > 0 && (cheapest == 0 || c < cheapest) {
+			cheapest = c
+		}
+	}
+	if cheapest > 0 && e.cost.CompareAndSwap(0, math.Float64bits(cheapest)) {
+		e.stamp.Store(uint64(t))
+	}
 }
 
 // DefaultEndpointSlowStart is UpstreamOptions.SlowStart's default.

@@ -59,10 +59,12 @@ type latWindowCounts struct {
 }
 
 // endpointModel is what one endpoint keeps of one model: its answers'
-// latency, and for flow control its calls in flight and its limit.
+// latency and its service time (for ejection, outlier.go), and for flow
+// control its calls in flight and its limit.
 type endpointModel struct {
-	w  [2]latWindowCounts
-	mu sync.Mutex // serialises a window's reset
+	w   [2]latWindowCounts
+	mu  sync.Mutex // serialises a window's reset
+	svc serviceMin
 	// inFlight counts its calls in flight while flow control is on; lim
 	// is its concurrency limit, made at its first answer then.
 	inFlight atomic.Int32
@@ -87,13 +89,14 @@ func (m *endpointModel) add(t int64, d time.Duration) {
 }
 
 // forget drops the latency m holds: both windows read as stale and are
-// reset by the next answer.
+// reset by the next answer; its service time too.
 func (m *endpointModel) forget() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for k := range m.w {
 		m.w[k].epoch.Store(0)
 	}
+	m.svc.forget()
 }
 
 // latCounts is a reading of one or more endpointModel: counts per bucket.
@@ -138,20 +141,35 @@ func (c *latCounts) quantile(q float64) time.Duration {
 // a model is added.
 type latencies map[string]*endpointModel
 
-// observeModel counts an answer of model that took d, at t.
-func (e *Endpoint) observeModel(model string, t int64, d time.Duration) {
+// observeModel counts an answer of model that took d, at t, in its
+// latency and its service time, and returns the service time it went
+// into: e's own for calls naming no model; nil past maxLatModels.
+func (e *Endpoint) observeModel(model string, t int64, d time.Duration) *serviceMin {
 	if model == "" {
-		return
+		e.svc.observe(t, d)
+		return &e.svc
 	}
-	if ls := e.lat.Load(); ls != nil {
-		if m := (*ls)[model]; m != nil {
-			m.add(t, d)
-			return
+	m := e.endpointModelOf(model)
+	if m == nil {
+		if m = e.endpointModelFor(model); m == nil {
+			return nil
 		}
 	}
-	if m := e.endpointModelFor(model); m != nil {
-		m.add(t, d)
+	m.add(t, d)
+	m.svc.observe(t, d)
+	return &m.svc
+}
+
+// serviceMinOf is e's service time for model (its own for ""); nil when
+// it keeps none.
+func (e *Endpoint) serviceMinOf(model string) *serviceMin {
+	if model == "" {
+		return &e.svc
 	}
+	if m := e.endpointModelOf(model); m != nil {
+		return &m.svc
+	}
+	return nil
 }
 
 // endpointModelFor adds model to e's latencies (nil when it keeps
@@ -204,6 +222,8 @@ type SlowEndpoint struct {
 	// answers together); Answers its answers.
 	P99, PoolP99 time.Duration
 	Answers      uint64
+	// p50 is its median, poolP90 the others' p90 (ejection's margin).
+	p50, poolP90 time.Duration
 }
 
 // Ratio is P99 / PoolP99.
@@ -271,10 +291,12 @@ func (u *Upstream) slowEndpoint(model string, t int64) (found SlowEndpoint, ok b
 			continue
 		}
 		p99, pool99 := own.quantile(0.99), rest.quantile(0.99)
-		if float64(p99) < slowSpread*float64(pool99) || own.quantile(0.5) <= rest.quantile(0.9) {
+		p50, pool90 := own.quantile(0.5), rest.quantile(0.9)
+		if float64(p99) < slowSpread*float64(pool99) || p50 <= pool90 {
 			continue
 		}
-		s := SlowEndpoint{Upstream: u.Name(), Endpoint: e.addr, Model: model, P99: p99, PoolP99: pool99, Answers: own.total}
+		s := SlowEndpoint{Upstream: u.Name(), Endpoint: e.addr, Model: model, P99: p99, PoolP99: pool99, Answers: own.total,
+			p50: p50, poolP90: pool90}
 		if !ok || s.Ratio() > found.Ratio() {
 			found, ok = s, true
 		}

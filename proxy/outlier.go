@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"time"
 )
@@ -21,15 +22,34 @@ const (
 	ejectMax  = 5 * time.Minute
 	// maxEjectedShare is the largest share of a pool out at once.
 	maxEjectedShare = 0.5
-	// An endpoint whose service time (its least latency of the last
-	// seconds, Endpoint.serviceTime) is over latencyOutlier times the
-	// median of the others' is ejected, once it answered latencyEvidence
-	// calls since it was last admitted: a replica that became slow
-	// (throttled, a noisy neighbour, a bad GPU) takes few calls even
-	// when the rest are busy, where least-loaded picking would give it
-	// one whenever the others' queues were as long as its own time.
+	// An endpoint whose service time for a model (its least latency of
+	// the last seconds, serviceMin) is over latencyOutlier times the
+	// median of the others' for the model is ejected: a replica that
+	// became slow (throttled, a noisy neighbour, a bad GPU) takes few
+	// calls even when the rest are busy, where least-loaded picking
+	// would give it one whenever the others' queues were as long as its
+	// own time. Only when the difference matters and is established:
+	//   - it is also more than latencyMargin above their median (a 2x
+	//     ratio between two sub-millisecond numbers is a cold replica
+	//     or a pause, nothing a caller would notice);
+	//   - its least latency is over latencyEvidence answers or more in
+	//     the windows (and it answered latencyEvidence since it was
+	//     admitted), and, for a named model, above the q-quantile of the
+	//     others' answers where (1-q)^n = latencyAlpha: were it no
+	//     slower than they are, all n of its answers would lie there
+	//     with a chance of latencyAlpha (the least of n answers lies
+	//     higher than the least of thousands of the same: its own
+	//     minimum is compared with what n of theirs would give);
+	//   - it is not warming up (ejectGrace after it became able to take
+	//     calls: added, connected again, back from an ejection).
 	latencyOutlier  = 2.0
+	latencyMargin   = time.Millisecond
 	latencyEvidence = 10
+	latencyAlpha    = 0.001
+	// ejectGrace is the least time after an endpoint became able to take
+	// calls before its latency is judged: its slow start, at least
+	// DefaultEndpointSlowStart.
+	ejectGrace = DefaultEndpointSlowStart
 )
 
 // noteFailure counts a failure against e and ejects it when the evidence
@@ -77,24 +97,37 @@ func (e *Endpoint) countJudged(t int64, failed bool) (calls, fails int32) {
 	return calls, fails
 }
 
-// checkLatency ejects e when its service time is an outlier in its pool
-// (pools of 3 to scanAll endpoints: with two, either may be the slow
-// one).
-func (u *Upstream) checkLatency(e *Endpoint, now time.Time) {
+// warmingUp says whether e became able to take calls (added, connected
+// again, back from an ejection) less than its slow start ago, or
+// ejectGrace if that is shorter, at t: a cold replica's first answers
+// are no evidence of its latency.
+func (u *Upstream) warmingUp(e *Endpoint, t int64) bool {
+	s := e.since.Load()
+	return s != 0 && t-s < int64(max(u.slowStart, ejectGrace))
+}
+
+// checkLatency ejects e when its service time for model, sm (its own
+// for calls naming none), is an outlier in its pool (pools of 3 to
+// scanAll endpoints: with two, either may be the slow one), by the rules
+// of latencyOutlier above.
+func (u *Upstream) checkLatency(e *Endpoint, model string, sm *serviceMin, now time.Time) {
 	t := now.UnixNano()
-	own := e.serviceTime(t)
-	if own == 0 {
-		return
+	own, n := sm.at(t)
+	if own <= latencyMargin || n < latencyEvidence || u.warmingUp(e, t) {
+		return // under the margin, the others' can only be nearer
 	}
+	list := u.eps.Load().list
 	var others [scanAll]time.Duration
 	k := 0
-	for _, x := range u.eps.Load().list {
+	for _, x := range list {
 		if x == e || !x.usable(t) {
 			continue
 		}
-		if st := x.serviceTime(t); st > 0 {
-			others[k] = st
-			k++
+		if xs := x.serviceMinOf(model); xs != nil {
+			if st, _ := xs.at(t); st > 0 {
+				others[k] = st
+				k++
+			}
 		}
 	}
 	if k < 2 {
@@ -105,17 +138,35 @@ func (u *Upstream) checkLatency(e *Endpoint, now time.Time) {
 	if k%2 == 0 {
 		med = (others[k/2-1] + others[k/2]) / 2
 	}
-	if float64(own) > latencyOutlier*float64(med) {
-		u.eject(e, now, fmt.Sprintf("slow: answers in %s at best, %.1fx the pool's median %s", own.Round(time.Microsecond),
-			float64(own)/float64(med), med.Round(time.Microsecond)))
+	if float64(own) <= latencyOutlier*float64(med) || own-med <= latencyMargin {
+		return
 	}
+	if model != "" {
+		var rest latCounts
+		for _, x := range list {
+			if x != e && x.usable(t) {
+				x.modelLatencyAt(model, t, &rest)
+			}
+		}
+		q := 1 - math.Pow(latencyAlpha, 1/float64(n))
+		if rest.total < slowPoolEvidence || own <= rest.quantile(q) {
+			return
+		}
+	}
+	slow := "slow"
+	if model != "" {
+		slow += " for " + model
+	}
+	u.eject(e, now, fmt.Sprintf("%s: answers in %s at best of %d, %.1fx the pool's median %s", slow, own.Round(time.Microsecond),
+		n, float64(own)/float64(med), med.Round(time.Microsecond)))
 }
 
 // checkModelLatency ejects the endpoint much slower than the rest of the
 // pool for model (SlowEndpoint's evidence: its p99 at least twice theirs
-// and its median above their p90), judged at most once a second per
-// pool: a replica slow for one model only keeps a fast service time from
-// its other models, which checkLatency reads.
+// and its median above their p90), and its median more than
+// latencyMargin above their p90, judged at most once a second per pool:
+// a replica slow in its tail for one model, whose least latency is not.
+// An endpoint warming up is not judged.
 func (u *Upstream) checkModelLatency(model string, now time.Time) {
 	t := now.UnixNano()
 	last := u.spreadAt.Load()
@@ -123,11 +174,11 @@ func (u *Upstream) checkModelLatency(model string, now time.Time) {
 		return
 	}
 	s, ok := u.slowEndpoint(model, t)
-	if !ok {
+	if !ok || s.p50-s.poolP90 <= latencyMargin {
 		return
 	}
 	for _, e := range u.eps.Load().list {
-		if e.addr == s.Endpoint && e.answers.Load() >= latencyEvidence {
+		if e.addr == s.Endpoint && e.answers.Load() >= latencyEvidence && !u.warmingUp(e, t) {
 			u.eject(e, now, fmt.Sprintf("slow for %s: p99 %s, %.1fx the pool's %s", model,
 				roundLatency(s.P99), s.Ratio(), roundLatency(s.PoolP99)))
 		}
@@ -164,6 +215,7 @@ func (u *Upstream) eject(e *Endpoint, now time.Time, why string) {
 	e.answers.Store(0)
 	e.ratioCalls.Store(0)
 	e.ratioFailed.Store(0)
+	e.svc.forget()
 	// Its latency is judged again from its answers once back: the
 	// answers that ejected it must not eject it again. Only the latency
 	// is forgotten: its calls in flight and learnt limits (flow control)
