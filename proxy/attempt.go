@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"github.com/infergate/infergate/proxy/pool"
 	"sync/atomic"
 	"time"
 
@@ -230,7 +231,7 @@ func (p *Proxy) invoke(ctx context.Context, up *Upstream, method string, req *Fr
 	// A hedge takes no turn (it must not wait); a batch's callers took
 	// theirs before its queue.
 	inTurn := p.flow.on() != nil && x.avoid == nil && !x.turned && methods.IsInference(method) && batcher.BatchOf(ctx) == nil
-	if inTurn || x.turned || len(up.eps.Load().list) > 1 {
+	if inTurn || x.turned || up.Len() > 1 {
 		h.model, _ = frameTarget(methods.Lookup(method).Target, req) // interned: no allocation
 	}
 	var last sent
@@ -249,7 +250,7 @@ func (p *Proxy) invoke(ctx context.Context, up *Upstream, method string, req *Fr
 	all := p.callOptions(x.opts[:0], up, subtype)
 	all = append(all, grpc.Header(&x.header), grpc.Trailer(&x.trailer))
 	key := ""
-	if hd := up.affinityHeader(); hd != "" && batcher.BatchOf(ctx) == nil { // a batch is no client's
+	if hd := up.AffinityHeader(); hd != "" && batcher.BatchOf(ctx) == nil { // a batch is no client's
 		if v := metadata.ValueFromIncomingContext(ctx, hd); len(v) > 0 {
 			key = v[0]
 		}
@@ -273,18 +274,18 @@ func (p *Proxy) invoke(ctx context.Context, up *Upstream, method string, req *Fr
 		code = status.Code(err)
 		last = sent{at: t0.Add(d), took: d, code: code, fromUpstream: fromUpstream, callEnded: ctx.Err() != nil}
 	}
-	sentTo := h.ep.up.Load()
+	sentTo := h.ep.Up()
 	send(t0)
-	missing := notFound(code, fromUpstream) && h.model != ""
-	unreachable := failureOf(code, fromUpstream, ctx.Err() != nil) == endpointUnreachable
-	if !h.pinned && (missing || unreachable) && len(up.eps.Load().list) > 1 {
+	missing := pool.NotFound(code, fromUpstream) && h.model != ""
+	unreachable := pool.VerdictOf(code, fromUpstream, ctx.Err() != nil) == pool.Unreachable
+	if !h.pinned && (missing || unreachable) && up.Len() > 1 {
 		// The call went nowhere (the endpoint was unreachable when
 		// picked), to a replica without its model, or died with its
 		// connection (an inference that may be sent twice, from the
 		// retry budget): it goes to another replica, once, if one may
 		// take it.
 		now := p.now().UnixNano()
-		if e2 := up.pickAvoiding(now, h.model, h.ep); e2 != h.ep && e2.up.Load() && e2.holds(h.model, now) &&
+		if e2 := up.Pick(now, h.model, h.ep); e2 != h.ep && e2.Up() && e2.Holds(h.model, now) &&
 			(missing || !sentTo || p.mayResend(ctx, method, x)) {
 			x.header, x.trailer = nil, nil
 			h.moveTo(e2, last)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/infergate/infergate/proxy/pool"
 	"net"
 	"slices"
 	"strings"
@@ -78,31 +79,13 @@ type fixedDirector interface{ fixed() *Upstream }
 // can be pointed at another server while it serves (Move); what holds it
 // (the Director, readiness, the router) keeps it.
 type Upstream struct {
+	// Pool is its endpoints and the pick of one per call.
+	pool.Pool
 	dest atomic.Pointer[upstreamDest]
-	eps  atomic.Pointer[endpoints]
-	// balance is how a call's endpoint is picked; next is round robin's
-	// turn.
-	balance Balance
-	next    atomic.Uint32
-	// slowStart is its endpoints' ramp (UpstreamOptions.SlowStart); 0 or
-	// negative none.
-	slowStart time.Duration
-	// ejectMu serialises ejections, which count the pool's ejected.
-	ejectMu sync.Mutex
-	// spreadAt is when a model's latency across the pool was last judged
-	// for ejection (unix nanoseconds; outlier.go).
-	spreadAt atomic.Int64
-	// seqs pins each sequence to its endpoint (affinity.go).
-	seqs sequences
-	// affinity is the request header keeping a client's calls on one
-	// endpoint (affinity.go); nil none.
-	affinity atomic.Pointer[string]
 	// gates are its flow-control gates by model (flow.go), made under
-	// gatesMu; flowOn is set once it has one: its endpoints then count
-	// their calls in flight per model.
+	// gatesMu.
 	gates   atomic.Pointer[flowGates]
 	gatesMu sync.Mutex
-	flowOn  atomic.Bool
 	// resolvers feed the one endpoint's conns their address, one each,
 	// when the upstream can move; nil otherwise.
 	resolvers []*manual.Resolver
@@ -114,10 +97,6 @@ type Upstream struct {
 	// the name's addresses (dnspool.go); stopResolve ends its resolving.
 	dns         string
 	stopResolve context.CancelFunc
-	// stopModels ends the poll of its endpoints' models; pokeModels asks
-	// for one now (endpoints changed).
-	stopModels context.CancelFunc
-	pokeModels chan struct{}
 	// relayable: the fast path may relay to it (plaintext, dialled
 	// with nothing but this package's options), wherever it moves.
 	// relayConns is the pool size there, per endpoint.
@@ -145,9 +124,9 @@ func NewUpstream(name string, conns ...*grpc.ClientConn) (*Upstream, error) {
 	}
 	u := &Upstream{}
 	u.dest.Store(&upstreamDest{name: name})
-	e := &Endpoint{conns: conns}
-	e.up.Store(true) // connections handed in: their owner knows them
-	u.eps.Store(&endpoints{list: []*Endpoint{e}})
+	e := pool.NewEndpoint("", "", conns)
+	e.AssumeUp() // connections handed in: their owner knows them
+	u.Replace([]*Endpoint{e})
 	return u, nil
 }
 
@@ -170,9 +149,6 @@ func (u *Upstream) Name() string { return u.dest.Load().name }
 // Address returns the address the upstream's connections go to, the dial
 // target (its endpoints joined by commas); "" for one made by NewUpstream.
 func (u *Upstream) Address() string { return u.dest.Load().address }
-
-// Endpoints returns the upstream's endpoints.
-func (u *Upstream) Endpoints() []*Endpoint { return u.eps.Load().list }
 
 // Movable says whether Move can point the upstream elsewhere.
 func (u *Upstream) Movable() bool { return u.resolvers != nil || u.dialer != nil }
@@ -220,14 +196,15 @@ func (u *Upstream) Move(address, name string) error {
 		// The endpoint is the same connections at a new address: a
 		// new Endpoint (its address and measurements are the old
 		// server's), the old one's watchers stopped.
-		prev := u.eps.Load().list[0]
-		e := &Endpoint{addr: address, conns: prev.conns}
+		prev := u.Endpoints()[0]
+		relayAddr := ""
 		if u.relayable {
-			e.relayAddr = address
+			relayAddr = address
 		}
-		prev.stopWatch()
-		e.watch()
-		u.eps.Store(&endpoints{list: []*Endpoint{e}})
+		e := pool.NewEndpoint(address, relayAddr, prev.Conns())
+		prev.StopWatch()
+		e.Watch()
+		u.Replace([]*Endpoint{e})
 	}
 	u.dest.Store(d)
 	for _, r := range u.resolvers {
@@ -259,7 +236,7 @@ const movableScheme = "infergate-upstream"
 
 // Conn returns a connection to the endpoint the picker chooses now.
 func (u *Upstream) Conn() *grpc.ClientConn {
-	return u.pick(time.Now().UnixNano(), "").Conn()
+	return u.Pick(time.Now().UnixNano(), "", nil).Conn()
 }
 
 // Invoke makes a unary call to the endpoint the picker chooses for it:
@@ -288,12 +265,10 @@ func (u *Upstream) Close() error {
 	if u.stopResolve != nil {
 		u.stopResolve()
 	}
-	if u.stopModels != nil {
-		u.stopModels()
-	}
+	u.StopPolling()
 	var errs []error
-	for _, e := range u.eps.Load().list {
-		if err := e.close(); err != nil {
+	for _, e := range u.Endpoints() {
+		if err := e.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("proxy: upstream %q: close: %w", u.Name(), err))
 		}
 	}
@@ -420,7 +395,7 @@ func DialUpstream(target string, opts UpstreamOptions) (*Upstream, error) {
 	}, o.DialOptions...)
 
 	addrs := strings.Split(target, ",")
-	dnsHost, dnsPort, isDNS := dnsTarget(target)
+	dnsHost, dnsPort, isDNS := pool.DNSTarget(target)
 	resolver := o.Resolver
 	if resolver == nil {
 		resolver = net.DefaultResolver
@@ -430,7 +405,7 @@ func DialUpstream(target string, opts UpstreamOptions) (*Upstream, error) {
 		// one endpoint through gRPC's resolver until it does. Each
 		// endpoint is dialled at its address under the name's
 		// authority, so TLS checks the name.
-		if found, err := resolveAddrs(context.Background(), resolver, dnsHost, dnsPort); err == nil && len(found) > 0 {
+		if found, err := pool.ResolveAddrs(context.Background(), resolver, dnsHost, dnsPort); err == nil && len(found) > 0 {
 			addrs = found
 		}
 		dialOpts = append(dialOpts, grpc.WithAuthority(net.JoinHostPort(dnsHost, dnsPort)))
@@ -439,14 +414,18 @@ func DialUpstream(target string, opts UpstreamOptions) (*Upstream, error) {
 	}
 	movable := o.Movable && len(addrs) == 1 && plainHostPort(target)
 	setServerName := o.Credentials == nil || o.Credentials.Info().ServerName == ""
-	up := &Upstream{balance: o.Balance, slowStart: o.SlowStart}
-	if up.slowStart == 0 {
-		up.slowStart = DefaultEndpointSlowStart
+	up := &Upstream{}
+	slowStart := o.SlowStart
+	if slowStart == 0 {
+		slowStart = DefaultEndpointSlowStart
 	}
-	var list []*Endpoint
+	up.Init(o.Balance, slowStart)
+	var conns [][]*grpc.ClientConn // each address's
 	fail := func(err error) (*Upstream, error) {
-		for _, e := range list {
-			_ = e.close()
+		for _, cs := range conns {
+			for _, cc := range cs {
+				_ = cc.Close()
+			}
 		}
 		return nil, fmt.Errorf("proxy: dial upstream %q: %w", target, err)
 	}
@@ -455,7 +434,7 @@ func DialUpstream(target string, opts UpstreamOptions) (*Upstream, error) {
 		if len(addrs) > 1 && !plainHostPort(addr) {
 			return fail(fmt.Errorf("endpoint %q is not host:port", addr))
 		}
-		e := &Endpoint{addr: addr}
+		conns = append(conns, nil)
 		for range o.Conns {
 			dialTarget, opts := addr, dialOpts
 			if movable {
@@ -467,13 +446,11 @@ func DialUpstream(target string, opts UpstreamOptions) (*Upstream, error) {
 			}
 			cc, err := grpc.NewClient(dialTarget, opts...)
 			if err != nil {
-				list = append(list, e)
 				return fail(err)
 			}
 			cc.Connect()
-			e.conns = append(e.conns, cc)
+			conns[len(conns)-1] = append(conns[len(conns)-1], cc)
 		}
-		list = append(list, e)
 	}
 	d := &upstreamDest{name: o.Name, address: target}
 	if movable {
@@ -489,28 +466,29 @@ func DialUpstream(target string, opts UpstreamOptions) (*Upstream, error) {
 		if opts.Credentials == nil && plain {
 			up.relayable, up.relayConns = true, o.Conns
 			d.relayAddr = target
-			for _, e := range list {
-				if plainHostPort(e.addr) {
-					e.relayAddr = e.addr
-				} else {
-					d.relayAddr = "" // a name not resolved yet: the gRPC path
-				}
+		}
+	}
+	list := make([]*Endpoint, len(addrs))
+	for i, addr := range addrs {
+		relayAddr := ""
+		if up.relayable {
+			if plainHostPort(addr) {
+				relayAddr = addr
+			} else {
+				d.relayAddr = "" // a name not resolved yet: the gRPC path
 			}
 		}
+		list[i] = pool.NewEndpoint(addr, relayAddr, conns[i])
+		list[i].Watch()
 	}
 	if plain {
 		up.dialer = &endpointDialer{opts: dialOpts, conns: o.Conns, relay: up.relayable}
 	}
-	for _, e := range list {
-		e.watch()
-	}
-	up.eps.Store(&endpoints{list: list})
+	up.Replace(list)
 	up.dest.Store(d)
 	if plain {
 		// After the endpoints are stored: the poll reads them.
-		ctx, cancel := context.WithCancel(context.Background())
-		up.stopModels, up.pokeModels = cancel, make(chan struct{}, 1)
-		go up.pollModels(ctx, up.pokeModels)
+		up.PollModels()
 	}
 	if isDNS {
 		ctx, cancel := context.WithCancel(context.Background())
@@ -519,7 +497,9 @@ func DialUpstream(target string, opts UpstreamOptions) (*Upstream, error) {
 		if every <= 0 {
 			every = DefaultResolveEvery
 		}
-		go up.resolveLoop(ctx, resolver, dnsHost, dnsPort, every)
+		go pool.ResolveLoop(ctx, resolver, dnsHost, dnsPort, every, func(addrs []string) error {
+			return up.SetEndpoints(addrs, endpointDrain)
+		})
 	}
 	return up, nil
 }

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"fmt"
+	"github.com/infergate/infergate/proxy/pool"
 	"strings"
 	"time"
 
@@ -12,10 +13,6 @@ import (
 // the calls in flight on it before they are closed.
 const endpointDrain = 30 * time.Second
 
-// retireGrace is how long a removed endpoint waits before it looks at
-// its calls in flight.
-const retireGrace = time.Second
-
 // endpointDialer makes an upstream's new endpoints as DialUpstream made
 // its first ones.
 type endpointDialer struct {
@@ -25,20 +22,24 @@ type endpointDialer struct {
 }
 
 func (d *endpointDialer) dial(addr string) (*Endpoint, error) {
-	e := &Endpoint{addr: addr}
+	relayAddr := ""
 	if d.relay {
-		e.relayAddr = addr
+		relayAddr = addr
 	}
+	var conns []*grpc.ClientConn
 	for range d.conns {
 		cc, err := grpc.NewClient(addr, d.opts...)
 		if err != nil {
-			_ = e.close()
+			for _, c := range conns {
+				_ = c.Close()
+			}
 			return nil, err
 		}
 		cc.Connect()
-		e.conns = append(e.conns, cc)
+		conns = append(conns, cc)
 	}
-	e.watch()
+	e := pool.NewEndpoint(addr, relayAddr, conns)
+	e.Watch()
 	return e, nil
 }
 
@@ -63,8 +64,8 @@ func (u *Upstream) SetEndpoints(addrs []string, drain time.Duration) error {
 	u.moveMu.Lock()
 	defer u.moveMu.Unlock()
 	old := map[string]*Endpoint{}
-	for _, e := range u.eps.Load().list {
-		old[e.addr] = e
+	for _, e := range u.Endpoints() {
+		old[e.Address()] = e
 	}
 	var next, added []*Endpoint
 	seen := map[string]bool{}
@@ -81,13 +82,13 @@ func (u *Upstream) SetEndpoints(addrs []string, drain time.Duration) error {
 		e, err := u.dialer.dial(a)
 		if err != nil {
 			for _, x := range added {
-				_ = x.close()
+				_ = x.Close()
 			}
 			return fmt.Errorf("proxy: upstream %q: dial endpoint %q: %w", u.Name(), a, err)
 		}
 		next, added = append(next, e), append(added, e)
 	}
-	u.eps.Store(&endpoints{list: next})
+	u.Replace(next)
 	// Its endpoints are the dialer's from now on: a later Move changes
 	// them too, not the first endpoint's resolvers. (Written only when
 	// set: a dns:/// pool, whose resolving goroutine gets here, has none,
@@ -98,7 +99,7 @@ func (u *Upstream) SetEndpoints(addrs []string, drain time.Duration) error {
 	d := *u.dest.Load()
 	names := make([]string, len(next))
 	for i, e := range next {
-		names[i] = e.addr
+		names[i] = e.Address()
 	}
 	if u.dns == "" {
 		d.address = strings.Join(names, ",")
@@ -108,25 +109,10 @@ func (u *Upstream) SetEndpoints(addrs []string, drain time.Duration) error {
 	}
 	u.dest.Store(&d)
 	for _, e := range old {
-		go e.retire(drain)
+		go e.Retire(drain)
 	}
-	if len(added) > 0 && u.pokeModels != nil {
-		select { // the new endpoints' models, now
-		case u.pokeModels <- struct{}{}:
-		default:
-		}
+	if len(added) > 0 {
+		u.PokeModels() // the new endpoints' models, now
 	}
 	return nil
-}
-
-// retire closes a removed endpoint once its calls in flight ended, or
-// after drain. It first waits a moment: a call that picked e just before
-// the new set was stored counts itself in flight a little after.
-func (e *Endpoint) retire(drain time.Duration) {
-	deadline := time.Now().Add(drain)
-	time.Sleep(min(retireGrace, drain))
-	for e.inFlight.Load() > 0 && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
-	}
-	_ = e.close()
 }

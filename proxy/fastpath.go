@@ -183,7 +183,7 @@ func (r relayHandler) RouteEarly(c *h2relay.Call, model, version string) *h2rela
 // relayEntry is the relay's pools to an upstream's endpoints, for one
 // set of them (set): replaced when the set changes (Upstream.Move).
 type relayEntry struct {
-	set   *endpoints
+	set   any // the upstream's pool.Members
 	pools map[*Endpoint]*h2relay.Pool
 }
 
@@ -192,7 +192,8 @@ type relayEntry struct {
 // after up's endpoints changed.
 func (p *Proxy) relayPool(up *Upstream, e *Endpoint) *h2relay.Pool {
 	if v, ok := p.relayPools.Load(up); ok {
-		if en := v.(*relayEntry); en.set == up.eps.Load() {
+		if set, _ := up.Members(); v.(*relayEntry).set == set {
+			en := v.(*relayEntry)
 			if pool := en.pools[e]; pool != nil {
 				return pool
 			}
@@ -208,7 +209,7 @@ func (p *Proxy) relayPool(up *Upstream, e *Endpoint) *h2relay.Pool {
 func (p *Proxy) newRelayPools(up *Upstream, e *Endpoint) *h2relay.Pool {
 	p.relayMu.Lock()
 	defer p.relayMu.Unlock()
-	set := up.eps.Load()
+	set, list := up.Members()
 	var old *relayEntry
 	if v, ok := p.relayPools.Load(up); ok {
 		old = v.(*relayEntry)
@@ -216,26 +217,26 @@ func (p *Proxy) newRelayPools(up *Upstream, e *Endpoint) *h2relay.Pool {
 			return pool
 		}
 	}
-	next := &relayEntry{set: set, pools: make(map[*Endpoint]*h2relay.Pool, len(set.list))}
+	next := &relayEntry{set: set, pools: make(map[*Endpoint]*h2relay.Pool, len(list))}
 	byAddr := map[string]*h2relay.Pool{}
 	if old != nil {
 		for oe, pool := range old.pools {
-			byAddr[oe.relayAddr] = pool
+			byAddr[oe.RelayAddr()] = pool
 		}
 	}
-	for _, x := range set.list {
-		pool := byAddr[x.relayAddr]
+	for _, x := range list {
+		pool := byAddr[x.RelayAddr()]
 		if pool == nil {
-			pool = p.relay.Pool(x.relayAddr, up.relayConns)
+			pool = p.relay.Pool(x.RelayAddr(), up.relayConns)
 		}
 		next.pools[x] = pool
-		delete(byAddr, x.relayAddr)
+		delete(byAddr, x.RelayAddr())
 	}
 	pool := next.pools[e]
 	if pool == nil {
 		// e left the set between the pick and now (a Move): the call
 		// goes where the operator pointed the upstream last.
-		pool = next.pools[set.list[0]]
+		pool = next.pools[list[0]]
 	}
 	p.relayPools.Store(up, next)
 	for _, old := range byAddr {

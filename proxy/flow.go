@@ -168,7 +168,7 @@ func (u *Upstream) gate(cfg *flowConfig, model string) *flow.Gate {
 			return g
 		}
 	}
-	if !u.modelHeld(model, time.Now().UnixNano()) {
+	if !u.ModelHeld(model, time.Now().UnixNano()) {
 		// No replica holds it (their model lists say so): its calls
 		// get NOT_FOUND, and a made-up name must not take a gate.
 		return nil
@@ -195,7 +195,7 @@ func (u *Upstream) gate(cfg *flowConfig, model string) *flow.Gate {
 	})
 	next.gates[model] = g
 	u.gates.Store(next)
-	u.flowOn.Store(true)
+	u.CountPerModel()
 	return g
 }
 
@@ -209,71 +209,19 @@ func (u *Upstream) flowCapacity(cfg *flowConfig, model string) int {
 		}
 	}
 	t := time.Now().UnixNano()
-	list := u.eps.Load().list
+	list := u.Endpoints()
 	held := model
-	if len(list) > 1 && !u.modelHeld(model, t) {
+	if len(list) > 1 && !u.ModelHeld(model, t) {
 		held = ""
 	}
 	n := 0
 	for _, e := range list {
-		if len(list) > 1 && !e.usableFor(held, t) {
+		if len(list) > 1 && !e.UsableFor(held, t) {
 			continue
 		}
-		n += e.flowLimit(model)
+		n += e.FlowLimit(model)
 	}
 	return max(n, flow.MinLimit)
-}
-
-// flowLimit is e's limit for model now: MinLimit until its first answer
-// teaches one, and no limit (MaxLimit) for a model e keeps nothing of
-// because it keeps maxLatModels already (model names are the clients':
-// past the bound a model passes as without flow control).
-func (e *Endpoint) flowLimit(model string) int {
-	em := e.endpointModelOf(model)
-	if em == nil {
-		if ls := e.lat.Load(); ls != nil && len(*ls) >= maxLatModels {
-			return flow.MaxLimit
-		}
-		return flow.MinLimit
-	}
-	if l := em.lim.Load(); l != nil {
-		return l.Limit()
-	}
-	return flow.MinLimit
-}
-
-// flowBegin counts a call of model starting on e, for its limiter (not
-// for a model e says it lacks: made-up names must not take its slots).
-func (e *Endpoint) flowBegin(model string) {
-	if !e.holds(model, time.Now().UnixNano()) {
-		return
-	}
-	if em := e.endpointModelFor(model); em != nil {
-		em.inFlight.Add(1)
-	}
-}
-
-// flowEnd counts a call of model on e ended; an answer (ok) that took
-// took feeds its limiter.
-func (e *Endpoint) flowEnd(model string, now time.Time, took time.Duration, ok bool) {
-	em := e.endpointModelOf(model)
-	if em == nil {
-		return
-	}
-	n := em.inFlight.Add(-1) + 1
-	if n <= 0 {
-		em.inFlight.Store(0) // begun before flow control was on
-		return
-	}
-	if !ok {
-		return
-	}
-	l := em.lim.Load()
-	if l == nil {
-		em.lim.CompareAndSwap(nil, flow.NewLimiter(now))
-		l = em.lim.Load()
-	}
-	l.Observe(now, took, int(n))
 }
 
 // flowCall is who call c is for, read from its metadata (md, the gRPC

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"github.com/infergate/infergate/proxy/pool"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -48,7 +49,7 @@ type tenantStat struct {
 	calls [flow.NumBands][numFlowOutcomes]atomic.Uint64
 	// waited sums the seconds its calls waited (nanoseconds), by band.
 	waited [flow.NumBands]atomic.Int64
-	lat    endpointModel // its answers' latency, last 10 to 20 s
+	lat    pool.RecentLatency // its answers' latency, last 10 to 20 s
 }
 
 // flowTenants is the bounded table of tenants.
@@ -173,7 +174,7 @@ func (p *Proxy) flowCounted(c flow.Call, outcome int, wait, took time.Duration) 
 		s.waited[c.Band].Add(int64(wait))
 	}
 	if took > 0 {
-		s.lat.add(now, took)
+		s.lat.Add(now, took)
 	}
 }
 
@@ -218,10 +219,8 @@ func (p *Proxy) FlowTenants() []TenantStatus {
 		}
 		ts.Share = float64(sent)
 		total += sent
-		var c latCounts
-		s.lat.addTo(&c, t)
-		if c.total > 0 {
-			p50, p99 := c.quantile(0.5).Seconds(), c.quantile(0.99).Seconds()
+		if n, p50, p99 := s.lat.At(t); n > 0 {
+			p50, p99 := p50.Seconds(), p99.Seconds()
 			ts.P50Seconds, ts.P99Seconds = &p50, &p99
 		}
 		out = append(out, ts)
@@ -280,11 +279,9 @@ func (c flowCollector) Collect(ch chan<- prometheus.Metric) {
 				ch <- prometheus.MustNewConstMetric(flowWaitDesc, prometheus.CounterValue, time.Duration(w).Seconds(), s.name, band)
 			}
 		}
-		var lc latCounts
-		s.lat.addTo(&lc, t)
-		if lc.total > 0 {
-			ch <- prometheus.MustNewConstMetric(flowP50Desc, prometheus.GaugeValue, lc.quantile(0.5).Seconds(), s.name)
-			ch <- prometheus.MustNewConstMetric(flowP99Desc, prometheus.GaugeValue, lc.quantile(0.99).Seconds(), s.name)
+		if n, p50, p99 := s.lat.At(t); n > 0 {
+			ch <- prometheus.MustNewConstMetric(flowP50Desc, prometheus.GaugeValue, p50.Seconds(), s.name)
+			ch <- prometheus.MustNewConstMetric(flowP99Desc, prometheus.GaugeValue, p99.Seconds(), s.name)
 		}
 	}
 	for _, up := range c.p.flowUpstreams() {

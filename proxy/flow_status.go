@@ -54,15 +54,12 @@ func (r *Router) Flow() []FlowStatus {
 				fs.Bands[flow.Band(b).String()] = FlowBand{Sent: st.Sent[b], Waited: st.Waited[b], Refused: st.Refused[b]}
 			}
 			for _, e := range up.Endpoints() {
-				fe := FlowEndpoint{Address: e.addr, Limit: flow.MinLimit}
-				if fe.Address == "" && len(e.conns) > 0 {
-					fe.Address = e.conns[0].Target()
+				fe := FlowEndpoint{Address: e.Address(), Limit: flow.MinLimit}
+				if cs := e.Conns(); fe.Address == "" && len(cs) > 0 {
+					fe.Address = cs[0].Target()
 				}
-				if em := e.endpointModelOf(model); em != nil {
-					fe.InFlight = em.inFlight.Load()
-					if l := em.lim.Load(); l != nil {
-						fe.Limit, fe.NoLoadSeconds = l.Limit(), l.NoLoad().Seconds()
-					}
+				if n, limit, noLoad, ok := e.FlowOf(model); ok {
+					fe.InFlight, fe.Limit, fe.NoLoadSeconds = int32(n), limit, noLoad.Seconds()
 				}
 				fs.Endpoints = append(fs.Endpoints, fe)
 			}

@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"fmt"
+	"github.com/infergate/infergate/proxy/pool"
 	"strconv"
 	"strings"
 	"sync"
@@ -225,10 +226,16 @@ func TestFlowTenantNameBounded(t *testing.T) {
 // A pool whose replicas list their models makes no gate for a name none
 // of them holds: made-up names cannot use up the gates of real models.
 func TestFlowNoGateForModelsNoneHolds(t *testing.T) {
-	u := testPool(2, BalanceLatency)
-	for _, e := range u.Endpoints() {
-		e.models.Store(&modelSet{ready: map[string]bool{"resnet50": true}})
+	u := &Upstream{}
+	u.dest.Store(&upstreamDest{name: "pool"})
+	var list []*Endpoint
+	for _, addr := range []string{"a", "b"} {
+		e := pool.NewEndpoint(addr, "", nil)
+		e.AssumeUp()
+		e.SetReady(map[string]bool{"resnet50": true})
+		list = append(list, e)
 	}
+	u.Replace(list)
 	cfg := &flowConfig{}
 	if g := u.gate(cfg, "made-up"); g != nil {
 		t.Error("a gate for a model no replica holds")

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"github.com/infergate/infergate/proxy/pool"
 	"time"
 
 	"golang.org/x/net/http2/hpack"
@@ -71,16 +72,16 @@ func noVerdict(at time.Time) sent { return sent{at: at, code: codes.Canceled, ca
 // long).
 func (h *handle) pickEndpoint(now time.Time, method string, msg []byte, key string, avoid *Endpoint) error {
 	u := h.up
-	if avoid != nil || !u.pooled(method) {
-		h.ep = u.pickAvoiding(now.UnixNano(), h.model, avoid)
+	if avoid != nil || !u.Pooled(method) {
+		h.ep = u.Pick(now.UnixNano(), h.model, avoid)
 	} else {
-		e, pinned, err := u.pickCall(now, method, h.model, msg, key)
+		e, pinned, err := u.PickCall(now, method, h.model, msg, key)
 		if err != nil {
 			return err
 		}
 		h.ep, h.pinned = e, pinned
 	}
-	u.begin(h.ep, h.model)
+	u.Begin(h.ep, h.model)
 	return nil
 }
 
@@ -88,8 +89,8 @@ func (h *handle) pickEndpoint(now time.Time, method string, msg []byte, key stri
 // call of model ("" none), for calls that are neither sequences nor
 // keyed (a stream, the director's own calls).
 func (u *Upstream) holdEndpoint(now time.Time, model string) handle {
-	h := handle{up: u, model: model, ep: u.pick(now.UnixNano(), model)}
-	u.begin(h.ep, model)
+	h := handle{up: u, model: model, ep: u.Pick(now.UnixNano(), model, nil)}
+	u.Begin(h.ep, model)
 	return h
 }
 
@@ -98,7 +99,7 @@ func (u *Upstream) holdEndpoint(now time.Time, model string) handle {
 func (h *handle) moveTo(e *Endpoint, s sent) {
 	h.releaseEndpoint(s)
 	h.ep = e
-	h.up.begin(e, h.model)
+	h.up.Begin(e, h.model)
 }
 
 // releaseEndpoint gives back the endpoint held, s its evidence: its
@@ -111,9 +112,9 @@ func (h *handle) releaseEndpoint(s sent) {
 		return
 	}
 	h.ep = nil
-	h.up.release(e, h.model, s.at, s.took, failureOf(s.code, s.fromUpstream, s.callEnded))
-	if h.model != "" && notFound(s.code, s.fromUpstream) {
-		e.markAbsent(h.model, s.at.UnixNano())
+	h.up.Release(e, h.model, s.at, s.took, pool.VerdictOf(s.code, s.fromUpstream, s.callEnded))
+	if h.model != "" && pool.NotFound(s.code, s.fromUpstream) {
+		e.MarkAbsent(h.model, s.at.UnixNano())
 	}
 }
 

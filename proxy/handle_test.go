@@ -14,29 +14,6 @@ import (
 	"github.com/infergate/infergate/proto/kservepb"
 )
 
-// The pool's unit tests drive its pick and release directly, a call at a
-// time, with these stand-ins for a handle's pick.
-
-// acquire is a handle's pick of an endpoint for a call of model, begun.
-func (u *Upstream) acquire(now time.Time, model string) *Endpoint {
-	return u.holdEndpoint(now, model).ep
-}
-
-// acquireCall is pickEndpoint for a call of method to the pool.
-func (u *Upstream) acquireCall(now time.Time, method, model string, msg []byte, key string) (*Endpoint, bool, error) {
-	h := handle{up: u, model: model}
-	err := h.pickEndpoint(now, method, msg, key, nil)
-	return h.ep, h.pinned, err
-}
-
-// acquireKeyed is pickEndpoint for a call whose affinity header carries
-// key.
-func (u *Upstream) acquireKeyed(now time.Time, model, key string) *Endpoint {
-	e := u.pickKeyed(now, model, key)
-	u.begin(e, model)
-	return e
-}
-
 // tcpModelServer is a modelServer on a loopback TCP port (the relay
 // forwards only to addresses it dials itself).
 func tcpModelServer(t *testing.T, name string) (*modelServer, string) {
@@ -68,14 +45,12 @@ func heldNothing(t *testing.T, p *Proxy, rec *fakeRecorder, ups ...*Upstream) {
 				}
 			}
 			for _, e := range u.Endpoints() {
-				if n := e.inFlight.Load(); n != 0 {
-					return fmt.Sprintf("endpoint %s holds %d calls", e.addr, n)
+				if n := e.InFlight(); n != 0 {
+					return fmt.Sprintf("endpoint %s holds %d calls", e.Address(), n)
 				}
-				if ls := e.lat.Load(); ls != nil {
-					for m, em := range *ls {
-						if n := em.inFlight.Load(); n != 0 {
-							return fmt.Sprintf("endpoint %s holds %d calls of %s", e.addr, n, m)
-						}
+				for _, m := range []string{"plain", "batched", "hedged"} {
+					if n := e.ModelInFlight(m); n != 0 {
+						return fmt.Sprintf("endpoint %s holds %d calls of %s", e.Address(), n, m)
 					}
 				}
 			}

@@ -176,7 +176,7 @@ func (c *routedCall) hedge(t target, report func(verdict), after time.Duration, 
 }
 
 // pooledPrimary says whether the primary is a pool of endpoints.
-func (c *routedCall) pooledPrimary() bool { return len(c.pri.up.eps.Load().list) > 1 }
+func (c *routedCall) pooledPrimary() bool { return c.pri.up.Len() > 1 }
 
 // poolHedgeAvoids is the endpoint of the primary's pool the hedge leaves
 // out (the primary's own) when another may take the call; nil when the
@@ -200,7 +200,7 @@ func (c *routedCall) poolHedgeAvoids() *Endpoint {
 		return nil
 	}
 	now := c.p.now().UnixNano()
-	if e := c.pri.up.pickAvoiding(now, model, pe); e == pe || !e.usableFor(model, now) {
+	if e := c.pri.up.Pick(now, model, pe); e == pe || !e.UsableFor(model, now) {
 		return nil
 	}
 	return pe

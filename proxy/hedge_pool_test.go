@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"github.com/infergate/infergate/proxy/pool"
 	"testing"
 	"time"
 
@@ -15,15 +16,16 @@ import (
 // pool is an upstream of the named memNet servers, one endpoint each.
 func (n *memNet) pool(t *testing.T, names ...string) *Upstream {
 	t.Helper()
-	u := &Upstream{balance: BalanceLatency}
+	u := &Upstream{}
+	u.Init(BalanceLatency, 0)
 	u.dest.Store(&upstreamDest{name: "pool"})
 	var list []*Endpoint
 	for _, name := range names {
-		e := &Endpoint{addr: name, conns: []*grpc.ClientConn{n.client(t, name)}}
-		e.up.Store(true)
+		e := pool.NewEndpoint(name, "", []*grpc.ClientConn{n.client(t, name)})
+		e.AssumeUp()
 		list = append(list, e)
 	}
-	u.eps.Store(&endpoints{list: list})
+	u.Replace(list)
 	return u
 }
 
@@ -36,15 +38,15 @@ func TestHedgeToAnotherEndpoint(t *testing.T) {
 	stuck := startModelServer(t, mn, "stuck")
 	startModelServer(t, mn, "fine")
 	stuck.set(behaveHang)
-	pool := mn.pool(t, "stuck", "fine")
+	up := mn.pool(t, "stuck", "fine")
 	r, err := NewRouter(RouterOptions{
-		Routes: []RouteConfig{{Model: "big", Upstream: pool, HedgeAfter: 20 * time.Millisecond}},
+		Routes: []RouteConfig{{Model: "big", Upstream: up, HedgeAfter: 20 * time.Millisecond}},
 		Budget: BudgetConfig{Ratio: 1, MinPerSecond: 1000},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := New(StaticDirector(pool), WithRouter(r))
+	p, err := New(StaticDirector(up), WithRouter(r))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,8 +87,8 @@ func TestHedgeToAnotherEndpoint(t *testing.T) {
 	// now avoids it for new sequences (as it should a replica that
 	// hangs): start the pool's costs afresh, so that sequences land on
 	// both replicas again.
-	for _, e := range pool.Endpoints() {
-		e.cost.Store(0)
+	for _, e := range up.Endpoints() {
+		e.ForgetCost()
 	}
 	for id := int64(1); id <= 40; id++ {
 		before := stuck.calls.Load()
@@ -126,17 +128,19 @@ func TestResendWhenConnectionDies(t *testing.T) {
 			dying := startModelServer(t, mn, "dying")
 			startModelServer(t, mn, "fine")
 			dying.set(behaveHang)
-			pool := mn.pool(t, "dying", "fine")
-			pool.Endpoints()[1].inFlight.Store(100) // the first pick is the dying one
+			up := mn.pool(t, "dying", "fine")
+			for range 100 { // the first pick is the dying one
+				up.Begin(up.Endpoints()[1], "")
+			}
 			ro := RouterOptions{Budget: BudgetConfig{Ratio: 1, MinPerSecond: 1000}}
 			if once {
-				ro.Routes = []RouteConfig{{Model: "big", Upstream: pool, NonIdempotent: true, HedgeAfter: -1}}
+				ro.Routes = []RouteConfig{{Model: "big", Upstream: up, NonIdempotent: true, HedgeAfter: -1}}
 			}
 			r, err := NewRouter(ro)
 			if err != nil {
 				t.Fatal(err)
 			}
-			p, err := New(StaticDirector(pool), WithRouter(r))
+			p, err := New(StaticDirector(up), WithRouter(r))
 			if err != nil {
 				t.Fatal(err)
 			}

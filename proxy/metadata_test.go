@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"reflect"
+	"strings"
 	"testing"
 
 	"google.golang.org/grpc/metadata"
@@ -39,5 +40,24 @@ func TestOutgoingContext(t *testing.T) {
 				t.Errorf("content-subtype %q, want %q", subtype, tc.wantSubtype)
 			}
 		})
+	}
+}
+
+// Affinity, tenant and priority headers are checked as header names a
+// client may send as metadata of its own.
+func TestAffinityHeaderChecked(t *testing.T) {
+	for _, ok := range []string{"", "x-session-id", "X-Session-Id", "tenant_key"} {
+		if err := CheckClientHeader(ok); err != nil {
+			t.Errorf("%q: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{":authority", "grpc-timeout", "content-type", "te", "x-id-bin", "x session", "x-é"} {
+		if err := CheckClientHeader(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+	_, errs := planYAML(t, "upstream: a:1,b:1\naffinity_header: grpc-timeout\n")
+	if len(errs) != 1 || !strings.Contains(errs[0].Error(), "affinity_header") {
+		t.Errorf("a reserved affinity header: %v, want one error naming affinity_header", errs)
 	}
 }

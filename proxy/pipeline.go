@@ -248,7 +248,7 @@ func (p *Proxy) sendWay(c *h2relay.Call, one bool, msg []byte, bytesIn int64, mo
 		}
 	}
 	key := ""
-	if hd := up.affinityHeader(); hd != "" {
+	if hd := up.AffinityHeader(); hd != "" {
 		for _, f := range c.Header {
 			if f.Name == hd { // HTTP/2 header names are lower case
 				key = f.Value
@@ -258,7 +258,7 @@ func (p *Proxy) sendWay(c *h2relay.Call, one bool, msg []byte, bytesIn int64, mo
 	}
 	now := time.Now() // not the proxy's clock: the relay's reads of it time the call
 	err := h.pickEndpoint(now, c.Method, msg, key, nil)
-	if err == nil && model != "" && h.ep.models.Load() == nil && len(up.eps.Load().list) > 1 {
+	if err == nil && model != "" && !h.ep.ModelsKnown() && up.Len() > 1 {
 		// A replica not asked for its models yet (a pool just started,
 		// an endpoint just added): served, where a NOT_FOUND from a
 		// replica without the model is sent again to another.

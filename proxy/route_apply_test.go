@@ -185,8 +185,8 @@ func TestReopenChangesNamedPoolLive(t *testing.T) {
 	}
 	defer rt.Close()
 	pool := rt.Upstreams[1]
-	if pool.slowStart != 2*time.Second {
-		t.Errorf("slow_start: %s, want 2s", pool.slowStart)
+	if pool.SlowStart() != 2*time.Second {
+		t.Errorf("slow_start: %s, want 2s", pool.SlowStart())
 	}
 	kept, removed := pool.Endpoints()[0], pool.Endpoints()[1]
 	next, dropped, err := plan(t, doc("127.0.0.1:1, 127.0.0.1:3")).Reopen(rt, UpstreamOptions{Conns: 1}, DialUpstream)
@@ -210,34 +210,7 @@ func TestReopenChangesNamedPoolLive(t *testing.T) {
 	}
 	// The removed endpoint, with no call in flight, closes after its
 	// grace.
-	for removed.conns[0].GetState() != connectivity.Shutdown {
+	for removed.Conns()[0].GetState() != connectivity.Shutdown {
 		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-// A new or returning endpoint takes a tenth of its share at first and
-// its full share once its slow start is over: with the others holding 3
-// calls each, an idle newcomer is not handed the next call at once.
-func TestEndpointSlowStart(t *testing.T) {
-	u := testPool(4, BalanceLatency)
-	u.slowStart = 10 * time.Second
-	now := time.Unix(1000, 0)
-	list := u.Endpoints()
-	for _, e := range list {
-		e.observe(now, 5*time.Millisecond)
-	}
-	for _, e := range list[:3] {
-		e.inFlight.Store(3)
-	}
-	newcomer := list[3]
-	newcomer.since.Store(now.UnixNano())
-	if e := u.pick(now.UnixNano(), ""); e == newcomer {
-		t.Errorf("at its start, the newcomer took the call over endpoints with 3 in flight")
-	}
-	if e := u.pick(now.Add(5*time.Second).UnixNano(), ""); e != newcomer {
-		t.Errorf("half through its slow start, the newcomer (weight 0.5, load 2) lost to endpoints with 3 in flight (load 4)")
-	}
-	if w := newcomer.weight(now.Add(time.Minute).UnixNano(), u.slowStart); w != 1 {
-		t.Errorf("weight after the slow start %v, want 1", w)
 	}
 }

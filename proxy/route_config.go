@@ -3,6 +3,7 @@ package proxy
 import (
 	"errors"
 	"fmt"
+	"github.com/infergate/infergate/proxy/pool"
 	"net"
 	"strings"
 	"time"
@@ -555,7 +556,7 @@ func endpointList(addr string) error {
 // hostPort checks an upstream address, host:port or dns:///host:port (a
 // pool of the name's addresses); it only parses, it resolves nothing.
 func hostPort(addr string) error {
-	if _, _, ok := dnsTarget(addr); ok {
+	if _, _, ok := pool.DNSTarget(addr); ok {
 		return nil
 	}
 	if _, _, err := net.SplitHostPort(addr); err != nil {
@@ -633,7 +634,7 @@ func (p *RoutePlan) Open(opts UpstreamOptions, dial func(target string, opts Ups
 		if err != nil {
 			return nil, errors.Join(err, rt.Close())
 		}
-		up.setAffinityHeader(pu.affinity) // live: a reload changes it on a kept upstream
+		up.SetAffinityHeader(pu.affinity) // live: a reload changes it on a kept upstream
 		rt.Upstreams = append(rt.Upstreams, up)
 		rt.keys = append(rt.keys, upstreamKey{pu.name, pu.address, o.Conns, pu.balance, pu.slowStart})
 		if pu.breaker != nil {

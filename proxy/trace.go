@@ -123,7 +123,7 @@ func (u *Upstream) address() string {
 	if a := u.Address(); a != "" {
 		return a
 	}
-	return u.eps.Load().list[0].conns[0].Target()
+	return u.Endpoints()[0].Conns()[0].Target()
 }
 
 // mdCarrier is gRPC metadata as a propagation.TextMapCarrier.

@@ -1,4 +1,4 @@
-package proxy
+package pool
 
 import (
 	"container/heap"
@@ -34,7 +34,7 @@ func (h *simCalls) Pop() any {
 // caller calls again. every, if not nil, runs before each call starts
 // (to add an endpoint, slow one down). It returns the calls each endpoint
 // took by address, counted from countFrom on.
-func runPool(u *Upstream, model string, callers int, start, countFrom, end time.Time,
+func runPool(u *Pool, model string, callers int, start, countFrom, end time.Time,
 	latency func(e *Endpoint, now time.Time) time.Duration, every func(now time.Time)) map[string]int {
 	count := map[string]int{}
 	var h simCalls
@@ -54,7 +54,7 @@ func runPool(u *Upstream, model string, callers int, start, countFrom, end time.
 	}
 	for h.Len() > 0 {
 		c := heap.Pop(&h).(simCall)
-		u.release(c.e, c.model, c.end, c.took, endpointOK)
+		u.release(c.e, c.model, c.end, c.took, Answered)
 		if now := c.end.Add(20 * time.Microsecond); now.Before(end) {
 			send(now)
 		}
@@ -163,13 +163,13 @@ func TestSlowReplicaEjectedWithinSeconds(t *testing.T) {
 // feedRounds releases one answer of model on each endpoint of u per
 // round, 10 ms apart, for rounds rounds from start, each taking
 // latency(i, round); it returns the time after the last.
-func feedRounds(u *Upstream, model string, start time.Time, rounds int, latency func(i, round int) time.Duration) time.Time {
+func feedRounds(u *Pool, model string, start time.Time, rounds int, latency func(i, round int) time.Duration) time.Time {
 	now := start
 	for k := range rounds {
 		for i, e := range u.Endpoints() {
 			if d := latency(i, k); d > 0 && e.usable(now.UnixNano()) {
 				u.begin(e, "")
-				u.release(e, model, now, d, endpointOK)
+				u.release(e, model, now, d, Answered)
 			}
 		}
 		now = now.Add(10 * time.Millisecond)
@@ -277,10 +277,10 @@ func TestLatencyJudgedPerModel(t *testing.T) {
 	for range 200 {
 		for i, e := range u.Endpoints() {
 			u.begin(e, "")
-			u.release(e, "big", now, 10*time.Millisecond, endpointOK)
+			u.release(e, "big", now, 10*time.Millisecond, Answered)
 			if i != 0 {
 				u.begin(e, "")
-				u.release(e, "small", now, 300*time.Microsecond, endpointOK)
+				u.release(e, "small", now, 300*time.Microsecond, Answered)
 			}
 		}
 		now = now.Add(10 * time.Millisecond)
@@ -302,15 +302,15 @@ func TestOneSlowAnswerIsAPeakNotACost(t *testing.T) {
 	list := u.Endpoints()
 	for _, e := range list[:3] {
 		u.begin(e, "")
-		u.release(e, "", now, 300*time.Microsecond, endpointOK)
+		u.release(e, "", now, 300*time.Microsecond, Answered)
 	}
 	u.begin(list[3], "")
-	u.release(list[3], "", now, 20*time.Millisecond, endpointOK) // its first answer
+	u.release(list[3], "", now, 20*time.Millisecond, Answered) // its first answer
 	if c, want := list[3].costAt(now.UnixNano()), peakStep*float64(300*time.Microsecond); c > want {
 		t.Errorf("cost after one 20 ms answer %s, want at most %s", time.Duration(c), time.Duration(want))
 	}
 	u.begin(list[0], "")
-	u.release(list[0], "", now, 20*time.Millisecond, endpointOK)
+	u.release(list[0], "", now, 20*time.Millisecond, Answered)
 	if c, want := list[0].costAt(now.UnixNano()), peakStep*float64(300*time.Microsecond); c > want {
 		t.Errorf("cost after one 20 ms answer %s, want at most %s", time.Duration(c), time.Duration(want))
 	}
@@ -367,7 +367,7 @@ func BenchmarkPoolCall(b *testing.B) {
 			b.ReportAllocs()
 			for range b.N {
 				e := u.acquire(now, "resnet50")
-				u.release(e, "resnet50", now.Add(d), d, endpointOK)
+				u.release(e, "resnet50", now.Add(d), d, Answered)
 				now = now.Add(50 * time.Microsecond)
 			}
 		})

@@ -1,4 +1,4 @@
-package proxy
+package pool
 
 import (
 	"context"
@@ -21,8 +21,8 @@ import (
 // again.
 const DefaultResolveEvery = 5 * time.Second
 
-// dnsTarget returns the host and port of a dns:///host:port target.
-func dnsTarget(target string) (host, port string, ok bool) {
+// DNSTarget returns the host and port of a dns:///host:port target.
+func DNSTarget(target string) (host, port string, ok bool) {
 	rest, ok := strings.CutPrefix(target, "dns:///")
 	if !ok {
 		return "", "", false
@@ -34,8 +34,8 @@ func dnsTarget(target string) (host, port string, ok bool) {
 	return host, port, true
 }
 
-// resolveAddrs is the sorted host:port of each address host resolves to.
-func resolveAddrs(ctx context.Context, r *net.Resolver, host, port string) ([]string, error) {
+// ResolveAddrs is the sorted host:port of each address host resolves to.
+func ResolveAddrs(ctx context.Context, r *net.Resolver, host, port string) ([]string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	ips, err := r.LookupHost(ctx, host)
@@ -50,15 +50,16 @@ func resolveAddrs(ctx context.Context, r *net.Resolver, host, port string) ([]st
 	return slices.Compact(out), nil
 }
 
-// resolveLoop re-resolves the upstream's name until ctx ends and sets its
-// endpoints to the addresses found.
-func (u *Upstream) resolveLoop(ctx context.Context, r *net.Resolver, host, port string, every time.Duration) {
+// ResolveLoop re-resolves host every period until ctx ends, and calls
+// set with the addresses found (host:port each, sorted) whenever they
+// change; a set that fails is called again at the next change.
+func ResolveLoop(ctx context.Context, r *net.Resolver, host, port string, every time.Duration, set func(addrs []string) error) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	var last []string
 	for {
-		if addrs, err := resolveAddrs(ctx, r, host, port); err == nil && len(addrs) > 0 && !slices.Equal(addrs, last) {
-			if u.SetEndpoints(addrs, endpointDrain) == nil {
+		if addrs, err := ResolveAddrs(ctx, r, host, port); err == nil && len(addrs) > 0 && !slices.Equal(addrs, last) {
+			if set(addrs) == nil {
 				last = addrs
 			}
 		}

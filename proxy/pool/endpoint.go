@@ -1,4 +1,4 @@
-package proxy
+package pool
 
 import (
 	"context"
@@ -230,7 +230,7 @@ func (e *Endpoint) load(c float64, t int64, slowStart time.Duration) float64 {
 // first answer: its first answer is a peak over that (peakStep), not a
 // cost of its own taken whole (the first call of a replica just
 // connected is often its slowest).
-func (u *Upstream) seedCost(e *Endpoint, t int64) {
+func (u *Pool) seedCost(e *Endpoint, t int64) {
 	cheapest := 0.0
 	for _, x := range u.eps.Load().list {
 		if c := x.costAt(t); x != e && c > 0 && (cheapest == 0 || c < cheapest) {
@@ -261,3 +261,78 @@ func (e *Endpoint) weight(t int64, slowStart time.Duration) float64 {
 	}
 	return max(minWeight, float64(t-s)/float64(slowStart))
 }
+
+// retireGrace is how long a removed endpoint waits before it looks at
+// its calls in flight.
+const retireGrace = time.Second
+
+// Retire closes a removed endpoint once its calls in flight ended, or
+// after drain. It first waits a moment: a call that picked e just before
+// the new set was stored counts itself in flight a little after.
+func (e *Endpoint) Retire(drain time.Duration) {
+	deadline := time.Now().Add(drain)
+	time.Sleep(min(retireGrace, drain))
+	for e.inFlight.Load() > 0 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	_ = e.close()
+}
+
+// NewEndpoint is an endpoint at addr that sends its calls on conns in
+// turn (at least one), not yet watched (Watch); relayAddr is the
+// host:port the fast path dials ("" keeps its calls on the gRPC path).
+// It takes ownership of conns: Close closes them.
+func NewEndpoint(addr, relayAddr string, conns []*grpc.ClientConn) *Endpoint {
+	return &Endpoint{addr: addr, relayAddr: relayAddr, conns: conns}
+}
+
+// ForgetCost starts e's latency cost afresh, as if never measured.
+func (e *Endpoint) ForgetCost() { e.cost.Store(0) }
+
+// SetReady records the models e reported ready (nil: it cannot say).
+func (e *Endpoint) SetReady(ready map[string]bool) { e.setReady(ready) }
+
+// AssumeUp marks e up without watching it: connections handed in,
+// whose owner knows them.
+func (e *Endpoint) AssumeUp() { e.up.Store(true) }
+
+// RelayAddr is the host:port the fast path dials for e; "" none.
+func (e *Endpoint) RelayAddr() string { return e.relayAddr }
+
+// Conns are e's connections.
+func (e *Endpoint) Conns() []*grpc.ClientConn { return e.conns }
+
+// Up says whether one of e's connections is ready.
+func (e *Endpoint) Up() bool { return e.up.Load() }
+
+// InFlight is how many calls e has in progress, on both paths.
+func (e *Endpoint) InFlight() int64 { return e.inFlight.Load() }
+
+// Holds says whether e may hold model at t: it reported it ready, or
+// cannot say, and has not answered NOT_FOUND for it lately.
+func (e *Endpoint) Holds(model string, t int64) bool { return e.holds(model, t) }
+
+// MarkAbsent records that e answered NOT_FOUND for model at t: the next
+// calls of the model go to endpoints that hold it.
+func (e *Endpoint) MarkAbsent(model string, t int64) { e.markAbsent(model, t) }
+
+// ModelsKnown says whether e was asked for its models yet.
+func (e *Endpoint) ModelsKnown() bool { return e.models.Load() != nil }
+
+// ModelInFlight is how many calls of model e counts in progress (once
+// its pool counts per model).
+func (e *Endpoint) ModelInFlight(model string) int64 {
+	if em := e.endpointModelOf(model); em != nil {
+		return int64(em.inFlight.Load())
+	}
+	return 0
+}
+
+// Watch keeps Up current until Close or StopWatch.
+func (e *Endpoint) Watch() { e.watch() }
+
+// StopWatch stops watching, leaving the connections open.
+func (e *Endpoint) StopWatch() { e.stopWatch() }
+
+// Close stops watching and closes the connections.
+func (e *Endpoint) Close() error { return e.close() }

@@ -1,4 +1,4 @@
-package proxy
+package pool
 
 import (
 	"math/rand/v2"
@@ -72,7 +72,7 @@ func TestModelLatencyBounded(t *testing.T) {
 // with a long tail on every endpoint, or one slow answer, names none.
 func TestSlowEndpoint(t *testing.T) {
 	t0 := time.Unix(1000, 0).UnixNano()
-	feed := func(u *Upstream, lat func(i int, r *rand.Rand) time.Duration) {
+	feed := func(u *Pool, lat func(i int, r *rand.Rand) time.Duration) {
 		r := rand.New(rand.NewPCG(1, 2))
 		for i, e := range u.Endpoints() {
 			for range 200 {
@@ -90,14 +90,14 @@ func TestSlowEndpoint(t *testing.T) {
 
 	healthy := testPool(4, BalanceLatency)
 	feed(healthy, func(_ int, r *rand.Rand) time.Duration { return base(r) })
-	if s, ok := healthy.slowEndpoint("resnet50", t0); ok {
+	if s, ok := healthy.SlowEndpoint("resnet50", t0); ok {
 		t.Errorf("healthy pool with a long tail: %s", s)
 	}
 
 	oneSlowCall := testPool(4, BalanceLatency)
 	feed(oneSlowCall, func(i int, r *rand.Rand) time.Duration { return base(r) })
 	oneSlowCall.Endpoints()[2].observeModel("resnet50", t0, time.Second)
-	if s, ok := oneSlowCall.slowEndpoint("resnet50", t0); ok {
+	if s, ok := oneSlowCall.SlowEndpoint("resnet50", t0); ok {
 		t.Errorf("one slow answer: %s", s)
 	}
 
@@ -108,12 +108,12 @@ func TestSlowEndpoint(t *testing.T) {
 		}
 		return base(r)
 	})
-	s, ok := slow.slowEndpoint("resnet50", t0)
+	s, ok := slow.SlowEndpoint("resnet50", t0)
 	if !ok || s.Endpoint != "b" || s.Ratio() < 2 {
 		t.Fatalf("one endpoint 4x slower: %+v %v, want b named", s, ok)
 	}
 	t.Log(s)
-	if _, ok := slow.slowEndpoint("other", t0); ok {
+	if _, ok := slow.SlowEndpoint("other", t0); ok {
 		t.Error("a model with no answers has a slow endpoint")
 	}
 }
@@ -134,8 +134,8 @@ func TestModelLatencyEjection(t *testing.T) {
 			if e == slow {
 				d *= 4
 			}
-			u.release(e, "m1", now, d, endpointOK)
-			u.release(e, "m2", now, time.Millisecond, endpointOK)
+			u.release(e, "m1", now, d, Answered)
+			u.release(e, "m2", now, time.Millisecond, Answered)
 		}
 		if !slow.usable(now.UnixNano()) {
 			t.Logf("ejected after %d steps: %s", step, *slow.why.Load())
@@ -159,7 +159,7 @@ func TestModelLatencyEjection(t *testing.T) {
 	for range 300 {
 		now = now.Add(10 * time.Millisecond)
 		for _, e := range list {
-			u.release(e, "m1", now, 5*time.Millisecond+time.Duration(r.IntN(1000))*time.Microsecond, endpointOK)
+			u.release(e, "m1", now, 5*time.Millisecond+time.Duration(r.IntN(1000))*time.Microsecond, Answered)
 		}
 	}
 	if !slow.usable(now.UnixNano()) {

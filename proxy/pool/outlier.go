@@ -1,4 +1,4 @@
-package proxy
+package pool
 
 import (
 	"fmt"
@@ -58,11 +58,11 @@ const (
 // least ejectFailureRatio of the ratioMinCalls or more calls that judged
 // it in the current window failed (a replica failing every other call
 // never fails five in a row).
-func (u *Upstream) noteFailure(e *Endpoint, now time.Time, f endpointFailure) {
+func (u *Pool) noteFailure(e *Endpoint, now time.Time, f Verdict) {
 	n := e.fails.Add(1)
 	calls, failed := e.countJudged(now.UnixNano(), true)
 	switch {
-	case f == endpointUnreachable:
+	case f == Unreachable:
 		u.eject(e, now, "unreachable: a call got no answer from it")
 	case n >= ejectAfterFailures:
 		u.eject(e, now, fmt.Sprintf("%d server errors in a row", n))
@@ -101,7 +101,7 @@ func (e *Endpoint) countJudged(t int64, failed bool) (calls, fails int32) {
 // again, back from an ejection) less than its slow start ago, or
 // ejectGrace if that is shorter, at t: a cold replica's first answers
 // are no evidence of its latency.
-func (u *Upstream) warmingUp(e *Endpoint, t int64) bool {
+func (u *Pool) warmingUp(e *Endpoint, t int64) bool {
 	s := e.since.Load()
 	return s != 0 && t-s < int64(max(u.slowStart, ejectGrace))
 }
@@ -110,7 +110,7 @@ func (u *Upstream) warmingUp(e *Endpoint, t int64) bool {
 // for calls naming none), is an outlier in its pool (pools of 3 to
 // scanAll endpoints: with two, either may be the slow one), by the rules
 // of latencyOutlier above.
-func (u *Upstream) checkLatency(e *Endpoint, model string, sm *serviceMin, now time.Time) {
+func (u *Pool) checkLatency(e *Endpoint, model string, sm *serviceMin, now time.Time) {
 	t := now.UnixNano()
 	own, n := sm.at(t)
 	if own <= latencyMargin || n < latencyEvidence || u.warmingUp(e, t) {
@@ -167,13 +167,13 @@ func (u *Upstream) checkLatency(e *Endpoint, model string, sm *serviceMin, now t
 // latencyMargin above their p90, judged at most once a second per pool:
 // a replica slow in its tail for one model, whose least latency is not.
 // An endpoint warming up is not judged.
-func (u *Upstream) checkModelLatency(model string, now time.Time) {
+func (u *Pool) checkModelLatency(model string, now time.Time) {
 	t := now.UnixNano()
 	last := u.spreadAt.Load()
 	if model == "" || t-last < int64(time.Second) || !u.spreadAt.CompareAndSwap(last, t) {
 		return
 	}
-	s, ok := u.slowEndpoint(model, t)
+	s, ok := u.SlowEndpoint(model, t)
 	if !ok || s.p50-s.poolP90 <= latencyMargin {
 		return
 	}
@@ -187,7 +187,7 @@ func (u *Upstream) checkModelLatency(model string, now time.Time) {
 
 // eject takes e out of the pool for its next ejection time, unless it is
 // out already or the pool has its share out.
-func (u *Upstream) eject(e *Endpoint, now time.Time, why string) {
+func (u *Pool) eject(e *Endpoint, now time.Time, why string) {
 	list := u.eps.Load().list
 	if len(list) < 2 {
 		return // one endpoint: nothing to route around

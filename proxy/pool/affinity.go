@@ -1,15 +1,13 @@
-package proxy
+package pool
 
 import (
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/infergate/infergate/grpcwire"
 	"github.com/infergate/infergate/proto/methods"
 	"github.com/infergate/infergate/proto/wire"
 )
@@ -53,7 +51,7 @@ type pinned struct {
 
 // pooled says whether a call of method to u must be read for its
 // sequence (a ModelInfer to a pool) or its affinity header.
-func (u *Upstream) pooled(method string) bool {
+func (u *Pool) pooled(method string) bool {
 	return len(u.eps.Load().list) > 1 && (method == methods.ModelInfer || u.affinity.Load() != nil)
 }
 
@@ -61,7 +59,7 @@ func (u *Upstream) pooled(method string) bool {
 // request is msg and whose affinity header carries key ("" none): a
 // ModelInfer call of a sequence goes where the sequence is pinned (pinned
 // true: it must go nowhere else); one with a key where the key maps.
-func (u *Upstream) pickCall(now time.Time, method, model string, msg []byte, key string) (e *Endpoint, pinned bool, err error) {
+func (u *Pool) pickCall(now time.Time, method, model string, msg []byte, key string) (e *Endpoint, pinned bool, err error) {
 	var seq wire.Sequence
 	if method == methods.ModelInfer {
 		seq = wire.SequenceOf(msg)
@@ -85,7 +83,7 @@ func (u *Upstream) pickCall(now time.Time, method, model string, msg []byte, key
 // endpoint is where a call of seq goes: the endpoint its sequence is
 // pinned to, or, for a sequence's first call (or one that starts it
 // again), the picker's choice, pinned from then on.
-func (s *sequences) endpoint(u *Upstream, now time.Time, seq wire.Sequence) (*Endpoint, error) {
+func (s *sequences) endpoint(u *Pool, now time.Time, seq wire.Sequence) (*Endpoint, error) {
 	key := sequenceKey{seq.Model, seq.ID}
 	t := now.UnixNano()
 	s.mu.Lock()
@@ -130,7 +128,7 @@ func (s *sequences) sweep(t int64) {
 }
 
 // holds says whether e is one of u's endpoints now.
-func (u *Upstream) holds(e *Endpoint) bool {
+func (u *Pool) holds(e *Endpoint) bool {
 	for _, x := range u.eps.Load().list {
 		if x == e {
 			return true
@@ -151,7 +149,7 @@ func (u *Upstream) holds(e *Endpoint) bool {
 
 // setAffinityHeader makes name (lower case; "" none) the pool's affinity
 // header.
-func (u *Upstream) setAffinityHeader(name string) {
+func (u *Pool) setAffinityHeader(name string) {
 	if name == "" {
 		if u.affinity.Load() != nil {
 			u.affinity.Store(nil)
@@ -165,35 +163,17 @@ func (u *Upstream) setAffinityHeader(name string) {
 
 // affinityHeader is the pool's affinity header, "" when it has none or
 // is no pool.
-func (u *Upstream) affinityHeader() string {
+func (u *Pool) affinityHeader() string {
 	if h := u.affinity.Load(); h != nil && len(u.eps.Load().list) > 1 {
 		return *h
 	}
 	return ""
 }
 
-// CheckClientHeader refuses a header name a client cannot send as
-// metadata of its own (pseudo-headers, grpc-*, reserved, binary), or that
-// is no header name; "" passes (none). Affinity, tenant and priority
-// headers are checked with it.
-func CheckClientHeader(name string) error {
-	switch n := strings.ToLower(name); {
-	case n == "":
-		return nil
-	case strings.HasPrefix(n, ":") || strings.HasPrefix(n, "grpc-") || grpcwire.IsReservedHeader(n) || strings.HasSuffix(n, "-bin"):
-		return fmt.Errorf("%q is not a header a client sends as its own metadata", name)
-	case strings.ContainsFunc(n, func(r rune) bool {
-		return !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.')
-	}):
-		return fmt.Errorf("%q is not a header name (lower-case letters, digits, - _ .)", name)
-	}
-	return nil
-}
-
 // pickKeyed is pick for a call whose affinity header carries key: the
 // usable endpoint holding model with the key's highest weight (none
 // usable: the picker's choice).
-func (u *Upstream) pickKeyed(now time.Time, model, key string) *Endpoint {
+func (u *Pool) pickKeyed(now time.Time, model, key string) *Endpoint {
 	t := now.UnixNano()
 	list := u.eps.Load().list
 	if model != "" && !u.modelHeld(model, t) {
@@ -203,7 +183,7 @@ func (u *Upstream) pickKeyed(now time.Time, model, key string) *Endpoint {
 	var best *Endpoint
 	var bestW uint64
 	for _, e := range list {
-		if !e.usableFor(model, t) {
+		if !e.UsableFor(model, t) {
 			continue
 		}
 		if w := mix64(fnv64(kh, e.addr)); best == nil || w > bestW {

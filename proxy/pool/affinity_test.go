@@ -1,4 +1,4 @@
-package proxy
+package pool
 
 import (
 	"fmt"
@@ -45,7 +45,7 @@ func TestSequencesStayOnTheirReplica(t *testing.T) {
 			if !pinned {
 				t.Fatal("a sequence's call not pinned")
 			}
-			u.release(e, "", now, time.Millisecond, endpointOK)
+			u.release(e, "", now, time.Millisecond, Answered)
 		}
 		return e, err
 	}
@@ -108,9 +108,9 @@ func TestSequenceIDTooLong(t *testing.T) {
 func TestAffinityHeaderKeys(t *testing.T) {
 	u, v := testPool(4, BalanceLatency), testPool(4, BalanceLatency)
 	now := time.Unix(1000, 0)
-	where := func(u *Upstream, key string) string {
+	where := func(u *Pool, key string) string {
 		e := u.acquireKeyed(now, "", key)
-		u.release(e, "", now, time.Millisecond, endpointOK)
+		u.release(e, "", now, time.Millisecond, Answered)
 		return e.addr
 	}
 	first := map[string]string{}
@@ -150,22 +150,5 @@ func TestAffinityHeaderKeys(t *testing.T) {
 		if now := where(u, k); now != was {
 			t.Fatalf("key %s on %s after the endpoint came back, want %s", k, now, was)
 		}
-	}
-}
-
-func TestAffinityHeaderChecked(t *testing.T) {
-	for _, ok := range []string{"", "x-session-id", "X-Session-Id", "tenant_key"} {
-		if err := CheckClientHeader(ok); err != nil {
-			t.Errorf("%q: %v", ok, err)
-		}
-	}
-	for _, bad := range []string{":authority", "grpc-timeout", "content-type", "te", "x-id-bin", "x session", "x-é"} {
-		if err := CheckClientHeader(bad); err == nil {
-			t.Errorf("%q accepted", bad)
-		}
-	}
-	_, errs := planYAML(t, "upstream: a:1,b:1\naffinity_header: grpc-timeout\n")
-	if len(errs) != 1 || !strings.Contains(errs[0].Error(), "affinity_header") {
-		t.Errorf("a reserved affinity header: %v, want one error naming affinity_header", errs)
 	}
 }

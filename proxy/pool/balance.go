@@ -1,4 +1,4 @@
-package proxy
+package pool
 
 import (
 	"fmt"
@@ -46,27 +46,22 @@ func ParseBalance(s string) (Balance, error) {
 	return 0, fmt.Errorf("%q is not one of %s", s, strings.Join(Balances, ", "))
 }
 
-// endpoints is an upstream's set of endpoints; replaced whole.
-type endpoints struct {
-	list []*Endpoint
-}
-
 // usable says whether e may take a call at now: its connections are up
 // and it is not ejected.
 func (e *Endpoint) usable(now int64) bool {
 	return e.up.Load() && e.ejectedUntil.Load() <= now
 }
 
-// usableFor says whether e may take a call of model at now: usable, and
+// UsableFor says whether e may take a call of model at now: usable, and
 // holding the model (endpoint_models.go).
-func (e *Endpoint) usableFor(model string, now int64) bool {
+func (e *Endpoint) UsableFor(model string, now int64) bool {
 	return e.usable(now) && e.holds(model, now)
 }
 
 // takes says whether e may take a call of model at now that must not go
 // to avoid (nil: any).
 func (e *Endpoint) takes(model string, now int64, avoid *Endpoint) bool {
-	return e != avoid && e.usableFor(model, now)
+	return e != avoid && e.UsableFor(model, now)
 }
 
 // pick chooses the endpoint for one call. It never blocks and allocates
@@ -77,13 +72,13 @@ func (e *Endpoint) takes(model string, now int64, avoid *Endpoint) bool {
 // model ("" for none) narrows the choice to endpoints holding it, unless
 // none does: then the call goes as if it named none, for the replica's
 // own answer.
-func (u *Upstream) pick(now int64, model string) *Endpoint {
+func (u *Pool) pick(now int64, model string) *Endpoint {
 	return u.pickAvoiding(now, model, nil)
 }
 
 // pickAvoiding is pick leaving avoid out of the choice (a hedge goes to
 // another endpoint than its primary's) unless it is the only one.
-func (u *Upstream) pickAvoiding(now int64, model string, avoid *Endpoint) *Endpoint {
+func (u *Pool) pickAvoiding(now int64, model string, avoid *Endpoint) *Endpoint {
 	list := u.eps.Load().list
 	n := len(list)
 	if n == 1 {
@@ -159,7 +154,7 @@ const scanAll = 16
 // pickLeastLoaded is the usable endpoint with the lowest load, ties
 // broken at random; an endpoint never measured counts as costing the
 // cheapest measured one.
-func (u *Upstream) pickLeastLoaded(list []*Endpoint, now int64, model string, avoid *Endpoint) *Endpoint {
+func (u *Pool) pickLeastLoaded(list []*Endpoint, now int64, model string, avoid *Endpoint) *Endpoint {
 	n := len(list)
 	var costs [scanAll]float64
 	cheapest := 0.0
@@ -207,56 +202,56 @@ func fallbackPick(list []*Endpoint, now int64, start int) *Endpoint {
 
 // begin counts a call of model ("" for none known) starting on e; only
 // a handle (handle.go) calls it, and release, paired with it.
-func (u *Upstream) begin(e *Endpoint, model string) {
+func (u *Pool) begin(e *Endpoint, model string) {
 	e.inFlight.Add(1)
 	e.calls.Add(1)
-	if model != "" && u.flowOn.Load() {
+	if model != "" && u.perModel.Load() {
 		e.flowBegin(model)
 	}
 }
 
-// endpointFailure is how a call failed, as its endpoint's evidence.
-type endpointFailure uint8
+// Verdict is how a call failed, as its endpoint's evidence.
+type Verdict uint8
 
 const (
-	endpointOK endpointFailure = iota
-	// endpointNoVerdict: the call says nothing of the endpoint (the
+	Answered Verdict = iota
+	// NoVerdict: the call says nothing of the endpoint (the
 	// client gave up, the call's own deadline, the client's error).
-	endpointNoVerdict
-	// endpointFailed: the replica answered with a server error.
-	endpointFailed
-	// endpointUnreachable: the call never got an answer from it (no
+	NoVerdict
+	// Failed: the replica answered with a server error.
+	Failed
+	// Unreachable: the call never got an answer from it (no
 	// connection, or the connection died under it).
-	endpointUnreachable
+	Unreachable
 )
 
-// failureOf judges a finished call for its endpoint: code is its status,
+// VerdictOf judges a finished call for its endpoint: code is its status,
 // fromUpstream whether the replica itself sent it, ctxDone whether the
 // call's context ended (the client left or its deadline passed).
-func failureOf(code codes.Code, fromUpstream, ctxDone bool) endpointFailure {
+func VerdictOf(code codes.Code, fromUpstream, ctxDone bool) Verdict {
 	switch {
 	case code == codes.OK:
-		return endpointOK
+		return Answered
 	case ctxDone:
-		return endpointNoVerdict
+		return NoVerdict
 	case !fromUpstream && (code == codes.Unavailable || code == codes.Canceled):
-		return endpointUnreachable
+		return Unreachable
 	case fromUpstream && (code == codes.Unavailable || code == codes.Internal || code == codes.Unknown || code == codes.DataLoss):
-		return endpointFailed
+		return Failed
 	}
-	return endpointNoVerdict
+	return NoVerdict
 }
 
 // release ends a call of model ("" for none known) begin counted: took
 // is its latency, f how it failed. A success feeds the endpoint's cost
 // and its latency for the model; failures feed its ejection (outlier.go).
-func (u *Upstream) release(e *Endpoint, model string, now time.Time, took time.Duration, f endpointFailure) {
+func (u *Pool) release(e *Endpoint, model string, now time.Time, took time.Duration, f Verdict) {
 	e.inFlight.Add(-1)
-	if model != "" && u.flowOn.Load() {
-		e.flowEnd(model, now, took, f == endpointOK)
+	if model != "" && u.perModel.Load() {
+		e.flowEnd(model, now, took, f == Answered)
 	}
 	switch f {
-	case endpointOK:
+	case Answered:
 		if e.fails.Load() != 0 {
 			e.fails.Store(0)
 		}
@@ -275,10 +270,10 @@ func (u *Upstream) release(e *Endpoint, model string, now time.Time, took time.D
 				u.checkModelLatency(model, now)
 			}
 		}
-	case endpointFailed, endpointUnreachable:
+	case Failed, Unreachable:
 		e.failed.Add(1)
 		u.noteFailure(e, now, f)
-	case endpointNoVerdict:
+	case NoVerdict:
 		// An answer it never gave (the client left, its deadline
 		// passed, a hedge won): its latency was at least took. Above
 		// its cost that is taken as a peak, so a replica that hangs is

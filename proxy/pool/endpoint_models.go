@@ -1,4 +1,4 @@
-package proxy
+package pool
 
 import (
 	"context"
@@ -107,7 +107,7 @@ func (e *Endpoint) markAbsent(model string, t int64) {
 }
 
 // modelHeld says whether some endpoint of u holds model at t.
-func (u *Upstream) modelHeld(model string, t int64) bool {
+func (u *Pool) modelHeld(model string, t int64) bool {
 	for _, e := range u.eps.Load().list {
 		if e.holds(model, t) {
 			return true
@@ -119,7 +119,7 @@ func (u *Upstream) modelHeld(model string, t int64) bool {
 // pollModels asks each endpoint of u for its ready models every
 // modelsEvery, and at once when poke says endpoints changed, until ctx
 // ends.
-func (u *Upstream) pollModels(ctx context.Context, poke <-chan struct{}) {
+func (u *Pool) pollModels(ctx context.Context, poke <-chan struct{}) {
 	t := time.NewTicker(modelsEvery)
 	defer t.Stop()
 	for {
@@ -161,34 +161,25 @@ func (e *Endpoint) askModels(ctx context.Context) {
 
 // notFound says whether a call's failure is the endpoint's NOT_FOUND for
 // its model: the model is not there.
-func notFound(code codes.Code, fromUpstream bool) bool {
+func NotFound(code codes.Code, fromUpstream bool) bool {
 	return code == codes.NotFound && fromUpstream
 }
 
-// Replicas is how many endpoints of the upstream named upstream may take
-// a call of model now (up, not ejected, holding it): the batcher runs
-// its policy's slots once per replica. 1 for an upstream it does not know
-// or that is no pool.
-func (r *Router) Replicas(upstream, model string) int {
-	t := r.opts.Now().UnixNano()
-	for _, up := range r.table.Load().upstreams {
-		if up.Name() != upstream {
-			continue
-		}
-		list := up.eps.Load().list
-		if len(list) < 2 {
-			return 1
-		}
-		if !up.modelHeld(model, t) {
-			model = ""
-		}
-		n := 0
-		for _, e := range list {
-			if e.usableFor(model, t) {
-				n++
-			}
-		}
-		return max(n, 1)
+// Replicas is how many endpoints of the pool may take a call of model at
+// t (up, not ejected, holding it), at least 1.
+func (u *Pool) Replicas(model string, t int64) int {
+	list := u.eps.Load().list
+	if len(list) < 2 {
+		return 1
 	}
-	return 1
+	if !u.modelHeld(model, t) {
+		model = ""
+	}
+	n := 0
+	for _, e := range list {
+		if e.UsableFor(model, t) {
+			n++
+		}
+	}
+	return max(n, 1)
 }

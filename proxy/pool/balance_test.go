@@ -1,4 +1,4 @@
-package proxy
+package pool
 
 import (
 	"fmt"
@@ -10,9 +10,8 @@ import (
 )
 
 // testPool is an upstream of n endpoints, all up, with no connections.
-func testPool(n int, b Balance) *Upstream {
-	u := &Upstream{balance: b}
-	u.dest.Store(&upstreamDest{name: "pool"})
+func testPool(n int, b Balance) *Pool {
+	u := &Pool{balance: b}
 	list := make([]*Endpoint, n)
 	for i := range list {
 		list[i] = &Endpoint{addr: string(rune('a' + i))}
@@ -25,7 +24,7 @@ func testPool(n int, b Balance) *Upstream {
 // share runs calls through u one at a time, every gap, each taking
 // latency(e) on the endpoint it went to, and returns each endpoint's
 // share of them.
-func share(u *Upstream, calls int, gap time.Duration, start time.Time, latency func(i int) time.Duration) []float64 {
+func share(u *Pool, calls int, gap time.Duration, start time.Time, latency func(i int) time.Duration) []float64 {
 	list := u.Endpoints()
 	count := make([]int, len(list))
 	now := start
@@ -39,7 +38,7 @@ func share(u *Upstream, calls int, gap time.Duration, start time.Time, latency f
 		}
 		count[i]++
 		d := latency(i)
-		u.release(e, "", now.Add(d), d, endpointOK)
+		u.release(e, "", now.Add(d), d, Answered)
 		now = now.Add(gap)
 	}
 	out := make([]float64, len(list))
@@ -92,7 +91,7 @@ func TestLatencyPickerAvoidsAReplicaThatHangs(t *testing.T) {
 	sent := 0
 	for i := range 4500 { // 100 calls a second: 5 s healthy, then 40 s
 		for len(hung) > 0 && !hung[0].end.After(now) {
-			u.release(hung[0].e, "", hung[0].end, deadline, endpointNoVerdict)
+			u.release(hung[0].e, "", hung[0].end, deadline, NoVerdict)
 			hung = hung[1:]
 		}
 		e := u.acquire(now, "")
@@ -102,7 +101,7 @@ func TestLatencyPickerAvoidsAReplicaThatHangs(t *testing.T) {
 				sent++
 			}
 		} else {
-			u.release(e, "", now.Add(6*time.Millisecond), 6*time.Millisecond, endpointOK)
+			u.release(e, "", now.Add(6*time.Millisecond), 6*time.Millisecond, Answered)
 		}
 		now = now.Add(10 * time.Millisecond)
 	}
@@ -118,7 +117,7 @@ func TestPickersWeighCallsInFlight(t *testing.T) {
 		u := testPool(2, b)
 		now := time.Unix(1000, 0)
 		for _, e := range u.Endpoints() {
-			u.release(e, "", now, 5*time.Millisecond, endpointOK)
+			u.release(e, "", now, 5*time.Millisecond, Answered)
 		}
 		u.Endpoints()[0].inFlight.Store(50)
 		for range 100 {
@@ -155,7 +154,7 @@ func TestOutlierEjection(t *testing.T) {
 		if a.ejectedUntil.Load() != 0 {
 			t.Fatalf("ejected after %d failures", i)
 		}
-		u.release(a, "", now, time.Millisecond, endpointFailed)
+		u.release(a, "", now, time.Millisecond, Failed)
 	}
 	if !(a.ejectedUntil.Load() > now.UnixNano()) || a.usable(now.UnixNano()) {
 		t.Fatalf("not ejected after %d server errors in a row", ejectAfterFailures)
@@ -165,11 +164,11 @@ func TestOutlierEjection(t *testing.T) {
 			t.Fatal("picked an ejected endpoint while others are usable")
 		}
 	}
-	u.release(b, "", now, time.Millisecond, endpointUnreachable)
+	u.release(b, "", now, time.Millisecond, Unreachable)
 	if b.usable(now.UnixNano()) {
 		t.Fatal("an unreachable endpoint was not ejected at once")
 	}
-	u.release(c, "", now, time.Millisecond, endpointUnreachable)
+	u.release(c, "", now, time.Millisecond, Unreachable)
 	if !c.usable(now.UnixNano()) {
 		t.Fatal("a third of four ejected: more than half the pool out")
 	}
@@ -179,7 +178,7 @@ func TestOutlierEjection(t *testing.T) {
 		t.Fatal("still ejected after its ejection time")
 	}
 	for range ejectAfterFailures {
-		u.release(a, "", later, time.Millisecond, endpointFailed)
+		u.release(a, "", later, time.Millisecond, Failed)
 	}
 	if got := time.Duration(a.ejectedUntil.Load() - later.UnixNano()); got != 2*ejectBase {
 		t.Errorf("second ejection lasts %s, want %s", got, 2*ejectBase)
@@ -187,10 +186,10 @@ func TestOutlierEjection(t *testing.T) {
 	// A success clears the count of failures in a row.
 	d := list[3]
 	for range ejectAfterFailures - 1 {
-		u.release(d, "", later, time.Millisecond, endpointFailed)
+		u.release(d, "", later, time.Millisecond, Failed)
 	}
-	u.release(d, "", later, time.Millisecond, endpointOK)
-	u.release(d, "", later, time.Millisecond, endpointFailed)
+	u.release(d, "", later, time.Millisecond, Answered)
+	u.release(d, "", later, time.Millisecond, Failed)
 	if !d.usable(later.UnixNano()) {
 		t.Error("ejected although a success broke its run of failures")
 	}
@@ -201,19 +200,19 @@ func TestFailureOf(t *testing.T) {
 		code         codes.Code
 		fromUpstream bool
 		ctxDone      bool
-		want         endpointFailure
+		want         Verdict
 	}{
-		{codes.OK, true, false, endpointOK},
-		{codes.Unavailable, false, false, endpointUnreachable},
-		{codes.Unavailable, true, false, endpointFailed},
-		{codes.Internal, true, false, endpointFailed},
-		{codes.Unavailable, false, true, endpointNoVerdict},       // the client left
-		{codes.InvalidArgument, true, false, endpointNoVerdict},   // the client's error
-		{codes.DeadlineExceeded, false, false, endpointNoVerdict}, // the call's deadline
-		{codes.NotFound, true, false, endpointNoVerdict},
+		{codes.OK, true, false, Answered},
+		{codes.Unavailable, false, false, Unreachable},
+		{codes.Unavailable, true, false, Failed},
+		{codes.Internal, true, false, Failed},
+		{codes.Unavailable, false, true, NoVerdict},       // the client left
+		{codes.InvalidArgument, true, false, NoVerdict},   // the client's error
+		{codes.DeadlineExceeded, false, false, NoVerdict}, // the call's deadline
+		{codes.NotFound, true, false, NoVerdict},
 	} {
-		if got := failureOf(tc.code, tc.fromUpstream, tc.ctxDone); got != tc.want {
-			t.Errorf("failureOf(%s, %v, %v) = %d, want %d", tc.code, tc.fromUpstream, tc.ctxDone, got, tc.want)
+		if got := VerdictOf(tc.code, tc.fromUpstream, tc.ctxDone); got != tc.want {
+			t.Errorf("VerdictOf(%s, %v, %v) = %d, want %d", tc.code, tc.fromUpstream, tc.ctxDone, got, tc.want)
 		}
 	}
 }
@@ -230,12 +229,12 @@ func TestFailureRatioEjection(t *testing.T) {
 	now := time.Unix(1000, 0)
 	flaky, fine := list[0], list[1]
 	for i := range 2 * ratioMinCalls {
-		f := endpointOK
+		f := Answered
 		if i%2 == 1 {
-			f = endpointFailed
+			f = Failed
 		}
 		u.release(flaky, "", now, time.Millisecond, f)
-		u.release(fine, "", now, time.Millisecond, map[bool]endpointFailure{true: endpointFailed, false: endpointOK}[i%10 == 9])
+		u.release(fine, "", now, time.Millisecond, map[bool]Verdict{true: Failed, false: Answered}[i%10 == 9])
 	}
 	if flaky.usable(now.UnixNano()) {
 		t.Fatalf("half of %d calls failed and it was not ejected", 2*ratioMinCalls)
@@ -264,7 +263,7 @@ func TestLatencyOutlierEjection(t *testing.T) {
 				d += time.Duration(i%4) * 5 * time.Millisecond // queueing
 			}
 			if e.usable(now.UnixNano()) {
-				u.release(e, "", now, d, endpointOK)
+				u.release(e, "", now, d, Answered)
 			}
 		}
 		now = now.Add(50 * time.Millisecond)
@@ -337,5 +336,32 @@ func TestAbsentModelsBounded(t *testing.T) {
 	e.markAbsent("real", later)
 	if !(e.models.Load().absent["real"] > later) {
 		t.Error("once the entries expired, a new one is not remembered")
+	}
+}
+
+// A new or returning endpoint takes a tenth of its share at first and
+// its full share once its slow start is over: with the others holding 3
+// calls each, an idle newcomer is not handed the next call at once.
+func TestEndpointSlowStart(t *testing.T) {
+	u := testPool(4, BalanceLatency)
+	u.slowStart = 10 * time.Second
+	now := time.Unix(1000, 0)
+	list := u.Endpoints()
+	for _, e := range list {
+		e.observe(now, 5*time.Millisecond)
+	}
+	for _, e := range list[:3] {
+		e.inFlight.Store(3)
+	}
+	newcomer := list[3]
+	newcomer.since.Store(now.UnixNano())
+	if e := u.pick(now.UnixNano(), ""); e == newcomer {
+		t.Errorf("at its start, the newcomer took the call over endpoints with 3 in flight")
+	}
+	if e := u.pick(now.Add(5*time.Second).UnixNano(), ""); e != newcomer {
+		t.Errorf("half through its slow start, the newcomer (weight 0.5, load 2) lost to endpoints with 3 in flight (load 4)")
+	}
+	if w := newcomer.weight(now.Add(time.Minute).UnixNano(), u.slowStart); w != 1 {
+		t.Errorf("weight after the slow start %v, want 1", w)
 	}
 }

@@ -1,4 +1,4 @@
-package proxy
+package pool
 
 import (
 	"fmt"
@@ -256,22 +256,10 @@ const (
 	slowPoolEvidence = 30
 )
 
-// SlowEndpoint returns the endpoint much slower than the rest of its
-// pool for model, the slowest if several are; false when none is.
-func (r *Router) SlowEndpoint(model string) (SlowEndpoint, bool) {
-	t := r.opts.Now().UnixNano()
-	var found SlowEndpoint
-	ok := false
-	for _, up := range r.table.Load().upstreams {
-		if s, yes := up.slowEndpoint(model, t); yes && (!ok || s.Ratio() > found.Ratio()) {
-			found, ok = s, true
-		}
-	}
-	return found, ok
-}
-
-// slowEndpoint is SlowEndpoint for u's pool at t.
-func (u *Upstream) slowEndpoint(model string, t int64) (found SlowEndpoint, ok bool) {
+// SlowEndpoint is the endpoint much slower than the rest of the pool
+// for model at t, the slowest if several are (its Upstream left for the
+// caller to name); false when none is.
+func (u *Pool) SlowEndpoint(model string, t int64) (found SlowEndpoint, ok bool) {
 	list := u.eps.Load().list
 	if len(list) < 2 {
 		return found, false
@@ -295,7 +283,7 @@ func (u *Upstream) slowEndpoint(model string, t int64) (found SlowEndpoint, ok b
 		if float64(p99) < slowSpread*float64(pool99) || p50 <= pool90 {
 			continue
 		}
-		s := SlowEndpoint{Upstream: u.Name(), Endpoint: e.addr, Model: model, P99: p99, PoolP99: pool99, Answers: own.total,
+		s := SlowEndpoint{Endpoint: e.addr, Model: model, P99: p99, PoolP99: pool99, Answers: own.total,
 			p50: p50, poolP90: pool90}
 		if !ok || s.Ratio() > found.Ratio() {
 			found, ok = s, true
@@ -310,4 +298,22 @@ func (e *Endpoint) endpointModelOf(model string) *endpointModel {
 		return (*ls)[model]
 	}
 	return nil
+}
+
+// RecentLatency is the latency of answers over the last 10 to 20
+// seconds, in buckets 20 to 25% wide, as an endpoint keeps it per model;
+// others (a tenant's calls) keep theirs with it.
+type RecentLatency struct{ m endpointModel }
+
+// Add counts one answer that took d, at t (unix nanoseconds).
+func (r *RecentLatency) Add(t int64, d time.Duration) { r.m.add(t, d) }
+
+// At reads the answers current at t: how many, their median and p99.
+func (r *RecentLatency) At(t int64) (n uint64, p50, p99 time.Duration) {
+	var c latCounts
+	r.m.addTo(&c, t)
+	if c.total == 0 {
+		return 0, 0, 0
+	}
+	return c.total, c.quantile(0.5), c.quantile(0.99)
 }
