@@ -592,3 +592,54 @@ func TestSendWindowsThroughPipe(t *testing.T) {
 		t.Fatalf("windows left: connection %d, streams %d and %d", c.send.available(), h1.send.available(), h3.send.available())
 	}
 }
+
+// Our SETTINGS_INITIAL_WINDOW_SIZE binds the peer only once it has read
+// them: until their ACK it may send on a stream as much as the window it
+// knew before, 65535 (RFC 9113 6.9.3: the receiver "MUST be prepared to
+// receive data that exceeds this window size"). Client connections
+// announce 16 KiB, and a client may send a request right after its
+// preface. On the ACK, every stream's window moves by the difference, as
+// the peer moved its own (6.9.2).
+func TestSmallerInitialWindowBindsOnceAcknowledged(t *testing.T) {
+	for _, initWin := range []int64{16 << 10, 64 << 10} {
+		cfg := testConfig()
+		cfg.InitWindow = initWin
+		c := newTestConn(t, cfg)
+		c.GreetLocked(false)
+		outFrames(t, c)
+		// Before the peer read our SETTINGS: its default window.
+		h1 := c.AddHalfLocked(1, nil)
+		before := max(initWin, 65535)
+		if err := c.TakeDataLocked(h1, before, false); err != nil {
+			t.Fatalf("initial window %d: %d bytes before the ACK: %v", initWin, before, err)
+		}
+		h7 := c.AddHalfLocked(7, nil)
+		wantFlowControlError(t, c.TakeDataLocked(h7, before+1, false), 7)
+		c.RemoveHalfLocked(h7)
+		c.GiveBackLocked(h1, before) // all of it left: a WINDOW_UPDATE of as much
+		if us := windowUpdates(outFrames(t, c)); len(us) != 1 || us[0] != [2]uint32{1, uint32(before)} {
+			t.Fatalf("initial window %d: window updates %v", initWin, us)
+		}
+		h3 := c.AddHalfLocked(3, nil) // opened before the ACK, nothing sent yet
+
+		if _, err := c.OnControl(readFrame(t, func(fr *http2.Framer) error { return fr.WriteSettingsAck() }), &Batch{}); err != nil {
+			t.Fatal(err)
+		}
+		// As the peer counts them now: moved by initWin-65535 if smaller.
+		if want := initWin; h1.recv.avail != want || h3.recv.avail != want {
+			t.Fatalf("initial window %d: after the ACK streams have %d and %d, want %d", initWin, h1.recv.avail, h3.recv.avail, want)
+		}
+		h5 := c.AddHalfLocked(5, nil)
+		if err := c.TakeDataLocked(h5, initWin, false); err != nil {
+			t.Fatal(err)
+		}
+		wantFlowControlError(t, c.TakeDataLocked(h5, 1, false), 5)
+		// A second ACK (the peer's to nothing) changes nothing.
+		if _, err := c.OnControl(readFrame(t, func(fr *http2.Framer) error { return fr.WriteSettingsAck() }), &Batch{}); err != nil {
+			t.Fatal(err)
+		}
+		if h3.recv.avail != initWin {
+			t.Fatalf("initial window %d: a second ACK moved a window to %d", initWin, h3.recv.avail)
+		}
+	}
+}
