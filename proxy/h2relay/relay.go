@@ -250,7 +250,9 @@ func (o Options) config() *config {
 	// A client's streams start smaller: what 256 streams of one
 	// connection may send unasked is 4 MiB, not 16 (a request up to
 	// 16 KiB is read whole at once; a bigger one is routed from its
-	// first bytes or admitted by the budget, a round trip later).
+	// first bytes or admitted by the budget, a round trip later). Streams
+	// a client opens before it acknowledged our SETTINGS may send the
+	// default 64 KiB (RFC 9113 6.9.3; the codec's recvInitLocked).
 	c.clientWindow = min(c.initWindow, 16<<10)
 	if c.connWindow < c.streamWindow {
 		c.connWindow = max(c.streamWindow, 16<<20)

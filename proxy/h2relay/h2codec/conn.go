@@ -70,6 +70,10 @@ type Conn struct {
 	enc  *hpack.Encoder
 	hbuf bytes.Buffer
 
+	// acked: the peer acknowledged our SETTINGS, so our InitWindow binds
+	// it; before, it may count a stream's window from 65535.
+	acked bool
+
 	// The peer's settings.
 	peerMaxFrame   uint32
 	peerInitWin    int32
@@ -308,9 +312,38 @@ func (c *Conn) GreetLocked(client bool) {
 func (c *Conn) AddHalfLocked(id uint32, owner any) *Half {
 	h := &Half{c: c, id: id, Owner: owner, win: c.cfg.InitWindow}
 	h.send.add(int64(c.peerInitWin))
-	h.recv.init(c.cfg.InitWindow)
+	h.recv.init(c.recvInitLocked())
 	c.halves[id] = h
 	return h
+}
+
+// recvInitLocked is the receive window a new stream starts with. Until the
+// peer acknowledges our SETTINGS it may not have read our
+// SETTINGS_INITIAL_WINDOW_SIZE and may send as much as the default window
+// (RFC 9113 6.9.3); client connections announce less than that.
+func (c *Conn) recvInitLocked() int64 {
+	if c.acked {
+		return c.cfg.InitWindow
+	}
+	return max(c.cfg.InitWindow, 65535)
+}
+
+// onSettingsAckLocked applies our SETTINGS_INITIAL_WINDOW_SIZE to the
+// streams opened before the peer acknowledged it, as the peer applied it
+// to them on reading it (6.9.2). Only the first ACK counts: we send one
+// SETTINGS.
+func (c *Conn) onSettingsAckLocked() {
+	if c.acked {
+		return
+	}
+	d := c.cfg.InitWindow - c.recvInitLocked()
+	c.acked = true
+	if d == 0 {
+		return
+	}
+	for _, h := range c.halves {
+		h.recv.avail += d
+	}
 }
 
 // RemoveHalfLocked forgets h; its queued frames are dropped.
@@ -827,6 +860,9 @@ func (c *Conn) OnControl(f http2.Frame, w *Batch) (settings bool, err error) {
 	switch f := f.(type) {
 	case *http2.SettingsFrame:
 		if f.IsAck() {
+			c.mu.Lock()
+			c.onSettingsAckLocked()
+			c.mu.Unlock()
 			return false, nil
 		}
 	case *http2.PingFrame:
