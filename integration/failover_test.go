@@ -401,3 +401,77 @@ func TestFailoverSIGTERMLosesNothing(t *testing.T) {
 	}
 	t.Logf("%d calls: %v", sent, got)
 }
+
+// TestFailoverHangSoonAfterStart is issue 45's regression from outside:
+// resnet50's primary hangs a few seconds after start, before its tail has
+// the thousand calls that make an automatic hedge delay evidence, under
+// an open-loop 100 calls/s with 2s deadlines and infergate's defaults
+// (--fallback only). The hang is evidence on its own: the breaker opens
+// and at most 0.1% of the calls fail; every call sent is counted.
+func TestFailoverHangSoonAfterStart(t *testing.T) {
+	e := newFailoverEnv(t)
+	if a := e.call(5 * time.Second); a.code != codes.OK || a.model != "resnet50" {
+		t.Fatalf("healthy call: %+v", a)
+	}
+	var (
+		mu   sync.Mutex
+		sent int
+		got  = map[string]int{}
+		wg   sync.WaitGroup
+	)
+	// An open loop: one call every 10ms whatever the earlier ones do.
+	ctx, stop := context.WithCancel(context.Background())
+	tick := time.NewTicker(10 * time.Millisecond)
+	wg.Go(func() {
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			mu.Lock()
+			sent++
+			mu.Unlock()
+			wg.Go(func() {
+				a := e.call(2 * time.Second)
+				k := a.code.String()
+				if a.code == codes.OK {
+					k += " " + a.model
+				}
+				mu.Lock()
+				got[k]++
+				mu.Unlock()
+			})
+		}
+	})
+	defer stop()
+	okPrimary := func() int { mu.Lock(); defer mu.Unlock(); return got["OK resnet50"] }
+	waitFor(t, stateTimeout, "200 calls answered by the primary", func() bool { return okPrimary() >= 200 })
+	if r := e.route(t); r.Evidence == "yes" {
+		t.Fatalf("resnet50's tail already known before the hang (%+v): the test would not test a young tail", r)
+	}
+	fault(t, e.pri.admin, `{"model":"resnet50","hang":true}`)
+	e.waitOnFallback(t, "hang soon after start")
+	time.Sleep(10 * time.Second) // the hang goes on: the breaker's probes find it still hung
+	heal(t, e.pri.admin)
+	e.waitOnPrimary(t, "healed")
+	time.Sleep(2 * time.Second)
+	stop()
+	wg.Wait()
+
+	total, failed := 0, 0
+	for k, n := range got {
+		total += n
+		if k != "OK resnet50" && k != "OK mobilenet_v3" {
+			failed += n
+		}
+	}
+	t.Logf("%d calls: %v", sent, got)
+	if total != sent || got["OK mobilenet_v3"] == 0 || got["OK resnet50"] == 0 {
+		t.Errorf("%d calls sent, %d ended (%v): want every call counted, answered by both models", sent, total, got)
+	}
+	if failed*1000 > sent {
+		t.Errorf("%d of %d calls failed (%v), want at most 0.1%%", failed, sent, got)
+	}
+}

@@ -81,9 +81,11 @@ func TestBreakerScopeIsItsEvidence(t *testing.T) {
 }
 
 // TestHedgeIsEvidenceOnceItsDelayIs: an automatic hedge delay learnt from
-// too few calls sends hedges but counts nothing against the primary; once
-// the primary's tail has as many calls behind it as the alerts need to
-// bound a p99.9, a primary still unanswered at the delay is a slow call.
+// too few calls sends hedges but counts nothing against a primary that
+// still answers (a hang is its own evidence: TestHangIsItsOwnEvidence);
+// once the primary's tail has as many calls behind it as the alerts need
+// to bound a p99.9, a primary still unanswered at the delay is a slow
+// call.
 func TestHedgeIsEvidenceOnceItsDelayIs(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newRouteEnv(t, func(rc *RouteConfig, _ *RouterOptions, bc *BreakerConfig) {
@@ -93,18 +95,30 @@ func TestHedgeIsEvidenceOnceItsDelayIs(t *testing.T) {
 		live := e.router.table.Load().models["big"].live
 		live.tail.Store(int64(10 * time.Millisecond)) // a delay of 30ms, learnt from a few calls
 		live.tailCalls.Store(minTailCalls - 1)
-		e.pri.set(behaveHang)
+		b := e.modelBreaker(e.priUp, "big")
 		for i := range 5 {
+			e.pri.set(behaveHang)
 			if r := e.call(t, 5*time.Second); r.code != codes.OK || r.reason != reasonHedge {
 				t.Fatalf("call %d, tail a guess: %+v, want a hedge's answer", i, r)
 			}
+			if n := b.consecutive.Load(); n != 0 {
+				t.Fatalf("call %d: %d failures counted after a hedge on a guessed delay, want none", i, n)
+			}
+			e.pri.set(behaveOK)
+			if r := e.call(t, 5*time.Second); r.code != codes.OK || r.server != "primary" {
+				t.Fatalf("call %d after the slow one: %+v, want the primary's answer", i, r)
+			}
 		}
-		b := e.modelBreaker(e.priUp, "big")
-		if b.State() != BreakerClosed || b.consecutive.Load() != 0 {
-			t.Fatalf("big's breaker %s with %d failures after hedges on a guessed delay, want closed, none", b.State(), b.consecutive.Load())
+		if b.State() != BreakerClosed {
+			t.Fatalf("big's breaker %s after hedges on a guessed delay, want closed", b.State())
 		}
 		live.tailCalls.Store(minTailCalls)
-		for range 3 {
+		e.pri.set(behaveHang)
+		e.call(t, 5*time.Second)
+		if n := b.consecutive.Load(); n != 1 {
+			t.Errorf("%d failures counted after a call past a known tail's delay, want 1", n)
+		}
+		for range 2 {
 			e.call(t, 5*time.Second)
 		}
 		if b.State() != BreakerOpen {

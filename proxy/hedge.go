@@ -2,8 +2,11 @@ package proxy
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"time"
+
+	"google.golang.org/grpc/codes"
 
 	"github.com/infergate/infergate/proto/methods"
 	"github.com/infergate/infergate/proto/wire"
@@ -26,23 +29,80 @@ var testHookHedge func()
 func (c *routedCall) primary(probe func(verdict)) (a attemptResult, h *attemptResult, hedged bool) {
 	after, slow := c.patience()
 	if after > 0 && (c.fb != nil || c.pooledPrimary()) && !c.mr.cfg.NonIdempotent {
-		a, h = c.hedge(c.pri, probe, after, slow)
+		a, h = c.hedge(probe, after, slow)
 		return a, h, h != nil
 	}
-	a = c.attempt(c.ctx, c.pri, attemptPrimary)
+	a = c.askPrimary(c.ctx, nil)
 	c.report(probe, a)
 	return a, nil, false
+}
+
+// askPrimary makes the call's attempt on the primary with ctx (ex as in
+// attemptWith), noting when it was sent and whether the primary answered
+// it, the primary's silence that a hang shows (silentFor).
+func (c *routedCall) askPrimary(ctx context.Context, ex *exchange) attemptResult {
+	live := c.mr.live
+	live.sent(c.p.router.opts.Now().UnixNano())
+	a := c.attemptWith(ctx, c.pri, attemptPrimary, ex)
+	if answeredBy(a) {
+		live.answered()
+	}
+	return a
+}
+
+// hangDelays is how many of a call's hedge delays the primary must have
+// answered nothing of a model while calls were sent to it for that call,
+// still unanswered at its delay, to be evidence of a hang on its own:
+// whatever tail was learnt, and however young it is. A cold start whose
+// first calls are slow is answered within a few delays, and one slow call
+// among answered ones says nothing; a hang answers none.
+const hangDelays = 3
+
+// sent notes that a call was sent to the primary at now (unix
+// nanoseconds): the start of its silence unless it answered since.
+func (l *routeLive) sent(now int64) {
+	if l.waiting.Load() == 0 {
+		l.waiting.CompareAndSwap(0, now)
+	}
+}
+
+// answered notes an answer of the primary: its silence is over.
+func (l *routeLive) answered() {
+	if l.waiting.Load() != 0 {
+		l.waiting.Store(0)
+	}
+}
+
+// silentFor says whether the primary has answered nothing of the model
+// for at least d by now (unix nanoseconds), while calls were sent to it:
+// the first call sent since its last answer went at least d ago.
+func (l *routeLive) silentFor(now int64, d time.Duration) bool {
+	w := l.waiting.Load()
+	return w != 0 && now-w >= int64(d)
+}
+
+// answeredBy says whether the primary answered attempt a: a response, or
+// a status its server sent other than DEADLINE_EXCEEDED (an answer that
+// came too late is none). A call cancelled or out of time, or one the way
+// to the server failed, got no answer.
+func answeredBy(a attemptResult) bool {
+	if a.err == nil {
+		return a.resp != nil
+	}
+	var up *upstreamError
+	return errors.As(a.err, &up) && up.fromUpstream && codeOf(a.err) != codes.DeadlineExceeded
 }
 
 // patience is how long the primary gets before the fallback is asked (a
 // hedge) or a cascade answers with the edge's answer it holds: the hedge
 // delay, and no later than half of what the call's deadline leaves; 0 for
 // no limit. slow says whether the primary still unanswered then counts as
-// a slow call for its breaker: a hedge is evidence only once its delay
-// is. A configured delay is the operator's word; an automatic one, or one
-// judged against the primary's tail, only once the tail has enough calls
-// behind it (tailKnown): at a cold start a p99.9 learnt from a few dozen
-// calls would trip the breaker of a healthy primary.
+// a slow call for its breaker whatever else it did: a hedge is evidence
+// only once its delay is. A configured delay is the operator's word; an
+// automatic one, or one judged against the primary's tail, only once the
+// tail has enough calls behind it (tailKnown): at a cold start a p99.9
+// learnt from a few dozen calls would trip the breaker of a healthy
+// primary. A hang is evidence whatever the delay (see hedge).
 func (c *routedCall) patience() (after time.Duration, slow bool) {
 	after = c.mr.hedgeAfter() // 0: off, or automatic with the tail unknown
 	auto := c.mr.cfg.HedgeAfter == 0
@@ -89,13 +149,18 @@ func (mr *modelRoute) hedgeAfter() time.Duration {
 	return 0
 }
 
-// hedge calls t and, if it has not answered after the delay, the fallback
-// too (from the budget). It returns the primary's answer and the hedge's
-// (nil when none was sent). With slow, a primary still unanswered at the
-// delay counts as a slow call for its breaker at that moment: a hung
-// upstream trips its breaker within the delay, not at the callers'
-// deadlines.
-func (c *routedCall) hedge(t target, report func(verdict), after time.Duration, slow bool) (attemptResult, *attemptResult) {
+// hedge calls the primary and, if it has not answered after the delay,
+// the fallback too (from the budget). It returns the primary's answer and
+// the hedge's (nil when none was sent). A primary still unanswered at the
+// delay counts as a slow call for its breaker at that moment when the
+// delay is evidence (slow), or when the primary has answered nothing of
+// the model for hangDelays delays while calls were sent to it (a hang, at
+// any delay, whatever tail was learnt); and so does one still unanswered
+// when a hedge to the fallback wins, if it has been silent that long by
+// then. So a hung upstream trips its breaker within a few delays, not at
+// the callers' deadlines, and the hedges the budget affords (a fraction
+// of the calls) cover the calls until it does.
+func (c *routedCall) hedge(report func(verdict), after time.Duration, slow bool) (attemptResult, *attemptResult) {
 	pctx, pcancel := context.WithCancel(c.ctx)
 	defer pcancel()
 	hctx, hcancel := context.WithCancel(c.ctx)
@@ -132,7 +197,7 @@ func (c *routedCall) hedge(t target, report func(verdict), after time.Duration, 
 		// are still being answered. Not when another replica can take
 		// it: one slow replica is the pool's to route around (its
 		// latency and ejection), not the whole upstream's breaker's.
-		if slow && avoid == nil && reported.CompareAndSwap(false, true) {
+		if avoid == nil && (slow || c.hung(after)) && reported.CompareAndSwap(false, true) {
 			c.reportFailed(report)
 		}
 		if !c.p.router.table.Load().budget.take() {
@@ -152,7 +217,7 @@ func (c *routedCall) hedge(t target, report func(verdict), after time.Duration, 
 		}
 		hedged <- &h
 	})
-	a := c.attemptWith(pctx, t, attemptPrimary, &exchange{picked: &c.priEp})
+	a := c.askPrimary(pctx, &exchange{picked: &c.priEp})
 	if timer.Stop() {
 		c.report(report, a)
 		return a, nil
@@ -168,11 +233,23 @@ func (c *routedCall) hedge(t target, report func(verdict), after time.Duration, 
 	}
 	h := <-hedged
 	if reported.CompareAndSwap(false, true) {
-		// A primary call cancelled because the hedge answered says
-		// nothing of the primary.
-		reportTo(c.pb, pctx, c.clientDeadline, report, a)
+		if h != nil && h.err == nil && !h.endpointHedge && !answeredBy(a) && c.hung(after) {
+			// The fallback answered, the primary still has not, nor
+			// anything else for hangDelays delays: a hang.
+			c.reportFailed(report)
+		} else {
+			// A primary call cancelled because the hedge answered says
+			// nothing more of the primary.
+			reportTo(c.pb, pctx, c.clientDeadline, report, a)
+		}
 	}
 	return a, h
+}
+
+// hung says whether the primary has been silent for the model for
+// hangDelays of the call's hedge delay after.
+func (c *routedCall) hung(after time.Duration) bool {
+	return c.mr.live.silentFor(c.p.router.opts.Now().UnixNano(), hangDelays*after)
 }
 
 // pooledPrimary says whether the primary is a pool of endpoints.

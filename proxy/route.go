@@ -189,6 +189,11 @@ type routeLive struct {
 	tail      atomic.Int64
 	tailCalls atomic.Uint64
 	tailSeen  uint64 // the router's loop only
+	// waiting is when the first call sent to the primary since its last
+	// answer was sent (unix nanoseconds of the router's clock; 0: the
+	// primary answered after the last call was sent). How long it has
+	// been silent is a hang's own evidence (hedge.go: silentFor).
+	waiting atomic.Int64
 	// won holds hedgesWon at each of the last LatencyWindow refreshes
 	// (a ring, written by the router's loop only).
 	won    [LatencyWindow/time.Second + 1]uint64

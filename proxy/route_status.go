@@ -52,7 +52,8 @@ type RouteStatus struct {
 	// HedgeEvidence says whether a primary still unanswered at an
 	// automatic hedge delay counts as slow for its breaker: "learning
 	// (N of M calls)" until the primary's tail has as many calls behind
-	// it as a p99.9 needs, then "yes". Empty without automatic hedging.
+	// it as a p99.9 needs (meanwhile only a hang counts), then "yes".
+	// Empty without automatic hedging.
 	HedgeEvidence string     `json:"hedge_evidence,omitempty"`
 	P50Ms         float64    `json:"primary_p50_ms,omitempty"`
 	P99Ms         float64    `json:"primary_p99_ms,omitempty"`

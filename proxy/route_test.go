@@ -116,20 +116,27 @@ func TestRouteHangHedgesThenTrips(t *testing.T) {
 // than the call's deadline, a call stuck on the primary is hedged at half
 // of what its deadline leaves and answered, not failed at the deadline;
 // sent before the model's delay, the hedge does not count the primary as
-// slow.
+// slow (while the primary answers other calls: a hang is evidence at any
+// delay, TestHangIsItsOwnEvidence).
 func TestRouteHedgeWithinDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newRouteEnv(t, func(rc *RouteConfig, _ *RouterOptions, _ *BreakerConfig) {
 			rc.HedgeAfter = time.Minute
 		})
-		e.pri.set(behaveHang)
+		b := e.modelBreaker(e.priUp, "big")
 		for range 10 {
-			if r := e.infer(t, 600*time.Millisecond); r.code != codes.OK || r.server != "edge" || r.reason != reasonHedge {
+			e.pri.set(behaveHang)
+			if r := e.call(t, 600*time.Millisecond); r.code != codes.OK || r.server != "edge" || r.reason != reasonHedge {
 				t.Fatalf("call stuck on the primary with a 600ms deadline and a 1m hedge delay: %+v, want the edge's answer by a hedge", r)
 			}
+			if n := b.consecutive.Load(); n != 0 {
+				t.Fatalf("%d failures counted after an early hedge, want none", n)
+			}
+			e.pri.set(behaveOK)
+			e.call(t, 600*time.Millisecond)
 		}
-		if b := e.modelBreaker(e.priUp, "big"); b.State() != BreakerClosed || b.consecutive.Load() != 0 {
-			t.Errorf("breaker %s with %d failures in a row after early hedges, want closed with none counted", b.State(), b.consecutive.Load())
+		if b.State() != BreakerClosed {
+			t.Errorf("breaker %s after early hedges, want closed", b.State())
 		}
 	})
 }
@@ -148,8 +155,9 @@ func TestRouteAutoHedgeWaitsForTheTail(t *testing.T) {
 			t.Errorf("a 1.2s call with the tail unknown: %+v, want the primary's answer, not a hedge", r)
 		}
 		// With the tail unknown only the deadline sets a hedge: a primary
-		// hung from the start is hedged at half of it, but not counted
-		// slow: a delay from a guess is evidence of nothing.
+		// hung from the start is hedged at half of it, but one call is not
+		// counted slow: a delay from a guess is evidence of nothing, and
+		// a hang is evidence only once it lasted a few delays.
 		e.pri.set(behaveHang)
 		if r := e.infer(t, 400*time.Millisecond); r.code != codes.OK || r.server != "edge" || r.reason != reasonHedge {
 			t.Errorf("a hung primary, tail unknown, 400ms deadline: %+v, want the edge's answer by a hedge", r)
