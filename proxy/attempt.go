@@ -323,7 +323,7 @@ func (p *Proxy) batchTurn(ctx context.Context, up *Upstream, model string, req *
 // twice the load.
 func (p *Proxy) mayResend(ctx context.Context, method string, x *exchange) bool {
 	return !x.once && methods.IsInference(method) && batcher.BatchOf(ctx) == nil && ctx.Err() == nil &&
-		p.router != nil && p.router.table.Load().budget.take()
+		p.router != nil && p.router.table.Load().budget.Take()
 }
 
 // callOptions appends to dst the options of a unary upstream call to up:

@@ -101,7 +101,7 @@ func TestHedgeIsEvidenceOnceItsDelayIs(t *testing.T) {
 			if r := e.call(t, 5*time.Second); r.code != codes.OK || r.reason != reasonHedge {
 				t.Fatalf("call %d, tail a guess: %+v, want a hedge's answer", i, r)
 			}
-			if n := b.consecutive.Load(); n != 0 {
+			if n := b.Consecutive(); n != 0 {
 				t.Fatalf("call %d: %d failures counted after a hedge on a guessed delay, want none", i, n)
 			}
 			e.pri.set(behaveOK)
@@ -115,7 +115,7 @@ func TestHedgeIsEvidenceOnceItsDelayIs(t *testing.T) {
 		live.tailCalls.Store(minTailCalls)
 		e.pri.set(behaveHang)
 		e.call(t, 5*time.Second)
-		if n := b.consecutive.Load(); n != 1 {
+		if n := b.Consecutive(); n != 1 {
 			t.Errorf("%d failures counted after a call past a known tail's delay, want 1", n)
 		}
 		for range 2 {

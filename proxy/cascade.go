@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"github.com/infergate/infergate/proxy/route"
 	"time"
 
 	"github.com/infergate/infergate/monitor"
@@ -26,13 +27,13 @@ func (c *routedCall) cascade(ss side, o outcome) outcome {
 		}
 		reason = reasonLowConfidence
 	}
-	var report func(verdict)
+	var report func(route.Verdict)
 	ok, cut := true, false
 	if c.pb != nil {
-		report, ok = c.pb.admit()
+		report, ok = c.pb.Admit()
 	}
 	if report != nil {
-		defer report(verdictNone) // a no-op once reported
+		defer report(route.VerdictNone) // a no-op once reported
 	}
 	if ok {
 		var a attemptResult
@@ -58,7 +59,7 @@ func (c *routedCall) cascade(ss side, o outcome) outcome {
 // deadline: a hung primary would otherwise make the caller miss the
 // answer the proxy already has. Cut off there (cut), the primary counts as
 // slow for its breaker as a hedged call would.
-func (c *routedCall) escalate(report func(verdict), held bool) (a attemptResult, cut bool) {
+func (c *routedCall) escalate(report func(route.Verdict), held bool) (a attemptResult, cut bool) {
 	var after time.Duration
 	slow := false
 	if held {
@@ -84,7 +85,7 @@ func (c *routedCall) escalate(report func(verdict), held bool) (a attemptResult,
 	case slow:
 		c.reportFailed(report)
 	case report != nil:
-		report(verdictNone) // cut before its tail: says nothing
+		report(route.VerdictNone) // cut before its tail: says nothing
 	}
 	return a, true
 }

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"github.com/infergate/infergate/proxy/route"
 	"io"
 	"log/slog"
 	"strings"
@@ -48,7 +49,7 @@ func TestCallClassClientDeadline(t *testing.T) {
 func TestBreakerIgnoresClientDeadlines(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		cfg := BreakerConfig{ConsecutiveFailures: 3, OpenFor: time.Minute, SlowCall: time.Second}
-		b := newBreaker("up", "m", cfg, time.Now, nil)
+		b := route.NewBreaker("up", "m", cfg, time.Now, nil)
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Millisecond)
 		defer cancel()
 		time.Sleep(3 * time.Millisecond)
@@ -65,7 +66,7 @@ func TestBreakerIgnoresClientDeadlines(t *testing.T) {
 		if b.State() != BreakerOpen {
 			t.Fatalf("state %s after 3 proxy deadlines, want open", b.State())
 		}
-		b2 := newBreaker("up2", "m", cfg, time.Now, nil)
+		b2 := route.NewBreaker("up2", "m", cfg, time.Now, nil)
 		slow := attemptResult{err: expired.err, upstream: 2 * time.Second}
 		for range 3 {
 			reportTo(b2, ctx, true, nil, slow)

@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"github.com/infergate/infergate/proxy/route"
 	"sync/atomic"
 	"time"
 
@@ -26,7 +27,7 @@ var testHookHedge func()
 // returns the primary's result, the hedge's (nil when none was sent), and
 // whether the call was hedged (then it is not retried: the hedge was its
 // second try).
-func (c *routedCall) primary(probe func(verdict)) (a attemptResult, h *attemptResult, hedged bool) {
+func (c *routedCall) primary(probe func(route.Verdict)) (a attemptResult, h *attemptResult, hedged bool) {
 	after, slow := c.patience()
 	if after > 0 && (c.fb != nil || c.pooledPrimary()) && !c.mr.cfg.NonIdempotent {
 		a, h = c.hedge(probe, after, slow)
@@ -160,7 +161,7 @@ func (mr *modelRoute) hedgeAfter() time.Duration {
 // then. So a hung upstream trips its breaker within a few delays, not at
 // the callers' deadlines, and the hedges the budget affords (a fraction
 // of the calls) cover the calls until it does.
-func (c *routedCall) hedge(report func(verdict), after time.Duration, slow bool) (attemptResult, *attemptResult) {
+func (c *routedCall) hedge(report func(route.Verdict), after time.Duration, slow bool) (attemptResult, *attemptResult) {
 	pctx, pcancel := context.WithCancel(c.ctx)
 	defer pcancel()
 	hctx, hcancel := context.WithCancel(c.ctx)
@@ -200,7 +201,7 @@ func (c *routedCall) hedge(report func(verdict), after time.Duration, slow bool)
 		if avoid == nil && (slow || c.hung(after)) && reported.CompareAndSwap(false, true) {
 			c.reportFailed(report)
 		}
-		if !c.p.router.table.Load().budget.take() {
+		if !c.p.router.table.Load().budget.Take() {
 			hedged <- nil
 			return
 		}

@@ -120,10 +120,10 @@ func TestColdStartSlowCallsTripNothing(t *testing.T) {
 				t.Errorf("%s: %v; want every call answered, the slowest by hedges", phase, got)
 			}
 		}
-		calls, failures := b.counts()
-		if b.State() != BreakerClosed || b.consecutive.Load() != 0 || failures != 0 || calls == 0 {
+		calls, failures := b.Counts()
+		if b.State() != BreakerClosed || b.Consecutive() != 0 || failures != 0 || calls == 0 {
 			t.Errorf("big's breaker %s, %d failures in a row, %d of %d calls failed after a slow cold start; want closed, none",
-				b.State(), b.consecutive.Load(), failures, calls)
+				b.State(), b.Consecutive(), failures, calls)
 		}
 		if routes, _ := e.router.Status(); routes[0].Changes != 0 || routes[0].Route != RoutePrimaryMode {
 			t.Errorf("big's route %+v, want primary, never changed", routes[0])

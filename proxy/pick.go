@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"fmt"
+	"github.com/infergate/infergate/proxy/route"
 	"math"
 	"sync/atomic"
 	"time"
@@ -50,17 +51,17 @@ type decision struct {
 // decide is the table of precedence above, for a model's route mr whose
 // primary has the breaker pb (nil: none). It reads atomics and the
 // immutable route; it never blocks and changes nothing.
-func (mr *modelRoute) decide(pb *breaker) decision {
+func (mr *modelRoute) decide(pb *route.Breaker) decision {
 	hasFallback := mr.cfg.Fallback != nil
 	switch {
 	case mr.forced == ForcePrimary:
 		return decision{route: RoutePrimaryMode, why: "forced by the operator"}
 	case mr.forced == ForceFallback && hasFallback:
 		return decision{route: RouteFallbackMode, reason: reasonForced, why: "forced by the operator"}
-	case pb != nil && pb.gate() != BreakerClosed:
-		why := "breaker of " + pb.gateName() + " " + pb.gate().String()
+	case pb != nil && pb.Gate() != BreakerClosed:
+		why := "breaker of " + pb.GateName() + " " + pb.Gate().String()
 		if !hasFallback {
-			if pb.gate() == BreakerOpen {
+			if pb.Gate() == BreakerOpen {
 				why += ": calls fail at once (no fallback)"
 			} else {
 				why += ": probe calls only (no fallback)"
@@ -68,14 +69,14 @@ func (mr *modelRoute) decide(pb *breaker) decision {
 			return decision{route: RoutePrimaryMode, reason: reasonBreaker, why: why}
 		}
 		if mr.fallbackOpen() {
-			why += "; breaker of the fallback " + mr.fallback.gateName() + " open too: calls fail at once"
+			why += "; breaker of the fallback " + mr.fallback.GateName() + " open too: calls fail at once"
 		}
 		return decision{route: RouteFallbackMode, reason: reasonBreaker, why: why}
 	case mr.alert != "" && hasFallback:
 		return decision{route: RouteFallbackMode, reason: reasonAlert, why: "alert " + mr.alert + " firing"}
-	case hasFallback && mr.cfg.Cascade == nil && pb != nil && pb.share() < 1:
+	case hasFallback && mr.cfg.Cascade == nil && pb != nil && pb.Share() < 1:
 		return decision{route: RouteFallbackMode, reason: reasonSlowStart,
-			why: fmt.Sprintf("slow start: %.0f%% of calls back on %s", 100*pb.share(), pb.gateName())}
+			why: fmt.Sprintf("slow start: %.0f%% of calls back on %s", 100*pb.Share(), pb.GateName())}
 	case mr.cfg.Cascade != nil && hasFallback:
 		return decision{route: RouteCascadeMode}
 	}
@@ -101,7 +102,7 @@ func (mr *modelRoute) fallbackTarget(model string, pri *Upstream) target {
 // primaryBreaker is the model's breaker on a route's primary when the
 // director chose up: on the route's own upstream, or, for a route whose
 // primary is the director's choice, on up (directedBreaker).
-func (r *Router) primaryBreaker(mr *modelRoute, up *Upstream) *breaker {
+func (r *Router) primaryBreaker(mr *modelRoute, up *Upstream) *route.Breaker {
 	if mr.primary != nil || mr.cfg.Upstream != nil {
 		return mr.primary
 	}
@@ -117,10 +118,10 @@ const maxDirected = 1024
 
 // knownBreaker is model's breaker on up if it has one already, else up's
 // own (nil when up has none): it makes nothing.
-func (r *Router) knownBreaker(up *Upstream, model string) *breaker {
+func (r *Router) knownBreaker(up *Upstream, model string) *route.Breaker {
 	t := r.table.Load()
 	if b, ok := t.directed.Load(modelKey{up, model}); ok {
-		return b.(*breaker)
+		return b.(*route.Breaker)
 	}
 	return t.breakers[up]
 }
@@ -130,7 +131,7 @@ func (r *Router) knownBreaker(up *Upstream, model string) *breaker {
 // Director's choice (made at its first call), a model without a route
 // (made at its first failure there), with up's settings. nil when up has no breaker; up's own
 // breaker for model "" and past maxDirected.
-func (r *Router) directedBreaker(up *Upstream, model string) *breaker {
+func (r *Router) directedBreaker(up *Upstream, model string) *route.Breaker {
 	t := r.table.Load()
 	conn := t.breakers[up]
 	if conn == nil || model == "" || len(model) > monitor.DefaultMaxLabelBytes || !utf8.ValidString(model) {
@@ -138,17 +139,17 @@ func (r *Router) directedBreaker(up *Upstream, model string) *breaker {
 	}
 	k := modelKey{up, model}
 	if b, ok := t.directed.Load(k); ok {
-		return b.(*breaker)
+		return b.(*route.Breaker)
 	}
 	if t.ndirected.Add(1) > maxDirected {
 		t.ndirected.Add(-1)
 		return conn
 	}
-	b, loaded := t.directed.LoadOrStore(k, newModelBreaker(k, conn, conn.cfg, r.opts.Now, r.breakerChanged))
+	b, loaded := t.directed.LoadOrStore(k, newModelBreaker(k, conn, conn.Config(), r.opts.Now, r.breakerChanged))
 	if loaded {
 		t.ndirected.Add(-1)
 	}
-	return b.(*breaker)
+	return b.(*route.Breaker)
 }
 
 // pickInfo is what Pick knows of a call when it is routed.
@@ -177,11 +178,11 @@ type Pick struct {
 	fb          target
 	hasFallback bool
 
-	mr *modelRoute // nil: the model has no route
-	pb *breaker    // the primary's breaker, nil if none
+	mr *modelRoute    // nil: the model has no route
+	pb *route.Breaker // the primary's breaker, nil if none
 	// probe is the primary's half-open probe report; nil in the closed
 	// state, where a verdict is recorded in the window instead.
-	probe func(verdict)
+	probe func(route.Verdict)
 	// inFlight is the model's in-flight count the call holds; release
 	// gives it back.
 	inFlight *atomic.Int64
@@ -243,7 +244,7 @@ func (r *Router) Pick(up *Upstream, info pickInfo) (pk Pick) {
 		if info.stream {
 			// A stream does not probe: it is long-lived and says little
 			// of the upstream per call.
-			if pk.pb.gate() == BreakerOpen || pk.hasFallback {
+			if pk.pb.Gate() == BreakerOpen || pk.hasFallback {
 				pk.refuseOrFallback(reasonBreaker)
 			}
 			return pk
@@ -259,7 +260,7 @@ func (r *Router) Pick(up *Upstream, info pickInfo) (pk Pick) {
 		// stays on the fallback (unless the fallback's own breaker is
 		// open: the primary that just answered its probes beats a
 		// refusal).
-		if sh := pk.pb.share(); sh < 1 && spread(live.ramp.Add(1)) >= sh && !pk.mr.fallbackOpen() {
+		if sh := pk.pb.Share(); sh < 1 && spread(live.ramp.Add(1)) >= sh && !pk.mr.fallbackOpen() {
 			pk.toFallback(reasonSlowStart)
 			return pk
 		}
@@ -284,12 +285,12 @@ func (pk *Pick) admitPrimary(stream bool, model string) {
 		return
 	}
 	if stream {
-		if pk.pb.gate() == BreakerOpen {
+		if pk.pb.Gate() == BreakerOpen {
 			pk.refuseOrFallback(reasonBreaker)
 		}
 		return
 	}
-	probe, ok := pk.pb.admit()
+	probe, ok := pk.pb.Admit()
 	if !ok {
 		pk.refuseOrFallback(reasonBreaker)
 		return
@@ -358,13 +359,13 @@ func (pk *Pick) release() {
 // done reports the primary attempt's verdict to the primary's breaker: the
 // probe's report when half-open, the window's count when closed. A probe
 // reports once; later calls do nothing.
-func (pk *Pick) done(v verdict) {
+func (pk *Pick) done(v route.Verdict) {
 	switch {
 	case pk.pb == nil:
 	case pk.probe != nil:
 		pk.probe(v)
-	case v != verdictNone:
-		pk.pb.record(v)
+	case v != route.VerdictNone:
+		pk.pb.Record(v)
 	}
 }
 
@@ -372,7 +373,7 @@ func (pk *Pick) done(v verdict) {
 // from it now (false without a route): no hedge or retry is worth a
 // budget token then, and a call sent there fails at once.
 func (mr *modelRoute) fallbackOpen() bool {
-	return mr != nil && mr.fallback != nil && mr.fallback.refusing()
+	return mr != nil && mr.fallback != nil && mr.fallback.Refusing()
 }
 
 // spread maps the n-th call to [0, 1) so that any run of consecutive

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"github.com/infergate/infergate/proxy/route"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -10,18 +11,18 @@ import (
 // The precedence of decide, one row per state: forced > breaker > alert >
 // slow start > cascade > primary.
 func TestDecidePrecedence(t *testing.T) {
-	open := &breaker{name: "pri"}
-	open.state.Store(int32(BreakerOpen))
-	closed := &breaker{name: "pri"}
-	ramping := &breaker{name: "pri", cfg: BreakerConfig{SlowStart: time.Hour}, now: time.Now}
-	ramping.rampUntil.Store(time.Now().Add(time.Hour).UnixNano())
+	open := route.NewBreaker("pri", "", BreakerConfig{}, time.Now, nil)
+	open.Changed(BreakerClosed, BreakerOpen)
+	closed := route.NewBreaker("pri", "", BreakerConfig{}, time.Now, nil)
+	ramping := route.NewBreaker("pri", "", BreakerConfig{SlowStart: time.Hour}, time.Now, nil)
+	ramping.Changed(BreakerHalfOpen, BreakerClosed)
 	fb := &FallbackTarget{Model: "small"}
 	cases := []struct {
 		name          string
 		forced, alert string
 		fallback      bool
 		cascade       bool
-		pb            *breaker
+		pb            *route.Breaker
 		route, reason string
 	}{
 		{"healthy", ForceAuto, "", true, false, closed, RoutePrimaryMode, ""},
@@ -157,7 +158,7 @@ func TestPickFollowsTheRouterClock(t *testing.T) {
 	if pk.route != "primary" || pk.err != nil {
 		t.Fatalf("11ms left: %s/%s %v, want the primary", pk.route, pk.reason, pk.err)
 	}
-	pk.done(verdictFailed) // one failure opens it (ConsecutiveFailures 1)
+	pk.done(route.VerdictFailed) // one failure opens it (ConsecutiveFailures 1)
 	if pk := pick(time.Second); pk.reason != reasonBreaker {
 		t.Errorf("breaker open: %s/%s", pk.route, pk.reason)
 	}
@@ -169,7 +170,7 @@ func TestPickFollowsTheRouterClock(t *testing.T) {
 	// the probes through (covered under real time by the route tests);
 	// here the probes' success closes it.
 	advance(time.Millisecond)
-	mr.primary.changed(BreakerHalfOpen, BreakerClosed)
+	mr.primary.Changed(BreakerHalfOpen, BreakerClosed)
 	if d := mr.decide(mr.primary); d.reason != reasonSlowStart {
 		t.Fatalf("closed again: %+v, want the slow start", d)
 	}

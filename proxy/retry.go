@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"github.com/infergate/infergate/proxy/route"
 	"slices"
 
 	"google.golang.org/grpc/codes"
@@ -25,7 +26,7 @@ func (c *routedCall) retry(a attemptResult, hedged bool) (f attemptResult, reaso
 		reason = reasonShedQueueFull
 	case c.mr.cfg.NonIdempotent || hedged || !c.retryable(a):
 		return f, "", false
-	case c.mr.fallbackOpen() || !c.p.router.table.Load().budget.take():
+	case c.mr.fallbackOpen() || !c.p.router.table.Load().budget.Take():
 		return f, "", false
 	default:
 		reason = reasonRetry
@@ -47,7 +48,7 @@ func (c *routedCall) retry(a attemptResult, hedged bool) (f attemptResult, reaso
 func (c *routedCall) retryable(a attemptResult) bool {
 	code := codeOf(a.err)
 	if c.pb != nil {
-		return c.pb.isFailure(code, 0)
+		return c.pb.IsFailure(code, 0)
 	}
 	return slices.Contains(DefaultFailureCodes, code)
 }
@@ -57,14 +58,14 @@ func (c *routedCall) retryable(a attemptResult) bool {
 // first frame never left): the failure counts for the primary's breaker,
 // and the stream goes to the fallback from the retry budget, as a unary
 // call that failed before reaching the upstream would.
-func (p *Proxy) retryStream(sr streamRoute, mr *modelRoute, pb *breaker, fb target, kind wire.TargetKind, openErr error) (streamRoute, bool) {
+func (p *Proxy) retryStream(sr streamRoute, mr *modelRoute, pb *route.Breaker, fb target, kind wire.TargetKind, openErr error) (streamRoute, bool) {
 	if codeOf(openErr) != codes.Unavailable {
 		return sr, false
 	}
-	if pb != nil && pb.gate() == BreakerClosed {
-		pb.record(verdictTransport) // the stream never reached the server
+	if pb != nil && pb.Gate() == BreakerClosed {
+		pb.Record(route.VerdictTransport) // the stream never reached the server
 	}
-	if mr.cfg.NonIdempotent || mr.fallbackOpen() || !p.router.table.Load().budget.take() {
+	if mr.cfg.NonIdempotent || mr.fallbackOpen() || !p.router.table.Load().budget.Take() {
 		return sr, false
 	}
 	mr.live.counters.retries.Add(1)

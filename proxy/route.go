@@ -3,6 +3,7 @@ package proxy
 import (
 	"errors"
 	"fmt"
+	"github.com/infergate/infergate/proxy/route"
 	"log/slog"
 	"maps"
 	"sync"
@@ -146,14 +147,14 @@ type routeTable struct {
 	// breakers are the upstreams' transport breakers; modelBreakers the
 	// routed models' breakers on an upstream (their primary's, their
 	// fallback's), each watching its upstream's transport breaker too.
-	breakers      map[*Upstream]*breaker
-	modelBreakers map[modelKey]*breaker
+	breakers      map[*Upstream]*route.Breaker
+	modelBreakers map[modelKey]*route.Breaker
 	// directed holds the model breakers of routes whose primary is the
 	// Director's choice, made at a model's first call on an upstream
-	// with a breaker (modelKey → *breaker).
+	// with a breaker (modelKey → *route.Breaker).
 	directed  *sync.Map
 	ndirected *atomic.Int64 // entries in directed
-	budget    *retryBudget
+	budget    *route.RetryBudget
 	// upstreams are every upstream the proxy sends to.
 	upstreams []*Upstream
 }
@@ -169,10 +170,10 @@ type modelKey struct {
 // versions).
 type modelRoute struct {
 	cfg      *RouteConfig
-	primary  *breaker // the model's breaker on its primary, nil if none (and no Upstream)
-	fallback *breaker // the fallback model's breaker on its upstream, if any
-	forced   string   // ForceAuto, ForcePrimary, ForceFallback
-	alert    string   // the alert holding the model on its fallback, "" if none
+	primary  *route.Breaker // the model's breaker on its primary, nil if none (and no Upstream)
+	fallback *route.Breaker // the fallback model's breaker on its upstream, if any
+	forced   string         // ForceAuto, ForcePrimary, ForceFallback
+	alert    string         // the alert holding the model on its fallback, "" if none
 	live     *routeLive
 }
 
@@ -293,7 +294,7 @@ func (r *Router) Close() error {
 
 // transition is a breaker's state change, as the log shows it.
 type transition struct {
-	b                            *breaker
+	b                            *route.Breaker
 	from, to                     BreakerState
 	calls, failures, consecutive int64
 }
@@ -301,10 +302,10 @@ type transition struct {
 // breakerChanged runs under gobreaker's mutex: it only queues the change
 // (never blocking) and wakes the loop, which logs it and accounts route
 // changes.
-func (r *Router) breakerChanged(b *breaker, from, to BreakerState) {
-	calls, failures := b.counts()
+func (r *Router) breakerChanged(b *route.Breaker, from, to BreakerState) {
+	calls, failures := b.Counts()
 	select {
-	case r.transitions <- transition{b, from, to, calls, failures, b.consecutive.Load()}:
+	case r.transitions <- transition{b, from, to, calls, failures, b.Consecutive()}:
 	default:
 		r.dropped.Add(1)
 	}
@@ -316,7 +317,7 @@ func (r *Router) logTransitions() {
 	for {
 		select {
 		case t := <-r.transitions:
-			r.log.Warn("circuit breaker", "upstream", t.b.name, "model", t.b.model, "from", t.from.String(), "to", t.to.String(),
+			r.log.Warn("circuit breaker", "upstream", t.b.Name(), "model", t.b.Model(), "from", t.from.String(), "to", t.to.String(),
 				"window_calls", t.calls, "window_failures", t.failures, "consecutive_failures", t.consecutive)
 		default:
 			if n := r.dropped.Swap(0); n > 0 {
@@ -380,7 +381,7 @@ func (r *Router) refresh() {
 			// then (a slowdown's) are not its healthy tail. Learnt, they
 			// would raise the hedge delay until slow calls no longer
 			// counted as slow and its breaker closed on a sick upstream.
-			if mr.primary.settled() {
+			if mr.primary.Settled() {
 				live.tail.Store(int64(censoredTail(st, won, time.Duration(live.tail.Load()))))
 				// The calls the primary answered since the last
 				// refresh are behind the estimate now.

@@ -3,6 +3,7 @@ package proxy
 import (
 	"errors"
 	"fmt"
+	"github.com/infergate/infergate/proxy/route"
 	"maps"
 	"reflect"
 	"slices"
@@ -20,8 +21,8 @@ import (
 // model's live counters, forced mode and the alert holding it on its
 // fallback when the model keeps a route (and, for those two, a fallback).
 func (r *Router) buildTable(opts RouterOptions, prev *routeTable) (*routeTable, error) {
-	t := &routeTable{models: map[string]*modelRoute{}, breakers: map[*Upstream]*breaker{},
-		modelBreakers: map[modelKey]*breaker{}, directed: new(sync.Map), ndirected: new(atomic.Int64),
+	t := &routeTable{models: map[string]*modelRoute{}, breakers: map[*Upstream]*route.Breaker{},
+		modelBreakers: map[modelKey]*route.Breaker{}, directed: new(sync.Map), ndirected: new(atomic.Int64),
 		upstreams: opts.Upstreams}
 	addBreaker := func(up *Upstream, cfg BreakerConfig) error {
 		if up == nil || t.breakers[up] != nil {
@@ -34,13 +35,13 @@ func (r *Router) buildTable(opts RouterOptions, prev *routeTable) (*routeTable, 
 		if prev != nil {
 			// A breaker judges one server: an upstream that moved
 			// (Upstream.Move) gets a new one, closed.
-			if old := prev.breakers[up]; old != nil && old.dest == d && reflect.DeepEqual(old.cfg, cfg.withDefaults()) {
+			if old := prev.breakers[up]; old != nil && old.Owner() == any(d) && reflect.DeepEqual(old.Config(), cfg.WithDefaults()) {
 				t.breakers[up] = old
 				return nil
 			}
 		}
-		b := newBreaker(d.name, "", cfg, opts.Now, r.breakerChanged)
-		b.dest = d
+		b := route.NewBreaker(d.name, "", cfg, opts.Now, r.breakerChanged)
+		b.Link(d, nil)
 		t.breakers[up] = b
 		return nil
 	}
@@ -52,8 +53,8 @@ func (r *Router) buildTable(opts RouterOptions, prev *routeTable) (*routeTable, 
 		conn := t.breakers[k.up]
 		cfg := opts.Breakers[k.up]
 		if prev != nil {
-			if old := prev.modelBreakers[k]; old != nil && old.conn == conn && old.dest == k.up.dest.Load() &&
-				reflect.DeepEqual(old.cfg, cfg.withDefaults()) {
+			if old := prev.modelBreakers[k]; old != nil && old.Conn() == conn && old.Owner() == any(k.up.dest.Load()) &&
+				reflect.DeepEqual(old.Config(), cfg.WithDefaults()) {
 				t.modelBreakers[k] = old
 				return
 			}
@@ -104,17 +105,17 @@ func (r *Router) buildTable(opts RouterOptions, prev *routeTable) (*routeTable, 
 		}
 		t.models[rc.Model] = mr
 	}
-	if prev != nil && reflect.DeepEqual(prev.budget.cfg, opts.Budget.withDefaults()) {
+	if prev != nil && reflect.DeepEqual(prev.budget.Config(), opts.Budget.WithDefaults()) {
 		t.budget = prev.budget
 	} else {
-		t.budget = newRetryBudget(opts.Budget, opts.Now)
+		t.budget = route.NewRetryBudget(opts.Budget, opts.Now)
 	}
 	if prev != nil {
 		// A model's breaker made at its first call keeps its state while
 		// its upstream's breaker does and no route now gives it one.
 		prev.directed.Range(func(k, v any) bool {
-			b := v.(*breaker)
-			if key := k.(modelKey); b.conn == t.breakers[key.up] && t.modelBreakers[key] == nil {
+			b := v.(*route.Breaker)
+			if key := k.(modelKey); b.Conn() == t.breakers[key.up] && t.modelBreakers[key] == nil {
 				t.directed.Store(key, b)
 				t.ndirected.Add(1)
 			}
@@ -127,10 +128,10 @@ func (r *Router) buildTable(opts RouterOptions, prev *routeTable) (*routeTable, 
 
 // newModelBreaker makes the breaker of model k.model on upstream k.up,
 // watching conn, the upstream's transport breaker (nil: none).
-func newModelBreaker(k modelKey, conn *breaker, cfg BreakerConfig, now func() time.Time, onChange func(*breaker, BreakerState, BreakerState)) *breaker {
+func newModelBreaker(k modelKey, conn *route.Breaker, cfg BreakerConfig, now func() time.Time, onChange func(*route.Breaker, BreakerState, BreakerState)) *route.Breaker {
 	d := k.up.dest.Load()
-	b := newBreaker(d.name, k.model, cfg, now, onChange)
-	b.dest, b.conn = d, conn
+	b := route.NewBreaker(d.name, k.model, cfg, now, onChange)
+	b.Link(d, conn)
 	return b
 }
 

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"github.com/infergate/infergate/proxy/route"
 	"strings"
 	"testing"
 	"time"
@@ -47,8 +48,8 @@ func TestRouterApplyCarriesState(t *testing.T) {
 	old := r.table.Load()
 	oldBreaker := old.modelBreakers[modelKey{rt.Default, "resnet50"}]
 	oldConn := old.breakers[rt.Default]
-	if oldBreaker == nil || oldBreaker.conn != oldConn || oldConn == nil {
-		t.Fatalf("resnet50's breaker %p watches %p, want its upstream's breaker %p", oldBreaker, oldBreaker.conn, oldConn)
+	if oldBreaker == nil || oldBreaker.Conn() != oldConn || oldConn == nil {
+		t.Fatalf("resnet50's breaker %p watches %p, want its upstream's breaker %p", oldBreaker, oldBreaker.Conn(), oldConn)
 	}
 	old.models["resnet50"].live.counters.primary.Add(7)
 
@@ -140,11 +141,11 @@ func TestRouterApplyCarriesFirstCallBreakers(t *testing.T) {
 	}
 	defer r.Close()
 	other := r.directedBreaker(rt.Default, "other")
-	if other == nil || other.conn != r.table.Load().breakers[rt.Default] {
+	if other == nil || other.Conn() != r.table.Load().breakers[rt.Default] {
 		t.Fatalf("other's breaker %v, want one watching its upstream's", other)
 	}
 	for range 5 { // the default ConsecutiveFailures
-		other.record(verdictFailed)
+		other.Record(route.VerdictFailed)
 	}
 	if other.State() != BreakerOpen {
 		t.Fatalf("other's breaker %s after 5 failures, want open", other.State())

@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"github.com/infergate/infergate/proxy/route"
 	"io"
 	"net"
 	"strings"
@@ -247,7 +248,7 @@ func newRouteEnvWith(t *testing.T, change func(rc *RouteConfig, ro *RouterOption
 	}
 	ro.Routes = append(ro.Routes, rc)
 	ro.Breakers[pri] = bc
-	e.openFor = bc.withDefaults().OpenFor
+	e.openFor = bc.WithDefaults().OpenFor
 	r, err := NewRouter(ro)
 	if err != nil {
 		t.Fatal(err)
@@ -410,13 +411,13 @@ func waitReady(t *testing.T, cc *grpc.ClientConn) {
 }
 
 // modelBreaker returns model's breaker on up in the router's table.
-func (e *routeEnv) modelBreaker(up *Upstream, model string) *breaker {
+func (e *routeEnv) modelBreaker(up *Upstream, model string) *route.Breaker {
 	t := e.router.table.Load()
 	if b := t.modelBreakers[modelKey{up, model}]; b != nil {
 		return b
 	}
 	if b, ok := t.directed.Load(modelKey{up, model}); ok {
-		return b.(*breaker)
+		return b.(*route.Breaker)
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"fmt"
+	"github.com/infergate/infergate/proxy/route"
 	"slices"
 	"strings"
 	"time"
@@ -88,7 +89,7 @@ func (r *Router) Status() ([]RouteStatus, []BreakerStatus) {
 			rs.Primary = "(default upstream)"
 		}
 		if mr.primary != nil {
-			rs.Breaker = mr.primary.gate().String()
+			rs.Breaker = mr.primary.Gate().String()
 		}
 		if mr.cfg.Fallback != nil {
 			rs.Fallback = r.fallbackName(name)
@@ -137,11 +138,11 @@ func (r *Router) Status() ([]RouteStatus, []BreakerStatus) {
 	slices.SortFunc(routes, func(a, b RouteStatus) int { return strings.Compare(a.Model, b.Model) })
 	var brs []BreakerStatus
 	for _, b := range r.table.Load().allBreakers() {
-		calls, failures := b.counts()
-		bs := BreakerStatus{Upstream: b.name, Model: b.model, State: b.State().String(), Calls: calls, Failures: failures,
-			Consecutive: b.consecutive.Load(), Opened: b.transitions[BreakerOpen].Load()}
+		calls, failures := b.Counts()
+		bs := BreakerStatus{Upstream: b.Name(), Model: b.Model(), State: b.State().String(), Calls: calls, Failures: failures,
+			Consecutive: b.Consecutive(), Opened: b.Transitions(BreakerOpen)}
 		if b.State() == BreakerOpen {
-			t := time.Unix(0, b.openUntil.Load())
+			t := time.Unix(0, b.OpenUntil())
 			bs.OpenUntil = &t
 		}
 		brs = append(brs, bs)
@@ -151,20 +152,20 @@ func (r *Router) Status() ([]RouteStatus, []BreakerStatus) {
 
 // allBreakers returns the table's breakers, each upstream's transport
 // breaker before its models', by upstream and model.
-func (t *routeTable) allBreakers() []*breaker {
-	var bs []*breaker
+func (t *routeTable) allBreakers() []*route.Breaker {
+	var bs []*route.Breaker
 	for _, b := range t.breakers {
 		bs = append(bs, b)
 	}
 	for _, b := range t.modelBreakers {
 		bs = append(bs, b)
 	}
-	t.directed.Range(func(_, v any) bool { bs = append(bs, v.(*breaker)); return true })
-	slices.SortFunc(bs, func(a, b *breaker) int {
-		if c := strings.Compare(a.name, b.name); c != 0 {
+	t.directed.Range(func(_, v any) bool { bs = append(bs, v.(*route.Breaker)); return true })
+	slices.SortFunc(bs, func(a, b *route.Breaker) int {
+		if c := strings.Compare(a.Name(), b.Name()); c != 0 {
 			return c
 		}
-		return strings.Compare(a.model, b.model)
+		return strings.Compare(a.Model(), b.Model())
 	})
 	return bs
 }
@@ -222,9 +223,9 @@ func (c routerCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), lv...)
 	}
 	for _, b := range r.table.Load().allBreakers() {
-		ch <- prometheus.MustNewConstMetric(breakerStateDesc, prometheus.GaugeValue, float64(b.State()), b.name, b.model)
+		ch <- prometheus.MustNewConstMetric(breakerStateDesc, prometheus.GaugeValue, float64(b.State()), b.Name(), b.Model())
 		for _, s := range []BreakerState{BreakerClosed, BreakerHalfOpen, BreakerOpen} {
-			counter(breakerTransDesc, b.transitions[s].Load(), b.name, b.model, s.String())
+			counter(breakerTransDesc, b.Transitions(s), b.Name(), b.Model(), s.String())
 		}
 	}
 	for name, mr := range r.table.Load().models {
@@ -261,6 +262,6 @@ func (c routerCollector) Collect(ch chan<- prometheus.Metric) {
 			counter(shedDesc, mr.live.counters.shed[i].Load(), name, reason)
 		}
 	}
-	counter(budgetDeniedDesc, r.table.Load().budget.denied.Load())
+	counter(budgetDeniedDesc, r.table.Load().budget.Denied())
 	r.collectEndpoints(ch)
 }

@@ -129,7 +129,7 @@ func TestRouteHedgeWithinDeadline(t *testing.T) {
 			if r := e.call(t, 600*time.Millisecond); r.code != codes.OK || r.server != "edge" || r.reason != reasonHedge {
 				t.Fatalf("call stuck on the primary with a 600ms deadline and a 1m hedge delay: %+v, want the edge's answer by a hedge", r)
 			}
-			if n := b.consecutive.Load(); n != 0 {
+			if n := b.Consecutive(); n != 0 {
 				t.Fatalf("%d failures counted after an early hedge, want none", n)
 			}
 			e.pri.set(behaveOK)
@@ -162,7 +162,7 @@ func TestRouteAutoHedgeWaitsForTheTail(t *testing.T) {
 		if r := e.infer(t, 400*time.Millisecond); r.code != codes.OK || r.server != "edge" || r.reason != reasonHedge {
 			t.Errorf("a hung primary, tail unknown, 400ms deadline: %+v, want the edge's answer by a hedge", r)
 		}
-		if n := e.modelBreaker(e.priUp, "big").consecutive.Load(); n != 0 {
+		if n := e.modelBreaker(e.priUp, "big").Consecutive(); n != 0 {
 			t.Errorf("%d failures counted for the hung primary with its tail unknown, want none", n)
 		}
 		e.pri.set(behaveSlow)
@@ -590,7 +590,7 @@ func TestRouteFallbackDefaultBreaker(t *testing.T) {
 		if b == nil {
 			t.Fatal("the fallback upstream has no breaker")
 		}
-		if got, want := b.cfg, (BreakerConfig{}).withDefaults(); got.OpenFor != want.OpenFor || got.ConsecutiveFailures != want.ConsecutiveFailures {
+		if got, want := b.Config(), (BreakerConfig{}).WithDefaults(); got.OpenFor != want.OpenFor || got.ConsecutiveFailures != want.ConsecutiveFailures {
 			t.Errorf("fallback breaker %+v, want the defaults %+v", got, want)
 		}
 	})

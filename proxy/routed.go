@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"github.com/infergate/infergate/proxy/route"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -69,7 +70,7 @@ func (c *routeCounters) wasShed(reason string) {
 type routedCall struct {
 	call
 	mr  *modelRoute
-	pb  *breaker // the primary's breaker, nil if none
+	pb  *route.Breaker // the primary's breaker, nil if none
 	pri target
 	fb  *target // nil: no fallback (none configured, or forced onto the primary)
 	// wf is the request's scan, kept for the outcome's features (Lazy).
@@ -88,7 +89,7 @@ func (p *Proxy) routeUnary(rc *routedCall, up *Upstream, ss side, o outcome) out
 	pk := p.router.Pick(up, info)
 	defer pk.release()
 	if pk.probe != nil {
-		defer pk.done(verdictNone) // a no-op once reported
+		defer pk.done(route.VerdictNone) // a no-op once reported
 	}
 	if pk.mr == nil && pk.pb == nil {
 		return p.reply(ss, rc.attempt(rc.ctx, target{up: up}, attemptPrimary), monitor.RoutePrimary, "", up, o, nil)
@@ -107,12 +108,12 @@ func (p *Proxy) routeUnary(rc *routedCall, up *Upstream, ss side, o outcome) out
 		// A model without a route on an upstream with a breaker.
 		a := rc.attempt(rc.ctx, rc.pri, attemptPrimary)
 		rc.report(pk.probe, a)
-		if pk.pb.model == "" && verdictOf(pk.pb, a) == verdictFailed {
+		if pk.pb.Model() == "" && verdictOf(pk.pb, a) == route.VerdictFailed {
 			// Its first failure there gives it a breaker of its own:
 			// model names are the client's, so only the ones the server
 			// fails for become state.
 			if b := p.router.directedBreaker(rc.pri.up, rc.model); b != pk.pb {
-				b.recordOwn(verdictFailed)
+				b.RecordOwn(route.VerdictFailed)
 			}
 		}
 		return p.reply(ss, a, monitor.RoutePrimary, "", rc.pri.up, o, nil)
@@ -146,9 +147,9 @@ func (c *routedCall) fromFallback(ss side, a attemptResult, reason string, o out
 // it is slow (hedge.go) and retried on the fallback when it failed and
 // that is safe (retry.go), and answers. probe is the half-open probe's
 // report, nil when closed.
-func (c *routedCall) viaPrimary(ss side, o outcome, probe func(verdict)) outcome {
+func (c *routedCall) viaPrimary(ss side, o outcome, probe func(route.Verdict)) outcome {
 	if c.fb != nil || c.pooledPrimary() {
-		c.p.router.table.Load().budget.deposit()
+		c.p.router.table.Load().budget.Deposit()
 	}
 	a, h, hedged := c.primary(probe)
 	if h != nil && h.err == nil && (a.err != nil || a.resp == nil) {
@@ -178,12 +179,12 @@ func (c *routedCall) tryFallback(ctx context.Context, why string) attemptResult 
 	if b == nil {
 		return c.attempt(ctx, *c.fb, why)
 	}
-	probe, ok := b.admit()
+	probe, ok := b.Admit()
 	if !ok {
 		return attemptResult{err: &breakerOpenError{upstream: c.fb.up.Name(), model: c.model, fallback: true}}
 	}
 	if probe != nil {
-		defer probe(verdictNone) // a no-op once reported
+		defer probe(route.VerdictNone) // a no-op once reported
 	}
 	a := c.attempt(ctx, *c.fb, why)
 	reportTo(b, ctx, c.clientDeadline, probe, a)
@@ -191,7 +192,7 @@ func (c *routedCall) tryFallback(ctx context.Context, why string) attemptResult 
 }
 
 // report tells the primary's breaker how an attempt went (see reportTo).
-func (c *routedCall) report(probe func(verdict), a attemptResult) {
+func (c *routedCall) report(probe func(route.Verdict), a attemptResult) {
 	reportTo(c.pb, c.ctx, c.clientDeadline, probe, a)
 }
 
@@ -204,15 +205,15 @@ func (c *routedCall) report(probe func(verdict), a attemptResult) {
 // than the breaker's slow_call: a client that gives calls 2ms must not
 // trip a healthy upstream's breaker and move everyone to the fallback,
 // while one that hangs past slow_call still trips it.
-func reportTo(b *breaker, ctx context.Context, clientDeadline bool, probe func(verdict), a attemptResult) {
+func reportTo(b *route.Breaker, ctx context.Context, clientDeadline bool, probe func(route.Verdict), a attemptResult) {
 	if b == nil {
 		return
 	}
 	clientExpired := clientDeadline && clientDeadlineHit(ctx, a.err) &&
-		!(b.cfg.SlowCall > 0 && a.upstream > b.cfg.SlowCall)
+		!(b.Config().SlowCall > 0 && a.upstream > b.Config().SlowCall)
 	if errors.Is(ctx.Err(), context.Canceled) || a.queueFull || clientExpired {
 		if probe != nil {
-			probe(verdictNone)
+			probe(route.VerdictNone)
 		}
 		return
 	}
@@ -221,7 +222,7 @@ func reportTo(b *breaker, ctx context.Context, clientDeadline bool, probe func(v
 		probe(v)
 		return
 	}
-	b.record(v)
+	b.Record(v)
 }
 
 // verdictOf is what an attempt says of its upstream and its model there:
@@ -230,16 +231,16 @@ func reportTo(b *breaker, ctx context.Context, clientDeadline bool, probe func(v
 // transport's; a failure code the server sent, or an answer slower than
 // slow_call, is the model's. A deadline or cancellation is never the
 // transport's: a slow model must not refuse its neighbours.
-func verdictOf(b *breaker, a attemptResult) verdict {
+func verdictOf(b *route.Breaker, a attemptResult) route.Verdict {
 	code := codeOf(a.err)
-	if !b.isFailure(code, a.upstream) {
-		return verdictOK
+	if !b.IsFailure(code, a.upstream) {
+		return route.VerdictOK
 	}
 	var up *upstreamError
 	if errors.As(a.err, &up) && !up.fromUpstream && code != codes.DeadlineExceeded && code != codes.Canceled {
-		return verdictTransport
+		return route.VerdictTransport
 	}
-	return verdictFailed
+	return route.VerdictFailed
 }
 
 // deadlineSlack is how close to the client's deadline an upstream's
@@ -261,12 +262,12 @@ func clientDeadlineHit(ctx context.Context, err error) bool {
 
 // reportFailed counts a slow call of the model (one still unanswered at
 // the hedge delay).
-func (c *routedCall) reportFailed(probe func(verdict)) {
+func (c *routedCall) reportFailed(probe func(route.Verdict)) {
 	switch {
 	case c.pb == nil:
 	case probe != nil:
-		probe(verdictFailed)
+		probe(route.VerdictFailed)
 	default:
-		c.pb.record(verdictFailed)
+		c.pb.Record(route.VerdictFailed)
 	}
 }

@@ -331,7 +331,7 @@ func (p *Proxy) routeStream(ss grpc.ServerStream, up *Upstream, kind wire.Target
 		return sr, nil
 	}
 	if mr.fallbackOpen() {
-		return sr, &breakerOpenError{upstream: mr.fallback.name, model: model, fallback: true}
+		return sr, &breakerOpenError{upstream: mr.fallback.Name(), model: model, fallback: true}
 	}
 	return fallbackStream(sr, mr, pk.fb, kind, pk.reason), nil
 }

@@ -1,4 +1,4 @@
-package proxy
+package route
 
 import (
 	"errors"
@@ -66,7 +66,7 @@ var DefaultFailureCodes = []codes.Code{
 }
 
 // withDefaults fills the zero fields of c.
-func (c BreakerConfig) withDefaults() BreakerConfig {
+func (c BreakerConfig) WithDefaults() BreakerConfig {
 	if c.ConsecutiveFailures == 0 {
 		c.ConsecutiveFailures = 5
 	}
@@ -141,48 +141,48 @@ var (
 	errExcluded = errors.New("proxy: call cancelled before the upstream answered")
 )
 
-// verdict is what one call says of its upstream and its model there.
-type verdict int8
+// Verdict is what one call says of its upstream and its model there.
+type Verdict int8
 
 const (
-	verdictOK     verdict = iota // answered (an answer with a client-fault code included)
-	verdictFailed                // the model's failure: a failure code the server sent, or slower than SlowCall
-	verdictNone                  // cancelled, or refused by the batcher's full queue
-	// verdictTransport: the call failed on the way to the server, which
+	VerdictOK     Verdict = iota // answered (an answer with a client-fault code included)
+	VerdictFailed                // the model's failure: a failure code the server sent, or slower than SlowCall
+	VerdictNone                  // cancelled, or refused by the batcher's full queue
+	// VerdictTransport: the call failed on the way to the server, which
 	// never answered it: connection refused or reset, GOAWAY, a stream
 	// reset before any response header.
-	verdictTransport
+	VerdictTransport
 )
 
 // A breaker's scope is its evidence. An upstream's transport breaker
-// (model "") opens on failures of the way to the server (verdictTransport)
+// (model "") opens on failures of the way to the server (VerdictTransport)
 // and refuses every model there: a dead server. A model's breaker on an
 // upstream (model set, conn its upstream's transport breaker) opens on
-// that model's failures there (verdictFailed: statuses the server sent,
+// that model's failures there (VerdictFailed: statuses the server sent,
 // slow calls) and refuses that model only; it also refuses while conn
 // does. So one model's trouble never refuses another model, nor a
 // fallback that lives on the same server.
 //
-// breaker is one circuit breaker. gobreaker's state machine
+// Breaker is one circuit breaker. gobreaker's state machine
 // (closed, open, half-open with a bounded number of probes, a timeout, a
 // generation per state so late results of an old state are ignored) decides;
 // but gobreaker takes its mutex on every call it sees, so in the closed
 // state, where nearly all calls are, the breaker counts on its own with
 // atomics and calls gobreaker only for a failure: a healthy upstream's calls
 // share no lock. The state is mirrored in an atomic for the hot path.
-type breaker struct {
+type Breaker struct {
 	// name is the upstream's; model the model's, "" for a transport
 	// breaker. conn is the upstream's transport breaker of a model's
 	// breaker, nil for a transport breaker (or an upstream without one).
 	name  string
 	model string
-	conn  *breaker
-	// dest is where its upstream was when it was made; nil in tests
-	// that make one alone.
-	dest *upstreamDest
-	cfg  BreakerConfig
-	cb   *gobreaker.TwoStepCircuitBreaker[struct{}]
-	now  func() time.Time
+	conn  *Breaker
+	// owner says whose breaker it is (the proxy keeps where its upstream
+	// was when it was made); nil in tests that make one alone.
+	owner any
+	cfg   BreakerConfig
+	cb    *gobreaker.TwoStepCircuitBreaker[struct{}]
+	now   func() time.Time
 	// failure[c] says whether code c counts as the upstream's failure.
 	failure [32]bool
 
@@ -203,7 +203,7 @@ type breaker struct {
 	transitions [3]atomic.Uint64
 	// onChange is told of every state change, after it happened; it must
 	// not block (it runs under gobreaker's mutex).
-	onChange func(b *breaker, from, to BreakerState)
+	onChange func(b *Breaker, from, to BreakerState)
 }
 
 // bucket holds one second of a breaker's window. A bucket reused for a new
@@ -215,9 +215,9 @@ type bucket struct {
 	failures atomic.Int64
 }
 
-func newBreaker(name, model string, cfg BreakerConfig, now func() time.Time, onChange func(*breaker, BreakerState, BreakerState)) *breaker {
-	cfg = cfg.withDefaults()
-	b := &breaker{name: name, model: model, cfg: cfg, now: now, onChange: onChange,
+func NewBreaker(name, model string, cfg BreakerConfig, now func() time.Time, onChange func(*Breaker, BreakerState, BreakerState)) *Breaker {
+	cfg = cfg.WithDefaults()
+	b := &Breaker{name: name, model: model, cfg: cfg, now: now, onChange: onChange,
 		buckets: make([]bucket, int(cfg.Window/time.Second))}
 	for _, c := range cfg.FailureCodes {
 		if int(c) < len(b.failure) {
@@ -232,14 +232,15 @@ func newBreaker(name, model string, cfg BreakerConfig, now func() time.Time, onC
 		// count only the failures it is shown.
 		ReadyToTrip:   func(gobreaker.Counts) bool { return b.shouldTrip() },
 		IsExcluded:    func(err error) bool { return errors.Is(err, errExcluded) },
-		OnStateChange: func(_ string, from, to gobreaker.State) { b.changed(BreakerState(from), BreakerState(to)) },
+		OnStateChange: func(_ string, from, to gobreaker.State) { b.Changed(BreakerState(from), BreakerState(to)) },
 	})
 	return b
 }
 
-// changed mirrors a state change; it runs under gobreaker's mutex, so it
-// only stores atomics and hands the news on without blocking.
-func (b *breaker) changed(from, to BreakerState) {
+// Changed mirrors a state change; gobreaker calls it under its mutex, so
+// it only stores atomics and hands the news on without blocking. Tests
+// of what reads breakers drive one through its states with it.
+func (b *Breaker) Changed(from, to BreakerState) {
 	now := b.now()
 	switch to {
 	case BreakerOpen:
@@ -285,11 +286,11 @@ func (b *breaker) changed(from, to BreakerState) {
 }
 
 // State returns the breaker's state as last mirrored.
-func (b *breaker) State() BreakerState { return BreakerState(b.state.Load()) }
+func (b *Breaker) State() BreakerState { return BreakerState(b.state.Load()) }
 
 // isFailure says whether a call that ended with code after took counts as
 // the upstream's failure.
-func (b *breaker) isFailure(code codes.Code, took time.Duration) bool {
+func (b *Breaker) IsFailure(code codes.Code, took time.Duration) bool {
 	if int(code) < len(b.failure) && b.failure[code] {
 		return true
 	}
@@ -299,11 +300,11 @@ func (b *breaker) isFailure(code codes.Code, took time.Duration) bool {
 // admit says whether a call may go to the upstream now, through b and,
 // for a model's breaker, its upstream's transport breaker. It returns a
 // non-nil report function when either is half-open (the call is a probe),
-// which must be called with the call's verdict (verdictNone gives its
+// which must be called with the call's verdict (VerdictNone gives its
 // place to another probe); nil with ok true when both are closed, where
 // the caller reports with record.
-func (b *breaker) admit() (probe func(verdict), ok bool) {
-	var conn func(verdict)
+func (b *Breaker) Admit() (probe func(Verdict), ok bool) {
+	var conn func(Verdict)
 	if b.conn != nil {
 		if conn, ok = b.conn.admitOwn(); !ok {
 			return nil, false
@@ -312,7 +313,7 @@ func (b *breaker) admit() (probe func(verdict), ok bool) {
 	own, ok := b.admitOwn()
 	if !ok {
 		if conn != nil {
-			conn(verdictNone)
+			conn(VerdictNone)
 		}
 		return nil, false
 	}
@@ -321,16 +322,16 @@ func (b *breaker) admit() (probe func(verdict), ok bool) {
 	}
 	// A probe of one of the two: the other, closed, counts the call as
 	// record would.
-	return func(v verdict) {
+	return func(v Verdict) {
 		if own != nil {
 			own(b.judge(v))
 		} else {
-			b.recordOwn(b.judge(v))
+			b.RecordOwn(b.judge(v))
 		}
 		if conn != nil {
 			conn(b.conn.judge(v))
 		} else if b.conn != nil {
-			b.conn.recordOwn(b.conn.judge(v))
+			b.conn.RecordOwn(b.conn.judge(v))
 		}
 	}, true
 }
@@ -338,24 +339,24 @@ func (b *breaker) admit() (probe func(verdict), ok bool) {
 // judge is what a call's verdict says of this breaker's evidence: a
 // transport failure says nothing of a model, and is the transport
 // breaker's failure; a model's failure shows the transport working.
-func (b *breaker) judge(v verdict) verdict {
+func (b *Breaker) judge(v Verdict) Verdict {
 	switch {
-	case v == verdictTransport && b.model != "":
-		return verdictNone
-	case v == verdictTransport:
-		return verdictFailed
-	case v == verdictFailed && b.model == "":
-		return verdictOK
+	case v == VerdictTransport && b.model != "":
+		return VerdictNone
+	case v == VerdictTransport:
+		return VerdictFailed
+	case v == VerdictFailed && b.model == "":
+		return VerdictOK
 	}
 	return v
 }
 
 // admitOwn is admit for b alone.
-func (b *breaker) admitOwn() (probe func(verdict), ok bool) {
+func (b *Breaker) admitOwn() (probe func(Verdict), ok bool) {
 	switch {
 	case b.State() == BreakerClosed:
 		return nil, true
-	case b.refusing():
+	case b.Refusing():
 		return nil, false
 	}
 	// Open past its time (gobreaker moves to half-open on this call) or
@@ -369,18 +370,18 @@ func (b *breaker) admitOwn() (probe func(verdict), ok bool) {
 		done(nil)
 		return nil, true
 	}
-	// Reported once: callers defer a verdictNone so that a panic
+	// Reported once: callers defer a VerdictNone so that a panic
 	// between admit and the report cannot keep a half-open slot for
 	// good (gobreaker frees it only on a report).
 	var reported atomic.Bool
-	return func(v verdict) {
+	return func(v Verdict) {
 		if !reported.CompareAndSwap(false, true) {
 			return
 		}
 		switch v {
-		case verdictFailed:
+		case VerdictFailed:
 			done(errFailed)
-		case verdictNone:
+		case VerdictNone:
 			done(errExcluded)
 		default:
 			done(nil)
@@ -388,20 +389,20 @@ func (b *breaker) admitOwn() (probe func(verdict), ok bool) {
 	}, true
 }
 
-// refusing says whether the breaker (or its upstream's transport
+// Refusing says whether the breaker (or its upstream's transport
 // breaker) is open and its open time not over: admit refuses every call
 // then (past it, the next call is a probe).
-func (b *breaker) refusing() bool {
+func (b *Breaker) Refusing() bool {
 	return b.refusingOwn() || b.conn != nil && b.conn.refusingOwn()
 }
 
-func (b *breaker) refusingOwn() bool {
+func (b *Breaker) refusingOwn() bool {
 	return b.State() == BreakerOpen && b.now().UnixNano() < b.openUntil.Load()
 }
 
 // gate is the state that decides a model's calls: the worse of b's and
 // its upstream's transport breaker's (open, then half-open, then closed).
-func (b *breaker) gate() BreakerState {
+func (b *Breaker) Gate() BreakerState {
 	s := b.State()
 	if b.conn != nil {
 		s = max(s, b.conn.State())
@@ -410,7 +411,7 @@ func (b *breaker) gate() BreakerState {
 }
 
 // gateName names the breaker that gate's state is from, for people.
-func (b *breaker) gateName() string {
+func (b *Breaker) GateName() string {
 	if b.conn != nil && b.conn.State() > b.State() {
 		return b.conn.name
 	}
@@ -422,20 +423,20 @@ func (b *breaker) gateName() string {
 
 // record counts the verdict of a call admitted with both breakers
 // closed, each by what it says of its evidence (judge).
-func (b *breaker) record(v verdict) {
-	b.recordOwn(b.judge(v))
+func (b *Breaker) Record(v Verdict) {
+	b.RecordOwn(b.judge(v))
 	if b.conn != nil {
-		b.conn.recordOwn(b.conn.judge(v))
+		b.conn.RecordOwn(b.conn.judge(v))
 	}
 }
 
-// recordOwn counts a verdict of b's own evidence, admitted in the closed
-// state; verdictNone counts nothing.
-func (b *breaker) recordOwn(v verdict) {
-	if v == verdictNone || b.State() != BreakerClosed {
+// RecordOwn counts a verdict of b's own evidence, admitted in the closed
+// state; VerdictNone counts nothing.
+func (b *Breaker) RecordOwn(v Verdict) {
+	if v == VerdictNone || b.State() != BreakerClosed {
 		return
 	}
-	failed := v == verdictFailed
+	failed := v == VerdictFailed
 	bk := b.bucketNow()
 	bk.calls.Add(1)
 	if !failed {
@@ -456,7 +457,7 @@ func (b *breaker) recordOwn(v verdict) {
 
 // bucketNow returns the bucket of the current second, reset if it last
 // held an older second.
-func (b *breaker) bucketNow() *bucket {
+func (b *Breaker) bucketNow() *bucket {
 	sec := b.now().Unix()
 	bk := &b.buckets[int(sec%int64(len(b.buckets)))]
 	if old := bk.sec.Load(); old != sec && bk.sec.CompareAndSwap(old, sec) {
@@ -467,19 +468,19 @@ func (b *breaker) bucketNow() *bucket {
 }
 
 // shouldTrip applies the consecutive-failure and failure-ratio rules.
-func (b *breaker) shouldTrip() bool {
+func (b *Breaker) shouldTrip() bool {
 	if n := b.cfg.ConsecutiveFailures; n > 0 && b.consecutive.Load() >= int64(n) {
 		return true
 	}
 	if b.cfg.FailureRatio < 0 {
 		return false
 	}
-	calls, failures := b.counts()
+	calls, failures := b.Counts()
 	return calls >= int64(b.cfg.MinCalls) && float64(failures) >= b.cfg.FailureRatio*float64(calls)
 }
 
 // counts sums the window's buckets.
-func (b *breaker) counts() (calls, failures int64) {
+func (b *Breaker) Counts() (calls, failures int64) {
 	now := b.now().Unix()
 	for i := range b.buckets {
 		bk := &b.buckets[i]
@@ -494,7 +495,7 @@ func (b *breaker) counts() (calls, failures int64) {
 // share returns the part of its calls a model with a fallback sends to
 // this upstream now: 1, or during the slow start after a closing (of b,
 // or of its upstream's transport breaker) a share growing from 0.1 to 1.
-func (b *breaker) share() float64 {
+func (b *Breaker) Share() float64 {
 	s := b.shareOwn()
 	if b.conn != nil {
 		s = min(s, b.conn.shareOwn())
@@ -502,7 +503,7 @@ func (b *breaker) share() float64 {
 	return s
 }
 
-func (b *breaker) shareOwn() float64 {
+func (b *Breaker) shareOwn() float64 {
 	until := b.rampUntil.Load()
 	if until == 0 {
 		return 1
@@ -517,6 +518,34 @@ func (b *breaker) shareOwn() float64 {
 // settled says whether the upstream is past its trouble: no breaker, or
 // one closed with its slow start over. Its latency then is its healthy
 // one, the one automatic hedging learns.
-func (b *breaker) settled() bool {
-	return b == nil || (b.gate() == BreakerClosed && b.share() >= 1)
+func (b *Breaker) Settled() bool {
+	return b == nil || (b.Gate() == BreakerClosed && b.Share() >= 1)
 }
+
+// Name is the upstream's name; Model the model's, "" for a transport
+// breaker.
+func (b *Breaker) Name() string  { return b.name }
+func (b *Breaker) Model() string { return b.model }
+
+// Config is the breaker's configuration, defaults filled.
+func (b *Breaker) Config() BreakerConfig { return b.cfg }
+
+// Conn is the upstream's transport breaker of a model's breaker; nil
+// none.
+func (b *Breaker) Conn() *Breaker { return b.conn }
+
+// Link makes b's owner owner and its upstream's transport breaker conn
+// (nil none), before b is used.
+func (b *Breaker) Link(owner any, conn *Breaker) { b.owner, b.conn = owner, conn }
+
+// Owner is what Link said b belongs to.
+func (b *Breaker) Owner() any { return b.owner }
+
+// Consecutive counts the failures since the last success.
+func (b *Breaker) Consecutive() int64 { return b.consecutive.Load() }
+
+// Transitions counts the changes into state s.
+func (b *Breaker) Transitions(s BreakerState) uint64 { return b.transitions[s].Load() }
+
+// OpenUntil is when the open state ends (unix nanoseconds).
+func (b *Breaker) OpenUntil() int64 { return b.openUntil.Load() }

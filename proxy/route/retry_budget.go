@@ -1,4 +1,4 @@
-package proxy
+package route
 
 import (
 	"sync/atomic"
@@ -17,7 +17,7 @@ type BudgetConfig struct {
 	MinPerSecond int
 }
 
-func (c BudgetConfig) withDefaults() BudgetConfig {
+func (c BudgetConfig) WithDefaults() BudgetConfig {
 	if c.Ratio == 0 {
 		c.Ratio = 0.2
 	}
@@ -27,12 +27,12 @@ func (c BudgetConfig) withDefaults() BudgetConfig {
 	return c
 }
 
-// retryBudget is a token bucket in thousandths of a token: every first try
+// RetryBudget is a token bucket in thousandths of a token: every first try
 // deposits Ratio tokens, every second try takes one, and the floor refills
 // MinPerSecond tokens a second. The bucket holds at most what ten seconds
 // of the floor or of deposits give, so a burst after a quiet hour is
 // bounded too.
-type retryBudget struct {
+type RetryBudget struct {
 	cfg        BudgetConfig // with defaults: Apply keeps a budget whose settings did not change
 	ratioMilli int64        // deposit per first try
 	floorMilli int64        // refill per second
@@ -45,9 +45,10 @@ type retryBudget struct {
 	denied   atomic.Uint64
 }
 
-func newRetryBudget(c BudgetConfig, now func() time.Time) *retryBudget {
-	c = c.withDefaults()
-	b := &retryBudget{cfg: c, now: now, floorMilli: int64(c.MinPerSecond) * 1000}
+// NewRetryBudget is a full budget of c (defaults filled) on the clock now.
+func NewRetryBudget(c BudgetConfig, now func() time.Time) *RetryBudget {
+	c = c.WithDefaults()
+	b := &RetryBudget{cfg: c, now: now, floorMilli: int64(c.MinPerSecond) * 1000}
 	if c.Ratio > 0 {
 		b.ratioMilli = int64(c.Ratio * 1000)
 	}
@@ -58,7 +59,7 @@ func newRetryBudget(c BudgetConfig, now func() time.Time) *retryBudget {
 }
 
 // deposit counts a first try.
-func (b *retryBudget) deposit() {
+func (b *RetryBudget) Deposit() {
 	if b.ratioMilli == 0 {
 		return
 	}
@@ -69,7 +70,7 @@ func (b *retryBudget) deposit() {
 
 // take spends one token for a second try; false when none is left (or
 // the budget is off).
-func (b *retryBudget) take() bool {
+func (b *RetryBudget) Take() bool {
 	if b.ratioMilli == 0 {
 		return false
 	}
@@ -87,7 +88,7 @@ func (b *retryBudget) take() bool {
 }
 
 // add puts n thousandths in, up to the cap.
-func (b *retryBudget) add(n int64) {
+func (b *RetryBudget) add(n int64) {
 	for {
 		t := b.tokens.Load()
 		c := b.capMilli.Load()
@@ -102,7 +103,7 @@ func (b *retryBudget) add(n int64) {
 
 // refill adds the floor once per elapsed second and resizes the cap to ten
 // seconds of the last second's deposits.
-func (b *retryBudget) refill() {
+func (b *RetryBudget) refill() {
 	sec := b.now().Unix()
 	last := b.lastSec.Load()
 	if sec <= last || !b.lastSec.CompareAndSwap(last, sec) {
@@ -112,3 +113,9 @@ func (b *retryBudget) refill() {
 	b.capMilli.Store(10 * max(b.floorMilli, perSec))
 	b.add(min(sec-last, 10) * b.floorMilli)
 }
+
+// Config is the budget's settings, defaults filled.
+func (b *RetryBudget) Config() BudgetConfig { return b.cfg }
+
+// Denied counts the second tries the budget refused.
+func (b *RetryBudget) Denied() uint64 { return b.denied.Load() }
