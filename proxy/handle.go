@@ -139,6 +139,17 @@ func (h *handle) done(s sent, took time.Duration, ok bool) {
 	h.p.flowCounted(h.fc, outcome, h.wait, answered)
 }
 
+// abandon gives back all that h holds for a call that is not sent after
+// all (the relay serves it instead): the endpoint with no verdict, the
+// turn uncounted, as its tenant's call is counted where it is sent.
+func (h *handle) abandon(at time.Time) {
+	h.releaseEndpoint(noVerdict(at))
+	if g := h.gate; g != nil {
+		h.gate = nil
+		g.Done(0)
+	}
+}
+
 // waitTurn takes a turn of h.model for a gRPC-path call with ctx and
 // request msg, waiting while the model's replicas are full; nothing is
 // held when flow control does not order the call. It returns flow

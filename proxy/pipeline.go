@@ -267,7 +267,7 @@ func (p *Proxy) sendWay(c *h2relay.Call, one bool, msg []byte, bytesIn int64, mo
 	if err != nil {
 		// Served: the pipeline answers the same refusal, or sends it
 		// where it may go.
-		h.done(noVerdict(now), 0, false)
+		h.abandon(now)
 		p.leave()
 		return wayServe, nil
 	}
