@@ -22,6 +22,7 @@ import (
 // Paths of bench balance: each balancer in front of the same replicas.
 const (
 	PathInfergatePool     = "infergate"
+	PathInfergatePoolB    = "infergate-b"
 	PathHAProxyLeastConn  = "haproxy-leastconn"
 	PathNginxLeastConn    = "nginx-least_conn"
 	PathHAProxyRoundRobin = "haproxy-roundrobin"
@@ -36,8 +37,11 @@ type BalanceConfig struct {
 	Simserver     string
 	Infergate     string
 	InfergateArgs []string
-	Nginx         string
-	NginxWorkers  string
+	// InfergateB, when set, is a second infergate binary (another
+	// build), path infergate-b, measured in the same run.
+	InfergateB   string
+	Nginx        string
+	NginxWorkers string
 	// HAProxy is the haproxy binary ("" leaves its paths out;
 	// HAProxySkipped says why in the report).
 	HAProxy        string
@@ -124,7 +128,13 @@ type BalanceRun struct {
 	// HealthyP99 and SlowP99 are the phases' p99 latency in ms, from
 	// each call's intended send time.
 	HealthyP99 float64 `json:"healthy_p99_ms"`
-	SlowP99    float64 `json:"slow_p99_ms"`
+	// HealthyP50 is the healthy phase's p50, in ms.
+	HealthyP50 float64 `json:"healthy_p50_ms"`
+	// HealthyQueue is the healthy phase's mean time a call waited in a
+	// replica's queue (the replicas' own counters), in ms: what the
+	// pick made calls wait behind others.
+	HealthyQueue float64 `json:"healthy_queue_ms"`
+	SlowP99      float64 `json:"slow_p99_ms"`
 	// SlowShare is the share of the slow phase's calls the slow replica
 	// answered (read from the replicas' own counters).
 	SlowShare float64 `json:"slow_share"`
@@ -210,6 +220,14 @@ func RunBalance(ctx context.Context, cfg BalanceConfig) (*BalanceResult, error) 
 		}
 		defer ig.Stop()
 		paths = append(paths, Path{PathInfergatePool, listen})
+		if cfg.InfergateB != "" {
+			igb, listen, _, err := startInfergate(ctx, cfg.InfergateB, strings.Join(grpcs, ","), filepath.Join(dir, "infergate-b.log"), cfg.InfergateArgs)
+			if err != nil {
+				return nil, fmt.Errorf("balance: %w", err)
+			}
+			defer igb.Stop()
+			paths = append(paths, Path{PathInfergatePoolB, listen})
+		}
 	}
 	if cfg.HAProxy != "" {
 		modes := []struct{ name, balance string }{{PathHAProxyLeastConn, "leastconn"}}
@@ -267,8 +285,8 @@ func RunBalance(ctx context.Context, cfg BalanceConfig) (*BalanceResult, error) 
 				return nil, fmt.Errorf("balance: %s round %d: %w", p.Name, round+1, err)
 			}
 			run.Round = round + 1
-			fmt.Fprintf(cfg.Log, "bench: balance: round %d %-20s healthy p99 %.1f ms, slow p99 %.1f ms, %.2f%% on the slow replica, %d failed; a replica killed: %d of %d failed\n",
-				run.Round, p.Name, run.HealthyP99, run.SlowP99, 100*run.SlowShare, run.Failed, run.KillFailed, run.KillCalls)
+			fmt.Fprintf(cfg.Log, "bench: balance: round %d %-20s healthy p50 %.2f ms, queue %.3f ms a call; healthy p99 %.1f ms, slow p99 %.1f ms, %.2f%% on the slow replica, %d failed; a replica killed: %d of %d failed\n",
+				run.Round, p.Name, run.HealthyP50, run.HealthyQueue, run.HealthyP99, run.SlowP99, 100*run.SlowShare, run.Failed, run.KillFailed, run.KillCalls)
 			res.Runs = append(res.Runs, run)
 		}
 	}
@@ -286,10 +304,37 @@ func balanceRun(ctx context.Context, cfg BalanceConfig, p Path, pl *load.Payload
 	}
 	lc := load.Config{Label: p.Name, Target: p.Addr, Payload: pl, Rate: cfg.Rate, MaxInFlight: cfg.Workers,
 		Conns: cfg.Conns, Timeout: cfg.Timeout, Warmup: time.Second, Duration: cfg.Healthy}
+	// The warmup's calls are in the replicas' counters too: a second of
+	// 64 in the healthy phase's mean queue time.
+	qBefore, err := replicaCounter(ctx, admins, "nv_inference_queue_duration_us")
+	if err != nil {
+		return run, err
+	}
+	nBefore, err := successes(ctx, admins)
+	if err != nil {
+		return run, err
+	}
 	healthy, err := load.Run(ctx, lc)
 	if err != nil {
 		return run, err
 	}
+	qAfter, err := replicaCounter(ctx, admins, "nv_inference_queue_duration_us")
+	if err != nil {
+		return run, err
+	}
+	nAfter, err := successes(ctx, admins)
+	if err != nil {
+		return run, err
+	}
+	var q, n float64
+	for i := range qAfter {
+		q += qAfter[i] - qBefore[i]
+		n += nAfter[i] - nBefore[i]
+	}
+	if n > 0 {
+		run.HealthyQueue = q / n / 1000
+	}
+	run.HealthyP50 = healthy.Latency.P50
 	if err := faults.do(ctx, http.MethodPost, admins[1], map[string]any{"model": "resnet50", "slowdown": cfg.Slowdown}); err != nil {
 		return run, err
 	}
@@ -339,6 +384,11 @@ func balanceRun(ctx context.Context, cfg BalanceConfig, p Path, pl *load.Payload
 
 // successes reads each replica's count of successful inference calls.
 func successes(ctx context.Context, admins []string) ([]float64, error) {
+	return replicaCounter(ctx, admins, "nv_inference_request_success")
+}
+
+// replicaCounter reads each replica's counter name, summed over its labels.
+func replicaCounter(ctx context.Context, admins []string, name string) ([]float64, error) {
 	out := make([]float64, len(admins))
 	for i, a := range admins {
 		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -356,7 +406,7 @@ func successes(ctx context.Context, admins []string) ([]float64, error) {
 		if err != nil {
 			return nil, fmt.Errorf("scrape %s: %w", a, err)
 		}
-		if f := fams["nv_inference_request_success"]; f != nil {
+		if f := fams[name]; f != nil {
 			for _, m := range f.GetMetric() {
 				out[i] += m.GetCounter().GetValue()
 			}
@@ -371,11 +421,11 @@ func (r *BalanceResult) Markdown() string {
 	c := r.Config
 	fmt.Fprintf(&b, "## Replica balancing: %d simserver replicas of resnet50 (5 ms + 0.25 ms a row, 1 slot, no long tail), open loop %.0f calls/s, at most %d in flight, %d connection(s); healthy %s, then replica 1 %gx slower %s; median [min..max] of %d interleaved rounds\n\n",
 		c.Replicas, c.Rate, c.Workers, c.Conns, c.Healthy, c.Slowdown, c.Slow, c.Rounds)
-	b.WriteString("| balancer | healthy p99 (ms) | p99 with one slow replica (ms) | calls on the slow replica | failed |")
+	b.WriteString("| balancer | healthy p50 (ms) | healthy: replica queue a call (ms) | healthy p99 (ms) | p99 with one slow replica (ms) | calls on the slow replica | failed |")
 	if c.KillFor > 0 {
 		fmt.Fprintf(&b, " a replica killed at %.0f calls/s: failed |", c.KillRate)
 	}
-	b.WriteString("\n| --- | ---: | ---: | ---: | ---: |")
+	b.WriteString("\n| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
 	if c.KillFor > 0 {
 		b.WriteString(" ---: |")
 	}
@@ -387,16 +437,17 @@ func (r *BalanceResult) Markdown() string {
 		}
 	}
 	for _, path := range order {
-		var h, s, share []float64
+		var h50, hq, h, s, share []float64
 		var failed, killCalls, killFailed int64
 		for _, run := range r.Runs {
 			if run.Path == path {
+				h50, hq = append(h50, run.HealthyP50), append(hq, run.HealthyQueue)
 				h, s, share = append(h, run.HealthyP99), append(s, run.SlowP99), append(share, 100*run.SlowShare)
 				failed += run.Failed
 				killCalls, killFailed = killCalls+run.KillCalls, killFailed+run.KillFailed
 			}
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s%% | %d |", path, spreadOf(h).format(num("%.1f")), spreadOf(s).format(num("%.1f")), spreadOf(share).format(num("%.2f")), failed)
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s%% | %d |", path, spreadOf(h50).format(num("%.2f")), spreadOf(hq).format(num("%.3f")), spreadOf(h).format(num("%.1f")), spreadOf(s).format(num("%.1f")), spreadOf(share).format(num("%.2f")), failed)
 		if c.KillFor > 0 {
 			pct := 0.0
 			if killCalls > 0 {

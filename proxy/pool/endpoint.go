@@ -151,6 +151,21 @@ const costDecay = 10 * time.Second
 // answers (4x in two).
 const peakStep = 2.0
 
+// minPull is the least share of the way to its latency that one answer
+// faster than an endpoint's cost pulls the cost down by. Decayed by time
+// alone (costDecay), a replica answering a hundred calls a second took
+// about ten seconds to forget one slow answer (a pause, a call that
+// waited behind another): its cost sat near the slowest of its last
+// thousand answers. In a healthy pool of 5 ms replicas on a busy machine
+// the costs read 15 to 78 ms where the answers took 7.5 ms at the
+// median, and wandered two or three times apart, so the picker sent
+// calls behind busy replicas; and a replica 4x slower did not stand out
+// from the others' inflated costs. With it, a slow answer is forgotten
+// over some twenty answers; a replica that is slow answers above its
+// cost every time, and one that answers nothing decays by time as
+// before.
+const minPull = 0.05
+
 // observe folds one call's latency into the endpoint's cost.
 func (e *Endpoint) observe(now time.Time, took time.Duration) {
 	rtt := float64(took)
@@ -168,7 +183,7 @@ func (e *Endpoint) observe(now time.Time, took time.Duration) {
 			if int64(t-last) < 0 {
 				td = 0
 			}
-			w := math.Exp(-td / float64(costDecay))
+			w := min(math.Exp(-td/float64(costDecay)), 1-minPull)
 			next = old*w + rtt*(1-w)
 		}
 		if e.cost.CompareAndSwap(oldBits, math.Float64bits(next)) {

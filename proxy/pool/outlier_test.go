@@ -373,3 +373,41 @@ func BenchmarkPoolCall(b *testing.B) {
 		})
 	}
 }
+
+// A replica of a 5 ms model answering a hundred calls a second forgets a
+// slow answer (a pause, a call that waited behind another) within a
+// few dozen answers: its cost is back near its latency in under a
+// second, not ten seconds later. Its costs near the slowest of its last
+// thousand answers made a healthy pool's costs wander two or three
+// times apart and the picker queue calls behind busy replicas.
+func TestSlowAnswerForgottenByAFastReplica(t *testing.T) {
+	u := testPool(4, BalanceLatency)
+	e := u.Endpoints()[0]
+	now := time.Unix(1000, 0)
+	answer := func(d time.Duration) {
+		u.begin(e, "")
+		u.release(e, "", now, d, endpointOK)
+		now = now.Add(10 * time.Millisecond)
+	}
+	for range 100 {
+		answer(5 * time.Millisecond)
+	}
+	answer(10 * time.Millisecond)
+	answer(20 * time.Millisecond)
+	if c := e.costAt(now.UnixNano()); c < float64(15*time.Millisecond) {
+		t.Fatalf("cost after two slow answers %s, want them taken as peaks", time.Duration(c))
+	}
+	for range 60 { // 0.6 s
+		answer(5 * time.Millisecond)
+	}
+	if c, want := e.costAt(now.UnixNano()), 1.25*float64(5*time.Millisecond); c > want {
+		t.Errorf("cost 60 answers after a peak %s, want at most %s", time.Duration(c), time.Duration(want))
+	}
+	// A replica that became slow keeps its cost: every answer is a peak.
+	for range 20 {
+		answer(20 * time.Millisecond)
+	}
+	if c := e.costAt(now.UnixNano()); c < float64(19*time.Millisecond) {
+		t.Errorf("cost of a replica answering in 20 ms %s", time.Duration(c))
+	}
+}

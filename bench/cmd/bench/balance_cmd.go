@@ -20,6 +20,7 @@ func runBalance(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		simserver = fs.String("simserver", "bin/simserver", "simserver binary")
 		infergate = fs.String("infergate", "bin/infergate", `infergate binary ("" leaves the path out)`)
 		igArgs    = fs.String("infergate-args", "", "extra infergate arguments, space-separated")
+		igB       = fs.String("infergate-b", "", "a second infergate binary (another build), path infergate-b, measured in the same run")
 		nginx     = fs.String("nginx", "/usr/sbin/nginx", `nginx binary ("" leaves the path out)`)
 		workers   = fs.String("nginx-workers", "auto", "nginx worker_processes")
 		haproxy   = fs.String("haproxy", "auto", `haproxy binary; "auto" looks on PATH, then /usr/sbin/haproxy; "" leaves it out`)
@@ -49,7 +50,7 @@ func runBalance(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	hpBin, hpSkipped := haproxyFlag(*haproxy)
 	cfg := scenario.BalanceConfig{
-		Simserver: *simserver, Infergate: *infergate, InfergateArgs: strings.Fields(*igArgs),
+		Simserver: *simserver, Infergate: *infergate, InfergateArgs: strings.Fields(*igArgs), InfergateB: *igB,
 		Nginx: *nginx, NginxWorkers: *workers, HAProxy: hpBin, HAProxySkipped: hpSkipped, HAProxyThreads: *hpThreads,
 		RoundRobin: *rr, Replicas: *replicas, Rate: *rate, Workers: *inFlight, Conns: *conns,
 		Healthy: *healthy, Slow: *slow, Slowdown: *slowdown, KillRate: *killRate, KillFor: *killFor,
