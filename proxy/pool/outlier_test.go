@@ -386,7 +386,7 @@ func TestSlowAnswerForgottenByAFastReplica(t *testing.T) {
 	now := time.Unix(1000, 0)
 	answer := func(d time.Duration) {
 		u.begin(e, "")
-		u.release(e, "", now, d, endpointOK)
+		u.release(e, "", now, d, Answered)
 		now = now.Add(10 * time.Millisecond)
 	}
 	for range 100 {
