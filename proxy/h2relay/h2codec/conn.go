@@ -933,7 +933,10 @@ func (c *Conn) onWindowUpdateLocked(f *http2.WindowUpdateFrame) error {
 		return nil
 	}
 	if h := c.halves[f.StreamID]; h != nil {
-		if !h.send.add(int64(f.Increment)) {
+		if !h.send.add(int64(f.Increment)) && h.state != StateHalfClosedLocal && h.state != StateClosed {
+			// A stream we ended sends nothing more: its window no
+			// longer matters, and a WINDOW_UPDATE for it is ignored
+			// (RFC 9113 5.1), overflowing or not.
 			return http2.StreamError{StreamID: f.StreamID, Code: http2.ErrCodeFlowControl}
 		}
 	}

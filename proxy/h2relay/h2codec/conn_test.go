@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -200,7 +201,8 @@ func TestGreetAnnouncesWindows(t *testing.T) {
 // connection's, and not the other; one that takes a window past 2^31-1 is
 // a FLOW_CONTROL_ERROR, a stream error for a stream's window and a
 // connection error for the connection's (RFC 9113 6.9.1). One for a stream
-// the connection does not hold is ignored.
+// the connection does not hold, or for one it ended (it sends nothing
+// more there: RFC 9113 5.1), is ignored.
 func TestWindowUpdate(t *testing.T) {
 	tests := []struct {
 		name               string
@@ -216,11 +218,15 @@ func TestWindowUpdate(t *testing.T) {
 		{"a stream's past it", 1, maxWindow - 65535 + 1, 1, -1, 65535},
 		{"the connection's past it", 0, maxWindow - 65535 + 1, 2, 65535, -1},
 		{"a stream it does not hold", 7, maxWindow, 0, 65535, 65535},
+		{"a stream it ended, past the largest window", 1, maxWindow - 65535 + 1, 0, -1, 65535},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := newTestConn(t, testConfig())
 			h := c.AddHalfLocked(1, nil)
+			if strings.Contains(tt.name, "ended") {
+				h.endLocal() // our END_STREAM went out: nothing more to send
+			}
 			_, err := c.OnControl(readFrame(t, func(fr *http2.Framer) error { return fr.WriteWindowUpdate(tt.id, tt.incr) }), &Batch{})
 			switch tt.wantErr {
 			case 0:
