@@ -27,36 +27,14 @@ type Endpoint struct {
 	// not is skipped by the picker, which so never sends a call to a
 	// replica it cannot reach.
 	up atomic.Bool
-	// inFlight counts its calls in progress, on both paths.
-	inFlight atomic.Int64
-	// cost is its peak EWMA of call latency, in nanoseconds (float64
-	// bits); stamp when it was last updated (unix nanoseconds).
-	cost, stamp atomic.Uint64
-	// Outlier ejection (outlier.go).
-	fails        atomic.Int32 // failures in a row
-	ejectedUntil atomic.Int64 // unix nanoseconds; 0: not ejected
-	ejections    atomic.Int32 // how many times it was ejected
-	// since is when it last became able to take calls (connected again,
-	// back from an ejection; unix nanoseconds, 0: from the start), for
-	// its slow start.
-	since atomic.Int64
-	why   atomic.Pointer[string]
 	// calls and failed count its calls, for the API and metrics.
 	calls, failed atomic.Uint64
-	// The calls that judged it (answers and failures) in the current
-	// window of ratioWindow, for ejection on a failure ratio (outlier.go);
-	// ratioEpoch is the window's number.
-	ratioCalls, ratioFailed atomic.Int32
-	ratioEpoch              atomic.Int64
-	// svc is its service time for its calls that name no model, for
-	// ejection on latency (outlier.go); a model's is in lat.
-	svc serviceMin
-	// answers counts its successful answers since it was last admitted.
-	answers atomic.Int32
-	// models is what it said of its models (endpoint_models.go);
-	// modelsMu serialises its writers.
-	models   atomic.Pointer[modelSet]
-	modelsMu sync.Mutex
+
+	// What the picker weighs (load.go), what judges it for ejection
+	// (outlier_state.go), the models it holds (models_held.go).
+	callLoad
+	outlierState
+	modelsHeld
 	// lat is its answers' latency per model (endpoint_latency.go);
 	// latMu serialises adding a model.
 	lat   atomic.Pointer[latencies]
@@ -132,97 +110,6 @@ func (e *Endpoint) close() error {
 	}
 	e.watched.Wait()
 	return err
-}
-
-// costDecay is the time constant of the latency EWMA: Finagle's peak EWMA
-// default. A slower answer than the current cost is taken at once (the
-// peak); faster ones pull it down over about this long, so a replica that
-// became slow is avoided at its first slow answer and tried again as its
-// cost decays.
-const costDecay = 10 * time.Second
-
-// peakStep is the most one answer raises an endpoint's cost by: a
-// factor. One slow answer is one sample, and on a busy machine a replica
-// of a sub-millisecond model answers one call in a hundred ten or fifty
-// times slower (a pause, a descheduled process): taken whole, such a
-// peak kept every call off the replica for the 10 to 30 s its cost took
-// to decay, and a replica without calls goes cold and answers slower
-// still. A replica that really became slower reaches its cost in a few
-// answers (4x in two).
-const peakStep = 2.0
-
-// minPull is the least share of the way to its latency that one answer
-// faster than an endpoint's cost pulls the cost down by. Decayed by time
-// alone (costDecay), a replica answering a hundred calls a second took
-// about ten seconds to forget one slow answer (a pause, a call that
-// waited behind another): its cost sat near the slowest of its last
-// thousand answers. In a healthy pool of 5 ms replicas on a busy machine
-// the costs read 15 to 78 ms where the answers took 7.5 ms at the
-// median, and wandered two or three times apart, so the picker sent
-// calls behind busy replicas; and a replica 4x slower did not stand out
-// from the others' inflated costs. With it, a slow answer is forgotten
-// over some twenty answers; a replica that is slow answers above its
-// cost every time, and one that answers nothing decays by time as
-// before.
-const minPull = 0.05
-
-// observe folds one call's latency into the endpoint's cost.
-func (e *Endpoint) observe(now time.Time, took time.Duration) {
-	rtt := float64(took)
-	t := uint64(now.UnixNano())
-	for {
-		oldBits := e.cost.Load()
-		old := math.Float64frombits(oldBits)
-		last := e.stamp.Load()
-		next := rtt
-		if old > 0 && rtt > peakStep*old {
-			next = peakStep * old
-		}
-		if old > 0 && rtt < old {
-			td := float64(int64(t - last))
-			if int64(t-last) < 0 {
-				td = 0
-			}
-			w := min(math.Exp(-td/float64(costDecay)), 1-minPull)
-			next = old*w + rtt*(1-w)
-		}
-		if e.cost.CompareAndSwap(oldBits, math.Float64bits(next)) {
-			e.stamp.Store(t)
-			return
-		}
-	}
-}
-
-// observeAtLeast raises the endpoint's cost to took, a latency it is known
-// to exceed, when took is above its cost now (decayed); a lower bound
-// under the cost says nothing.
-func (e *Endpoint) observeAtLeast(now time.Time, took time.Duration) {
-	t := now.UnixNano()
-	for {
-		oldBits := e.cost.Load()
-		if float64(took) <= e.costAt(t) {
-			return
-		}
-		if e.cost.CompareAndSwap(oldBits, math.Float64bits(float64(took))) {
-			e.stamp.Store(uint64(t))
-			return
-		}
-	}
-}
-
-// costAt is the endpoint's latency cost at now: its peak EWMA, decayed
-// for the time since its last answer as if answers since had been
-// instant (Finagle's peak EWMA), so a replica that got no calls because it
-// was slow is tried again after a while; 0 when never measured.
-func (e *Endpoint) costAt(now int64) float64 {
-	c := math.Float64frombits(e.cost.Load())
-	if c <= 0 {
-		return 0
-	}
-	if td := now - int64(e.stamp.Load()); td > 0 {
-		c *= math.Exp(-float64(td) / float64(costDecay))
-	}
-	return c
 }
 
 // costFloor is added to every endpoint's cost in the picker's score: a

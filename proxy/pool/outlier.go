@@ -80,23 +80,6 @@ const (
 	ejectFailureRatio = 0.5
 )
 
-// countJudged counts one call that judged e at t (failed or not) in the
-// current window, and returns the window's calls and failures.
-func (e *Endpoint) countJudged(t int64, failed bool) (calls, fails int32) {
-	if ep := t / int64(ratioWindow); e.ratioEpoch.Load() != ep {
-		if old := e.ratioEpoch.Load(); old != ep && e.ratioEpoch.CompareAndSwap(old, ep) {
-			e.ratioCalls.Store(0)
-			e.ratioFailed.Store(0)
-		}
-	}
-	calls = e.ratioCalls.Add(1)
-	fails = e.ratioFailed.Load()
-	if failed {
-		fails = e.ratioFailed.Add(1)
-	}
-	return calls, fails
-}
-
 // warmingUp says whether e became able to take calls (added, connected
 // again, back from an ejection) less than its slow start ago, or
 // ejectGrace if that is shorter, at t: a cold replica's first answers
