@@ -127,16 +127,7 @@ func TestPoolAffinityHeader(t *testing.T) {
 		sims = append(sims, s)
 		addrs = append(addrs, s.grpc)
 	}
-	// Counted where the replicas ran them: the proxy's per-endpoint count
-	// includes the readiness probe, which goes to any replica every few
-	// seconds.
-	ran := func() map[string]float64 {
-		out := map[string]float64{}
-		for i, a := range addrs {
-			out[a] = counterSum(scrape(t, sims[i].admin), "nv_inference_request_success", map[string]string{"model": "resnet50"})
-		}
-		return out
-	}
+	ran := func() map[string]float64 { return ranBy(t, sims, "resnet50") }
 	for _, path := range []string{"fast", "grpc"} {
 		t.Run(path, func(t *testing.T) {
 			args := []string{"--affinity-header", "x-session"}

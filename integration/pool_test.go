@@ -274,16 +274,7 @@ func TestPoolSequenceAffinity(t *testing.T) {
 		_, err := kc.ModelInfer(ctx, req)
 		return err
 	}
-	// Counted where the replicas ran them: the proxy's count of an
-	// endpoint's calls includes its readiness probes, which go to any
-	// replica every few seconds.
-	ran := func() map[string]float64 {
-		out := map[string]float64{}
-		for i, a := range addrs {
-			out[a] = counterSum(scrape(t, sims[i].admin), "nv_inference_request_success", map[string]string{"model": "resnet50"})
-		}
-		return out
-	}
+	ran := func() map[string]float64 { return ranBy(t, sims, "resnet50") }
 	before := ran()
 	for i := range 60 {
 		if err := call(77, i == 0); err != nil {
@@ -498,4 +489,16 @@ func TestPoolFastModelFairShare(t *testing.T) {
 	if n := failed.Load(); n > 0 {
 		t.Errorf("%d of %d calls failed (first: %v)", n, calls.Load(), firstErr.Load())
 	}
+}
+
+// ranBy is how many calls of model each of sims ran, by its gRPC
+// address: counted where the replicas ran them, since the proxy's count
+// of an endpoint's calls includes its readiness probes, which go to any
+// replica every few seconds.
+func ranBy(t *testing.T, sims []*proc, model string) map[string]float64 {
+	out := map[string]float64{}
+	for _, s := range sims {
+		out[s.grpc] = counterSum(scrape(t, s.admin), "nv_inference_request_success", map[string]string{"model": model})
+	}
+	return out
 }
