@@ -120,13 +120,7 @@ slo:
 // one value of the header lands on one replica, on the fast path and
 // the gRPC path, and the values spread over the pool.
 func TestPoolAffinityHeader(t *testing.T) {
-	var addrs []string
-	var sims []*proc
-	for range 3 {
-		s := startSim(t)
-		sims = append(sims, s)
-		addrs = append(addrs, s.grpc)
-	}
+	sims, addrs := startSims(t, 3)
 	ran := func() map[string]float64 { return ranBy(t, sims, "resnet50") }
 	for _, path := range []string{"fast", "grpc"} {
 		t.Run(path, func(t *testing.T) {

@@ -253,12 +253,7 @@ func TestPoolEndpointsChangeLive(t *testing.T) {
 // sequence's next call fails with ABORTED (its state is gone) instead of
 // moving; a sequence started again is served by another.
 func TestPoolSequenceAffinity(t *testing.T) {
-	var sims []*proc
-	var addrs []string
-	for range 3 {
-		s := startSim(t)
-		sims, addrs = append(sims, s), append(addrs, s.grpc)
-	}
+	sims, addrs := startSims(t, 3)
 	gate := startProxy(t, strings.Join(addrs, ","))
 	kc := kservepb.NewGRPCInferenceServiceClient(dial(t, gate.grpc))
 	call := func(id int64, start bool) error {
@@ -416,12 +411,7 @@ func TestPoolModelWhereItIs(t *testing.T) {
 // Counted where the replicas ran them: the proxy's count of an
 // endpoint's calls includes its readiness probes.
 func TestPoolFastModelFairShare(t *testing.T) {
-	var sims []*proc
-	var addrs []string
-	for range 4 {
-		s := startSim(t)
-		sims, addrs = append(sims, s), append(addrs, s.grpc)
-	}
+	sims, addrs := startSims(t, 4)
 	conf := writeFile(t, "infergate.yaml", fmt.Sprintf("upstream: %q\n", strings.Join(addrs[:3], ",")))
 	gate := start(t, "infergate", "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0", "--config", conf)
 	kc := kservepb.NewGRPCInferenceServiceClient(dial(t, gate.grpc))
@@ -501,4 +491,14 @@ func ranBy(t *testing.T, sims []*proc, model string) map[string]float64 {
 		out[s.grpc] = counterSum(scrape(t, s.admin), "nv_inference_request_success", map[string]string{"model": model})
 	}
 	return out
+}
+
+// startSims starts n simservers, and returns them and their gRPC
+// addresses, for a pool.
+func startSims(t *testing.T, n int) (sims []*proc, addrs []string) {
+	for range n {
+		s := startSim(t)
+		sims, addrs = append(sims, s), append(addrs, s.grpc)
+	}
+	return sims, addrs
 }

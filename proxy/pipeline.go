@@ -236,9 +236,10 @@ func (p *Proxy) sendWay(c *h2relay.Call, one bool, msg []byte, bytesIn int64, mo
 	if !p.admit() {
 		return wayServe, nil // over the in-flight cap: served, and so refused
 	}
-	rc := &relayCall{upName: d.name, version: version, bytesIn: bytesIn}
-	h := &rc.h
-	*h = handle{p: p, up: up, model: model}
+	// What the call takes is held on the stack until it is forwarded: a
+	// call served after all allocates nothing here.
+	hs := handle{p: p, up: up, model: model}
+	h := &hs
 	if cfg := p.flow.on(); cfg != nil && model != "" && methods.IsInference(c.Method) {
 		// Its band's priority level must be added to the request, or
 		// its replicas are full and it must wait its turn: served.
@@ -271,6 +272,7 @@ func (p *Proxy) sendWay(c *h2relay.Call, one bool, msg []byte, bytesIn int64, mo
 		p.leave()
 		return wayServe, nil
 	}
+	rc := &relayCall{h: hs, upName: d.name, version: version, bytesIn: bytesIn}
 	if p.rec != nil {
 		rc.gauge = p.inFlight(d)
 		rc.gauge.Inc()
