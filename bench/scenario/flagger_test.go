@@ -56,8 +56,8 @@ func TestFlaggerPromotesAHealthyCanaryAndMissesASmallRegression(t *testing.T) {
 	// never-failing stable version sets: caught; with a stable version at
 	// 98%, its bound is 97% and the same regression passes every check.
 	failing := releaseRun(3, 600, 60, 0.1, 1, 0.02)
-	if v := r.Flagger(failing, 60, 600); v.Decision != "rollback" || v.At != 300 {
-		t.Errorf("+2 points against a 99%% bound: %+v, want rollback at 300 s", v)
+	if v := r.Flagger(failing, 60, 600); v.Decision != "rollback" || v.At < 300 {
+		t.Errorf("+2 points against a 99%% bound: %+v, want rollback, at 300 s or later", v)
 	}
 	r.MinSuccess = 97
 	if v := r.Flagger(failing, 60, 600); v.Decision != "promote" {
