@@ -69,7 +69,8 @@ type FairnessConfig struct {
 	HAProxyMaxConn int
 
 	// Capacity is the model's saturated throughput (calls/s); 0 measures
-	// it first (closed loop, 8 callers, 5 s, direct).
+	// it first (closed loop, 5 s): directly with 8 callers, or, when
+	// InfergateArgs turn batching on, through infergate with 64.
 	Capacity float64
 	Cases    []FairnessCase
 	// Only names the cases to run (of Cases); empty runs them all.
@@ -193,15 +194,6 @@ func RunFairness(ctx context.Context, cfg FairnessConfig) (*FairnessResult, erro
 		return nil, fmt.Errorf("fairness: %w", err)
 	}
 	res := &FairnessResult{Config: cfg, Capacity: cfg.Capacity}
-	if res.Capacity == 0 {
-		r, err := load.Run(ctx, load.Config{Label: "capacity", Target: simAddr, Payload: pl, Concurrency: 8,
-			Warmup: time.Second, Duration: 5 * time.Second, Timeout: 10 * time.Second})
-		if err != nil {
-			return nil, fmt.Errorf("fairness: capacity: %w", err)
-		}
-		res.Capacity = r.Throughput
-		fmt.Fprintf(cfg.Log, "bench: fairness: capacity %.0f calls/s (closed loop, 8 callers, direct)\n", res.Capacity)
-	}
 	var paths []Path
 	flowAdmin := map[string]string{} // a path's admin address, for /api/v1/flow
 	if cfg.Infergate != "" {
@@ -221,6 +213,22 @@ func RunFairness(ctx context.Context, cfg FairnessConfig) (*FairnessResult, erro
 			defer ig.Stop()
 			paths = append(paths, Path{PathInfergateNoFlow, listen})
 		}
+	}
+	if res.Capacity == 0 {
+		// A batched model serves more calls than one sent alone: its
+		// capacity is measured through infergate, with callers enough
+		// to fill batches; otherwise directly, as the model server's.
+		target, callers, via := simAddr, 8, "direct"
+		if batched(cfg.InfergateArgs) && len(paths) > 0 {
+			target, callers, via = paths[len(paths)-1].Addr, 64, "through infergate, batched"
+		}
+		r, err := load.Run(ctx, load.Config{Label: "capacity", Target: target, Payload: pl, Concurrency: callers,
+			Warmup: time.Second, Duration: 5 * time.Second, Timeout: 10 * time.Second})
+		if err != nil {
+			return nil, fmt.Errorf("fairness: capacity: %w", err)
+		}
+		res.Capacity = r.Throughput
+		fmt.Fprintf(cfg.Log, "bench: fairness: capacity %.0f calls/s (closed loop, %d callers, %s)\n", res.Capacity, callers, via)
 	}
 	if cfg.HAProxy != "" {
 		listen, err := FreeAddr()
@@ -351,6 +359,23 @@ func gateCounts(ctx context.Context, admin string) (sent, waited uint64, err err
 		}
 	}
 	return sent, waited, nil
+}
+
+// batched says whether infergate's arguments turn batching on.
+func batched(args []string) bool {
+	for i, a := range args {
+		v, ok := strings.CutPrefix(a, "--batching")
+		if !ok || strings.HasPrefix(v, "-") { // --batching-models and the like
+			continue
+		}
+		if v == "" && i+1 < len(args) {
+			v = args[i+1]
+		} else {
+			v = strings.TrimPrefix(v, "=")
+		}
+		return v != "off" && v != "false"
+	}
+	return false
 }
 
 // maxMinFair splits capacity between demands: each gets what it asks or

@@ -72,3 +72,20 @@ func TestFairnessSmoke(t *testing.T) {
 		t.Error("no report")
 	}
 }
+
+func TestFairnessSeesBatchingInInfergateArgs(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want bool
+	}{
+		{nil, false},
+		{[]string{"--batching", "adaptive", "--batch-models", "resnet50"}, true},
+		{[]string{"--batching=static"}, true},
+		{[]string{"--batching", "off"}, false},
+		{[]string{"--batching-max-batch", "8"}, false},
+	} {
+		if got := batched(c.args); got != c.want {
+			t.Errorf("batched(%q) = %v, want %v", c.args, got, c.want)
+		}
+	}
+}
