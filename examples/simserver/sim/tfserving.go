@@ -51,10 +51,11 @@ func (t *tfService) Predict(ctx context.Context, req *tfservingpb.PredictRequest
 		m.stats.recordFailure(ReasonOther, s.now().Sub(start))
 		return nil, err
 	}
-	if err := s.execute(ctx, m, tfVersion(m, req.ModelSpec), batch, start); err != nil {
+	f, err := s.execute(ctx, m, tfVersion(m, req.ModelSpec), batch, start)
+	if err != nil {
 		return nil, err
 	}
-	outs := m.compute(in)
+	outs := f.alter(m, m.compute(in))
 	resp := &tfservingpb.PredictResponse{
 		Outputs:   make(map[string]*tensorflowpb.TensorProto, len(outIdx)),
 		ModelSpec: m.tfSpec(DefaultSignature),
