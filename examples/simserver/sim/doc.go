@@ -10,9 +10,10 @@
 // registers its services on a grpc.Server with RegisterGRPC, and serves its
 // admin API (/metrics, /healthz, /api/v1/faults) from AdminHandler. Faults
 // (slowdown, errors, hangs, fixed delays, stalls between a decoupled
-// model's responses, dropped connections) are set per
-// model over that admin API or with SetFault, so proxies, alerts and
-// benchmarks can be tested against a server that misbehaves on demand.
+// model's responses, dropped connections, answers with their top class
+// flipped or perturbed by noise) are set per model, or per version, over
+// that admin API or with SetFault, so proxies, alerts and benchmarks can
+// be tested against a server that misbehaves on demand.
 //
 // The extension points are Config.Sleep (how simulated time passes; tests
 // inject a fake), Config.Now (the clock used for statistics and GPU

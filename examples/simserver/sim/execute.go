@@ -11,32 +11,33 @@ import (
 )
 
 // execute simulates one execution of a validated request of batch items on
-// m (version version), applying the model's fault, and records its statistics. start is when
-// the request arrived. It returns a gRPC status error. The order follows a
-// GPU server: faults that refuse the request act first, then the request
-// queues for a slot, holds it for the compute latency, and releases it
-// before any network-like delay.
-func (s *Server) execute(ctx context.Context, m *model, version string, batch int, start time.Time) error {
+// m (version version), applying the model's fault, and records its
+// statistics. start is when the request arrived. It returns the fault that
+// applied (nil if none; the caller alters the answer with it) or a gRPC
+// status error. The order follows a GPU server: faults that refuse the
+// request act first, then the request queues for a slot, holds it for the
+// compute latency, and releases it before any network-like delay.
+func (s *Server) execute(ctx context.Context, m *model, version string, batch int, start time.Time) (*activeFault, error) {
 	f := s.faults.Load().lookup(m.cfg.Name, version)
 	slowdown := 1.0
 	if f != nil {
 		if f.DropConnections {
 			s.conns.drop(ctx)
 			m.stats.recordFailure(ReasonBackend, s.now().Sub(start))
-			return status.Errorf(codes.Unavailable, "simserver: connection dropped by fault injection for model '%s'", m.cfg.Name)
+			return nil, status.Errorf(codes.Unavailable, "simserver: connection dropped by fault injection for model '%s'", m.cfg.Name)
 		}
 		if f.Hang {
 			select {
 			case <-ctx.Done():
-				return s.ctxFailure(ctx, m, start)
+				return nil, s.ctxFailure(ctx, m, start)
 			case <-s.closed:
 				m.stats.recordFailure(ReasonRejected, s.now().Sub(start))
-				return status.Error(codes.Unavailable, "simserver: server is shutting down")
+				return nil, status.Error(codes.Unavailable, "simserver: server is shutting down")
 			}
 		}
 		if f.ErrorRate > 0 && s.chance(f.ErrorRate) {
 			m.stats.recordFailure(ReasonBackend, s.now().Sub(start))
-			return injectedError(f.code, f.ErrorCode, m.cfg.Name)
+			return nil, injectedError(f.code, f.ErrorCode, m.cfg.Name)
 		}
 		slowdown = f.Slowdown
 	}
@@ -47,7 +48,7 @@ func (s *Server) execute(ctx context.Context, m *model, version string, batch in
 			m.stats.pending.Add(-1)
 		case <-ctx.Done():
 			m.stats.pending.Add(-1)
-			return s.ctxFailure(ctx, m, start)
+			return nil, s.ctxFailure(ctx, m, start)
 		}
 	}
 	computeStart := s.now()
@@ -64,16 +65,16 @@ func (s *Server) execute(ctx context.Context, m *model, version string, batch in
 	}
 	computeEnd := s.now()
 	if err != nil {
-		return s.sleepFailure(ctx, m, start, err)
+		return nil, s.sleepFailure(ctx, m, start, err)
 	}
 	if f != nil && f.DelayMS > 0 {
 		if err := s.sleep(ctx, time.Duration(f.DelayMS*float64(time.Millisecond))); err != nil {
-			return s.sleepFailure(ctx, m, start, err)
+			return nil, s.sleepFailure(ctx, m, start, err)
 		}
 	}
 	end := s.now()
 	m.stats.recordSuccess(batch, end.Sub(start), computeStart.Sub(start), computeEnd.Sub(computeStart), end)
-	return nil
+	return f, nil
 }
 
 // ctxFailure records a request ended by its client and returns the status

@@ -2,8 +2,10 @@ package sim
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"strings"
+	"sync/atomic"
 
 	"google.golang.org/grpc/codes"
 )
@@ -55,6 +57,21 @@ type Fault struct {
 	// clock ratio, whichever model the fault names; it lasts while any
 	// fault carries it (thermal wins over power).
 	Throttle string `json:"throttle,omitempty"`
+	// FlipRate is the fraction, 0..1, of answered calls whose answer is
+	// wrong: in each row of every output whose last dimension holds two
+	// or more elements (a classifier's classes), the top element swaps
+	// places with the runner-up (the largest value below it), so the
+	// row's argmax changes and its values stay a permutation. Which calls
+	// flip is a low-discrepancy sequence seeded by the server's seed and
+	// the fault's model and version: exactly the fraction, to within a
+	// few calls, over any run of calls. Not applied to token_stream models.
+	FlipRate float64 `json:"flip_rate,omitempty"`
+	// Perturb is relative noise added to every element of every output:
+	// x becomes x·(1+Perturb·u), u uniform in [-1,1] drawn per element
+	// (INT32 outputs rounded to the nearest and saturated), so zeros stay
+	// zero and no element moves by more than Perturb·|x|. Applied after a
+	// flip; not applied to token_stream models.
+	Perturb float64 `json:"perturb,omitempty"`
 }
 
 // FieldError is a fault or request field that failed validation.
@@ -118,6 +135,12 @@ func (f *Fault) normalize(known func(string) *ModelConfig) (codes.Code, error) {
 	if f.StallRate < 0 || f.StallRate > 1 {
 		return 0, &FieldError{"stall_rate", fmt.Sprintf("must be in [0,1], got %v", f.StallRate)}
 	}
+	if !(f.FlipRate >= 0 && f.FlipRate <= 1) {
+		return 0, &FieldError{"flip_rate", fmt.Sprintf("must be in [0,1], got %v", f.FlipRate)}
+	}
+	if !(f.Perturb >= 0) || math.IsInf(f.Perturb, 1) {
+		return 0, &FieldError{"perturb", fmt.Sprintf("must be a finite number >= 0, got %v", f.Perturb)}
+	}
 	if f.StallMS > 0 && f.StallRate == 0 {
 		f.StallRate = 1
 	}
@@ -140,6 +163,10 @@ func (f *Fault) normalize(known func(string) *ModelConfig) (codes.Code, error) {
 type activeFault struct {
 	Fault
 	code codes.Code
+	// seed keys the fault's flip and perturb draws (server seed, model,
+	// version); calls counts the answers it has altered so far.
+	seed  uint64
+	calls atomic.Uint64
 }
 
 // faultSet is an immutable map model → fault, swapped whole on change so

@@ -196,10 +196,11 @@ func (s *Server) modelInfer(ctx context.Context, req *kservepb.ModelInferRequest
 		return nil, err
 	}
 	version, _ := m.cfg.resolve(req.ModelVersion) // kserveModel checked it
-	if err := s.execute(ctx, m, version, batch, start); err != nil {
+	f, err := s.execute(ctx, m, version, batch, start)
+	if err != nil {
 		return nil, err
 	}
-	outs := m.compute(in)
+	outs := f.alter(m, m.compute(in))
 	resp := &kservepb.ModelInferResponse{
 		ModelName:         m.cfg.Name,
 		ModelVersion:      version,

@@ -173,13 +173,13 @@ func (s *Server) SetFault(f Fault) (Fault, error) {
 	}
 	s.faultMu.Lock()
 	next := s.copyFaults()
-	next[f.Model] = &activeFault{Fault: f, code: code}
+	next[f.Model] = &activeFault{Fault: f, code: code, seed: faultSeed(s.cfg.Seed, f.Model, f.Version)}
 	s.faults.Store(&next)
 	s.gpu.setThrottle(next.throttle())
 	s.faultMu.Unlock()
 	s.log.Info("fault set", "model", f.Model, "version", f.Version, "slowdown", f.Slowdown, "error_rate", f.ErrorRate,
 		"error_code", f.ErrorCode, "hang", f.Hang, "drop_connections", f.DropConnections, "delay_ms", f.DelayMS,
-		"throttle", f.Throttle)
+		"throttle", f.Throttle, "flip_rate", f.FlipRate, "perturb", f.Perturb)
 	return f, nil
 }
 

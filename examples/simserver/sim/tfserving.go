@@ -51,13 +51,15 @@ func (t *tfService) Predict(ctx context.Context, req *tfservingpb.PredictRequest
 		m.stats.recordFailure(ReasonOther, s.now().Sub(start))
 		return nil, err
 	}
-	if err := s.execute(ctx, m, tfVersion(m, req.ModelSpec), batch, start); err != nil {
+	version := tfVersion(m, req.ModelSpec)
+	f, err := s.execute(ctx, m, version, batch, start)
+	if err != nil {
 		return nil, err
 	}
-	outs := m.compute(in)
+	outs := f.alter(m, m.compute(in))
 	resp := &tfservingpb.PredictResponse{
 		Outputs:   make(map[string]*tensorflowpb.TensorProto, len(outIdx)),
-		ModelSpec: m.tfSpec(DefaultSignature),
+		ModelSpec: m.tfSpec(DefaultSignature, version),
 	}
 	for _, j := range outIdx {
 		resp.Outputs[m.cfg.Outputs[j].Name] = m.tfTensor(m.cfg.Outputs[j], outs[j])
@@ -73,7 +75,7 @@ func (t *tfService) GetModelMetadata(_ context.Context, req *tfservingpb.GetMode
 	if len(req.MetadataField) == 0 {
 		return nil, status.Error(codes.InvalidArgument, "GetModelMetadataRequest must specify at least one metadata_field")
 	}
-	resp := &tfservingpb.GetModelMetadataResponse{ModelSpec: m.tfSpec(""), Metadata: map[string]*anypb.Any{}}
+	resp := &tfservingpb.GetModelMetadataResponse{ModelSpec: m.tfSpec("", tfVersion(m, req.ModelSpec)), Metadata: map[string]*anypb.Any{}}
 	for _, field := range req.MetadataField {
 		if field != "signature_def" {
 			return nil, status.Errorf(codes.InvalidArgument, "Metadata field %s is not supported", field)
@@ -122,11 +124,13 @@ func tfVersion(m *model, spec *tfservingpb.ModelSpec) string {
 	return version
 }
 
-// tfSpec is the model_spec of a response: name, version 1, signature.
-func (m *model) tfSpec(signature string) *tfservingpb.ModelSpec {
+// tfSpec is the model_spec of a response: name, the version that
+// answered (as TF-Serving fills it), signature.
+func (m *model) tfSpec(signature, version string) *tfservingpb.ModelSpec {
+	v, _ := strconv.ParseInt(version, 10, 64) // Validate allows positive integers only
 	return &tfservingpb.ModelSpec{
 		Name:          m.cfg.Name,
-		VersionChoice: &tfservingpb.ModelSpec_Version{Version: wrapperspb.Int64(1)},
+		VersionChoice: &tfservingpb.ModelSpec_Version{Version: wrapperspb.Int64(v)},
 		SignatureName: signature,
 	}
 }

@@ -75,7 +75,9 @@ func (s *Server) streamTokens(ctx context.Context, m *model, req *kservepb.Model
 	version, _ := m.cfg.resolve(req.ModelVersion) // the caller checked it
 	in, _, outIdx, err := s.decodeInfer(m, req, start)
 	if err == nil {
-		err = s.execute(ctx, m, version, 1, start)
+		// A token stream's outputs count tokens, not predictions:
+		// flip_rate and perturb leave them alone.
+		_, err = s.execute(ctx, m, version, 1, start)
 	}
 	if err != nil {
 		out := &kservepb.ModelStreamInferResponse{ErrorMessage: status.Convert(err).Message(),

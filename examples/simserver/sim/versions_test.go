@@ -72,8 +72,16 @@ func TestVersionsServedSideBySide(t *testing.T) {
 	// TF-Serving asks for versions by number.
 	preq := classifierTF("resnet50", 1, seq(64, 0, 1))
 	preq.ModelSpec.VersionChoice = &tfservingpb.ModelSpec_Version{Version: wrapperspb.Int64(2)}
-	if _, err := h.tf.Predict(ctx, preq); err != nil {
-		t.Errorf("Predict version 2: %v", err)
+	if resp, err := h.tf.Predict(ctx, preq); err != nil || resp.ModelSpec.GetVersion().GetValue() != 2 {
+		t.Errorf("Predict version 2: %v, answered by %v", err, resp.GetModelSpec().GetVersion())
+	}
+	preq.ModelSpec.VersionChoice = nil
+	if resp, err := h.tf.Predict(ctx, preq); err != nil || resp.ModelSpec.GetVersion().GetValue() != 2 {
+		t.Errorf("Predict latest: %v, answered by %v; want 2", err, resp.GetModelSpec().GetVersion())
+	}
+	preq.ModelSpec.VersionChoice = &tfservingpb.ModelSpec_Version{Version: wrapperspb.Int64(1)}
+	if resp, err := h.tf.Predict(ctx, preq); err != nil || resp.ModelSpec.GetVersion().GetValue() != 1 {
+		t.Errorf("Predict version 1: %v, answered by %v", err, resp.GetModelSpec().GetVersion())
 	}
 	preq.ModelSpec.VersionChoice = &tfservingpb.ModelSpec_Version{Version: wrapperspb.Int64(3)}
 	_, err = h.tf.Predict(ctx, preq)
