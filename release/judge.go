@@ -241,6 +241,7 @@ func cutEdges(h *hist, tail float64) *edges {
 func (r *Release) newStep(w float64, now time.Time) {
 	r.weight = w
 	r.stepStart = now
+	r.assessed = time.Time{} // the last step's evidence says nothing of this one
 	r.stats.Store(new(stepStats))
 	r.j.prev = [MaxClasses]prevClass{}
 	r.j.prevFailed = [2]uint64{}

@@ -32,21 +32,39 @@ func logMeanExp(xs []float64) float64 {
 	return m + math.Log(s/float64(len(xs)))
 }
 
-// propLogLR is the log of the mixture likelihood ratio of s successes in
-// n trials, alternatives a shift below f in log-odds (down) or above
-// (up) against the rate f. For down it is a supermartingale under any
-// rate at least f, for up under any rate at most f.
-func propLogLR(s, n, f float64, down bool) float64 {
-	var xs [len(shifts)]float64
-	lf, l1f := math.Log(f), math.Log1p(-f)
+// propTest is a mixture likelihood ratio of s successes in n trials:
+// alternatives a shift below the rate f in log-odds (down) or above (up)
+// against f. For down it is a supermartingale under any rate at least f,
+// for up under any rate at most f.
+type propTest struct {
+	hit, miss [len(shifts)]float64 // log g/f and log (1-g)/(1-f)
+}
+
+func newPropTest(f float64, down bool) propTest {
+	var t propTest
+	lf, l1f, lo := math.Log(f), math.Log1p(-f), logit(f)
 	for j, d := range shifts {
 		if down {
 			d = -d
 		}
-		g := sigmoid(logit(f) + d)
-		xs[j] = s*(math.Log(g)-lf) + (n-s)*(math.Log1p(-g)-l1f)
+		g := sigmoid(lo + d)
+		t.hit[j], t.miss[j] = math.Log(g)-lf, math.Log1p(-g)-l1f
+	}
+	return t
+}
+
+func (t *propTest) logLR(s, n float64) float64 {
+	var xs [len(shifts)]float64
+	for j := range shifts {
+		xs[j] = s*t.hit[j] + (n-s)*t.miss[j]
 	}
 	return logMeanExp(xs[:])
+}
+
+// propLogLR is newPropTest(f, down).logLR(s, n).
+func propLogLR(s, n, f float64, down bool) float64 {
+	t := newPropTest(f, down)
+	return t.logLR(s, n)
 }
 
 // propBounds returns a confidence sequence for a rate after s successes
@@ -63,7 +81,7 @@ func propBounds(s, n uint64, alpha float64) (lo, hi float64) {
 	if s > 0 {
 		// lo: the smallest f the "up" test does not reject.
 		a, b := -40.0, logit(min(mle, 1-1e-12))
-		for range 60 {
+		for range 36 {
 			m := (a + b) / 2
 			if propLogLR(fs, fn, sigmoid(m), false) >= bar {
 				a = m
@@ -75,7 +93,7 @@ func propBounds(s, n uint64, alpha float64) (lo, hi float64) {
 	}
 	if s < n {
 		a, b := logit(max(mle, 1e-12)), 40.0
-		for range 60 {
+		for range 36 {
 			m := (a + b) / 2
 			if propLogLR(fs, fn, sigmoid(m), true) >= bar {
 				b = m
@@ -101,14 +119,15 @@ func propBounds(s, n uint64, alpha float64) (lo, hi float64) {
 func rankBounds(n uint64, p, alpha float64) (kmin, kmax int64) {
 	bar := math.Log(2 / alpha)
 	fn := float64(n)
+	down, up := newPropTest(p, true), newPropTest(p, false)
 	// The "down" test rejects small counts; its statistic falls as k grows.
 	a, b := int64(-1), int64(n) // reject(a), !reject(b)
-	if propLogLR(float64(b), fn, p, true) >= bar {
+	if down.logLR(float64(b), fn) >= bar {
 		return int64(n) + 1, int64(n)
 	}
 	for b-a > 1 {
 		m := (a + b) / 2
-		if m >= 0 && propLogLR(float64(m), fn, p, true) < bar {
+		if m >= 0 && down.logLR(float64(m), fn) < bar {
 			b = m
 		} else {
 			a = m
@@ -119,7 +138,7 @@ func rankBounds(n uint64, p, alpha float64) (kmin, kmax int64) {
 	a, b = int64(n)+1, kmin // reject(a), !reject(b)
 	for a-b > 1 {
 		m := (a + b) / 2
-		if m <= int64(n) && propLogLR(float64(m), fn, p, false) < bar {
+		if m <= int64(n) && up.logLR(float64(m), fn) < bar {
 			b = m
 		} else {
 			a = m
