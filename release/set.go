@@ -85,7 +85,7 @@ func (s *Set) Apply(specs []Spec) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	now := s.now()
+	now := s.now().Round(0) // saved in the state file: no monotonic reading
 	rels := make(map[string]*Release, len(specs))
 	for _, sp := range specs {
 		sp = sp.WithDefaults()
@@ -216,7 +216,7 @@ func (s *Set) act(model string, f func(r *Release, now time.Time) (*Decision, er
 		s.mu.Unlock()
 		return Decision{}, fmt.Errorf("%w: %q", ErrNoRelease, model)
 	}
-	d, err := f(r, s.now())
+	d, err := f(r, s.now().Round(0))
 	if d != nil {
 		s.publish()
 	}

@@ -47,6 +47,34 @@ func latency(rng *rand.Rand, load float64) time.Duration {
 	return time.Duration(ms * load * float64(time.Millisecond))
 }
 
+// second feeds the calls of simulated second sec (their outcomes drawn
+// from rng) and returns how many went to the candidate, shadow copies
+// included.
+func (w world) second(set *Set, rng *rand.Rand, sec int) int {
+	slower := w.slower
+	if slower == 0 {
+		slower = 1
+	}
+	// A load swing both versions share: ±30% over a minute.
+	load := 1 + 0.3*math.Sin(2*math.Pi*float64(sec)/60)
+	cand := 0
+	for range w.rate {
+		c := set.Choose(w.spec.Model, nil, false)
+		lat := latency(rng, load)
+		if c.Version == Candidate {
+			lat = time.Duration(float64(lat) * slower)
+			cand++
+		}
+		c.Release.Observe(c.Version, 0, lat, rng.Float64() >= w.errs[c.Version])
+		if c.Shadow != nil {
+			cand++
+			c.Release.Observe(Candidate, 0, time.Duration(float64(latency(rng, load))*slower), rng.Float64() >= w.errs[Candidate])
+			c.Release.ObserveShadow(rng.Float64() >= w.disagree)
+		}
+	}
+	return cand
+}
+
 func (w world) run(t testing.TB) outcome {
 	rng := rand.New(rand.NewPCG(w.seed, 46))
 	set, err := New([]Spec{w.spec}, WithClock(func() time.Time { return epoch }))
@@ -54,28 +82,9 @@ func (w world) run(t testing.TB) outcome {
 		t.Fatal(err)
 	}
 	var o outcome
-	slower := w.slower
-	if slower == 0 {
-		slower = 1
-	}
 	candCalls := 0
 	for sec := range int(w.limit / time.Second) {
-		// A load swing both versions share: ±30% over a minute.
-		load := 1 + 0.3*math.Sin(2*math.Pi*float64(sec)/60)
-		for range w.rate {
-			c := set.Choose(w.spec.Model, nil, false)
-			lat := latency(rng, load)
-			if c.Version == Candidate {
-				lat = time.Duration(float64(lat) * slower)
-				candCalls++
-			}
-			c.Release.Observe(c.Version, 0, lat, rng.Float64() >= w.errs[c.Version])
-			if c.Shadow != nil {
-				candCalls++
-				c.Release.Observe(Candidate, 0, time.Duration(float64(latency(rng, load))*slower), rng.Float64() >= w.errs[Candidate])
-				c.Release.ObserveShadow(rng.Float64() >= w.disagree)
-			}
-		}
+		candCalls += w.second(set, rng, sec)
 		now := epoch.Add(time.Duration(sec+1) * time.Second)
 		for _, d := range set.Judge(now) {
 			o.decisions = append(o.decisions, d)

@@ -33,6 +33,9 @@ type savedRelease struct {
 	Weight    float64    `json:"weight"`
 	StepStart time.Time  `json:"step_start"`
 	History   []Decision `json:"history"`
+	Current   Decision   `json:"current"`
+	Evidence  Evidence   `json:"evidence"`
+	Assessed  time.Time  `json:"assessed"`
 	Seq       uint64     `json:"seq"`
 	// The tests' components (log likelihood ratios).
 	Body     []float64 `json:"body_test"`
@@ -80,7 +83,7 @@ func (s *Set) Snapshot(now time.Time) ([]byte, error) {
 func (r *Release) save() savedRelease {
 	j := &r.j
 	sr := savedRelease{Spec: r.spec, State: r.state, Step: r.step, Weight: r.weight, StepStart: r.stepStart,
-		History: r.history, Seq: r.seq.Load(),
+		History: r.history, Current: r.current, Evidence: r.evidence, Assessed: r.assessed, Seq: r.seq.Load(),
 		Body: j.body.logM, Tail: j.tail.logM, Errors: j.errs.logM, Pairs: j.pairs, Disagree: j.disagree,
 		Prev: j.prev, PrevFailed: j.prevFailed, PrevPairs: j.prevPairs, PrevDis: j.prevDis, Share: j.share, ErrShare: j.errShare}
 	for c := range MaxClasses {
@@ -204,6 +207,7 @@ func (r *Release) load(sr savedRelease) error {
 	}
 	r.state, r.step, r.weight, r.stepStart = sr.State, sr.Step, sr.Weight, sr.StepStart
 	r.history = sr.History
+	r.current, r.evidence, r.assessed = sr.Current, sr.Evidence, sr.Assessed
 	if len(r.history) > maxHistory {
 		r.history = r.history[len(r.history)-maxHistory:]
 	}
