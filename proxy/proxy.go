@@ -43,7 +43,7 @@ type Proxy struct {
 	// batcher takes ModelInfer and Predict calls of batchable models; nil:
 	// no batching (see batch.go).
 	batcher Batcher
-	// router routes calls that name a model (route.go); nil: every call
+	// router routes calls that name a model (package route); nil: every call
 	// goes to the director's upstream.
 	router *route.Router
 	// tracing makes spans (trace.go); nil: none.

@@ -46,7 +46,7 @@ func startRouting(cfg Config, creds credentials.TransportCredentials, mon *monit
 	}
 	rt := &routing{Routing: ups}
 	opts := ups.Router
-	opts.Latency = proxy.PrimaryLatency(mon)
+	opts.Latency = route.PrimaryLatency(mon)
 	opts.Logger = log
 	if rt.router, err = route.NewRouter(opts); err != nil {
 		return nil, errors.Join(err, rt.Close())
