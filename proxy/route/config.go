@@ -62,7 +62,7 @@ type UpstreamSpec struct {
 	// its full share of calls, from a tenth; default 5s, negative off.
 	SlowStart *time.Duration `yaml:"slow_start"`
 	// AffinityHeader names a request header whose value keeps a
-	// client's calls on one endpoint (affinity.go); default the top
+	// client's calls on one endpoint (package pool); default the top
 	// level's affinity_header.
 	AffinityHeader string `yaml:"affinity_header"`
 	// Conns is the number of pooled connections, 1 to pool.MaxConns.
