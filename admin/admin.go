@@ -24,6 +24,7 @@ import (
 	"github.com/infergate/infergate/monitor/correlate"
 	"github.com/infergate/infergate/monitor/gpu"
 	"github.com/infergate/infergate/proxy"
+	"github.com/infergate/infergate/proxy/route"
 	"github.com/infergate/infergate/statuspage"
 )
 
@@ -50,8 +51,10 @@ type Server struct {
 	Token string
 	// Router serves /api/v1/routes; infergate always builds one, empty
 	// while nothing is routed.
-	Router *proxy.Router
-	// FlowTenants are flow control's tenants on /api/v1/flow; nil none.
+	Router *route.Router
+	// Flow and FlowTenants are flow control's gates and tenants on
+	// /api/v1/flow; nil none.
+	Flow        func() []proxy.FlowStatus
 	FlowTenants func() []proxy.TenantStatus
 	// Reload answers POST /-/reload (a write) and StatusConfig GET
 	// /api/v1/status/config.

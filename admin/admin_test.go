@@ -8,7 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/infergate/infergate/monitor"
-	"github.com/infergate/infergate/proxy"
+	"github.com/infergate/infergate/proxy/route"
 )
 
 // TestStatusPageSameAccessAsReads: with an admin token configured, the
@@ -17,7 +17,7 @@ import (
 // With nothing routed, /api/v1/routes answers empty lists (the page reads
 // it) rather than 404.
 func TestStatusPageSameAccessAsReads(t *testing.T) {
-	r, err := proxy.NewRouter(proxy.RouterOptions{}) // nothing routed, as infergate builds it
+	r, err := route.NewRouter(route.RouterOptions{}) // nothing routed, as infergate builds it
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +61,7 @@ func TestStatusPageSameAccessAsReads(t *testing.T) {
 // A route write whose body passes its cap is answered 413 with the limit,
 // not 400 with a decoder's "unexpected EOF".
 func TestRouteWriteBodyTooLarge(t *testing.T) {
-	r, err := proxy.NewRouter(proxy.RouterOptions{Routes: []proxy.RouteConfig{{Model: "m", Fallback: &proxy.FallbackTarget{Model: "m2"}}}})
+	r, err := route.NewRouter(route.RouterOptions{Routes: []route.RouteConfig{{Model: "m", Fallback: &route.FallbackTarget{Model: "m2"}}}})
 	if err != nil {
 		t.Fatal(err)
 	}

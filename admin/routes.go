@@ -8,6 +8,7 @@ import (
 	"net/http"
 
 	"github.com/infergate/infergate/proxy"
+	"github.com/infergate/infergate/proxy/route"
 )
 
 // routesAPI serves GET /api/v1/routes (each routed model's route, breaker
@@ -28,10 +29,10 @@ func (a *Server) routesAPI(mux *http.ServeMux) {
 		routes, breakers := r.Status()
 		// Lists, never null: "no routes" reads as such.
 		if routes == nil {
-			routes = []proxy.RouteStatus{}
+			routes = []route.RouteStatus{}
 		}
 		if breakers == nil {
-			breakers = []proxy.BreakerStatus{}
+			breakers = []route.BreakerStatus{}
 		}
 		WriteJSON(w, http.StatusOK, map[string]any{"routes": routes, "breakers": breakers})
 	})
@@ -57,7 +58,7 @@ func (a *Server) routesAPI(mux *http.ServeMux) {
 		model := req.PathValue("model")
 		if err := r.SetForced(model, body.Route); err != nil {
 			code := http.StatusBadRequest
-			if body.Route == proxy.ForceAuto || body.Route == proxy.ForcePrimary || body.Route == proxy.ForceFallback {
+			if body.Route == route.ForceAuto || body.Route == route.ForcePrimary || body.Route == route.ForceFallback {
 				code = http.StatusNotFound
 			}
 			WriteJSON(w, code, map[string]string{"error": err.Error()})
@@ -84,6 +85,10 @@ func (a *Server) routesAPI(mux *http.ServeMux) {
 		if a.FlowTenants != nil {
 			tenants = a.FlowTenants()
 		}
-		WriteJSON(w, http.StatusOK, map[string]any{"gates": r.Flow(), "tenants": tenants})
+		gates := []proxy.FlowStatus{}
+		if a.Flow != nil {
+			gates = a.Flow()
+		}
+		WriteJSON(w, http.StatusOK, map[string]any{"gates": gates, "tenants": tenants})
 	})
 }

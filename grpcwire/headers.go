@@ -1,6 +1,7 @@
 package grpcwire
 
 import (
+	"fmt"
 	"strings"
 	"sync/atomic"
 
@@ -215,4 +216,22 @@ func AcceptEncoding(v string) string {
 	}
 	acceptMemo.Store(&[2]string{v, out})
 	return out
+}
+
+// CheckClientHeader refuses a header name a client cannot send as
+// metadata of its own (pseudo-headers, grpc-*, reserved, binary), or that
+// is no header name; "" passes (none). Affinity, tenant and priority
+// headers are checked with it.
+func CheckClientHeader(name string) error {
+	switch n := strings.ToLower(name); {
+	case n == "":
+		return nil
+	case strings.HasPrefix(n, ":") || strings.HasPrefix(n, "grpc-") || IsReservedHeader(n) || strings.HasSuffix(n, "-bin"):
+		return fmt.Errorf("%q is not a header a client sends as its own metadata", name)
+	case strings.ContainsFunc(n, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.')
+	}):
+		return fmt.Errorf("%q is not a header name (lower-case letters, digits, - _ .)", name)
+	}
+	return nil
 }

@@ -3,7 +3,6 @@ package proxy
 import (
 	"context"
 	"errors"
-	"github.com/infergate/infergate/proxy/pool"
 	"sync/atomic"
 	"time"
 
@@ -16,6 +15,8 @@ import (
 	"github.com/infergate/infergate/batcher"
 	"github.com/infergate/infergate/proto/methods"
 	"github.com/infergate/infergate/proto/wire"
+	"github.com/infergate/infergate/proxy/pool"
+	"github.com/infergate/infergate/proxy/route"
 )
 
 // One attempt: a received unary request sent once to one target, through
@@ -46,7 +47,7 @@ type attemptResult struct {
 }
 
 // Why an attempt is made, for its trace span: attemptPrimary, or the
-// reason a fallback attempt was made (reasonHedge, reasonRetry, ...).
+// reason a fallback attempt was made (route.ReasonHedge, route.ReasonRetry, ...).
 const (
 	attemptPrimary    = "primary"
 	reasonCascadeEdge = "cascade_edge"
@@ -93,6 +94,20 @@ func (c *call) free() {
 	if !c.keepReq.Load() {
 		c.req.Free()
 	}
+}
+
+// target is where one attempt goes: a route.Target (a Pick's) whose
+// upstream is this package's.
+type target struct {
+	up             *Upstream
+	model, version string
+	rewrite        bool // the request's model name and version are replaced
+}
+
+// targetOf is the attempts' target of a Pick's t.
+func targetOf(t route.Target) target {
+	up, _ := t.Up.(*Upstream)
+	return target{up: up, model: t.Model, version: t.Version, rewrite: t.Rewrite}
 }
 
 // attempt sends the call to t once and returns the result without
@@ -323,7 +338,7 @@ func (p *Proxy) batchTurn(ctx context.Context, up *Upstream, model string, req *
 // twice the load.
 func (p *Proxy) mayResend(ctx context.Context, method string, x *exchange) bool {
 	return !x.once && methods.IsInference(method) && batcher.BatchOf(ctx) == nil && ctx.Err() == nil &&
-		p.router != nil && p.router.table.Load().budget.Take()
+		p.router != nil && p.router.Budget().Take()
 }
 
 // callOptions appends to dst the options of a unary upstream call to up:

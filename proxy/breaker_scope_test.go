@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/infergate/infergate/proto/kservepb"
+	"github.com/infergate/infergate/proxy/route"
 )
 
 // inferModel makes one ModelInfer call of model and returns its status
@@ -34,8 +35,8 @@ func (e *routeEnv) inferModel(t *testing.T, model string) (codes.Code, string, e
 // opens the server's own breaker, which refuses every model there at once.
 func TestBreakerScopeIsItsEvidence(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		e := newRouteEnv(t, func(rc *RouteConfig, _ *RouterOptions, _ *BreakerConfig) {
-			rc.Fallback = &FallbackTarget{Upstream: rc.Upstream, Model: "small"} // beside it
+		e := newRouteEnv(t, func(rc *route.RouteConfig, _ *route.RouterOptions, _ *BreakerConfig) {
+			rc.Fallback = &route.FallbackTarget{Upstream: rc.Upstream, Model: "small"} // beside it
 		})
 		e.pri.only.Store("big")
 		e.pri.set(behaveError)
@@ -88,17 +89,16 @@ func TestBreakerScopeIsItsEvidence(t *testing.T) {
 // call.
 func TestHedgeIsEvidenceOnceItsDelayIs(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		e := newRouteEnv(t, func(rc *RouteConfig, _ *RouterOptions, bc *BreakerConfig) {
+		e := newRouteEnv(t, func(rc *route.RouteConfig, _ *route.RouterOptions, bc *BreakerConfig) {
 			rc.HedgeAfter = 0 // automatic
 			bc.ConsecutiveFailures = 3
 		})
-		live := e.router.table.Load().models["big"].live
-		live.tail.Store(int64(10 * time.Millisecond)) // a delay of 30ms, learnt from a few calls
-		live.tailCalls.Store(minTailCalls - 1)
+		live := e.router.Route("big").Live()
+		live.Learnt(0, 10*time.Millisecond, route.MinTailCalls-1) // a delay of 30ms, learnt from a few calls
 		b := e.modelBreaker(e.priUp, "big")
 		for i := range 5 {
 			e.pri.set(behaveHang)
-			if r := e.call(t, 5*time.Second); r.code != codes.OK || r.reason != reasonHedge {
+			if r := e.call(t, 5*time.Second); r.code != codes.OK || r.reason != route.ReasonHedge {
 				t.Fatalf("call %d, tail a guess: %+v, want a hedge's answer", i, r)
 			}
 			if n := b.Consecutive(); n != 0 {
@@ -112,7 +112,7 @@ func TestHedgeIsEvidenceOnceItsDelayIs(t *testing.T) {
 		if b.State() != BreakerClosed {
 			t.Fatalf("big's breaker %s after hedges on a guessed delay, want closed", b.State())
 		}
-		live.tailCalls.Store(minTailCalls)
+		live.Learnt(0, 10*time.Millisecond, route.MinTailCalls)
 		e.pri.set(behaveHang)
 		e.call(t, 5*time.Second)
 		if n := b.Consecutive(); n != 1 {
@@ -124,8 +124,8 @@ func TestHedgeIsEvidenceOnceItsDelayIs(t *testing.T) {
 		if b.State() != BreakerOpen {
 			t.Errorf("big's breaker %s after 3 calls past a known tail's delay, want open", b.State())
 		}
-		if minTailCalls < 1000 || minTailCalls > 2000 {
-			t.Errorf("minTailCalls %d: a p99.9 needs about a thousand calls to be bounded", minTailCalls)
+		if route.MinTailCalls < 1000 || route.MinTailCalls > 2000 {
+			t.Errorf("route.MinTailCalls %d: a p99.9 needs about a thousand calls to be bounded", route.MinTailCalls)
 		}
 	})
 }
@@ -144,7 +144,7 @@ func TestClientNamesMakeNoBreakers(t *testing.T) {
 		for range 5 {
 			e.inferModel(t, long)
 		}
-		if n := e.router.table.Load().ndirected.Load(); n != 0 {
+		if n := e.router.OnDemandBreakers(); n != 0 {
 			t.Errorf("%d breakers made for names clients sent, want none", n)
 		}
 		_, bs := e.router.Status()

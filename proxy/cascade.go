@@ -2,11 +2,11 @@ package proxy
 
 import (
 	"context"
-	"github.com/infergate/infergate/proxy/route"
 	"time"
 
 	"github.com/infergate/infergate/monitor"
 	"github.com/infergate/infergate/proto/wire"
+	"github.com/infergate/infergate/proxy/route"
 )
 
 // Cascade: edge first. The fallback (edge) model answers; an answer below
@@ -15,17 +15,17 @@ import (
 // cascade serves edge first: the fallback answers, and an answer below the
 // confidence threshold goes to the primary.
 func (c *routedCall) cascade(ss side, o outcome) outcome {
-	live := c.mr.live
-	cc := c.mr.cfg.Cascade
+	live := c.mr.Live()
+	cc := c.mr.Config().Cascade
 	e := c.tryFallback(c.ctx, reasonCascadeEdge)
-	reason := reasonEdgeFailed
+	reason := route.ReasonEdgeFailed
 	if e.err == nil {
 		conf, err := confidence(c.kind, e.resp, cc.Output)
 		if err == nil && conf >= cc.Threshold {
-			live.counters.cascadeEdge.Add(1)
-			return c.p.reply(ss, e, monitor.RouteCascadeEdge, reasonConfident, c.fb.up, o, &live.counters)
+			live.Counters.CascadeEdge.Add(1)
+			return c.p.reply(ss, e, monitor.RouteCascadeEdge, route.ReasonConfident, c.fb.up, o, &live.Counters)
 		}
-		reason = reasonLowConfidence
+		reason = route.ReasonLowConfidence
 	}
 	var report func(route.Verdict)
 	ok, cut := true, false
@@ -39,19 +39,19 @@ func (c *routedCall) cascade(ss side, o outcome) outcome {
 		var a attemptResult
 		a, cut = c.escalate(report, e.err == nil)
 		if a.err == nil || e.err != nil {
-			live.counters.cascadeEscalated.Add(1)
+			live.Counters.CascadeEscalated.Add(1)
 			a.upstream += e.upstream
-			return c.p.reply(ss, a, monitor.RouteCascadeEscalated, reason, c.pri.up, o, &c.mr.live.counters)
+			return c.p.reply(ss, a, monitor.RouteCascadeEscalated, reason, c.pri.up, o, &c.mr.Live().Counters)
 		}
 	}
 	// The primary cannot help: the edge's answer, however unsure, beats
 	// an error.
-	reason = reasonPrimaryFailed
+	reason = route.ReasonPrimaryFailed
 	if cut {
-		reason = reasonPrimarySlow
+		reason = route.ReasonPrimarySlow
 	}
-	live.counters.cascadeEdge.Add(1)
-	return c.p.reply(ss, e, monitor.RouteCascadeEdge, reason, c.fb.up, o, &c.mr.live.counters)
+	live.Counters.CascadeEdge.Add(1)
+	return c.p.reply(ss, e, monitor.RouteCascadeEdge, reason, c.fb.up, o, &c.mr.Live().Counters)
 }
 
 // escalate sends a cascade's call to the primary. With the edge's answer
@@ -70,14 +70,14 @@ func (c *routedCall) escalate(report func(route.Verdict), held bool) (a attemptR
 		c.report(report, a)
 		return a, false
 	}
-	cutAt := c.p.router.opts.Now().Add(after)
+	cutAt := c.p.router.Now().Add(after)
 	ctx, cancel := context.WithDeadline(c.ctx, cutAt)
 	defer cancel()
 	a = c.attempt(ctx, c.pri, reasonEscalation)
 	// The clock, not ctx.Err(), says whether the patience ran out: the
 	// primary got the deadline too and its DEADLINE_EXCEEDED can arrive
 	// before the context's timer fires.
-	if a.err == nil || c.ctx.Err() != nil || c.p.router.opts.Now().Before(cutAt) {
+	if a.err == nil || c.ctx.Err() != nil || c.p.router.Now().Before(cutAt) {
 		c.report(report, a)
 		return a, false
 	}

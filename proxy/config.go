@@ -3,6 +3,9 @@ package proxy
 import (
 	"fmt"
 	"time"
+
+	"github.com/infergate/infergate/proxy/pool"
+	"github.com/infergate/infergate/proxy/route"
 )
 
 // Defaults and bounds of Config not given elsewhere in this package
@@ -11,8 +14,6 @@ const (
 	// DefaultUpstreamConns is the number of pooled HTTP/2 connections to
 	// an upstream.
 	DefaultUpstreamConns = 2
-	// MaxUpstreamConns bounds Config.UpstreamConns.
-	MaxUpstreamConns = 64
 	// DefaultMaxInFlight is Config's cap on calls in progress.
 	DefaultMaxInFlight = 10000
 	// MinKeepaliveTime is the least Config.UpstreamKeepaliveTime: gRPC
@@ -30,7 +31,7 @@ type Config struct {
 	// DefaultMaxMsgSize (64 MiB); tensors are big.
 	MaxMessageBytes int `yaml:"max_message_bytes"`
 	// UpstreamConns is the number of pooled HTTP/2 connections to an
-	// upstream. Default DefaultUpstreamConns, at most MaxUpstreamConns.
+	// upstream. Default DefaultUpstreamConns, at most pool.MaxConns.
 	UpstreamConns int `yaml:"upstream_conns"`
 	// UpstreamTimeout bounds unary calls that carry no client deadline;
 	// they end with DEADLINE_EXCEEDED. Default DefaultUpstreamTimeout; 0
@@ -82,8 +83,8 @@ func (c Config) Problems() []error {
 	if c.MaxMessageBytes < 1 {
 		bad("max_message_bytes", "must be positive, got %d", c.MaxMessageBytes)
 	}
-	if c.UpstreamConns < 1 || c.UpstreamConns > MaxUpstreamConns {
-		bad("upstream_conns", "must be between 1 and %d, got %d", MaxUpstreamConns, c.UpstreamConns)
+	if c.UpstreamConns < 1 || c.UpstreamConns > pool.MaxConns {
+		bad("upstream_conns", "must be between 1 and %d, got %d", pool.MaxConns, c.UpstreamConns)
 	}
 	if c.UpstreamTimeout < 0 {
 		bad("upstream_timeout", "must be 0 (none) or positive, got %s", c.UpstreamTimeout)
@@ -91,7 +92,7 @@ func (c Config) Problems() []error {
 	if c.UpstreamKeepaliveTime < MinKeepaliveTime {
 		bad("upstream_keepalive_time", "must be at least %s, got %s", MinKeepaliveTime, c.UpstreamKeepaliveTime)
 	}
-	if err := inFlightCapProblem(c.MaxInFlight); err != nil {
+	if err := route.InFlightCapProblem(c.MaxInFlight); err != nil {
 		errs = append(errs, err)
 	}
 	return errs

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/infergate/infergate/proxy/pool"
 	"net"
 	"slices"
 	"strings"
@@ -21,6 +20,8 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/resolver/manual"
+
+	"github.com/infergate/infergate/proxy/pool"
 )
 
 // Director holds the proxy's routing policy: it picks the upstream for each
@@ -146,6 +147,13 @@ type upstreamDest struct {
 // Name returns the upstream's name, used as its metric label.
 func (u *Upstream) Name() string { return u.dest.Load().name }
 
+// Server is what the upstream sends to now and its name then: the
+// router's breakers judge one server, so one that moved gets new ones.
+func (u *Upstream) Server() (id any, name string) {
+	d := u.dest.Load()
+	return d, d.name
+}
+
 // Address returns the address the upstream's connections go to, the dial
 // target (its endpoints joined by commas); "" for one made by NewUpstream.
 func (u *Upstream) Address() string { return u.dest.Load().address }
@@ -179,7 +187,7 @@ func (u *Upstream) Move(address, name string) error {
 		u.dest.Store(&d)
 		return nil
 	}
-	if !plainHostPort(address) {
+	if !pool.PlainHostPort(address) {
 		return fmt.Errorf("proxy: upstream %q: %q is not host:port", u.Name(), address)
 	}
 	u.moveMu.Lock()
@@ -221,13 +229,6 @@ func resolverState(address string, setServerName bool) resolver.State {
 		a.ServerName = address
 	}
 	return resolver.State{Addresses: []resolver.Address{a}}
-}
-
-// plainHostPort says whether target is host:port with no scheme, what a
-// movable upstream and the fast path dial.
-func plainHostPort(target string) bool {
-	_, _, err := net.SplitHostPort(target)
-	return err == nil && !strings.Contains(target, "/")
 }
 
 // movableScheme is the scheme of a movable upstream's dial target, local
@@ -412,7 +413,7 @@ func DialUpstream(target string, opts UpstreamOptions) (*Upstream, error) {
 	} else {
 		isDNS = false
 	}
-	movable := o.Movable && len(addrs) == 1 && plainHostPort(target)
+	movable := o.Movable && len(addrs) == 1 && pool.PlainHostPort(target)
 	setServerName := o.Credentials == nil || o.Credentials.Info().ServerName == ""
 	up := &Upstream{}
 	slowStart := o.SlowStart
@@ -429,9 +430,9 @@ func DialUpstream(target string, opts UpstreamOptions) (*Upstream, error) {
 		}
 		return nil, fmt.Errorf("proxy: dial upstream %q: %w", target, err)
 	}
-	plain := !slices.ContainsFunc(addrs, func(a string) bool { return !plainHostPort(a) })
+	plain := !slices.ContainsFunc(addrs, func(a string) bool { return !pool.PlainHostPort(a) })
 	for _, addr := range addrs {
-		if len(addrs) > 1 && !plainHostPort(addr) {
+		if len(addrs) > 1 && !pool.PlainHostPort(addr) {
 			return fail(fmt.Errorf("endpoint %q is not host:port", addr))
 		}
 		conns = append(conns, nil)
@@ -472,7 +473,7 @@ func DialUpstream(target string, opts UpstreamOptions) (*Upstream, error) {
 	for i, addr := range addrs {
 		relayAddr := ""
 		if up.relayable {
-			if plainHostPort(addr) {
+			if pool.PlainHostPort(addr) {
 				relayAddr = addr
 			} else {
 				d.relayAddr = "" // a name not resolved yet: the gRPC path

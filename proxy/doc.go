@@ -35,10 +35,11 @@
 //	fastpath_serve.go  a served call's side on the relay (relaySide)
 //	handler.go   grpc-go's side (handle); unary reads the request;
 //	             recordCall records
-//	pick.go      Router.Pick: the route, its reason, the targets (decide
-//	             holds the one table of precedence)
-//	routed.go    routeUnary: primary or fallback, breaker reports
-//	hedge.go     a slow primary is asked of the fallback too
+//	routed.go    routeUnary: the router's Pick (package route: the
+//	             route, its reason, the targets), then primary or
+//	             fallback, breaker reports
+//	hedge.go     a slow primary is asked of the fallback too, after the
+//	             router's Patience
 //	retry.go     a failed primary is retried on the fallback
 //	cascade.go   edge first, the primary for unsure answers
 //	attempt.go   call.attempt: one attempt to one target, batched or not

@@ -2,11 +2,12 @@ package proxy
 
 import (
 	"fmt"
-	"github.com/infergate/infergate/proxy/pool"
 	"strings"
 	"time"
 
 	"google.golang.org/grpc"
+
+	"github.com/infergate/infergate/proxy/pool"
 )
 
 // endpointDrain is how long a removed endpoint keeps its connections for
@@ -57,7 +58,7 @@ func (u *Upstream) SetEndpoints(addrs []string, drain time.Duration) error {
 		return fmt.Errorf("proxy: upstream %q: no endpoints", u.Name())
 	}
 	for _, a := range addrs {
-		if !plainHostPort(a) {
+		if !pool.PlainHostPort(a) {
 			return fmt.Errorf("proxy: upstream %q: endpoint %q is not host:port", u.Name(), a)
 		}
 	}

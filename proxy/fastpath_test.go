@@ -18,6 +18,7 @@ import (
 	"github.com/infergate/infergate/monitor"
 	"github.com/infergate/infergate/proto/kservepb"
 	"github.com/infergate/infergate/proxy/h2relay"
+	"github.com/infergate/infergate/proxy/route"
 )
 
 // TestFastPathTakesEachCallItsWay checks which path the relay gives each
@@ -36,7 +37,7 @@ func TestFastPathTakesEachCallItsWay(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = up.Close() })
-	r, err := NewRouter(RouterOptions{Routes: []RouteConfig{{Model: "routed", Fallback: &FallbackTarget{Model: "simple"}}}})
+	r, err := route.NewRouter(route.RouterOptions{Routes: []route.RouteConfig{{Model: "routed", Fallback: &route.FallbackTarget{Model: "simple"}}}})
 	if err != nil {
 		t.Fatal(err)
 	}

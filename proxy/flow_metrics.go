@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"github.com/infergate/infergate/proxy/pool"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -10,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/infergate/infergate/flow"
+	"github.com/infergate/infergate/proxy/pool"
 )
 
 // Flow control's view per tenant and band: calls sent at once, after
@@ -298,7 +298,13 @@ func (c flowCollector) Collect(ch chan<- prometheus.Metric) {
 // the director's one.
 func (p *Proxy) flowUpstreams() []*Upstream {
 	if p.router != nil {
-		return p.router.table.Load().upstreams
+		var ups []*Upstream
+		for _, up := range p.router.Upstreams() {
+			if u, ok := up.(*Upstream); ok {
+				ups = append(ups, u)
+			}
+		}
+		return ups
 	}
 	if fd, ok := p.director.(fixedDirector); ok {
 		return []*Upstream{fd.fixed()}

@@ -40,11 +40,11 @@ type FlowEndpoint struct {
 	InFlight      int32   `json:"in_flight"`
 }
 
-// Flow returns every gate's state, by upstream in the order configured,
-// then by model.
-func (r *Router) Flow() []FlowStatus {
+// Flow returns every gate's state, by upstream in the order configured
+// (the router's upstreams, or the director's one), then by model.
+func (p *Proxy) Flow() []FlowStatus {
 	out := []FlowStatus{}
-	for _, up := range r.table.Load().upstreams {
+	for _, up := range p.flowUpstreams() {
 		gates := up.gatesOf()
 		for _, model := range slices.Sorted(maps.Keys(gates)) {
 			st := gates[model].Stats()

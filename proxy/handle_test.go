@@ -12,6 +12,7 @@ import (
 
 	"github.com/infergate/infergate/batcher"
 	"github.com/infergate/infergate/proto/kservepb"
+	"github.com/infergate/infergate/proxy/route"
 )
 
 // tcpModelServer is a modelServer on a loopback TCP port (the relay
@@ -100,8 +101,8 @@ func TestHandleGivesBackEverythingOnEveryPath(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			r, err := NewRouter(RouterOptions{
-				Routes: []RouteConfig{{Model: "hedged", Upstream: pool, HedgeAfter: 20 * time.Millisecond}},
+			r, err := route.NewRouter(route.RouterOptions{
+				Routes: []route.RouteConfig{{Model: "hedged", Upstream: pool, HedgeAfter: 20 * time.Millisecond}},
 				Budget: BudgetConfig{Ratio: 1, MinPerSecond: 1000},
 			})
 			if err != nil {

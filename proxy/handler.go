@@ -89,7 +89,7 @@ func (p *Proxy) unary(ctx context.Context, clientDeadline bool, up *Upstream, me
 	claim.Hold(o.bytesIn)
 	o.model, o.version = frameTarget(kind, req)
 	keep := p.inputShapes || p.tracing != nil
-	if p.router != nil && o.model != "" && methods.IsInference(method) && !p.router.plain(up, o.model) {
+	if p.router != nil && o.model != "" && methods.IsInference(method) && !p.router.Plain(up, o.model) {
 		// A routed call's attempts may outlive this call (a hedge): its
 		// state lives on the heap; a plain call's stays on the stack.
 		rc := &routedCall{call: call{p: p, ctx: ctx, method: method, kind: kind, req: req, subtype: subtype,

@@ -18,6 +18,7 @@ import (
 	"github.com/infergate/infergate/batcher"
 	"github.com/infergate/infergate/grpcwire"
 	"github.com/infergate/infergate/internal/h2raw"
+	"github.com/infergate/infergate/proxy/route"
 )
 
 // headerRecorder is a model server that keeps the request header fields of
@@ -112,9 +113,9 @@ func TestHeadersSameUpstreamOnEveryDoor(t *testing.T) {
 		}},
 		{"routed", true, func(up *Upstream) []Option {
 			edge := newUp()
-			r, err := NewRouter(RouterOptions{
-				Routes:   []RouteConfig{{Model: "simple", Upstream: up, Fallback: &FallbackTarget{Upstream: edge, Model: "simple"}, HedgeAfter: -1}},
-				Breakers: map[*Upstream]BreakerConfig{up: {}},
+			r, err := route.NewRouter(route.RouterOptions{
+				Routes:   []route.RouteConfig{{Model: "simple", Upstream: up, Fallback: &route.FallbackTarget{Upstream: edge, Model: "simple"}, HedgeAfter: -1}},
+				Breakers: map[route.Upstream]BreakerConfig{up: {}},
 			})
 			if err != nil {
 				t.Fatal(err)

@@ -3,7 +3,6 @@ package proxy
 import (
 	"context"
 	"errors"
-	"github.com/infergate/infergate/proxy/route"
 	"sync/atomic"
 	"time"
 
@@ -11,6 +10,7 @@ import (
 
 	"github.com/infergate/infergate/proto/methods"
 	"github.com/infergate/infergate/proto/wire"
+	"github.com/infergate/infergate/proxy/route"
 )
 
 // Hedging: a primary still unanswered after the model's patience is asked
@@ -29,7 +29,7 @@ var testHookHedge func()
 // second try).
 func (c *routedCall) primary(probe func(route.Verdict)) (a attemptResult, h *attemptResult, hedged bool) {
 	after, slow := c.patience()
-	if after > 0 && (c.fb != nil || c.pooledPrimary()) && !c.mr.cfg.NonIdempotent {
+	if after > 0 && (c.fb != nil || c.pooledPrimary()) && !c.mr.Config().NonIdempotent {
 		a, h = c.hedge(probe, after, slow)
 		return a, h, h != nil
 	}
@@ -40,46 +40,15 @@ func (c *routedCall) primary(probe func(route.Verdict)) (a attemptResult, h *att
 
 // askPrimary makes the call's attempt on the primary with ctx (ex as in
 // attemptWith), noting when it was sent and whether the primary answered
-// it, the primary's silence that a hang shows (silentFor).
+// it, the primary's silence that a hang shows (route.Live.Hung).
 func (c *routedCall) askPrimary(ctx context.Context, ex *exchange) attemptResult {
-	live := c.mr.live
-	live.sent(c.p.router.opts.Now().UnixNano())
+	live := c.mr.Live()
+	live.Sent(c.p.router.Now().UnixNano())
 	a := c.attemptWith(ctx, c.pri, attemptPrimary, ex)
 	if answeredBy(a) {
-		live.answered()
+		live.Answered()
 	}
 	return a
-}
-
-// hangDelays is how many of a call's hedge delays the primary must have
-// answered nothing of a model while calls were sent to it for that call,
-// still unanswered at its delay, to be evidence of a hang on its own:
-// whatever tail was learnt, and however young it is. A cold start whose
-// first calls are slow is answered within a few delays, and one slow call
-// among answered ones says nothing; a hang answers none.
-const hangDelays = 3
-
-// sent notes that a call was sent to the primary at now (unix
-// nanoseconds): the start of its silence unless it answered since.
-func (l *routeLive) sent(now int64) {
-	if l.waiting.Load() == 0 {
-		l.waiting.CompareAndSwap(0, now)
-	}
-}
-
-// answered notes an answer of the primary: its silence is over.
-func (l *routeLive) answered() {
-	if l.waiting.Load() != 0 {
-		l.waiting.Store(0)
-	}
-}
-
-// silentFor says whether the primary has answered nothing of the model
-// for at least d by now (unix nanoseconds), while calls were sent to it:
-// the first call sent since its last answer went at least d ago.
-func (l *routeLive) silentFor(now int64, d time.Duration) bool {
-	w := l.waiting.Load()
-	return w != 0 && now-w >= int64(d)
 }
 
 // answeredBy says whether the primary answered attempt a: a response, or
@@ -92,62 +61,6 @@ func answeredBy(a attemptResult) bool {
 	}
 	var up *upstreamError
 	return errors.As(a.err, &up) && up.fromUpstream && codeOf(a.err) != codes.DeadlineExceeded
-}
-
-// patience is how long the primary gets before the fallback is asked (a
-// hedge) or a cascade answers with the edge's answer it holds: the hedge
-// delay, and no later than half of what the call's deadline leaves; 0 for
-// no limit. slow says whether the primary still unanswered then counts as
-// a slow call for its breaker whatever else it did: a hedge is evidence
-// only once its delay is. A configured delay is the operator's word; an
-// automatic one, or one judged against the primary's tail, only once the
-// tail has enough calls behind it (tailKnown): at a cold start a p99.9
-// learnt from a few dozen calls would trip the breaker of a healthy
-// primary. A hang is evidence whatever the delay (see hedge).
-func (c *routedCall) patience() (after time.Duration, slow bool) {
-	after = c.mr.hedgeAfter() // 0: off, or automatic with the tail unknown
-	auto := c.mr.cfg.HedgeAfter == 0
-	known := c.mr.live.tailKnown()
-	slow = !auto || known
-	if dl, ok := c.ctx.Deadline(); ok && c.mr.cfg.HedgeAfter >= 0 {
-		// The fallback needs time to answer: no later than half of what
-		// the deadline leaves; with the tail unknown, that is the
-		// automatic delay (a primary hung from the start is then hedged
-		// before the callers' deadlines, though not counted slow: its
-		// callers are answered, and its breaker waits for evidence).
-		// Shorter than the model's delay, it shows the primary slow only
-		// past the slowest of its healthy calls (its p99.9, once known).
-		// An automatic delay never ends before that: it would replace
-		// healthy answers that were still on time.
-		if left := dl.Sub(c.p.router.opts.Now()) / 2; left > 0 && (after == 0 || left < after) {
-			tail := time.Duration(c.mr.live.tail.Load())
-			after = left
-			if auto {
-				after = max(after, tail)
-			}
-			slow = known && tail > 0 && after > tail
-		}
-	}
-	return after, slow
-}
-
-// minHedgeAfter is the least automatic hedge delay.
-const minHedgeAfter = 10 * time.Millisecond
-
-// hedgeAfter is the model's hedge delay: configured, or three times the
-// primary's recent p99.9 (see censoredTail), at least 10ms, or 0 while
-// that is unknown (then only a call's deadline sets one: see patience).
-// Not capped: a model whose healthy calls take minutes is hedged only
-// past its own tail, and a call's deadline bounds the delay.
-func (mr *modelRoute) hedgeAfter() time.Duration {
-	d := mr.cfg.HedgeAfter
-	if d != 0 {
-		return d
-	}
-	if tail := time.Duration(mr.live.tail.Load()); tail > 0 {
-		return max(3*tail, minHedgeAfter)
-	}
-	return 0
 }
 
 // hedge calls the primary and, if it has not answered after the delay,
@@ -187,7 +100,7 @@ func (c *routedCall) hedge(report func(route.Verdict), after time.Duration, slow
 			return
 		}
 		avoid := c.poolHedgeAvoids()
-		if avoid == nil && (c.fb == nil || c.mr.fallbackOpen()) {
+		if avoid == nil && (c.fb == nil || c.mr.FallbackOpen()) {
 			hedged <- nil
 			return
 		}
@@ -201,17 +114,17 @@ func (c *routedCall) hedge(report func(route.Verdict), after time.Duration, slow
 		if avoid == nil && (slow || c.hung(after)) && reported.CompareAndSwap(false, true) {
 			c.reportFailed(report)
 		}
-		if !c.p.router.table.Load().budget.Take() {
+		if !c.p.router.Budget().Take() {
 			hedged <- nil
 			return
 		}
-		c.mr.live.counters.hedges.Add(1)
+		c.mr.Live().Counters.Hedges.Add(1)
 		var h attemptResult
 		if avoid != nil {
-			h = c.attemptWith(hctx, c.pri, reasonHedge, &exchange{avoid: avoid})
+			h = c.attemptWith(hctx, c.pri, route.ReasonHedge, &exchange{avoid: avoid})
 			h.endpointHedge = true
 		} else {
-			h = c.tryFallback(hctx, reasonHedge)
+			h = c.tryFallback(hctx, route.ReasonHedge)
 		}
 		if h.err == nil {
 			pcancel() // the hedge answered: stop waiting for the primary
@@ -247,10 +160,16 @@ func (c *routedCall) hedge(report func(route.Verdict), after time.Duration, slow
 	return a, h
 }
 
-// hung says whether the primary has been silent for the model for
-// hangDelays of the call's hedge delay after.
+// hung says whether the primary has been silent for the model long
+// enough at the call's hedge delay after to be a hang (route.Live.Hung).
 func (c *routedCall) hung(after time.Duration) bool {
-	return c.mr.live.silentFor(c.p.router.opts.Now().UnixNano(), hangDelays*after)
+	return c.mr.Live().Hung(c.p.router.Now().UnixNano(), after)
+}
+
+// patience is the primary's patience for this call (Router.Patience).
+func (c *routedCall) patience() (after time.Duration, slow bool) {
+	dl, _ := c.ctx.Deadline()
+	return c.p.router.Patience(c.mr, dl)
 }
 
 // pooledPrimary says whether the primary is a pool of endpoints.

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+
+	"github.com/infergate/infergate/proxy/route"
 )
 
 // steadyLoad sends calls of "big" every period from now (the bubble's
@@ -31,10 +33,9 @@ func (e *routeEnv) steadyLoad(t *testing.T, n int, period, timeout time.Duration
 
 // youngTail gives big an automatic hedge delay learnt from a tenth of
 // the calls a p99.9 needs: 3 x 5ms, a delay that is no evidence alone.
-func (e *routeEnv) youngTail() *routeLive {
-	live := e.router.table.Load().models["big"].live
-	live.tail.Store(int64(5 * time.Millisecond))
-	live.tailCalls.Store(minTailCalls / 10)
+func (e *routeEnv) youngTail() *route.Live {
+	live := e.router.Route("big").Live()
+	live.Learnt(0, 5*time.Millisecond, route.MinTailCalls/10)
 	return live
 }
 
@@ -49,7 +50,7 @@ func (e *routeEnv) youngTail() *routeLive {
 // into their deadlines.
 func TestHangIsItsOwnEvidence(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		e := newRouteEnv(t, func(rc *RouteConfig, ro *RouterOptions, bc *BreakerConfig) {
+		e := newRouteEnv(t, func(rc *route.RouteConfig, ro *route.RouterOptions, bc *BreakerConfig) {
 			rc.HedgeAfter = 0          // automatic
 			ro.Budget = BudgetConfig{} // the default: 20% of the calls + 10/s
 			bc.OpenFor = time.Hour
@@ -73,11 +74,11 @@ func TestHangIsItsOwnEvidence(t *testing.T) {
 		// Moved on the hang's evidence, long before the last calls: these
 		// went straight to the fallback.
 		for i, r := range rs[len(rs)-100:] {
-			if r.reason != reasonBreaker {
+			if r.reason != route.ReasonBreaker {
 				t.Fatalf("call %d of the last 100: %+v, want the fallback's answer by breaker_open", i, r)
 			}
 		}
-		if routes, _ := e.router.Status(); routes[0].Route != RouteFallbackMode {
+		if routes, _ := e.router.Status(); routes[0].Route != route.RouteFallbackMode {
 			t.Errorf("big's route %+v, want fallback", routes[0])
 		}
 	})
@@ -92,7 +93,7 @@ func TestHangIsItsOwnEvidence(t *testing.T) {
 // the route never changes, and every call is answered.
 func TestColdStartSlowCallsTripNothing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		e := newRouteEnv(t, func(rc *RouteConfig, ro *RouterOptions, _ *BreakerConfig) {
+		e := newRouteEnv(t, func(rc *route.RouteConfig, ro *route.RouterOptions, _ *BreakerConfig) {
 			rc.HedgeAfter = 0 // automatic
 			ro.Budget = BudgetConfig{}
 		})
@@ -125,7 +126,7 @@ func TestColdStartSlowCallsTripNothing(t *testing.T) {
 			t.Errorf("big's breaker %s, %d failures in a row, %d of %d calls failed after a slow cold start; want closed, none",
 				b.State(), b.Consecutive(), failures, calls)
 		}
-		if routes, _ := e.router.Status(); routes[0].Changes != 0 || routes[0].Route != RoutePrimaryMode {
+		if routes, _ := e.router.Status(); routes[0].Changes != 0 || routes[0].Route != route.RoutePrimaryMode {
 			t.Errorf("big's route %+v, want primary, never changed", routes[0])
 		}
 	})

@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"context"
-	"github.com/infergate/infergate/proxy/pool"
 	"testing"
 	"time"
 
@@ -11,6 +10,8 @@ import (
 
 	"github.com/infergate/infergate/grpcwire"
 	"github.com/infergate/infergate/proto/kservepb"
+	"github.com/infergate/infergate/proxy/pool"
+	"github.com/infergate/infergate/proxy/route"
 )
 
 // pool is an upstream of the named memNet servers, one endpoint each.
@@ -39,8 +40,8 @@ func TestHedgeToAnotherEndpoint(t *testing.T) {
 	startModelServer(t, mn, "fine")
 	stuck.set(behaveHang)
 	up := mn.pool(t, "stuck", "fine")
-	r, err := NewRouter(RouterOptions{
-		Routes: []RouteConfig{{Model: "big", Upstream: up, HedgeAfter: 20 * time.Millisecond}},
+	r, err := route.NewRouter(route.RouterOptions{
+		Routes: []route.RouteConfig{{Model: "big", Upstream: up, HedgeAfter: 20 * time.Millisecond}},
 		Budget: BudgetConfig{Ratio: 1, MinPerSecond: 1000},
 	})
 	if err != nil {
@@ -74,8 +75,8 @@ func TestHedgeToAnotherEndpoint(t *testing.T) {
 	if stuck.calls.Load() == 0 {
 		t.Fatal("no call went to the stuck replica: nothing was hedged")
 	}
-	st := &r.table.Load().models["big"].live.counters
-	if won := st.hedgesWon.Load(); won == 0 || won > uint64(stuck.calls.Load()) {
+	st := &r.Route("big").Live().Counters
+	if won := st.HedgesWon.Load(); won == 0 || won > uint64(stuck.calls.Load()) {
 		t.Errorf("hedges won %d, stuck replica's calls %d", won, stuck.calls.Load())
 	}
 
@@ -132,11 +133,11 @@ func TestResendWhenConnectionDies(t *testing.T) {
 			for range 100 { // the first pick is the dying one
 				up.Begin(up.Endpoints()[1], "")
 			}
-			ro := RouterOptions{Budget: BudgetConfig{Ratio: 1, MinPerSecond: 1000}}
+			ro := route.RouterOptions{Budget: BudgetConfig{Ratio: 1, MinPerSecond: 1000}}
 			if once {
-				ro.Routes = []RouteConfig{{Model: "big", Upstream: up, NonIdempotent: true, HedgeAfter: -1}}
+				ro.Routes = []route.RouteConfig{{Model: "big", Upstream: up, NonIdempotent: true, HedgeAfter: -1}}
 			}
-			r, err := NewRouter(ro)
+			r, err := route.NewRouter(ro)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -2,8 +2,6 @@ package proxy
 
 import (
 	"context"
-	"fmt"
-	"strings"
 
 	"google.golang.org/grpc/metadata"
 
@@ -40,22 +38,4 @@ func outgoingContext(ctx context.Context) (context.Context, string) {
 		}
 	}
 	return metadata.NewOutgoingContext(ctx, md), subtype
-}
-
-// CheckClientHeader refuses a header name a client cannot send as
-// metadata of its own (pseudo-headers, grpc-*, reserved, binary), or that
-// is no header name; "" passes (none). Affinity, tenant and priority
-// headers are checked with it.
-func CheckClientHeader(name string) error {
-	switch n := strings.ToLower(name); {
-	case n == "":
-		return nil
-	case strings.HasPrefix(n, ":") || strings.HasPrefix(n, "grpc-") || grpcwire.IsReservedHeader(n) || strings.HasSuffix(n, "-bin"):
-		return fmt.Errorf("%q is not a header a client sends as its own metadata", name)
-	case strings.ContainsFunc(n, func(r rune) bool {
-		return !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.')
-	}):
-		return fmt.Errorf("%q is not a header name (lower-case letters, digits, - _ .)", name)
-	}
-	return nil
 }

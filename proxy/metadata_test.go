@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"google.golang.org/grpc/metadata"
+
+	"github.com/infergate/infergate/grpcwire"
 )
 
 func TestOutgoingContext(t *testing.T) {
@@ -47,12 +49,12 @@ func TestOutgoingContext(t *testing.T) {
 // client may send as metadata of its own.
 func TestAffinityHeaderChecked(t *testing.T) {
 	for _, ok := range []string{"", "x-session-id", "X-Session-Id", "tenant_key"} {
-		if err := CheckClientHeader(ok); err != nil {
+		if err := grpcwire.CheckClientHeader(ok); err != nil {
 			t.Errorf("%q: %v", ok, err)
 		}
 	}
 	for _, bad := range []string{":authority", "grpc-timeout", "content-type", "te", "x-id-bin", "x session", "x-é"} {
-		if err := CheckClientHeader(bad); err == nil {
+		if err := grpcwire.CheckClientHeader(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/infergate/infergate/budget"
 	"github.com/infergate/infergate/monitor"
+	"github.com/infergate/infergate/proxy/route"
 )
 
 // DefaultMaxMsgSize is the largest message, in bytes, the proxy receives or
@@ -44,7 +45,7 @@ type options struct {
 	maxMsgSize      int
 	now             func() time.Time
 	batcher         Batcher
-	router          *Router
+	router          *route.Router
 	upstreamTimeout time.Duration
 	maxInFlight     int
 	tracing         *tracing
@@ -131,7 +132,7 @@ func WithMaxMsgSize(n int) Option {
 // calls to upstreams with a breaker) through r: breakers, fallback,
 // cascade, shedding, retries and hedges. Nil, the default, sends every
 // call to the director's upstream. The proxy does not close r.
-func WithRouter(r *Router) Option {
+func WithRouter(r *route.Router) Option {
 	return optionFunc(func(o *options) { o.router = r })
 }
 

@@ -229,7 +229,7 @@ func (p *Proxy) sendWay(c *h2relay.Call, one bool, msg []byte, bytesIn int64, mo
 		if p.batcher != nil && p.batcher.Handles(c.Method, model) {
 			return wayServe, nil
 		}
-		if p.router != nil && methods.IsInference(c.Method) && !p.router.plain(up, model) {
+		if p.router != nil && methods.IsInference(c.Method) && !p.router.Plain(up, model) {
 			return wayServe, nil
 		}
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/infergate/infergate/budget"
 	"github.com/infergate/infergate/monitor"
 	"github.com/infergate/infergate/proxy/h2relay"
+	"github.com/infergate/infergate/proxy/route"
 )
 
 // Proxy forwards every gRPC call it receives, whatever the method, to the
@@ -42,9 +43,9 @@ type Proxy struct {
 	// batcher takes ModelInfer and Predict calls of batchable models; nil:
 	// no batching (see batch.go).
 	batcher Batcher
-	// router routes calls that name a model (route.go); nil: every call
+	// router routes calls that name a model (package route); nil: every call
 	// goes to the director's upstream.
-	router *Router
+	router *route.Router
 	// tracing makes spans (trace.go); nil: none.
 	tracing *tracing
 	// inputShapes: every recorded inference call's Sample carries its

@@ -13,6 +13,7 @@ import (
 
 	"github.com/infergate/infergate/batcher"
 	"github.com/infergate/infergate/monitor"
+	"github.com/infergate/infergate/proxy/route"
 )
 
 // discardRecorder keeps nothing, so the benchmark measures the proxy and
@@ -30,8 +31,8 @@ func benchEnv(b *testing.B) (direct, viaProxy *grpc.ClientConn) {
 	// cmd/infergate always hands the proxy a router, an empty one while
 	// nothing is routed (so that a reload can add routes): the calls
 	// measured here pay for asking it, as a deployed proxy's do.
-	return benchEnvRouted(b, func(*Upstream) *Router {
-		r, err := NewRouter(RouterOptions{})
+	return benchEnvRouted(b, func(*Upstream) *route.Router {
+		r, err := route.NewRouter(route.RouterOptions{})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -44,7 +45,7 @@ func benchEnv(b *testing.B) (direct, viaProxy *grpc.ClientConn) {
 // server each time): over 1, the calls go through a pool's pick.
 var benchEndpoints = 1
 
-func benchEnvRouted(b *testing.B, route func(up *Upstream) *Router, extra ...Option) (direct, viaProxy *grpc.ClientConn) {
+func benchEnvRouted(b *testing.B, route func(up *Upstream) *route.Router, extra ...Option) (direct, viaProxy *grpc.ClientConn) {
 	b.Helper()
 	echo := grpc.NewServer(grpc.ForceServerCodecV2(rawCodec{}),
 		grpc.MaxRecvMsgSize(DefaultMaxMsgSize), grpc.MaxSendMsgSize(DefaultMaxMsgSize),
@@ -168,9 +169,9 @@ func BenchmarkProxyUnaryParallelRouted(b *testing.B) {
 		hedge time.Duration
 	}{{"breaker", -1}, {"hedged", time.Second}} {
 		b.Run(tc.name, func(b *testing.B) {
-			_, via := benchEnvRouted(b, func(up *Upstream) *Router {
-				r, err := NewRouter(RouterOptions{Routes: []RouteConfig{{
-					Model: "simple", Upstream: up, Fallback: &FallbackTarget{Model: "simple_small"}, HedgeAfter: tc.hedge,
+			_, via := benchEnvRouted(b, func(up *Upstream) *route.Router {
+				r, err := route.NewRouter(route.RouterOptions{Routes: []route.RouteConfig{{
+					Model: "simple", Upstream: up, Fallback: &route.FallbackTarget{Model: "simple_small"}, HedgeAfter: tc.hedge,
 				}}})
 				if err != nil {
 					b.Fatal(err)

@@ -7,13 +7,14 @@ import (
 
 	"github.com/infergate/infergate/grpcwire"
 	"github.com/infergate/infergate/monitor"
+	"github.com/infergate/infergate/proxy/route"
 )
 
 // reply answers the client of a unary call with the attempt result a that
 // route chose, marking an answer of another route than the primary in the
 // response header, and fills the outcome. It is the one place a unary
 // call's answer is written.
-func (p *Proxy) reply(ss side, a attemptResult, route, reason string, up *Upstream, o outcome, ctr *routeCounters) outcome {
+func (p *Proxy) reply(ss side, a attemptResult, route, reason string, up *Upstream, o outcome, ctr *route.Counters) outcome {
 	o.upstream += a.upstream
 	o.queue += a.queue
 	o.route, o.reason, o.by = route, reason, up
@@ -57,7 +58,7 @@ func (p *Proxy) reply(ss side, a attemptResult, route, reason string, up *Upstre
 	}
 	a.resp.Free()
 	if ctr != nil && route == monitor.RouteFallback && o.err == nil {
-		ctr.degraded.Add(1)
+		ctr.Degraded.Add(1)
 	}
 	return o
 }

@@ -1,12 +1,12 @@
 package proxy
 
 import (
-	"github.com/infergate/infergate/proxy/route"
 	"slices"
 
 	"google.golang.org/grpc/codes"
 
 	"github.com/infergate/infergate/proto/wire"
+	"github.com/infergate/infergate/proxy/route"
 )
 
 // Retries: a call that failed on the primary before or without an answer
@@ -23,21 +23,21 @@ func (c *routedCall) retry(a attemptResult, hedged bool) (f attemptResult, reaso
 	}
 	switch {
 	case a.queueFull:
-		reason = reasonShedQueueFull
-	case c.mr.cfg.NonIdempotent || hedged || !c.retryable(a):
+		reason = route.ReasonShedQueueFull
+	case c.mr.Config().NonIdempotent || hedged || !c.retryable(a):
 		return f, "", false
-	case c.mr.fallbackOpen() || !c.p.router.table.Load().budget.Take():
+	case c.mr.FallbackOpen() || !c.p.router.Budget().Take():
 		return f, "", false
 	default:
-		reason = reasonRetry
-		c.mr.live.counters.retries.Add(1)
+		reason = route.ReasonRetry
+		c.mr.Live().Counters.Retries.Add(1)
 	}
 	f = c.tryFallback(c.ctx, reason)
 	if f.err != nil {
 		return f, "", false
 	}
-	if reason == reasonRetry {
-		c.mr.live.counters.retriesWon.Add(1)
+	if reason == route.ReasonRetry {
+		c.mr.Live().Counters.RetriesWon.Add(1)
 	}
 	f.upstream += a.upstream
 	return f, reason, true
@@ -58,16 +58,16 @@ func (c *routedCall) retryable(a attemptResult) bool {
 // first frame never left): the failure counts for the primary's breaker,
 // and the stream goes to the fallback from the retry budget, as a unary
 // call that failed before reaching the upstream would.
-func (p *Proxy) retryStream(sr streamRoute, mr *modelRoute, pb *route.Breaker, fb target, kind wire.TargetKind, openErr error) (streamRoute, bool) {
+func (p *Proxy) retryStream(sr streamRoute, mr *route.ModelRoute, pb *route.Breaker, fb target, kind wire.TargetKind, openErr error) (streamRoute, bool) {
 	if codeOf(openErr) != codes.Unavailable {
 		return sr, false
 	}
 	if pb != nil && pb.Gate() == BreakerClosed {
 		pb.Record(route.VerdictTransport) // the stream never reached the server
 	}
-	if mr.cfg.NonIdempotent || mr.fallbackOpen() || !p.router.table.Load().budget.Take() {
+	if mr.Config().NonIdempotent || mr.FallbackOpen() || !p.router.Budget().Take() {
 		return sr, false
 	}
-	mr.live.counters.retries.Add(1)
-	return fallbackStream(sr, mr, fb, kind, reasonRetry), true
+	mr.Live().Counters.Retries.Add(1)
+	return fallbackStream(sr, mr, fb, kind, route.ReasonRetry), true
 }

@@ -1,16 +1,17 @@
 package proxy
 
 import (
-	"github.com/infergate/infergate/proxy/route"
 	"strings"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc/connectivity"
+
+	"github.com/infergate/infergate/proxy/route"
 )
 
 // plan is planYAML without problems, as a reload gets it.
-func plan(t *testing.T, doc string) *RoutePlan {
+func plan(t *testing.T, doc string) *route.Plan {
 	t.Helper()
 	p, errs := planYAML(t, doc)
 	if len(errs) > 0 {
@@ -34,27 +35,27 @@ routes:
 // connections and nothing is dialled again.
 func TestRouterApplyCarriesState(t *testing.T) {
 	rt := openYAML(t, applyBefore)
-	r, err := NewRouter(rt.Router)
+	r, err := route.NewRouter(rt.Router)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	if err := r.SetForced("resnet50", ForceFallback); err != nil {
+	if err := r.SetForced("resnet50", route.ForceFallback); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := r.Start("fallback", map[string]string{"model": "resnet50", "alertname": "Slow"}); err != nil {
 		t.Fatal(err)
 	}
-	old := r.table.Load()
-	oldBreaker := old.modelBreakers[modelKey{rt.Default, "resnet50"}]
-	oldConn := old.breakers[rt.Default]
+	oldBreaker := r.Breaker(rt.Default, "resnet50")
+	oldConn := r.Breaker(rt.Default, "")
+	oldBudget := r.Budget()
 	if oldBreaker == nil || oldBreaker.Conn() != oldConn || oldConn == nil {
 		t.Fatalf("resnet50's breaker %p watches %p, want its upstream's breaker %p", oldBreaker, oldBreaker.Conn(), oldConn)
 	}
-	old.models["resnet50"].live.counters.primary.Add(7)
+	r.Route("resnet50").Live().Counters.Primary.Add(7)
 
 	dialled := map[string]UpstreamOptions{}
-	next, dropped, err := plan(t, strings.Replace(applyBefore, "mobilenet_v3", "efficientnet", 1)).Reopen(rt, UpstreamOptions{Conns: 2}, fakeDial(dialled))
+	next, dropped, err := ReopenRouting(plan(t, strings.Replace(applyBefore, "mobilenet_v3", "efficientnet", 1)), rt, UpstreamOptions{Conns: 2}, fakeDial(dialled))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,18 +65,17 @@ func TestRouterApplyCarriesState(t *testing.T) {
 	if err := r.Apply(next.Router); err != nil {
 		t.Fatal(err)
 	}
-	cur := r.table.Load()
-	mr := cur.models["resnet50"]
-	if got := r.fallbackName("resnet50"); !strings.HasPrefix(got, "efficientnet") {
-		t.Errorf("fallback after Apply: %q, want efficientnet", got)
+	mr := r.Route("resnet50")
+	if routes, _ := r.Status(); !strings.HasPrefix(routes[0].Fallback, "efficientnet") {
+		t.Errorf("fallback after Apply: %q, want efficientnet", routes[0].Fallback)
 	}
-	if cur.breakers[rt.Default] != oldConn || cur.modelBreakers[modelKey{rt.Default, "resnet50"}] != oldBreaker || cur.budget != old.budget {
+	if r.Breaker(rt.Default, "") != oldConn || r.Breaker(rt.Default, "resnet50") != oldBreaker || r.Budget() != oldBudget {
 		t.Errorf("the primary's breaker or the budget was made anew for an unchanged configuration")
 	}
-	if mr.forced != ForceFallback || mr.alert != "Slow" || mr.live.counters.primary.Load() != 7 {
-		t.Errorf("route state after Apply: forced %q alert %q primary calls %d; want fallback, Slow, 7", mr.forced, mr.alert, mr.live.counters.primary.Load())
+	if mr.Forced() != route.ForceFallback || mr.Alert() != "Slow" || mr.Live().Counters.Primary.Load() != 7 {
+		t.Errorf("route state after Apply: forced %q alert %q primary calls %d; want fallback, Slow, 7", mr.Forced(), mr.Alert(), mr.Live().Counters.Primary.Load())
 	}
-	if mr.primary != oldBreaker {
+	if mr.PrimaryBreaker() != oldBreaker {
 		t.Errorf("the route is not linked to the carried breaker")
 	}
 }
@@ -86,21 +86,21 @@ func TestRouterApplyCarriesState(t *testing.T) {
 // is named for closing.
 func TestRouterApplyDropsWhatNoLongerFits(t *testing.T) {
 	rt := openYAML(t, applyBefore)
-	r, err := NewRouter(rt.Router)
+	r, err := route.NewRouter(rt.Router)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	r.SetForced("resnet50", ForceFallback)
+	r.SetForced("resnet50", route.ForceFallback)
 	r.Start("fallback", map[string]string{"model": "resnet50", "alertname": "Slow"})
-	before := r.table.Load()
+	before, beforeConn := r.Route("resnet50"), r.Breaker(rt.Default, "")
 
 	bad := rt.Router
-	bad.Routes = append(append([]RouteConfig{}, bad.Routes...), bad.Routes[0])
+	bad.Routes = append(append([]route.RouteConfig{}, bad.Routes...), bad.Routes[0])
 	if err := r.Apply(bad); err == nil || !strings.Contains(err.Error(), "two routes") {
 		t.Errorf("Apply of two routes for one model: %v, want refused", err)
 	}
-	if r.table.Load() != before {
+	if r.Route("resnet50") != before {
 		t.Errorf("a refused Apply replaced the table")
 	}
 
@@ -110,7 +110,7 @@ breaker: {consecutive_failures: 3}
 routes:
   - model: resnet50
 `
-	next, dropped, err := plan(t, doc).Reopen(rt, UpstreamOptions{Conns: 2}, fakeDial(map[string]UpstreamOptions{}))
+	next, dropped, err := ReopenRouting(plan(t, doc), rt, UpstreamOptions{Conns: 2}, fakeDial(map[string]UpstreamOptions{}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,12 +120,11 @@ routes:
 	if err := r.Apply(next.Router); err != nil {
 		t.Fatal(err)
 	}
-	cur := r.table.Load()
-	mr := cur.models["resnet50"]
-	if mr.forced != ForceAuto || mr.alert != "" {
-		t.Errorf("a route without a fallback: forced %q alert %q, want auto and none", mr.forced, mr.alert)
+	mr := r.Route("resnet50")
+	if mr.Forced() != route.ForceAuto || mr.Alert() != "" {
+		t.Errorf("a route without a fallback: forced %q alert %q, want auto and none", mr.Forced(), mr.Alert())
 	}
-	if cur.breakers[rt.Default] == before.breakers[rt.Default] {
+	if r.Breaker(rt.Default, "") == beforeConn {
 		t.Errorf("a changed breaker setting kept the old breaker")
 	}
 }
@@ -135,13 +134,13 @@ routes:
 // carries over; one whose model now has a route gives way to the route's.
 func TestRouterApplyCarriesFirstCallBreakers(t *testing.T) {
 	rt := openYAML(t, applyBefore)
-	r, err := NewRouter(rt.Router)
+	r, err := route.NewRouter(rt.Router)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	other := r.directedBreaker(rt.Default, "other")
-	if other == nil || other.Conn() != r.table.Load().breakers[rt.Default] {
+	other := r.DirectedBreaker(rt.Default, "other")
+	if other == nil || other.Conn() != r.Breaker(rt.Default, "") {
 		t.Fatalf("other's breaker %v, want one watching its upstream's", other)
 	}
 	for range 5 { // the default ConsecutiveFailures
@@ -150,23 +149,22 @@ func TestRouterApplyCarriesFirstCallBreakers(t *testing.T) {
 	if other.State() != BreakerOpen {
 		t.Fatalf("other's breaker %s after 5 failures, want open", other.State())
 	}
-	r.directedBreaker(rt.Default, "soon-routed")
+	soon := r.DirectedBreaker(rt.Default, "soon-routed")
 	next := plan(t, applyBefore+"  - model: soon-routed\n    fallback: {upstream: edge, model: mobilenet_v3}\n")
-	reopened, _, err := next.Reopen(rt, UpstreamOptions{Conns: 2}, fakeDial(map[string]UpstreamOptions{}))
+	reopened, _, err := ReopenRouting(next, rt, UpstreamOptions{Conns: 2}, fakeDial(map[string]UpstreamOptions{}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := r.Apply(reopened.Router); err != nil {
 		t.Fatal(err)
 	}
-	if got := r.directedBreaker(rt.Default, "other"); got != other || got.State() != BreakerOpen {
+	if got := r.DirectedBreaker(rt.Default, "other"); got != other || got.State() != BreakerOpen {
 		t.Errorf("after Apply other's breaker is %p (%v), want the carried %p, open", got, got.State(), other)
 	}
-	cur := r.table.Load()
-	if _, ok := cur.directed.Load(modelKey{rt.Default, "soon-routed"}); ok || cur.modelBreakers[modelKey{rt.Default, "soon-routed"}] == nil {
+	if b := r.Breaker(rt.Default, "soon-routed"); b == nil || b == soon || b != r.Route("soon-routed").PrimaryBreaker() {
 		t.Error("a model that gained a route keeps its first-call breaker instead of the route's")
 	}
-	if n := cur.ndirected.Load(); n != 1 {
+	if n := r.OnDemandBreakers(); n != 1 {
 		t.Errorf("%d first-call breakers counted, want 1", n)
 	}
 }
@@ -180,7 +178,7 @@ func TestReopenChangesNamedPoolLive(t *testing.T) {
 		return "upstream: pri:1\nupstreams:\n  - {name: pool, endpoints: [" + eps + "], slow_start: 2s}\n" +
 			"routes:\n  - model: resnet50\n    upstream: pool\n"
 	}
-	rt, err := plan(t, doc("127.0.0.1:1, 127.0.0.1:2")).Open(UpstreamOptions{Conns: 1}, DialUpstream)
+	rt, err := OpenRouting(plan(t, doc("127.0.0.1:1, 127.0.0.1:2")), UpstreamOptions{Conns: 1}, DialUpstream)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +188,7 @@ func TestReopenChangesNamedPoolLive(t *testing.T) {
 		t.Errorf("slow_start: %s, want 2s", pool.SlowStart())
 	}
 	kept, removed := pool.Endpoints()[0], pool.Endpoints()[1]
-	next, dropped, err := plan(t, doc("127.0.0.1:1, 127.0.0.1:3")).Reopen(rt, UpstreamOptions{Conns: 1}, DialUpstream)
+	next, dropped, err := ReopenRouting(plan(t, doc("127.0.0.1:1, 127.0.0.1:3")), rt, UpstreamOptions{Conns: 1}, DialUpstream)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,7 +203,7 @@ func TestReopenChangesNamedPoolLive(t *testing.T) {
 		t.Errorf("address %q", a)
 	}
 	// Changing it back again goes through the same way: the key follows.
-	if next2, dropped, err := plan(t, doc("127.0.0.1:1, 127.0.0.1:3")).Reopen(next, UpstreamOptions{Conns: 1}, DialUpstream); err != nil ||
+	if next2, dropped, err := ReopenRouting(plan(t, doc("127.0.0.1:1, 127.0.0.1:3")), next, UpstreamOptions{Conns: 1}, DialUpstream); err != nil ||
 		next2.Upstreams[1] != pool || len(dropped) != 0 {
 		t.Errorf("an unchanged reload: %v, dropped %v", err, dropped)
 	}

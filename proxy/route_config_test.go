@@ -11,13 +11,15 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/infergate/infergate/proxy/route"
 )
 
 // planYAML decodes a routing file as a front end does (unknown keys are
 // errors) and plans it.
-func planYAML(t *testing.T, doc string) (*RoutePlan, []error) {
+func planYAML(t *testing.T, doc string) (*route.Plan, []error) {
 	t.Helper()
-	var c RoutingConfig
+	var c route.RoutingConfig
 	dec := yaml.NewDecoder(strings.NewReader(doc))
 	dec.KnownFields(true)
 	if err := dec.Decode(&c); err != nil {
@@ -132,7 +134,7 @@ func openYAMLDialled(t *testing.T, doc string) (*Routing, map[string]UpstreamOpt
 		t.Fatalf("%q: %v", doc, errors.Join(errs...))
 	}
 	dialled := map[string]UpstreamOptions{}
-	rt, err := plan.Open(UpstreamOptions{Conns: 2, MaxMsgSize: 1 << 20}, fakeDial(dialled))
+	rt, err := OpenRouting(plan, UpstreamOptions{Conns: 2, MaxMsgSize: 1 << 20}, fakeDial(dialled))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,7 +207,7 @@ retry_budget: {ratio: 0.1, min_per_second: 5}
 		t.Errorf("resnet50: %+v", r[0])
 	}
 	if r[1].Upstream != rt.Default || r[1].Fallback.Upstream != byName["10.0.0.4:8001"] || r[1].Fallback.Version != "2" ||
-		r[1].Cascade == nil || *r[1].Cascade != (CascadeConfig{Output: "probs", Threshold: 0.8}) || !r[1].NonIdempotent || r[1].HedgeAfter != 0 {
+		r[1].Cascade == nil || *r[1].Cascade != (route.CascadeConfig{Output: "probs", Threshold: 0.8}) || !r[1].NonIdempotent || r[1].HedgeAfter != 0 {
 		t.Errorf("bert: %+v", r[1])
 	}
 	if r[2].Fallback.Upstream != byName["edge"] || r[2].HedgeAfter >= 0 {
@@ -234,7 +236,7 @@ func TestRoutePlanOpenClosesOnError(t *testing.T) {
 	}
 	var opened []*Upstream
 	dial := fakeDial(map[string]UpstreamOptions{})
-	_, err := plan.Open(UpstreamOptions{}, func(target string, o UpstreamOptions) (*Upstream, error) {
+	_, err := OpenRouting(plan, UpstreamOptions{}, func(target string, o UpstreamOptions) (*Upstream, error) {
 		if target == "b:1" {
 			return nil, errors.New("refused")
 		}
@@ -254,16 +256,16 @@ func TestRoutePlanOpenClosesOnError(t *testing.T) {
 // of a file's (routeProblems), with the same messages.
 func TestNewRouterRefusesBadRoutes(t *testing.T) {
 	for _, tc := range []struct {
-		rc   RouteConfig
+		rc   route.RouteConfig
 		want string
 	}{
-		{RouteConfig{}, "proxy: routes[0].model: required"},
-		{RouteConfig{Model: "m", Cascade: &CascadeConfig{Output: "p", Threshold: 0.5}}, "proxy: routes[m].mode: cascade needs a fallback (the edge model)"},
-		{RouteConfig{Model: "m", Fallback: &FallbackTarget{Model: "s"}, Cascade: &CascadeConfig{Threshold: 0.5}},
+		{route.RouteConfig{}, "proxy: routes[0].model: required"},
+		{route.RouteConfig{Model: "m", Cascade: &route.CascadeConfig{Output: "p", Threshold: 0.5}}, "proxy: routes[m].mode: cascade needs a fallback (the edge model)"},
+		{route.RouteConfig{Model: "m", Fallback: &route.FallbackTarget{Model: "s"}, Cascade: &route.CascadeConfig{Threshold: 0.5}},
 			"proxy: routes[m].cascade.output: required in cascade mode (the edge model's probabilities tensor)"},
-		{RouteConfig{Model: "m", MaxInFlight: -1}, "proxy: routes[m].max_in_flight: must be 0 (no cap) or positive, got -1"},
+		{route.RouteConfig{Model: "m", MaxInFlight: -1}, "proxy: routes[m].max_in_flight: must be 0 (no cap) or positive, got -1"},
 	} {
-		r, err := NewRouter(RouterOptions{Routes: []RouteConfig{tc.rc}})
+		r, err := route.NewRouter(route.RouterOptions{Routes: []route.RouteConfig{tc.rc}})
 		if err == nil {
 			r.Close()
 		}
@@ -271,7 +273,7 @@ func TestNewRouterRefusesBadRoutes(t *testing.T) {
 			t.Errorf("%+v: error %v, want %q", tc.rc, err, tc.want)
 		}
 	}
-	r, err := NewRouter(RouterOptions{Routes: []RouteConfig{{Model: "m"}, {Model: "m"}}})
+	r, err := route.NewRouter(route.RouterOptions{Routes: []route.RouteConfig{{Model: "m"}, {Model: "m"}}})
 	if err == nil {
 		r.Close()
 	}
@@ -283,13 +285,13 @@ func TestNewRouterRefusesBadRoutes(t *testing.T) {
 func TestParseFallback(t *testing.T) {
 	for _, tc := range []struct {
 		v    string
-		want FallbackSpec
+		want route.FallbackSpec
 	}{
-		{"resnet50=edge:8001", FallbackSpec{Address: "edge:8001"}},
-		{"resnet50=edge:8001/mobilenet_v3", FallbackSpec{Address: "edge:8001", Model: "mobilenet_v3"}},
-		{"resnet50=edge:8001/mobilenet_v3:2", FallbackSpec{Address: "edge:8001", Model: "mobilenet_v3", Version: "2"}},
+		{"resnet50=edge:8001", route.FallbackSpec{Address: "edge:8001"}},
+		{"resnet50=edge:8001/mobilenet_v3", route.FallbackSpec{Address: "edge:8001", Model: "mobilenet_v3"}},
+		{"resnet50=edge:8001/mobilenet_v3:2", route.FallbackSpec{Address: "edge:8001", Model: "mobilenet_v3", Version: "2"}},
 	} {
-		rs, err := ParseFallback(tc.v)
+		rs, err := route.ParseFallback(tc.v)
 		if err != nil || rs.Model != "resnet50" || rs.Fallback == nil || *rs.Fallback != tc.want {
 			t.Errorf("%q: %+v, %v", tc.v, rs, err)
 		}
@@ -300,7 +302,7 @@ func TestParseFallback(t *testing.T) {
 		"resnet50=":          `"resnet50=" is not MODEL=HOST:PORT[/FALLBACK_MODEL[:VERSION]]`,
 		"resnet50=nowhere/m": `"resnet50=nowhere/m": "nowhere" is not host:port`,
 	} {
-		if _, err := ParseFallback(v); err == nil || err.Error() != want {
+		if _, err := route.ParseFallback(v); err == nil || err.Error() != want {
 			t.Errorf("%q: error %v, want %q", v, err, want)
 		}
 	}
@@ -321,8 +323,8 @@ func TestFallbackCyclesOnly(t *testing.T) {
 	if len(errs) != 1 {
 		t.Errorf("a → b → a: %d problems, want 1: %v", len(errs), errs)
 	}
-	if _, err := NewRouter(RouterOptions{Routes: []RouteConfig{{Model: "a", Fallback: &FallbackTarget{Model: "b"}}, {Model: "b", Fallback: &FallbackTarget{Model: "a"}}}}); err == nil || !strings.Contains(err.Error(), "fallback cycle a → b → a") {
-		t.Errorf("NewRouter = %v, want the cycle refused", err)
+	if _, err := route.NewRouter(route.RouterOptions{Routes: []route.RouteConfig{{Model: "a", Fallback: &route.FallbackTarget{Model: "b"}}, {Model: "b", Fallback: &route.FallbackTarget{Model: "a"}}}}); err == nil || !strings.Contains(err.Error(), "fallback cycle a → b → a") {
+		t.Errorf("route.NewRouter = %v, want the cycle refused", err)
 	}
 }
 
@@ -330,28 +332,28 @@ func TestFallbackCyclesOnly(t *testing.T) {
 // as endpoints; each endpoint must be host:port, address and endpoints
 // are exclusive, and balance names one of the pickers.
 func TestPlanEndpoints(t *testing.T) {
-	p, errs := RoutingConfig{Upstream: "10.0.0.1:8001,10.0.0.2:8001"}.Plan()
+	p, errs := route.RoutingConfig{Upstream: "10.0.0.1:8001,10.0.0.2:8001"}.Plan()
 	if len(errs) > 0 {
 		t.Fatalf("comma list refused: %v", errs)
 	}
 	if _, addr := p.Default(); addr != "10.0.0.1:8001,10.0.0.2:8001" {
 		t.Errorf("default address %q", addr)
 	}
-	p, errs = RoutingConfig{Upstreams: []UpstreamSpec{{Name: "pool", Endpoints: []string{"a:1", "b:1", "c:1"}, Balance: "round_robin"}}}.Plan()
+	p, errs = route.RoutingConfig{Upstreams: []route.UpstreamSpec{{Name: "pool", Endpoints: []string{"a:1", "b:1", "c:1"}, Balance: "round_robin"}}}.Plan()
 	if len(errs) > 0 {
 		t.Fatalf("endpoints refused: %v", errs)
 	}
-	if pu := p.upstreams[0]; pu.address != "a:1,b:1,c:1" || pu.balance != BalanceRoundRobin {
+	if pu := p.Upstreams[0]; pu.Address != "a:1,b:1,c:1" || pu.Balance != BalanceRoundRobin {
 		t.Errorf("planned %+v", pu)
 	}
 	for _, tc := range []struct {
-		cfg  RoutingConfig
+		cfg  route.RoutingConfig
 		want string
 	}{
-		{RoutingConfig{Upstream: "a:1,dns:///b:1"}, `upstream: endpoint "dns:///b:1" of "a:1,dns:///b:1" is not host:port`},
-		{RoutingConfig{Upstreams: []UpstreamSpec{{Name: "p", Endpoints: []string{"a:1", "b"}}}}, `upstreams[0].endpoints[1]: "b" is not host:port`},
-		{RoutingConfig{Upstreams: []UpstreamSpec{{Name: "p", Address: "a:1", Endpoints: []string{"b:1"}}}}, "upstreams[0]: address and endpoints: give one"},
-		{RoutingConfig{Upstreams: []UpstreamSpec{{Name: "p", Address: "a:1", Balance: "fastest"}}}, `upstreams[0].balance: "fastest" is not one of latency, least_request, round_robin`},
+		{route.RoutingConfig{Upstream: "a:1,dns:///b:1"}, `upstream: endpoint "dns:///b:1" of "a:1,dns:///b:1" is not host:port`},
+		{route.RoutingConfig{Upstreams: []route.UpstreamSpec{{Name: "p", Endpoints: []string{"a:1", "b"}}}}, `upstreams[0].endpoints[1]: "b" is not host:port`},
+		{route.RoutingConfig{Upstreams: []route.UpstreamSpec{{Name: "p", Address: "a:1", Endpoints: []string{"b:1"}}}}, "upstreams[0]: address and endpoints: give one"},
+		{route.RoutingConfig{Upstreams: []route.UpstreamSpec{{Name: "p", Address: "a:1", Balance: "fastest"}}}, `upstreams[0].balance: "fastest" is not one of latency, least_request, round_robin`},
 	} {
 		_, errs := tc.cfg.Plan()
 		if len(errs) != 1 || errs[0].Error() != tc.want {

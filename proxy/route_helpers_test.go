@@ -3,7 +3,6 @@ package proxy
 import (
 	"context"
 	"errors"
-	"github.com/infergate/infergate/proxy/route"
 	"io"
 	"net"
 	"strings"
@@ -23,6 +22,7 @@ import (
 
 	"github.com/infergate/infergate/grpcwire"
 	"github.com/infergate/infergate/proto/kservepb"
+	"github.com/infergate/infergate/proxy/route"
 )
 
 // Behaviours of a modelServer.
@@ -216,7 +216,7 @@ func (m *modelServer) ModelStreamInfer(s kservepb.GRPCInferenceService_ModelStre
 // belong to the bubble, and time is the bubble's fake clock.
 type routeEnv struct {
 	pri, edge *modelServer
-	router    *Router
+	router    *route.Router
 	proxy     *Proxy
 	rec       *fakeRecorder
 	client    kservepb.GRPCInferenceServiceClient
@@ -227,29 +227,29 @@ type routeEnv struct {
 
 // newRouteEnv routes model "big" to the primary with "small" on the edge
 // as fallback; change tweaks the route and options first.
-func newRouteEnv(t *testing.T, change func(rc *RouteConfig, ro *RouterOptions, bc *BreakerConfig)) *routeEnv {
+func newRouteEnv(t *testing.T, change func(rc *route.RouteConfig, ro *route.RouterOptions, bc *BreakerConfig)) *routeEnv {
 	t.Helper()
 	return newRouteEnvWith(t, change)
 }
 
 // newRouteEnvWith is newRouteEnv with more options for the proxy.
-func newRouteEnvWith(t *testing.T, change func(rc *RouteConfig, ro *RouterOptions, bc *BreakerConfig), opts ...Option) *routeEnv {
+func newRouteEnvWith(t *testing.T, change func(rc *route.RouteConfig, ro *route.RouterOptions, bc *BreakerConfig), opts ...Option) *routeEnv {
 	t.Helper()
 	mn := newMemNet()
 	e := &routeEnv{pri: startModelServer(t, mn, "primary"), edge: startModelServer(t, mn, "edge"), rec: newFakeRecorder()}
 	pri := mn.upstream(t, "primary")
 	edge := mn.upstream(t, "edge")
 	e.priUp = pri
-	rc := RouteConfig{Model: "big", Upstream: pri, Fallback: &FallbackTarget{Upstream: edge, Model: "small"}, HedgeAfter: -1}
+	rc := route.RouteConfig{Model: "big", Upstream: pri, Fallback: &route.FallbackTarget{Upstream: edge, Model: "small"}, HedgeAfter: -1}
 	bc := BreakerConfig{OpenFor: 100 * time.Millisecond, Probes: 2}
-	ro := RouterOptions{Budget: BudgetConfig{Ratio: 1, MinPerSecond: 1000}, Breakers: map[*Upstream]BreakerConfig{}}
+	ro := route.RouterOptions{Budget: BudgetConfig{Ratio: 1, MinPerSecond: 1000}, Breakers: map[route.Upstream]BreakerConfig{}}
 	if change != nil {
 		change(&rc, &ro, &bc)
 	}
 	ro.Routes = append(ro.Routes, rc)
 	ro.Breakers[pri] = bc
 	e.openFor = bc.WithDefaults().OpenFor
-	r, err := NewRouter(ro)
+	r, err := route.NewRouter(ro)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -328,7 +328,7 @@ func tally(rs []result) map[string]int {
 
 // call is infer for a test that makes one call at a time: it returns once
 // the call's work in the proxy (verdicts, counters, the router's
-// accounting) is done too, so what the next call or Router.Status sees
+// accounting) is done too, so what the next call or route.Router.Status sees
 // follows from the calls made, not from how fast they were made.
 func (e *routeEnv) call(t *testing.T, timeout time.Duration) result {
 	t.Helper()
@@ -337,13 +337,13 @@ func (e *routeEnv) call(t *testing.T, timeout time.Duration) result {
 	return r
 }
 
-// breakerStatus returns, as Router.Status shows it, the breaker of the
+// breakerStatus returns, as route.Router.Status shows it, the breaker of the
 // model routed to upstream (the primary's "big", the edge's "small"), or
 // the upstream's own breaker where no model has one.
-func (e *routeEnv) breakerStatus(t *testing.T, upstream string) BreakerStatus {
+func (e *routeEnv) breakerStatus(t *testing.T, upstream string) route.BreakerStatus {
 	t.Helper()
 	_, bs := e.router.Status()
-	var found *BreakerStatus
+	var found *route.BreakerStatus
 	for i, b := range bs {
 		if b.Upstream == upstream && (found == nil || found.Model == "") {
 			found = &bs[i]
@@ -351,14 +351,14 @@ func (e *routeEnv) breakerStatus(t *testing.T, upstream string) BreakerStatus {
 	}
 	if found == nil {
 		t.Fatalf("no breaker of %s in %+v", upstream, bs)
-		return BreakerStatus{}
+		return route.BreakerStatus{}
 	}
 	return *found
 }
 
 // transportStatus returns the upstream's own breaker (failures of the way
-// to the server) as Router.Status shows it.
-func (e *routeEnv) transportStatus(t *testing.T, upstream string) BreakerStatus {
+// to the server) as route.Router.Status shows it.
+func (e *routeEnv) transportStatus(t *testing.T, upstream string) route.BreakerStatus {
 	t.Helper()
 	_, bs := e.router.Status()
 	for _, b := range bs {
@@ -367,7 +367,7 @@ func (e *routeEnv) transportStatus(t *testing.T, upstream string) BreakerStatus 
 		}
 	}
 	t.Fatalf("no breaker of %s in %+v", upstream, bs)
-	return BreakerStatus{}
+	return route.BreakerStatus{}
 }
 
 // callUntil makes calls one at a time until done holds of one, and fails
@@ -412,12 +412,5 @@ func waitReady(t *testing.T, cc *grpc.ClientConn) {
 
 // modelBreaker returns model's breaker on up in the router's table.
 func (e *routeEnv) modelBreaker(up *Upstream, model string) *route.Breaker {
-	t := e.router.table.Load()
-	if b := t.modelBreakers[modelKey{up, model}]; b != nil {
-		return b
-	}
-	if b, ok := t.directed.Load(modelKey{up, model}); ok {
-		return b.(*route.Breaker)
-	}
-	return nil
+	return e.router.Breaker(up, model)
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/infergate/infergate/grpcwire"
 	"github.com/infergate/infergate/monitor"
 	"github.com/infergate/infergate/proto/kservepb"
+	"github.com/infergate/infergate/proxy/route"
 )
 
 // The primary fails every call: the first failures are retried on the
@@ -60,7 +61,7 @@ func TestRouteErrorsFallBackAndReturn(t *testing.T) {
 		}
 
 		e.pri.set(behaveOK)
-		if r := e.call(t, time.Second); r.code != codes.OK || r.server != "edge" || r.reason != reasonBreaker {
+		if r := e.call(t, time.Second); r.code != codes.OK || r.server != "edge" || r.reason != route.ReasonBreaker {
 			t.Fatalf("call to the healed primary within the open time: %+v, want the edge's answer (breaker_open)", r)
 		}
 		e.outwaitOpenTime()
@@ -78,7 +79,7 @@ func TestRouteErrorsFallBackAndReturn(t *testing.T) {
 		if r := e.call(t, time.Second); r.code != codes.OK || r.server != "primary" || r.route != "" {
 			t.Fatalf("call after the slow start: %+v, want the primary's answer without a route header", r)
 		}
-		if routes, _ := e.router.Status(); routes[0].Changes != 2 || routes[0].Route != RoutePrimaryMode {
+		if routes, _ := e.router.Status(); routes[0].Changes != 2 || routes[0].Route != route.RoutePrimaryMode {
 			t.Errorf("route status %+v, want back on primary after two changes", routes[0])
 		}
 	})
@@ -89,7 +90,7 @@ func TestRouteErrorsFallBackAndReturn(t *testing.T) {
 // and new calls go straight to the fallback. Nothing fails, nothing hangs.
 func TestRouteHangHedgesThenTrips(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		e := newRouteEnv(t, func(rc *RouteConfig, _ *RouterOptions, _ *BreakerConfig) {
+		e := newRouteEnv(t, func(rc *route.RouteConfig, _ *route.RouterOptions, _ *BreakerConfig) {
 			rc.HedgeAfter = 20 * time.Millisecond
 		})
 		e.pri.set(behaveHang)
@@ -120,13 +121,13 @@ func TestRouteHangHedgesThenTrips(t *testing.T) {
 // delay, TestHangIsItsOwnEvidence).
 func TestRouteHedgeWithinDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		e := newRouteEnv(t, func(rc *RouteConfig, _ *RouterOptions, _ *BreakerConfig) {
+		e := newRouteEnv(t, func(rc *route.RouteConfig, _ *route.RouterOptions, _ *BreakerConfig) {
 			rc.HedgeAfter = time.Minute
 		})
 		b := e.modelBreaker(e.priUp, "big")
 		for range 10 {
 			e.pri.set(behaveHang)
-			if r := e.call(t, 600*time.Millisecond); r.code != codes.OK || r.server != "edge" || r.reason != reasonHedge {
+			if r := e.call(t, 600*time.Millisecond); r.code != codes.OK || r.server != "edge" || r.reason != route.ReasonHedge {
 				t.Fatalf("call stuck on the primary with a 600ms deadline and a 1m hedge delay: %+v, want the edge's answer by a hedge", r)
 			}
 			if n := b.Consecutive(); n != 0 {
@@ -148,7 +149,7 @@ func TestRouteHedgeWithinDeadline(t *testing.T) {
 // hedge never goes before it, even when half the deadline comes sooner.
 func TestRouteAutoHedgeWaitsForTheTail(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		e := newRouteEnv(t, func(rc *RouteConfig, _ *RouterOptions, _ *BreakerConfig) { rc.HedgeAfter = 0 })
+		e := newRouteEnv(t, func(rc *route.RouteConfig, _ *route.RouterOptions, _ *BreakerConfig) { rc.HedgeAfter = 0 })
 		e.pri.delay.Store(int64(1200 * time.Millisecond))
 		e.pri.set(behaveSlow)
 		if r := e.infer(t, 10*time.Second); r.code != codes.OK || r.server != "primary" {
@@ -159,27 +160,27 @@ func TestRouteAutoHedgeWaitsForTheTail(t *testing.T) {
 		// counted slow: a delay from a guess is evidence of nothing, and
 		// a hang is evidence only once it lasted a few delays.
 		e.pri.set(behaveHang)
-		if r := e.infer(t, 400*time.Millisecond); r.code != codes.OK || r.server != "edge" || r.reason != reasonHedge {
+		if r := e.infer(t, 400*time.Millisecond); r.code != codes.OK || r.server != "edge" || r.reason != route.ReasonHedge {
 			t.Errorf("a hung primary, tail unknown, 400ms deadline: %+v, want the edge's answer by a hedge", r)
 		}
 		if n := e.modelBreaker(e.priUp, "big").Consecutive(); n != 0 {
 			t.Errorf("%d failures counted for the hung primary with its tail unknown, want none", n)
 		}
 		e.pri.set(behaveSlow)
-		live := e.router.table.Load().models["big"].live
-		live.tail.Store(int64(900 * time.Millisecond)) // the model's own p99.9
+		live := e.router.Route("big").Live()
+		live.Learnt(0, 900*time.Millisecond, 0) // the model's own p99.9
 		// Half the deadline (500ms) comes before the tail: the hedge waits
 		// for the tail, and the primary, slow as it always is, answers.
 		e.pri.delay.Store(int64(700 * time.Millisecond))
 		if r := e.infer(t, time.Second); r.code != codes.OK || r.server != "primary" {
 			t.Errorf("a 700ms call, 900ms tail, 1s deadline: %+v, want the primary's answer", r)
 		}
-		if h := live.counters.hedges.Load(); h != 1 {
+		if h := live.Counters.Hedges.Load(); h != 1 {
 			t.Errorf("%d hedges, want only the hung call's (none of a primary within its own tail)", h)
 		}
 		// Past the tail it is hedged.
 		e.pri.set(behaveHang)
-		if r := e.infer(t, 5*time.Second); r.code != codes.OK || r.server != "edge" || r.reason != reasonHedge {
+		if r := e.infer(t, 5*time.Second); r.code != codes.OK || r.server != "edge" || r.reason != route.ReasonHedge {
 			t.Errorf("a hung primary with a 900ms tail: %+v, want the edge's answer by a hedge", r)
 		}
 	})
@@ -191,7 +192,7 @@ func TestRouteAutoHedgeWaitsForTheTail(t *testing.T) {
 // the ones that must trip it.
 func TestRouteSlowWithoutBudget(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		e := newRouteEnv(t, func(rc *RouteConfig, ro *RouterOptions, bc *BreakerConfig) {
+		e := newRouteEnv(t, func(rc *route.RouteConfig, ro *route.RouterOptions, bc *BreakerConfig) {
 			rc.HedgeAfter = 20 * time.Millisecond
 			ro.Budget = BudgetConfig{Ratio: -1} // no hedges, no retries
 			bc.OpenFor = time.Hour
@@ -206,7 +207,7 @@ func TestRouteSlowWithoutBudget(t *testing.T) {
 		if st := e.modelBreaker(e.priUp, "big").State(); st != BreakerOpen {
 			t.Fatalf("primary breaker %s after 5 calls slower than the hedge delay, want open", st)
 		}
-		if r := e.infer(t, 5*time.Second); r.server != "edge" || r.reason != reasonBreaker {
+		if r := e.infer(t, 5*time.Second); r.server != "edge" || r.reason != route.ReasonBreaker {
 			t.Errorf("call with the breaker open: %+v, want the edge's answer", r)
 		}
 	})
@@ -240,7 +241,7 @@ func TestRouteDeadPrimaryAndRestart(t *testing.T) {
 // the breaker kept it from the primary.
 func TestRouteNonIdempotentNeverSentTwice(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		e := newRouteEnv(t, func(rc *RouteConfig, _ *RouterOptions, _ *BreakerConfig) {
+		e := newRouteEnv(t, func(rc *route.RouteConfig, _ *route.RouterOptions, _ *BreakerConfig) {
 			rc.NonIdempotent, rc.HedgeAfter = true, 10*time.Millisecond
 		})
 		e.pri.set(behaveError)
@@ -256,7 +257,7 @@ func TestRouteNonIdempotentNeverSentTwice(t *testing.T) {
 			t.Errorf("%d upstream calls for 20 client calls: a non-idempotent call was sent twice", n)
 		}
 
-		e2 := newRouteEnv(t, func(rc *RouteConfig, _ *RouterOptions, _ *BreakerConfig) {
+		e2 := newRouteEnv(t, func(rc *route.RouteConfig, _ *route.RouterOptions, _ *BreakerConfig) {
 			rc.NonIdempotent, rc.HedgeAfter = true, 10*time.Millisecond
 		})
 		e2.pri.set(behaveHang)
@@ -274,7 +275,7 @@ func TestRouteNonIdempotentNeverSentTwice(t *testing.T) {
 // of retries; the rest fail with the primary's status.
 func TestRouteRetryBudgetBounds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		e := newRouteEnv(t, func(_ *RouteConfig, ro *RouterOptions, bc *BreakerConfig) {
+		e := newRouteEnv(t, func(_ *route.RouteConfig, ro *route.RouterOptions, bc *BreakerConfig) {
 			ro.Budget = BudgetConfig{Ratio: 0.1, MinPerSecond: 1}
 			bc.ConsecutiveFailures, bc.FailureRatio = -1, -1
 		})
@@ -302,7 +303,7 @@ func TestRouteRetryBudgetBounds(t *testing.T) {
 // ends when the alert resolves.
 func TestRouteAlertAction(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		e := newRouteEnv(t, func(_ *RouteConfig, ro *RouterOptions, _ *BreakerConfig) { ro.ProbeEvery = 10 })
+		e := newRouteEnv(t, func(_ *route.RouteConfig, ro *route.RouterOptions, _ *BreakerConfig) { ro.ProbeEvery = 10 })
 		labels := map[string]string{"alertname": "ModelLatencyAboveBaseline", "model": "big"}
 		did, err := e.router.Start("fallback", labels)
 		if err != nil || !strings.Contains(did, "small on edge") {
@@ -334,10 +335,10 @@ func TestRouteAlertAction(t *testing.T) {
 func TestRouteForced(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newRouteEnv(t, nil)
-		if err := e.router.SetForced("big", ForceFallback); err != nil {
+		if err := e.router.SetForced("big", route.ForceFallback); err != nil {
 			t.Fatal(err)
 		}
-		if r := e.infer(t, time.Second); r.server != "edge" || r.reason != reasonForced {
+		if r := e.infer(t, time.Second); r.server != "edge" || r.reason != route.ReasonForced {
 			t.Errorf("forced fallback: %+v", r)
 		}
 		// Forced primary ignores an open breaker.
@@ -345,7 +346,7 @@ func TestRouteForced(t *testing.T) {
 		for range 10 {
 			e.infer(t, time.Second)
 		}
-		if err := e.router.SetForced("big", ForcePrimary); err != nil {
+		if err := e.router.SetForced("big", route.ForcePrimary); err != nil {
 			t.Fatal(err)
 		}
 		if r := e.infer(t, time.Second); r.code != codes.Unavailable {
@@ -354,7 +355,7 @@ func TestRouteForced(t *testing.T) {
 		if err := e.router.SetForced("big", "sometimes"); err == nil {
 			t.Error("bad mode accepted")
 		}
-		if err := e.router.SetForced("other", ForceAuto); err == nil {
+		if err := e.router.SetForced("other", route.ForceAuto); err == nil {
 			t.Error("unrouted model accepted")
 		}
 	})
@@ -365,7 +366,7 @@ func TestRouteForced(t *testing.T) {
 func TestRouteShedInFlight(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		for _, withFallback := range []bool{false, true} {
-			e := newRouteEnv(t, func(rc *RouteConfig, _ *RouterOptions, _ *BreakerConfig) {
+			e := newRouteEnv(t, func(rc *route.RouteConfig, _ *route.RouterOptions, _ *BreakerConfig) {
 				rc.MaxInFlight = 1
 				if !withFallback {
 					rc.Fallback = nil
@@ -382,7 +383,7 @@ func TestRouteShedInFlight(t *testing.T) {
 			switch {
 			case !withFallback && r.code != codes.ResourceExhausted:
 				t.Errorf("second call over max_in_flight: %+v, want RESOURCE_EXHAUSTED at once", r)
-			case withFallback && (r.server != "edge" || r.reason != reasonShedInFlight):
+			case withFallback && (r.server != "edge" || r.reason != route.ReasonShedInFlight):
 				t.Errorf("second call over max_in_flight with a fallback: %+v, want the edge (shed_in_flight)", r)
 			}
 			e.pri.set(behaveOK)
@@ -393,8 +394,8 @@ func TestRouteShedInFlight(t *testing.T) {
 			// its reason.
 			routes, _ := e.router.Status()
 			calls := routes[0].Calls
-			if withFallback && (calls.FallbackBy[reasonShedInFlight] != 1 || calls.Shed[reasonShedInFlight] != 0) ||
-				!withFallback && calls.Shed[reasonShedInFlight] != 1 {
+			if withFallback && (calls.FallbackBy[route.ReasonShedInFlight] != 1 || calls.Shed[route.ReasonShedInFlight] != 0) ||
+				!withFallback && calls.Shed[route.ReasonShedInFlight] != 1 {
 				t.Errorf("with fallback %v: counted %+v", withFallback, calls)
 			}
 		}
@@ -405,10 +406,10 @@ func TestRouteShedInFlight(t *testing.T) {
 // rejected at once instead of timing out on the GPU.
 func TestRouteShedOnDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		e := newRouteEnv(t, func(rc *RouteConfig, _ *RouterOptions, _ *BreakerConfig) {
+		e := newRouteEnv(t, func(rc *route.RouteConfig, _ *route.RouterOptions, _ *BreakerConfig) {
 			rc.ShedOnDeadline, rc.Fallback = true, nil
 		})
-		e.router.table.Load().models["big"].live.p50.Store(int64(time.Second))
+		e.router.Route("big").Live().Learnt(time.Second, 0, 0)
 		if r := e.infer(t, 100*time.Millisecond); r.code != codes.ResourceExhausted {
 			t.Errorf("100ms deadline, 1s median: %+v, want RESOURCE_EXHAUSTED", r)
 		}
@@ -455,7 +456,7 @@ func TestRouteStream(t *testing.T) {
 		if servers, models, hdr := run(); servers != "primary,primary,primary" || models != "big,big,big" || len(hdr.Get(grpcwire.HeaderRoute)) != 0 {
 			t.Errorf("stream on the primary: %s %s %v", servers, models, hdr)
 		}
-		if err := e.router.SetForced("big", ForceFallback); err != nil {
+		if err := e.router.SetForced("big", route.ForceFallback); err != nil {
 			t.Fatal(err)
 		}
 		if servers, models, hdr := run(); servers != "edge,edge,edge" || models != "small,small,small" || hdr.Get(grpcwire.HeaderRoute)[0] != "fallback" {
@@ -474,7 +475,9 @@ func TestRouteStream(t *testing.T) {
 // proxy keeps serving.
 func TestRouteHedgePanic(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		e := newRouteEnv(t, func(rc *RouteConfig, _ *RouterOptions, _ *BreakerConfig) { rc.HedgeAfter = 10 * time.Millisecond })
+		e := newRouteEnv(t, func(rc *route.RouteConfig, _ *route.RouterOptions, _ *BreakerConfig) {
+			rc.HedgeAfter = 10 * time.Millisecond
+		})
 		testHookHedge = func() { panic("boom") }
 		defer func() { testHookHedge = nil }()
 		e.pri.set(behaveHang)
@@ -498,7 +501,7 @@ func TestRouteRecordsRoute(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newRouteEnv(t, nil)
 		e.infer(t, time.Second)
-		if err := e.router.SetForced("big", ForceFallback); err != nil {
+		if err := e.router.SetForced("big", route.ForceFallback); err != nil {
 			t.Fatal(err)
 		}
 		e.infer(t, time.Second)
@@ -548,8 +551,8 @@ func TestRouteBreakerWithoutFallbackFailsFast(t *testing.T) {
 func TestRouteFallbackBreaker(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var edgeUp *Upstream
-		e := newRouteEnv(t, func(rc *RouteConfig, ro *RouterOptions, _ *BreakerConfig) {
-			edgeUp = rc.Fallback.Upstream
+		e := newRouteEnv(t, func(rc *route.RouteConfig, ro *route.RouterOptions, _ *BreakerConfig) {
+			edgeUp = rc.Fallback.Upstream.(*Upstream)
 			ro.Breakers[edgeUp] = BreakerConfig{ConsecutiveFailures: 3, OpenFor: 100 * time.Millisecond, Probes: 1}
 		})
 		e.pri.set(behaveError)
@@ -585,7 +588,9 @@ func TestRouteFallbackBreaker(t *testing.T) {
 func TestRouteFallbackDefaultBreaker(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var edgeUp *Upstream
-		e := newRouteEnv(t, func(rc *RouteConfig, _ *RouterOptions, _ *BreakerConfig) { edgeUp = rc.Fallback.Upstream })
+		e := newRouteEnv(t, func(rc *route.RouteConfig, _ *route.RouterOptions, _ *BreakerConfig) {
+			edgeUp = rc.Fallback.Upstream.(*Upstream)
+		})
 		b := e.modelBreaker(edgeUp, "small")
 		if b == nil {
 			t.Fatal("the fallback upstream has no breaker")
@@ -601,8 +606,8 @@ func TestRouteFallbackDefaultBreaker(t *testing.T) {
 // primary model's failures, not the lighter model's.
 func TestRouteFallbackOnSameUpstream(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		e := newRouteEnv(t, func(rc *RouteConfig, _ *RouterOptions, bc *BreakerConfig) {
-			rc.Fallback = &FallbackTarget{Upstream: rc.Upstream, Model: "small"}
+		e := newRouteEnv(t, func(rc *route.RouteConfig, _ *route.RouterOptions, bc *BreakerConfig) {
+			rc.Fallback = &route.FallbackTarget{Upstream: rc.Upstream, Model: "small"}
 			bc.OpenFor = time.Hour
 		})
 		e.pri.only.Store("big")
@@ -627,8 +632,8 @@ func TestRouteFallbackOnSameUpstream(t *testing.T) {
 func TestRouteSlowStartSkipsAnOpenFallback(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var edgeUp *Upstream
-		e := newRouteEnv(t, func(rc *RouteConfig, ro *RouterOptions, bc *BreakerConfig) {
-			edgeUp = rc.Fallback.Upstream
+		e := newRouteEnv(t, func(rc *route.RouteConfig, ro *route.RouterOptions, bc *BreakerConfig) {
+			edgeUp = rc.Fallback.Upstream.(*Upstream)
 			ro.Breakers[edgeUp] = BreakerConfig{ConsecutiveFailures: 3, OpenFor: time.Hour}
 			bc.SlowStart = time.Hour // the ramp lasts the whole test
 		})
@@ -658,24 +663,24 @@ func TestRouteSlowStartSkipsAnOpenFallback(t *testing.T) {
 // an error.
 func TestRouteCascade(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		e := newRouteEnv(t, func(rc *RouteConfig, _ *RouterOptions, _ *BreakerConfig) {
-			rc.Cascade = &CascadeConfig{Output: "probs", Threshold: 0.6}
+		e := newRouteEnv(t, func(rc *route.RouteConfig, _ *route.RouterOptions, _ *BreakerConfig) {
+			rc.Cascade = &route.CascadeConfig{Output: "probs", Threshold: 0.6}
 		})
 		e.edge.conf.Store(float32(0.9))
-		if r := e.infer(t, time.Second); r.server != "edge" || r.route != monitor.RouteCascadeEdge || r.reason != reasonConfident || r.model != "small" {
+		if r := e.infer(t, time.Second); r.server != "edge" || r.route != monitor.RouteCascadeEdge || r.reason != route.ReasonConfident || r.model != "small" {
 			t.Errorf("confident edge: %+v", r)
 		}
 		e.edge.conf.Store(float32(0.4))
-		if r := e.infer(t, time.Second); r.server != "primary" || r.route != monitor.RouteCascadeEscalated || r.reason != reasonLowConfidence || r.model != "big" {
+		if r := e.infer(t, time.Second); r.server != "primary" || r.route != monitor.RouteCascadeEscalated || r.reason != route.ReasonLowConfidence || r.model != "big" {
 			t.Errorf("unsure edge: %+v, want escalated to the primary", r)
 		}
 		e.pri.set(behaveError)
-		if r := e.infer(t, time.Second); r.server != "edge" || r.reason != reasonPrimaryFailed {
+		if r := e.infer(t, time.Second); r.server != "edge" || r.reason != route.ReasonPrimaryFailed {
 			t.Errorf("unsure edge, failing primary: %+v, want the edge's answer", r)
 		}
 		e.pri.set(behaveOK)
 		e.edge.set(behaveError)
-		if r := e.infer(t, time.Second); r.server != "primary" || r.reason != reasonEdgeFailed {
+		if r := e.infer(t, time.Second); r.server != "primary" || r.reason != route.ReasonEdgeFailed {
 			t.Errorf("failing edge: %+v, want the primary's answer", r)
 		}
 		routes, _ := e.router.Status()
@@ -706,7 +711,7 @@ func TestRouteFallbackLeavesBatchHeaderAlone(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := sharedHeaderBatcher{header: metadata.Pairs("x-upstream", "yes"), trailer: metadata.Pairs("x-t", "t")}
 		e := newRouteEnvWith(t, nil, WithBatcher(b))
-		if err := e.router.SetForced("big", ForceFallback); err != nil {
+		if err := e.router.SetForced("big", route.ForceFallback); err != nil {
 			t.Fatal(err)
 		}
 		for _, r := range e.burst(t, 8, 5*time.Second) {
@@ -738,14 +743,14 @@ func TestRouteCascadeHungPrimary(t *testing.T) {
 	} {
 		t.Run(fmt.Sprint("hedge_after=", tc.hedge), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				e := newRouteEnv(t, func(rc *RouteConfig, _ *RouterOptions, _ *BreakerConfig) {
-					rc.Cascade = &CascadeConfig{Output: "probs", Threshold: 0.6}
+				e := newRouteEnv(t, func(rc *route.RouteConfig, _ *route.RouterOptions, _ *BreakerConfig) {
+					rc.Cascade = &route.CascadeConfig{Output: "probs", Threshold: 0.6}
 					rc.HedgeAfter = tc.hedge
 				})
 				e.edge.conf.Store(float32(0.4))
 				e.pri.set(behaveHang)
 				for i := range 5 {
-					if r := e.infer(t, tc.deadline); r.code != codes.OK || r.server != "edge" || r.route != monitor.RouteCascadeEdge || r.reason != reasonPrimarySlow {
+					if r := e.infer(t, tc.deadline); r.code != codes.OK || r.server != "edge" || r.route != monitor.RouteCascadeEdge || r.reason != route.ReasonPrimarySlow {
 						t.Fatalf("call %d: unsure edge, hung primary: %+v, want the edge's answer marked primary_slow", i, r)
 					}
 				}
@@ -772,7 +777,7 @@ func TestRouteStreamRetriedWhenPrimaryRefuses(t *testing.T) {
 	for _, nonIdem := range []bool{false, true} {
 		t.Run(fmt.Sprint("non_idempotent=", nonIdem), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				e := newRouteEnv(t, func(rc *RouteConfig, _ *RouterOptions, _ *BreakerConfig) { rc.NonIdempotent = nonIdem })
+				e := newRouteEnv(t, func(rc *route.RouteConfig, _ *route.RouterOptions, _ *BreakerConfig) { rc.NonIdempotent = nonIdem })
 				e.pri.kill()
 				// Until the proxy's connection notices, a stream may still open
 				// on it and break mid-way (EOF): not the case under test.
@@ -801,7 +806,7 @@ func TestRouteStreamRetriedWhenPrimaryRefuses(t *testing.T) {
 				}
 				hdr, _ := s.Header()
 				if resp.InferResponse.Id != "edge" || resp.InferResponse.ModelName != "small" ||
-					hdr.Get(grpcwire.HeaderRoute)[0] != monitor.RouteFallback || hdr.Get(grpcwire.HeaderRouteReason)[0] != reasonRetry {
+					hdr.Get(grpcwire.HeaderRoute)[0] != monitor.RouteFallback || hdr.Get(grpcwire.HeaderRouteReason)[0] != route.ReasonRetry {
 					t.Errorf("answer %v with header %v, want the edge's small, marked fallback/retry", resp.InferResponse, hdr)
 				}
 				s.CloseSend()
@@ -841,7 +846,7 @@ func (b panickyBatcher) Do(ctx context.Context, r batcher.Request) (batcher.Resu
 func TestRouteProbePanicFreesItsSlot(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var panics atomic.Bool
-		e := newRouteEnvWith(t, func(_ *RouteConfig, _ *RouterOptions, bc *BreakerConfig) { bc.SlowStart = time.Nanosecond },
+		e := newRouteEnvWith(t, func(_ *route.RouteConfig, _ *route.RouterOptions, bc *BreakerConfig) { bc.SlowStart = time.Nanosecond },
 			WithBatcher(panickyBatcher{&panics}))
 		e.pri.set(behaveError)
 		e.tripPrimary(t)
@@ -889,7 +894,7 @@ func (h blockingHandler) WithGroup(string) slog.Handler      { return h }
 func TestBreakerChangeNeverWaitsOnTheLog(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := blockingHandler{release: make(chan struct{}), mu: &sync.Mutex{}, msgs: &[]string{}}
-		e := newRouteEnv(t, func(_ *RouteConfig, ro *RouterOptions, _ *BreakerConfig) { ro.Logger = slog.New(h) })
+		e := newRouteEnv(t, func(_ *route.RouteConfig, ro *route.RouterOptions, _ *BreakerConfig) { ro.Logger = slog.New(h) })
 		var releaseOnce sync.Once
 		release := func() { releaseOnce.Do(func() { close(h.release) }) }
 		t.Cleanup(release) // before the env's: a failed run must not hang its cleanup

@@ -3,8 +3,6 @@ package proxy
 import (
 	"context"
 	"errors"
-	"github.com/infergate/infergate/proxy/route"
-	"slices"
 	"sync/atomic"
 	"time"
 
@@ -12,64 +10,14 @@ import (
 
 	"github.com/infergate/infergate/monitor"
 	"github.com/infergate/infergate/proto/wire"
+	"github.com/infergate/infergate/proxy/route"
 )
-
-// Why a call was answered by a route other than its primary; the values of
-// grpcwire.HeaderRouteReason and of the reason label of the route metrics.
-const (
-	reasonBreaker       = "breaker_open"
-	reasonAlert         = "alert"
-	reasonForced        = "forced"
-	reasonRetry         = "retry"
-	reasonHedge         = "hedge"
-	reasonShedInFlight  = "shed_in_flight"
-	reasonShedDeadline  = "shed_deadline"
-	reasonShedQueueFull = "shed_queue_full"
-	reasonSlowStart     = "slow_start"
-	reasonLowConfidence = "low_confidence"
-	reasonConfident     = "confident"
-	reasonEdgeFailed    = "edge_failed"
-	reasonPrimaryFailed = "primary_failed"
-	reasonPrimarySlow   = "primary_slow"
-)
-
-// fallbackReasons lists the reasons a call goes to the fallback, in the
-// order of routeCounters.fallback.
-var fallbackReasons = [...]string{reasonBreaker, reasonSlowStart, reasonAlert, reasonForced, reasonRetry, reasonHedge,
-	reasonShedInFlight, reasonShedDeadline, reasonShedQueueFull}
-
-// shedReasons lists why a call was rejected, in the order of
-// routeCounters.shed.
-var shedReasons = [...]string{reasonShedInFlight, reasonShedDeadline}
-
-// routeCounters are one model's route metrics.
-type routeCounters struct {
-	primary, fallback, cascadeEdge, cascadeEscalated atomic.Uint64
-	fallbackBy                                       [len(fallbackReasons)]atomic.Uint64
-	shed                                             [len(shedReasons)]atomic.Uint64
-	hedges, hedgesWon, retries, retriesWon           atomic.Uint64
-	// degraded counts successful answers from the fallback model.
-	degraded atomic.Uint64
-}
-
-func (c *routeCounters) fellBack(reason string) {
-	if i := slices.Index(fallbackReasons[:], reason); i >= 0 {
-		c.fallbackBy[i].Add(1)
-	}
-}
-
-// wasShed counts a call rejected at once for reason.
-func (c *routeCounters) wasShed(reason string) {
-	if i := slices.Index(shedReasons[:], reason); i >= 0 {
-		c.shed[i].Add(1)
-	}
-}
 
 // routedCall is one unary call of a model the router knows, with the
 // targets and the breaker its Pick gave it.
 type routedCall struct {
 	call
-	mr  *modelRoute
+	mr  *route.ModelRoute
 	pb  *route.Breaker // the primary's breaker, nil if none
 	pri target
 	fb  *target // nil: no fallback (none configured, or forced onto the primary)
@@ -84,50 +32,51 @@ type routedCall struct {
 // Pick sends it: the primary (hedged, retried: hedge.go, retry.go), the
 // fallback, or a cascade (cascade.go).
 func (p *Proxy) routeUnary(rc *routedCall, up *Upstream, ss side, o outcome) outcome {
-	info := pickInfo{model: rc.model}
-	info.deadline, _ = rc.ctx.Deadline()
+	info := route.PickInfo{Model: rc.model}
+	info.Deadline, _ = rc.ctx.Deadline()
 	pk := p.router.Pick(up, info)
-	defer pk.release()
-	if pk.probe != nil {
-		defer pk.done(route.VerdictNone) // a no-op once reported
+	defer pk.Release()
+	if pk.Probe != nil {
+		defer pk.Done(route.VerdictNone) // a no-op once reported
 	}
-	if pk.mr == nil && pk.pb == nil {
+	if pk.ModelRoute == nil && pk.Breaker == nil {
 		return p.reply(ss, rc.attempt(rc.ctx, target{up: up}, attemptPrimary), monitor.RoutePrimary, "", up, o, nil)
 	}
-	if pk.err != nil {
-		var sh *shedError
-		if errors.As(pk.err, &sh) {
-			pk.mr.live.counters.wasShed(sh.reason)
+	if pk.Err != nil {
+		var sh *route.ShedError
+		if errors.As(pk.Err, &sh) {
+			pk.ModelRoute.Live().Counters.WasShed(sh.Reason)
 		}
-		o.err = pk.err
+		o.err = pk.Err
 		return o
 	}
-	rc.mr, rc.pb, rc.pri = pk.mr, pk.pb, pk.pri
-	rc.once = pk.mr != nil && pk.mr.cfg.NonIdempotent
-	if pk.mr == nil {
+	rc.mr, rc.pb, rc.pri = pk.ModelRoute, pk.Breaker, targetOf(pk.Primary)
+	rc.once = pk.ModelRoute != nil && pk.ModelRoute.Config().NonIdempotent
+	if pk.ModelRoute == nil {
 		// A model without a route on an upstream with a breaker.
 		a := rc.attempt(rc.ctx, rc.pri, attemptPrimary)
-		rc.report(pk.probe, a)
-		if pk.pb.Model() == "" && verdictOf(pk.pb, a) == route.VerdictFailed {
+		rc.report(pk.Probe, a)
+		if pk.Breaker.Model() == "" && verdictOf(pk.Breaker, a) == route.VerdictFailed {
 			// Its first failure there gives it a breaker of its own:
 			// model names are the client's, so only the ones the server
 			// fails for become state.
-			if b := p.router.directedBreaker(rc.pri.up, rc.model); b != pk.pb {
+			if b := p.router.DirectedBreaker(rc.pri.up, rc.model); b != pk.Breaker {
 				b.RecordOwn(route.VerdictFailed)
 			}
 		}
 		return p.reply(ss, a, monitor.RoutePrimary, "", rc.pri.up, o, nil)
 	}
-	if pk.hasFallback {
-		rc.fb = &pk.fb
+	if pk.HasFallback {
+		fb := targetOf(pk.Fallback)
+		rc.fb = &fb
 	}
-	switch pk.route {
+	switch pk.Route {
 	case monitor.RouteFallback:
-		return rc.viaFallback(ss, o, pk.reason)
-	case RouteCascadeMode:
+		return rc.viaFallback(ss, o, pk.Reason)
+	case route.RouteCascadeMode:
 		return rc.cascade(ss, o)
 	}
-	return rc.viaPrimary(ss, o, pk.probe)
+	return rc.viaPrimary(ss, o, pk.Probe)
 }
 
 // viaFallback answers from the fallback.
@@ -138,9 +87,9 @@ func (c *routedCall) viaFallback(ss side, o outcome, reason string) outcome {
 
 // fromFallback answers with the fallback's result a, counted for reason.
 func (c *routedCall) fromFallback(ss side, a attemptResult, reason string, o outcome) outcome {
-	c.mr.live.counters.fallback.Add(1)
-	c.mr.live.counters.fellBack(reason)
-	return c.p.reply(ss, a, monitor.RouteFallback, reason, c.fb.up, o, &c.mr.live.counters)
+	c.mr.Live().Counters.Fallback.Add(1)
+	c.mr.Live().Counters.FellBack(reason)
+	return c.p.reply(ss, a, monitor.RouteFallback, reason, c.fb.up, o, &c.mr.Live().Counters)
 }
 
 // viaPrimary sends the call to the primary, hedged to the fallback when
@@ -149,24 +98,24 @@ func (c *routedCall) fromFallback(ss side, a attemptResult, reason string, o out
 // report, nil when closed.
 func (c *routedCall) viaPrimary(ss side, o outcome, probe func(route.Verdict)) outcome {
 	if c.fb != nil || c.pooledPrimary() {
-		c.p.router.table.Load().budget.Deposit()
+		c.p.router.Budget().Deposit()
 	}
 	a, h, hedged := c.primary(probe)
 	if h != nil && h.err == nil && (a.err != nil || a.resp == nil) {
-		c.mr.live.counters.hedgesWon.Add(1)
+		c.mr.Live().Counters.HedgesWon.Add(1)
 		if h.endpointHedge {
 			// Another replica of the primary answered: the primary's
 			// answer, not a degraded one.
-			c.mr.live.counters.primary.Add(1)
-			return c.p.reply(ss, *h, monitor.RoutePrimary, "", c.pri.up, o, &c.mr.live.counters)
+			c.mr.Live().Counters.Primary.Add(1)
+			return c.p.reply(ss, *h, monitor.RoutePrimary, "", c.pri.up, o, &c.mr.Live().Counters)
 		}
-		return c.fromFallback(ss, *h, reasonHedge, o)
+		return c.fromFallback(ss, *h, route.ReasonHedge, o)
 	}
 	if f, reason, ok := c.retry(a, hedged); ok {
 		return c.fromFallback(ss, f, reason, o)
 	}
-	c.mr.live.counters.primary.Add(1)
-	return c.p.reply(ss, a, monitor.RoutePrimary, "", c.pri.up, o, &c.mr.live.counters)
+	c.mr.Live().Counters.Primary.Add(1)
+	return c.p.reply(ss, a, monitor.RoutePrimary, "", c.pri.up, o, &c.mr.Live().Counters)
 }
 
 // tryFallback sends the call to the fallback (why: the reason, for its
@@ -175,13 +124,13 @@ func (c *routedCall) viaPrimary(ss side, o outcome, probe func(route.Verdict)) o
 // fails at once, so a model whose primary and fallback are both down gets
 // an explicit answer without waiting on either.
 func (c *routedCall) tryFallback(ctx context.Context, why string) attemptResult {
-	b := c.mr.fallback
+	b := c.mr.FallbackBreaker()
 	if b == nil {
 		return c.attempt(ctx, *c.fb, why)
 	}
 	probe, ok := b.Admit()
 	if !ok {
-		return attemptResult{err: &breakerOpenError{upstream: c.fb.up.Name(), model: c.model, fallback: true}}
+		return attemptResult{err: &route.BreakerOpenError{Upstream: c.fb.up.Name(), Model: c.model, Fallback: true}}
 	}
 	if probe != nil {
 		defer probe(route.VerdictNone) // a no-op once reported

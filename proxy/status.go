@@ -12,6 +12,7 @@ import (
 
 	"github.com/infergate/infergate/batcher"
 	"github.com/infergate/infergate/budget"
+	"github.com/infergate/infergate/proxy/route"
 )
 
 // The status edge. Inner code (the picker, attempts, the pumps) returns
@@ -36,32 +37,6 @@ type upstreamError struct {
 
 func (e *upstreamError) Error() string { return "upstream " + e.upstream + ": " + e.err.Error() }
 func (e *upstreamError) Unwrap() error { return e.err }
-
-// breakerOpenError: an upstream's circuit breaker refused the call. model
-// is empty for a model without a route; fallback marks the breaker of a
-// route's fallback upstream.
-type breakerOpenError struct {
-	upstream, model string
-	fallback        bool
-}
-
-func (e *breakerOpenError) Error() string {
-	switch {
-	case e.fallback:
-		return fmt.Sprintf("model %s: fallback upstream %s: circuit breaker open; retry later", e.model, e.upstream)
-	case e.model != "":
-		return fmt.Sprintf("upstream %s: circuit breaker open for model %s; retry later", e.upstream, e.model)
-	}
-	return fmt.Sprintf("upstream %s: circuit breaker open; retry later", e.upstream)
-}
-
-// shedError: a route rejected the call at once (no fallback to take it).
-type shedError struct {
-	reason string // reasonShedInFlight, reasonShedDeadline
-	msg    string
-}
-
-func (e *shedError) Error() string { return e.msg }
 
 // rewriteError: the request could not be readdressed to the fallback model.
 type rewriteError struct {
@@ -120,8 +95,8 @@ func statusOf(err error) error {
 	}
 	var (
 		up  *upstreamError
-		bo  *breakerOpenError
-		sh  *shedError
+		bo  *route.BreakerOpenError
+		sh  *route.ShedError
 		rw  *rewriteError
 		pt  *proxyTimeoutError
 		inf *inFlightError
@@ -143,7 +118,7 @@ func statusOf(err error) error {
 	case errors.As(err, &bo):
 		return status.Error(codes.Unavailable, "infergate: "+bo.Error())
 	case errors.As(err, &sh):
-		return status.Error(codes.ResourceExhausted, "infergate: "+sh.msg)
+		return status.Error(codes.ResourceExhausted, "infergate: "+sh.Msg)
 	case errors.As(err, &fe):
 		return status.Error(codes.ResourceExhausted, "infergate: "+fe.Error())
 	case errors.As(err, &rw):

@@ -14,6 +14,7 @@ import (
 
 	"github.com/infergate/infergate/batcher"
 	"github.com/infergate/infergate/batcher/merge"
+	"github.com/infergate/infergate/proxy/route"
 )
 
 // Every kind of error the call path returns, and the status the client
@@ -34,13 +35,13 @@ func TestStatusOf(t *testing.T) {
 			codes.Unavailable, "model server overloaded"},
 		{"proxy's client failed", &upstreamError{upstream: "pri", err: refused},
 			codes.Unavailable, "infergate: upstream pri: connection refused"},
-		{"breaker open, no route", &breakerOpenError{upstream: "pri"},
+		{"breaker open, no route", &route.BreakerOpenError{Upstream: "pri"},
 			codes.Unavailable, "infergate: upstream pri: circuit breaker open; retry later"},
-		{"breaker open, model", &breakerOpenError{upstream: "pri", model: "big"},
+		{"breaker open, model", &route.BreakerOpenError{Upstream: "pri", Model: "big"},
 			codes.Unavailable, "infergate: upstream pri: circuit breaker open for model big; retry later"},
-		{"fallback's breaker open", &breakerOpenError{upstream: "edge", model: "big", fallback: true},
+		{"fallback's breaker open", &route.BreakerOpenError{Upstream: "edge", Model: "big", Fallback: true},
 			codes.Unavailable, "infergate: model big: fallback upstream edge: circuit breaker open; retry later"},
-		{"shed", &shedError{reason: reasonShedInFlight, msg: "model big: 8 calls in flight"},
+		{"shed", &route.ShedError{Reason: route.ReasonShedInFlight, Msg: "model big: 8 calls in flight"},
 			codes.ResourceExhausted, "infergate: model big: 8 calls in flight"},
 		{"rewrite", &rewriteError{model: "small", err: errors.New("truncated")},
 			codes.InvalidArgument, "infergate: cannot address the request to model small: truncated"},

@@ -14,6 +14,7 @@ import (
 	"github.com/infergate/infergate/monitor"
 	"github.com/infergate/infergate/proto/methods"
 	"github.com/infergate/infergate/proto/wire"
+	"github.com/infergate/infergate/proxy/route"
 )
 
 // bidiDesc describes every proxied stream: the proxy does not know a
@@ -37,7 +38,7 @@ func (p *Proxy) stream(ctx context.Context, up *Upstream, method string, kind wi
 	// With a router, a model's stream is routed like its unary calls: its
 	// first frame is read before the upstream stream opens.
 	var sr streamRoute
-	if p.router != nil && kind != 0 && methods.IsInference(method) && !p.router.idle(up) {
+	if p.router != nil && kind != 0 && methods.IsInference(method) && !p.router.Idle(up) {
 		var err error
 		if sr, err = p.routeStream(ss, up, kind, st); err != nil {
 			o.err = err
@@ -69,12 +70,12 @@ func (p *Proxy) stream(ctx context.Context, up *Upstream, method string, kind wi
 			h.done(noVerdict(p.now()), 0, false)
 			h = up.holdEndpoint(p.now(), "")
 			if cs, err = h.ep.Conn().NewStream(upCtx, &bidiDesc, method, opts...); err == nil {
-				sr.mr.live.counters.retriesWon.Add(1)
+				sr.mr.Live().Counters.RetriesWon.Add(1)
 			}
 		}
 	}
 	if sr.mr != nil && sr.route == monitor.RoutePrimary {
-		sr.mr.live.counters.primary.Add(1)
+		sr.mr.Live().Counters.Primary.Add(1)
 	}
 	if err != nil {
 		o.upstream = since(p.now, t0)
@@ -117,7 +118,7 @@ func (p *Proxy) stream(ctx context.Context, up *Upstream, method string, kind wi
 	if sr.mr != nil && sr.route == monitor.RouteFallback && o.err == nil {
 		// A stream the fallback answered is a degraded response, as a
 		// unary call's answer from it is.
-		sr.mr.live.counters.degraded.Add(1)
+		sr.mr.Live().Counters.Degraded.Add(1)
 	}
 	return o
 }
@@ -286,7 +287,7 @@ type streamRoute struct {
 	// mr is the model's route, nil for a model without one: its
 	// counters take the stream once it is open (a retry may still turn
 	// a primary stream into a fallback one).
-	mr *modelRoute
+	mr *route.ModelRoute
 	// retry, on the primary route of a model with a fallback, is the
 	// route to take when the primary stream could not be opened (nothing
 	// reached the upstream): false when that is not safe or allowed.
@@ -313,32 +314,32 @@ func (p *Proxy) routeStream(ss grpc.ServerStream, up *Upstream, kind wire.Target
 	st.bytesIn.Add(int64(f.Len()))
 	st.setTarget(kind, f)
 	model, _ := st.target()
-	pk := p.router.Pick(up, pickInfo{model: model, stream: true})
-	if pk.err != nil {
-		return sr, pk.err
+	pk := p.router.Pick(up, route.PickInfo{Model: model, Stream: true})
+	if pk.Err != nil {
+		return sr, pk.Err
 	}
-	if pk.mr == nil {
+	if pk.ModelRoute == nil {
 		return sr, nil
 	}
-	mr := pk.mr
-	sr.up, sr.mr = pk.pri.up, mr
-	if pk.route == monitor.RoutePrimary {
-		if pk.hasFallback {
+	mr := pk.ModelRoute
+	sr.up, sr.mr = targetOf(pk.Primary).up, mr
+	if pk.Route == monitor.RoutePrimary {
+		if pk.HasFallback {
 			sr.retry = func(openErr error) (streamRoute, bool) {
-				return p.retryStream(sr, mr, pk.pb, pk.fb, kind, openErr)
+				return p.retryStream(sr, mr, pk.Breaker, targetOf(pk.Fallback), kind, openErr)
 			}
 		}
 		return sr, nil
 	}
-	if mr.fallbackOpen() {
-		return sr, &breakerOpenError{upstream: mr.fallback.Name(), model: model, fallback: true}
+	if mr.FallbackOpen() {
+		return sr, &route.BreakerOpenError{Upstream: mr.FallbackBreaker().Name(), Model: model, Fallback: true}
 	}
-	return fallbackStream(sr, mr, pk.fb, kind, pk.reason), nil
+	return fallbackStream(sr, mr, targetOf(pk.Fallback), kind, pk.Reason), nil
 }
 
 // fallbackStream readdresses a stream's route to the model's fallback
 // target fb (Pick's).
-func fallbackStream(sr streamRoute, mr *modelRoute, fb target, kind wire.TargetKind, reason string) streamRoute {
+func fallbackStream(sr streamRoute, mr *route.ModelRoute, fb target, kind wire.TargetKind, reason string) streamRoute {
 	sr.retry = nil
 	sr.up = fb.up
 	sr.route, sr.reason = monitor.RouteFallback, reason
@@ -350,7 +351,7 @@ func fallbackStream(sr streamRoute, mr *modelRoute, fb target, kind wire.TargetK
 		}
 		return NewFrame(b), nil
 	}
-	mr.live.counters.fallback.Add(1)
-	mr.live.counters.fellBack(reason)
+	mr.Live().Counters.Fallback.Add(1)
+	mr.Live().Counters.FellBack(reason)
 	return sr
 }

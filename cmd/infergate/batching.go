@@ -12,7 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/infergate/infergate/batcher"
-	"github.com/infergate/infergate/proxy"
+	"github.com/infergate/infergate/proxy/route"
 )
 
 // batchingProblems is the rule of the batching section that speaks of
@@ -93,7 +93,7 @@ func batchingOn(s batcher.Settings) bool {
 }
 
 // nonIdempotentModels are the models whose routes say idempotent: false.
-func nonIdempotentModels(r proxy.RoutingConfig) map[string]bool {
+func nonIdempotentModels(r route.RoutingConfig) map[string]bool {
 	out := map[string]bool{}
 	for _, rs := range r.Routes {
 		if rs.Idempotent != nil && !*rs.Idempotent {
@@ -109,7 +109,7 @@ func nonIdempotentModels(r proxy.RoutingConfig) map[string]bool {
 // would have to ignore one. A model batched by batching.auto is not
 // known until the upstream is asked; the batcher does not re-send its
 // calls either, and idempotencyWarnings says so at start.
-func idempotencyProblems(s batcher.Settings, r proxy.RoutingConfig) []error {
+func idempotencyProblems(s batcher.Settings, r route.RoutingConfig) []error {
 	var errs []error
 	models := s.Config().Models
 	for _, name := range sortedKeys(nonIdempotentModels(r)) {
@@ -123,7 +123,7 @@ func idempotencyProblems(s batcher.Settings, r proxy.RoutingConfig) []error {
 // idempotencyWarnings logs, at start, the models batching.auto may batch
 // with retry_unbatched whose routes say idempotent: false: for them
 // retry_unbatched does not apply.
-func idempotencyWarnings(s batcher.Settings, r proxy.RoutingConfig, log *slog.Logger) {
+func idempotencyWarnings(s batcher.Settings, r route.RoutingConfig, log *slog.Logger) {
 	cfg := s.Config()
 	if cfg.Auto == nil || !cfg.Auto.RetryUnbatched {
 		return

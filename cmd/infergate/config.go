@@ -22,6 +22,7 @@ import (
 	"github.com/infergate/infergate/monitor"
 	"github.com/infergate/infergate/monitor/gpu"
 	"github.com/infergate/infergate/proxy"
+	"github.com/infergate/infergate/proxy/route"
 	"github.com/infergate/infergate/tracing"
 
 	"go.yaml.in/yaml/v3"
@@ -36,7 +37,7 @@ type Config struct {
 	Listen string `yaml:"listen"`
 	// RoutingConfig is the routing part, at the top level of the file:
 	// upstream, upstreams, breaker, routes, retry_budget.
-	proxy.RoutingConfig `yaml:",inline"`
+	route.RoutingConfig `yaml:",inline"`
 	// Config is the proxy's own settings, at the top level of the file:
 	// max_message_bytes, upstream_conns, upstream_timeout,
 	// upstream_keepalive_time, max_in_flight.
@@ -99,7 +100,7 @@ type Config struct {
 	adminToken string
 	// routes is RoutingConfig as validate checked and converted it, the
 	// plan startRouting dials.
-	routes *proxy.RoutePlan
+	routes *route.Plan
 	// args is the command line the configuration was read from: a
 	// reload applies it again over the file (flags win).
 	args []string
@@ -599,7 +600,7 @@ var flags = []flagRow{
 	{"fallback", "routes", "MODEL=HOST:PORT[/FALLBACK_MODEL[:VERSION]]: serve MODEL from this fallback while its primary is in trouble (repeatable)",
 		func(fs *flag.FlagSet, name, usage string, c *Config, _ *[]error) {
 			fs.Func(name, usage, func(v string) error {
-				fr, err := proxy.ParseFallback(v)
+				fr, err := route.ParseFallback(v)
 				if err != nil {
 					return err
 				}

@@ -13,6 +13,7 @@ import (
 	"github.com/infergate/infergate/alert"
 	"github.com/infergate/infergate/proto/kservepb"
 	"github.com/infergate/infergate/proxy"
+	"github.com/infergate/infergate/proxy/route"
 )
 
 // A model the model server does not have makes a setting do nothing
@@ -46,7 +47,7 @@ type modelRef struct {
 // models on their primary upstream (def unless the route names one),
 // fallback models on the fallback's upstream, and the models of alert
 // rules and SLOs on the upstream of their model's route, else def.
-func checkModels(ctx context.Context, routes []proxy.RouteConfig, ac *alert.Config, def *proxy.Upstream, log *slog.Logger) {
+func checkModels(ctx context.Context, routes []route.RouteConfig, ac *alert.Config, def *proxy.Upstream, log *slog.Logger) {
 	byUp := map[*proxy.Upstream][]modelRef{}
 	primary := map[string]*proxy.Upstream{}
 	add := func(up *proxy.Upstream, r modelRef) {
@@ -55,7 +56,7 @@ func checkModels(ctx context.Context, routes []proxy.RouteConfig, ac *alert.Conf
 		}
 	}
 	for _, rc := range routes {
-		up := rc.Upstream
+		up, _ := rc.Upstream.(*proxy.Upstream)
 		if up == nil {
 			up = def
 		}
@@ -64,7 +65,7 @@ func checkModels(ctx context.Context, routes []proxy.RouteConfig, ac *alert.Conf
 		if rc.Fallback == nil {
 			continue
 		}
-		fbUp := rc.Fallback.Upstream
+		fbUp, _ := rc.Fallback.Upstream.(*proxy.Upstream)
 		if fbUp == nil {
 			fbUp = up
 		}

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/infergate/infergate/flow"
+	"github.com/infergate/infergate/grpcwire"
 	"github.com/infergate/infergate/proxy"
 )
 
@@ -57,7 +58,7 @@ func (c FlowControlConfig) Problems() []error {
 	header := func(field, v string) {
 		if v == "" {
 			bad(field, "must not be empty")
-		} else if err := proxy.CheckClientHeader(v); err != nil {
+		} else if err := grpcwire.CheckClientHeader(v); err != nil {
 			bad(field, "%v", err)
 		}
 	}

@@ -206,7 +206,7 @@ func serve(ctx context.Context, cfg Config, mem memlimit.Result, log *slog.Logge
 	adm := &admin.Server{
 		Gatherer: reg, Ready: ready.current, Pprof: cfg.Pprof,
 		Monitor: mon, Batcher: bat, GPUs: gt.hub, Correlator: gt.corr,
-		Alerts: al.engine, Token: cfg.adminToken, Router: rt.router, FlowTenants: w.p.FlowTenants,
+		Alerts: al.engine, Token: cfg.adminToken, Router: rt.router, Flow: w.p.Flow, FlowTenants: w.p.FlowTenants,
 	}
 	rl, err := newReloader(cfg, log, w.reload)
 	if err != nil {

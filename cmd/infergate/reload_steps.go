@@ -153,7 +153,7 @@ func routingStep(rt *routing, creds credentials.TransportCredentials, drain time
 			rt.DefaultAddress = addr
 			return fmt.Sprintf("default upstream %s -> %s", from, addr)
 		}
-		ups, dropped, err := next.routes.Reopen(rt.Routing, proxy.UpstreamOptions{
+		ups, dropped, err := proxy.ReopenRouting(next.routes, rt.Routing, proxy.UpstreamOptions{
 			Credentials: creds, MaxMsgSize: old.MaxMessageBytes, Conns: old.UpstreamConns,
 			Keepalive: keepalive.ClientParameters{Time: old.UpstreamKeepaliveTime},
 			Resolver:  dnsResolver(old.UpstreamDNSServer),

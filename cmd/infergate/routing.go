@@ -14,6 +14,7 @@ import (
 	"github.com/infergate/infergate/monitor"
 	"github.com/infergate/infergate/monitor/correlate"
 	"github.com/infergate/infergate/proxy"
+	"github.com/infergate/infergate/proxy/route"
 )
 
 // routing is the upstreams and the router built from the config.
@@ -22,7 +23,7 @@ type routing struct {
 	// router is built whatever the configuration, empty while nothing
 	// is routed (an empty table costs a call nothing), so that a reload
 	// can add routes.
-	router *proxy.Router
+	router *route.Router
 }
 
 // Close closes the router and every upstream's connections.
@@ -35,7 +36,7 @@ func (rt *routing) Close() error {
 // startRouting dials the upstreams of the plan validate made and builds
 // the router over them.
 func startRouting(cfg Config, creds credentials.TransportCredentials, mon *monitor.Registry, log *slog.Logger) (*routing, error) {
-	ups, err := cfg.routes.Open(proxy.UpstreamOptions{
+	ups, err := proxy.OpenRouting(cfg.routes, proxy.UpstreamOptions{
 		Credentials: creds, MaxMsgSize: cfg.MaxMessageBytes, Conns: cfg.UpstreamConns,
 		Keepalive: keepalive.ClientParameters{Time: cfg.UpstreamKeepaliveTime},
 		Resolver:  dnsResolver(cfg.UpstreamDNSServer),
@@ -45,9 +46,9 @@ func startRouting(cfg Config, creds credentials.TransportCredentials, mon *monit
 	}
 	rt := &routing{Routing: ups}
 	opts := ups.Router
-	opts.Latency = proxy.PrimaryLatency(mon)
+	opts.Latency = route.PrimaryLatency(mon)
 	opts.Logger = log
-	if rt.router, err = proxy.NewRouter(opts); err != nil {
+	if rt.router, err = route.NewRouter(opts); err != nil {
 		return nil, errors.Join(err, rt.Close())
 	}
 	return rt, nil
@@ -84,7 +85,7 @@ func dnsResolver(server string) *net.Resolver {
 }
 
 // slowEndpoint is the router's SlowEndpoint as the correlator reads it.
-func slowEndpoint(r *proxy.Router, model string) (correlate.SlowEndpoint, bool) {
+func slowEndpoint(r *route.Router, model string) (correlate.SlowEndpoint, bool) {
 	s, ok := r.SlowEndpoint(model)
 	if !ok {
 		return correlate.SlowEndpoint{}, false

@@ -28,7 +28,7 @@ func TestRoutingConfigFromYAMLAndFlags(t *testing.T) {
 		t.Errorf("--fallback did not replace the file's fallback of bert: %+v", fb)
 	}
 	// The plan validation made is what startRouting opens.
-	rt, err := c.routes.Open(proxy.UpstreamOptions{Conns: c.UpstreamConns}, fakeDial)
+	rt, err := proxy.OpenRouting(c.routes, proxy.UpstreamOptions{Conns: c.UpstreamConns}, fakeDial)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +91,7 @@ func TestUpstreamConnsFromFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	conns := map[string]int{}
-	rt, err := c.routes.Open(proxy.UpstreamOptions{Conns: c.UpstreamConns}, func(target string, o proxy.UpstreamOptions) (*proxy.Upstream, error) {
+	rt, err := proxy.OpenRouting(c.routes, proxy.UpstreamOptions{Conns: c.UpstreamConns}, func(target string, o proxy.UpstreamOptions) (*proxy.Upstream, error) {
 		conns[o.Name] = o.Conns
 		return fakeDial(target, o)
 	})

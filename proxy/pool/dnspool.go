@@ -21,6 +21,13 @@ import (
 // again.
 const DefaultResolveEvery = 5 * time.Second
 
+// PlainHostPort says whether target is host:port with no scheme, what a
+// movable upstream and the fast path dial.
+func PlainHostPort(target string) bool {
+	_, _, err := net.SplitHostPort(target)
+	return err == nil && !strings.Contains(target, "/")
+}
+
 // DNSTarget returns the host and port of a dns:///host:port target.
 func DNSTarget(target string) (host, port string, ok bool) {
 	rest, ok := strings.CutPrefix(target, "dns:///")

@@ -17,6 +17,10 @@ import (
 	"time"
 )
 
+// MaxConns bounds the connections to one endpoint (the proxy's
+// upstream_conns, an upstream's conns).
+const MaxConns = 64
+
 // Pool is the endpoints of one upstream. Its zero value is an empty pool:
 // Init it, then Set its endpoints.
 type Pool struct {

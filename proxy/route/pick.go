@@ -1,8 +1,7 @@
-package proxy
+package route
 
 import (
 	"fmt"
-	"github.com/infergate/infergate/proxy/route"
 	"math"
 	"sync/atomic"
 	"time"
@@ -29,11 +28,11 @@ import (
 // The breaker ranks above an alert because it knows more: an open breaker
 // refuses the primary outright, while an alert still lets a probe through.
 
-// target is where one attempt goes.
-type target struct {
-	up             *Upstream
-	model, version string
-	rewrite        bool // the request's model name and version are replaced
+// Target is where one attempt goes.
+type Target struct {
+	Up             Upstream
+	Model, Version string
+	Rewrite        bool // the request's model name and version are replaced
 }
 
 // decision is a model's route now.
@@ -41,8 +40,8 @@ type decision struct {
 	// route is RoutePrimaryMode, RouteFallbackMode or RouteCascadeMode.
 	route string
 	// reason is what HeaderRouteReason says of a call the route sends to
-	// the fallback (reasonForced, reasonBreaker, reasonAlert,
-	// reasonSlowStart); "" on the configured route.
+	// the fallback (ReasonForced, ReasonBreaker, ReasonAlert,
+	// ReasonSlowStart); "" on the configured route.
 	reason string
 	// why says the same for people: the admin API and the log.
 	why string
@@ -51,13 +50,13 @@ type decision struct {
 // decide is the table of precedence above, for a model's route mr whose
 // primary has the breaker pb (nil: none). It reads atomics and the
 // immutable route; it never blocks and changes nothing.
-func (mr *modelRoute) decide(pb *route.Breaker) decision {
+func (mr *ModelRoute) decide(pb *Breaker) decision {
 	hasFallback := mr.cfg.Fallback != nil
 	switch {
 	case mr.forced == ForcePrimary:
 		return decision{route: RoutePrimaryMode, why: "forced by the operator"}
 	case mr.forced == ForceFallback && hasFallback:
-		return decision{route: RouteFallbackMode, reason: reasonForced, why: "forced by the operator"}
+		return decision{route: RouteFallbackMode, reason: ReasonForced, why: "forced by the operator"}
 	case pb != nil && pb.Gate() != BreakerClosed:
 		why := "breaker of " + pb.GateName() + " " + pb.Gate().String()
 		if !hasFallback {
@@ -66,16 +65,16 @@ func (mr *modelRoute) decide(pb *route.Breaker) decision {
 			} else {
 				why += ": probe calls only (no fallback)"
 			}
-			return decision{route: RoutePrimaryMode, reason: reasonBreaker, why: why}
+			return decision{route: RoutePrimaryMode, reason: ReasonBreaker, why: why}
 		}
-		if mr.fallbackOpen() {
+		if mr.FallbackOpen() {
 			why += "; breaker of the fallback " + mr.fallback.GateName() + " open too: calls fail at once"
 		}
-		return decision{route: RouteFallbackMode, reason: reasonBreaker, why: why}
+		return decision{route: RouteFallbackMode, reason: ReasonBreaker, why: why}
 	case mr.alert != "" && hasFallback:
-		return decision{route: RouteFallbackMode, reason: reasonAlert, why: "alert " + mr.alert + " firing"}
+		return decision{route: RouteFallbackMode, reason: ReasonAlert, why: "alert " + mr.alert + " firing"}
 	case hasFallback && mr.cfg.Cascade == nil && pb != nil && pb.Share() < 1:
-		return decision{route: RouteFallbackMode, reason: reasonSlowStart,
+		return decision{route: RouteFallbackMode, reason: ReasonSlowStart,
 			why: fmt.Sprintf("slow start: %.0f%% of calls back on %s", 100*pb.Share(), pb.GateName())}
 	case mr.cfg.Cascade != nil && hasFallback:
 		return decision{route: RouteCascadeMode}
@@ -87,26 +86,26 @@ func (mr *modelRoute) decide(pb *route.Breaker) decision {
 // upstream (default: the primary's, pri) and model (default: the one the
 // client named), the request readdressed. The one place a fallback is
 // resolved, for calls, streams and the admin API.
-func (mr *modelRoute) fallbackTarget(model string, pri *Upstream) target {
+func (mr *ModelRoute) fallbackTarget(model string, pri Upstream) Target {
 	fb := mr.cfg.Fallback
-	t := target{up: fb.Upstream, model: fb.Model, version: fb.Version, rewrite: true}
-	if t.up == nil {
-		t.up = pri
+	t := Target{Up: fb.Upstream, Model: fb.Model, Version: fb.Version, Rewrite: true}
+	if t.Up == nil {
+		t.Up = pri
 	}
-	if t.model == "" {
-		t.model = model
+	if t.Model == "" {
+		t.Model = model
 	}
 	return t
 }
 
 // primaryBreaker is the model's breaker on a route's primary when the
 // director chose up: on the route's own upstream, or, for a route whose
-// primary is the director's choice, on up (directedBreaker).
-func (r *Router) primaryBreaker(mr *modelRoute, up *Upstream) *route.Breaker {
+// primary is the director's choice, on up (DirectedBreaker).
+func (r *Router) primaryBreaker(mr *ModelRoute, up Upstream) *Breaker {
 	if mr.primary != nil || mr.cfg.Upstream != nil {
 		return mr.primary
 	}
-	return r.directedBreaker(up, mr.cfg.Model)
+	return r.DirectedBreaker(up, mr.cfg.Model)
 }
 
 // maxDirected bounds the model breakers made on demand: model names come
@@ -118,20 +117,20 @@ const maxDirected = 1024
 
 // knownBreaker is model's breaker on up if it has one already, else up's
 // own (nil when up has none): it makes nothing.
-func (r *Router) knownBreaker(up *Upstream, model string) *route.Breaker {
+func (r *Router) knownBreaker(up Upstream, model string) *Breaker {
 	t := r.table.Load()
 	if b, ok := t.directed.Load(modelKey{up, model}); ok {
-		return b.(*route.Breaker)
+		return b.(*Breaker)
 	}
 	return t.breakers[up]
 }
 
-// directedBreaker is model's breaker on up, an upstream with a breaker,
+// DirectedBreaker is model's breaker on up, an upstream with a breaker,
 // for a model the table has none for: a route's primary that is the
 // Director's choice (made at its first call), a model without a route
 // (made at its first failure there), with up's settings. nil when up has no breaker; up's own
 // breaker for model "" and past maxDirected.
-func (r *Router) directedBreaker(up *Upstream, model string) *route.Breaker {
+func (r *Router) DirectedBreaker(up Upstream, model string) *Breaker {
 	t := r.table.Load()
 	conn := t.breakers[up]
 	if conn == nil || model == "" || len(model) > monitor.DefaultMaxLabelBytes || !utf8.ValidString(model) {
@@ -139,7 +138,7 @@ func (r *Router) directedBreaker(up *Upstream, model string) *route.Breaker {
 	}
 	k := modelKey{up, model}
 	if b, ok := t.directed.Load(k); ok {
-		return b.(*route.Breaker)
+		return b.(*Breaker)
 	}
 	if t.ndirected.Add(1) > maxDirected {
 		t.ndirected.Add(-1)
@@ -149,57 +148,57 @@ func (r *Router) directedBreaker(up *Upstream, model string) *route.Breaker {
 	if loaded {
 		t.ndirected.Add(-1)
 	}
-	return b.(*route.Breaker)
+	return b.(*Breaker)
 }
 
-// pickInfo is what Pick knows of a call when it is routed.
-type pickInfo struct {
-	model  string
-	stream bool
-	// deadline is the call's deadline; zero for none.
-	deadline time.Time
+// PickInfo is what Pick knows of a call when it is routed.
+type PickInfo struct {
+	Model  string
+	Stream bool
+	// Deadline is the call's deadline; zero for none.
+	Deadline time.Time
 }
 
 // Pick is where one call goes: its route, the targets its attempts may
 // use, and what it reports back.
 type Pick struct {
-	// route is monitor.RoutePrimary, monitor.RouteFallback, or
+	// Route is monitor.RoutePrimary, monitor.RouteFallback, or
 	// RouteCascadeMode for a cascade (which answers cascade_edge or
 	// cascade_escalated).
-	route  string
-	reason string
-	// err refuses the call (a breaker open without a fallback, a shed);
+	Route  string
+	Reason string
+	// Err refuses the call (a breaker open without a fallback, a shed);
 	// nothing is sent.
-	err error
+	Err error
 
-	pri target
-	// fb is the fallback target; valid when hasFallback. A call forced
-	// onto its primary has none: no hedge, no retry.
-	fb          target
-	hasFallback bool
+	Primary Target
+	// Fallback is the fallback target; valid when HasFallback. A call
+	// forced onto its primary has none: no hedge, no retry.
+	Fallback    Target
+	HasFallback bool
 
-	mr *modelRoute    // nil: the model has no route
-	pb *route.Breaker // the primary's breaker, nil if none
-	// probe is the primary's half-open probe report; nil in the closed
+	ModelRoute *ModelRoute // nil: the model has no route
+	Breaker    *Breaker    // the primary's breaker, nil if none
+	// Probe is the primary's half-open probe report; nil in the closed
 	// state, where a verdict is recorded in the window instead.
-	probe func(route.Verdict)
-	// inFlight is the model's in-flight count the call holds; release
+	Probe func(Verdict)
+	// inFlight is the model's in-flight count the call holds; Release
 	// gives it back.
 	inFlight *atomic.Int64
 }
 
-// plain says that Pick would send a unary call of model to up as it is and
+// Plain says that Pick would send a unary call of model to up as it is and
 // take nothing for it: no route for the model, no breaker on up. Such a
-// call may take the fast path (fastpath.go), which reports no verdict.
-func (r *Router) plain(up *Upstream, model string) bool {
+// call may take the proxy's fast path, which reports no verdict.
+func (r *Router) Plain(up Upstream, model string) bool {
 	t := r.table.Load()
 	return t.models[model] == nil && t.breakers[up] == nil
 }
 
-// idle says that Pick would send every call to up as it is: no model has
+// Idle says that Pick would send every call to up as it is: no model has
 // a route and up has no breaker. A stream is then not held back to read
 // its first message before it opens upstream.
-func (r *Router) idle(up *Upstream) bool {
+func (r *Router) Idle(up Upstream) bool {
 	t := r.table.Load()
 	return len(t.models) == 0 && t.breakers[up] == nil
 }
@@ -207,73 +206,73 @@ func (r *Router) idle(up *Upstream) bool {
 // Pick routes one call of a model the director sent to up. It never
 // blocks and changes no route: what it takes for the call (a half-open
 // probe's slot, a turn in the slow start or the alert's probes, a place
-// under the model's in-flight cap) the call gives back through done and
-// release.
-func (r *Router) Pick(up *Upstream, info pickInfo) (pk Pick) {
-	pk.route = monitor.RoutePrimary
-	pk.pri = target{up: up}
-	mr := r.table.Load().models[info.model]
+// under the model's in-flight cap) the call gives back through Done and
+// Release.
+func (r *Router) Pick(up Upstream, info PickInfo) (pk Pick) {
+	pk.Route = monitor.RoutePrimary
+	pk.Primary = Target{Up: up}
+	mr := r.table.Load().models[info.Model]
 	if mr == nil {
 		// A model without a route on an upstream with a breaker: its
-		// breaker there (made at its first failure, routeUnary), or the
+		// breaker there (made at its first failure, by the proxy), or the
 		// upstream's, only fails its calls fast while open.
-		if pk.pb = r.knownBreaker(up, info.model); pk.pb != nil {
-			pk.admitPrimary(info.stream, "")
+		if pk.Breaker = r.knownBreaker(up, info.Model); pk.Breaker != nil {
+			pk.admitPrimary(info.Stream, "")
 		}
 		return pk
 	}
-	pk.mr = mr
+	pk.ModelRoute = mr
 	if mr.cfg.Upstream != nil {
-		pk.pri.up = mr.cfg.Upstream
+		pk.Primary.Up = mr.cfg.Upstream
 	}
-	pk.pb = r.primaryBreaker(mr, up)
+	pk.Breaker = r.primaryBreaker(mr, up)
 	if mr.cfg.Fallback != nil {
-		pk.hasFallback = true
-		pk.fb = mr.fallbackTarget(info.model, pk.pri.up)
+		pk.HasFallback = true
+		pk.Fallback = mr.fallbackTarget(info.Model, pk.Primary.Up)
 	}
-	if !info.stream && r.shed(&pk, info) {
+	if !info.Stream && r.shed(&pk, info) {
 		return pk
 	}
-	d := mr.decide(pk.pb)
+	d := mr.decide(pk.Breaker)
 	live := mr.live
 	switch d.reason {
-	case reasonForced:
-		pk.toFallback(reasonForced)
+	case ReasonForced:
+		pk.toFallback(ReasonForced)
 		return pk
-	case reasonBreaker:
-		if info.stream {
+	case ReasonBreaker:
+		if info.Stream {
 			// A stream does not probe: it is long-lived and says little
 			// of the upstream per call.
-			if pk.pb.Gate() == BreakerOpen || pk.hasFallback {
-				pk.refuseOrFallback(reasonBreaker)
+			if pk.Breaker.Gate() == BreakerOpen || pk.HasFallback {
+				pk.refuseOrFallback(ReasonBreaker)
 			}
 			return pk
 		}
-	case reasonAlert:
-		if pe := r.opts.ProbeEvery; info.stream || pe <= 0 || live.calls.Add(1)%uint64(pe) != 0 {
-			pk.toFallback(reasonAlert)
+	case ReasonAlert:
+		if pe := r.opts.ProbeEvery; info.Stream || pe <= 0 || live.calls.Add(1)%uint64(pe) != 0 {
+			pk.toFallback(ReasonAlert)
 			return pk
 		}
 		// A probe for the alert: the primary, with hedging.
-	case reasonSlowStart:
+	case ReasonSlowStart:
 		// A growing share of calls returns to the primary, the rest
 		// stays on the fallback (unless the fallback's own breaker is
 		// open: the primary that just answered its probes beats a
 		// refusal).
-		if sh := pk.pb.Share(); sh < 1 && spread(live.ramp.Add(1)) >= sh && !pk.mr.fallbackOpen() {
-			pk.toFallback(reasonSlowStart)
+		if sh := pk.Breaker.Share(); sh < 1 && spread(live.ramp.Add(1)) >= sh && !pk.ModelRoute.FallbackOpen() {
+			pk.toFallback(ReasonSlowStart)
 			return pk
 		}
 	}
 	if mr.forced == ForcePrimary {
-		pk.hasFallback = false // the operator wants the primary's answers only
+		pk.HasFallback = false // the operator wants the primary's answers only
 		return pk
 	}
-	if d.route == RouteCascadeMode && !info.stream {
-		pk.route = RouteCascadeMode
+	if d.route == RouteCascadeMode && !info.Stream {
+		pk.Route = RouteCascadeMode
 		return pk
 	}
-	pk.admitPrimary(info.stream, info.model)
+	pk.admitPrimary(info.Stream, info.Model)
 	return pk
 }
 
@@ -281,58 +280,58 @@ func (r *Router) Pick(up *Upstream, info pickInfo) (pk Pick) {
 // probe's slot when half-open; the fallback, or a refusal, when it
 // refuses. A stream only checks that the breaker is not open.
 func (pk *Pick) admitPrimary(stream bool, model string) {
-	if pk.pb == nil {
+	if pk.Breaker == nil {
 		return
 	}
 	if stream {
-		if pk.pb.Gate() == BreakerOpen {
-			pk.refuseOrFallback(reasonBreaker)
+		if pk.Breaker.Gate() == BreakerOpen {
+			pk.refuseOrFallback(ReasonBreaker)
 		}
 		return
 	}
-	probe, ok := pk.pb.Admit()
+	probe, ok := pk.Breaker.Admit()
 	if !ok {
-		pk.refuseOrFallback(reasonBreaker)
+		pk.refuseOrFallback(ReasonBreaker)
 		return
 	}
-	pk.probe = probe
+	pk.Probe = probe
 }
 
 // refuseOrFallback sends the call to the fallback for reason, or, without
 // one, refuses it.
 func (pk *Pick) refuseOrFallback(reason string) {
-	if pk.hasFallback {
+	if pk.HasFallback {
 		pk.toFallback(reason)
 		return
 	}
 	model := ""
-	if pk.mr != nil {
-		model = pk.mr.cfg.Model
+	if pk.ModelRoute != nil {
+		model = pk.ModelRoute.cfg.Model
 	}
-	pk.err = &breakerOpenError{upstream: pk.pri.up.Name(), model: model}
+	pk.Err = &BreakerOpenError{Upstream: pk.Primary.Up.Name(), Model: model}
 }
 
 // toFallback sends the call to the fallback for reason.
 func (pk *Pick) toFallback(reason string) {
-	pk.route, pk.reason = monitor.RouteFallback, reason
+	pk.Route, pk.Reason = monitor.RouteFallback, reason
 }
 
 // shed applies the model's in-flight cap and deadline shedding; it
 // reports whether the call was shed (to the fallback, or refused).
-func (r *Router) shed(pk *Pick, info pickInfo) bool {
-	cfg, live := pk.mr.cfg, pk.mr.live
+func (r *Router) shed(pk *Pick, info PickInfo) bool {
+	cfg, live := pk.ModelRoute.cfg, pk.ModelRoute.live
 	if cfg.MaxInFlight > 0 {
 		pk.inFlight = &live.inFlight
 		if n := live.inFlight.Add(1); n > int64(cfg.MaxInFlight) {
-			pk.shedTo(reasonShedInFlight, fmt.Sprintf("model %s has %d calls in flight (its max_in_flight); try again later",
+			pk.shedTo(ReasonShedInFlight, fmt.Sprintf("model %s has %d calls in flight (its max_in_flight); try again later",
 				cfg.Model, cfg.MaxInFlight))
 			return true
 		}
 	}
-	if cfg.ShedOnDeadline && !info.deadline.IsZero() {
-		left := info.deadline.Sub(r.opts.Now())
+	if cfg.ShedOnDeadline && !info.Deadline.IsZero() {
+		left := info.Deadline.Sub(r.opts.Now())
 		if p50 := time.Duration(live.p50.Load()); p50 > 0 && left < p50 {
-			pk.shedTo(reasonShedDeadline, fmt.Sprintf("model %s: the call's deadline (%s left) is shorter than the model's median latency (%s)",
+			pk.shedTo(ReasonShedDeadline, fmt.Sprintf("model %s: the call's deadline (%s left) is shorter than the model's median latency (%s)",
 				cfg.Model, left.Round(time.Millisecond), p50.Round(time.Millisecond)))
 			return true
 		}
@@ -342,37 +341,37 @@ func (r *Router) shed(pk *Pick, info pickInfo) bool {
 
 // shedTo sends a shed call to the fallback, or refuses it.
 func (pk *Pick) shedTo(reason, msg string) {
-	if pk.hasFallback {
+	if pk.HasFallback {
 		pk.toFallback(reason)
 		return
 	}
-	pk.err = &shedError{reason: reason, msg: msg}
+	pk.Err = &ShedError{Reason: reason, Msg: msg}
 }
 
-// release gives back the call's place under the model's in-flight cap.
-func (pk *Pick) release() {
+// Release gives back the call's place under the model's in-flight cap.
+func (pk *Pick) Release() {
 	if pk.inFlight != nil {
 		pk.inFlight.Add(-1)
 	}
 }
 
-// done reports the primary attempt's verdict to the primary's breaker: the
+// Done reports the primary attempt's verdict to the primary's breaker: the
 // probe's report when half-open, the window's count when closed. A probe
 // reports once; later calls do nothing.
-func (pk *Pick) done(v route.Verdict) {
+func (pk *Pick) Done(v Verdict) {
 	switch {
-	case pk.pb == nil:
-	case pk.probe != nil:
-		pk.probe(v)
-	case v != route.VerdictNone:
-		pk.pb.Record(v)
+	case pk.Breaker == nil:
+	case pk.Probe != nil:
+		pk.Probe(v)
+	case v != VerdictNone:
+		pk.Breaker.Record(v)
 	}
 }
 
-// fallbackOpen says whether the fallback upstream's breaker keeps calls
+// FallbackOpen says whether the fallback upstream's breaker keeps calls
 // from it now (false without a route): no hedge or retry is worth a
 // budget token then, and a call sent there fails at once.
-func (mr *modelRoute) fallbackOpen() bool {
+func (mr *ModelRoute) FallbackOpen() bool {
 	return mr != nil && mr.fallback != nil && mr.fallback.Refusing()
 }
 

@@ -1,4 +1,4 @@
-package proxy
+package route
 
 import (
 	"math/rand/v2"

@@ -1,21 +1,22 @@
-package proxy
+package route
 
 import (
-	"errors"
 	"fmt"
-	"github.com/infergate/infergate/proxy/pool"
 	"net"
 	"strings"
 	"time"
 
 	"google.golang.org/grpc/codes"
+
+	"github.com/infergate/infergate/grpcwire"
+	"github.com/infergate/infergate/proxy/pool"
 )
 
 // RoutingConfig is the routing part of a YAML file, at its top level (a
 // front end embeds it inline): the default upstream and its breaker, the
 // named upstreams, per-model routes and the retry budget. Plan checks it
 // and converts it to the router's settings in one pass, without I/O;
-// RoutePlan.Open then dials the upstreams.
+// proxy.OpenRouting then dials the upstreams.
 //
 // Its zero value is the defaults, so there is nothing to set before
 // decoding: where 0 is a valid setting it means what leaving the key out
@@ -61,10 +62,10 @@ type UpstreamSpec struct {
 	// its full share of calls, from a tenth; default 5s, negative off.
 	SlowStart *time.Duration `yaml:"slow_start"`
 	// AffinityHeader names a request header whose value keeps a
-	// client's calls on one endpoint (affinity.go); default the top
+	// client's calls on one endpoint (package pool); default the top
 	// level's affinity_header.
 	AffinityHeader string `yaml:"affinity_header"`
-	// Conns is the number of pooled connections, 1 to MaxUpstreamConns.
+	// Conns is the number of pooled connections, 1 to pool.MaxConns.
 	// Nil (the key left out) means the front end's default, upstream_conns.
 	// It is a pointer because that default is known only once the flags
 	// are applied, after decoding, so it cannot be set beforehand as other
@@ -164,46 +165,46 @@ func explicit[T int | float64 | time.Duration](v *T, field, hint string, errs *[
 	return *v
 }
 
-// RoutePlan is a RoutingConfig checked and converted: the router's
-// settings over upstreams that are still addresses. Open dials them.
-type RoutePlan struct {
-	upstreams []plannedUpstream // the default upstream first
-	routes    []plannedRoute
-	budget    BudgetConfig
+// Plan is a RoutingConfig checked and converted: the router's settings
+// over upstreams that are still addresses. proxy.OpenRouting dials them.
+type Plan struct {
+	Upstreams []PlannedUpstream // the default upstream first
+	Routes    []PlannedRoute
+	Budget    BudgetConfig
 }
 
-// plannedUpstream is one upstream to dial, once.
-type plannedUpstream struct {
-	name, address string
-	balance       Balance
-	slowStart     time.Duration
-	affinity      string         // the affinity header; "" none
-	conns         int            // 0: Open's UpstreamOptions.Conns
-	breaker       *BreakerConfig // nil: none configured
+// PlannedUpstream is one upstream to dial, once.
+type PlannedUpstream struct {
+	Name, Address string
+	Balance       pool.Balance
+	SlowStart     time.Duration
+	Affinity      string         // the affinity header; "" none
+	Conns         int            // 0: the dialler's default
+	Breaker       *BreakerConfig // nil: none configured
 }
 
-// plannedRoute is a route whose upstreams are indices in the plan's
-// upstreams: primary 0 is the default upstream, fallback -1 the primary's.
-type plannedRoute struct {
-	cfg               RouteConfig
-	primary, fallback int
+// PlannedRoute is a route whose upstreams are indices in the plan's
+// Upstreams: Primary 0 is the default upstream, Fallback -1 the primary's.
+type PlannedRoute struct {
+	Config            RouteConfig
+	Primary, Fallback int
 }
 
 // Plan checks c and converts it to the router's settings in one pass. The
 // problems name each bad field as the file spells it
 // ("routes[resnet50].hedge_after: ..."); the plan is nil when there are
 // any. It does no I/O.
-func (c RoutingConfig) Plan() (*RoutePlan, []error) {
-	p := &RoutePlan{}
+func (c RoutingConfig) Plan() (*Plan, []error) {
+	p := &Plan{}
 	var errs []error
 	bad := func(at, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%s: %s", at, fmt.Sprintf(format, args...)))
 	}
 	byAddr := map[string]int{}
-	add := func(u plannedUpstream) int {
-		p.upstreams = append(p.upstreams, u)
-		byAddr[u.address] = len(p.upstreams) - 1
-		return len(p.upstreams) - 1
+	add := func(u PlannedUpstream) int {
+		p.Upstreams = append(p.Upstreams, u)
+		byAddr[u.Address] = len(p.Upstreams) - 1
+		return len(p.Upstreams) - 1
 	}
 	var defBreaker *BreakerConfig
 	if c.Breaker != nil {
@@ -215,11 +216,11 @@ func (c RoutingConfig) Plan() (*RoutePlan, []error) {
 		if err := endpointList(c.Upstream); err != nil {
 			bad("upstream", "%v", err)
 		}
-		add(plannedUpstream{name: c.Upstream, address: c.Upstream, breaker: defBreaker, affinity: strings.ToLower(c.AffinityHeader)})
+		add(PlannedUpstream{Name: c.Upstream, Address: c.Upstream, Breaker: defBreaker, Affinity: strings.ToLower(c.AffinityHeader)})
 	case len(c.Upstreams) == 0:
 		bad("upstream", "required (the model server's gRPC address, e.g. 127.0.0.1:8001), or upstreams")
 	}
-	if err := CheckClientHeader(c.AffinityHeader); err != nil {
+	if err := grpcwire.CheckClientHeader(c.AffinityHeader); err != nil {
 		bad("affinity_header", "%v", err)
 	}
 	byName := map[string]int{}
@@ -227,8 +228,8 @@ func (c RoutingConfig) Plan() (*RoutePlan, []error) {
 		f := fmt.Sprintf("upstreams[%d]", i)
 		pu, uerrs := u.plan(f)
 		errs = append(errs, uerrs...)
-		if pu.affinity == "" {
-			pu.affinity = strings.ToLower(c.AffinityHeader)
+		if pu.Affinity == "" {
+			pu.Affinity = strings.ToLower(c.AffinityHeader)
 		}
 		if _, twice := byName[u.Name]; twice && u.Name != "" {
 			bad(f+".name", "%q named twice", u.Name)
@@ -245,16 +246,16 @@ func (c RoutingConfig) Plan() (*RoutePlan, []error) {
 			// already at that address; else it is dialled on its own.
 			i, ok := byAddr[fb.Address]
 			if !ok {
-				i = add(plannedUpstream{name: fb.Address, address: fb.Address})
+				i = add(PlannedUpstream{Name: fb.Address, Address: fb.Address})
 			}
-			pr.fallback = i
+			pr.Fallback = i
 		}
-		p.routes = append(p.routes, pr)
-		routes = append(routes, pr.cfg)
+		p.Routes = append(p.Routes, pr)
+		routes = append(routes, pr.Config)
 	}
 	errs = append(errs, routeProblems(routes)...)
 	var berrs []error
-	p.budget, berrs = c.RetryBudget.config("retry_budget")
+	p.Budget, berrs = c.RetryBudget.config("retry_budget")
 	if errs = append(errs, berrs...); len(errs) > 0 {
 		return nil, errs
 	}
@@ -262,48 +263,48 @@ func (c RoutingConfig) Plan() (*RoutePlan, []error) {
 }
 
 // plan converts u; its problems name field ("upstreams[0]").
-func (u UpstreamSpec) plan(field string) (plannedUpstream, []error) {
+func (u UpstreamSpec) plan(field string) (PlannedUpstream, []error) {
 	var errs []error
 	if u.Name == "" {
 		errs = append(errs, fmt.Errorf("%s.name: required", field))
 	}
-	pu := plannedUpstream{name: u.Name, address: u.Address}
+	pu := PlannedUpstream{Name: u.Name, Address: u.Address}
 	switch {
 	case u.Address != "" && len(u.Endpoints) > 0:
 		errs = append(errs, fmt.Errorf("%s: address and endpoints: give one", field))
 	case len(u.Endpoints) > 0:
 		for i, e := range u.Endpoints {
-			if !plainHostPort(e) {
+			if !pool.PlainHostPort(e) {
 				errs = append(errs, fmt.Errorf("%s.endpoints[%d]: %q is not host:port", field, i, e))
 			}
 		}
-		pu.address = strings.Join(u.Endpoints, ",")
+		pu.Address = strings.Join(u.Endpoints, ",")
 	default:
 		if err := endpointList(u.Address); err != nil {
 			errs = append(errs, fmt.Errorf("%s.address: %w", field, err))
 		}
 	}
 	var err error
-	if pu.balance, err = ParseBalance(u.Balance); err != nil {
+	if pu.Balance, err = pool.ParseBalance(u.Balance); err != nil {
 		errs = append(errs, fmt.Errorf("%s.balance: %w", field, err))
 	}
-	pu.affinity = strings.ToLower(u.AffinityHeader)
-	if err := CheckClientHeader(u.AffinityHeader); err != nil {
+	pu.Affinity = strings.ToLower(u.AffinityHeader)
+	if err := grpcwire.CheckClientHeader(u.AffinityHeader); err != nil {
 		errs = append(errs, fmt.Errorf("%s.affinity_header: %w", field, err))
 	}
 	if u.SlowStart != nil {
-		if pu.slowStart = *u.SlowStart; pu.slowStart == 0 {
-			pu.slowStart = -1 // 0s written: none
+		if pu.SlowStart = *u.SlowStart; pu.SlowStart == 0 {
+			pu.SlowStart = -1 // 0s written: none
 		}
 	}
 	if u.Conns != nil {
-		if pu.conns = *u.Conns; pu.conns < 1 || pu.conns > MaxUpstreamConns {
-			errs = append(errs, fmt.Errorf("%s.conns: must be between 1 and %d, got %d", field, MaxUpstreamConns, pu.conns))
+		if pu.Conns = *u.Conns; pu.Conns < 1 || pu.Conns > pool.MaxConns {
+			errs = append(errs, fmt.Errorf("%s.conns: must be between 1 and %d, got %d", field, pool.MaxConns, pu.Conns))
 		}
 	}
 	if u.Breaker != nil {
 		bc, berrs := u.Breaker.config(field + ".breaker")
-		pu.breaker, errs = &bc, append(errs, berrs...)
+		pu.Breaker, errs = &bc, append(errs, berrs...)
 	}
 	return pu, errs
 }
@@ -342,12 +343,12 @@ func (b BreakerSpec) config(field string) (BreakerConfig, []error) {
 // plan converts r but its fallback address (Plan resolves that); its
 // problems name field ("routes[resnet50]"). What RouteConfig itself can
 // say (model, cascade, max_in_flight) routeProblems checks.
-func (r RouteSpec) plan(field string, byName map[string]int) (plannedRoute, []error) {
+func (r RouteSpec) plan(field string, byName map[string]int) (PlannedRoute, []error) {
 	var errs []error
 	bad := func(at, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%s: %s", at, fmt.Sprintf(format, args...)))
 	}
-	pr := plannedRoute{primary: 0, fallback: -1, cfg: RouteConfig{
+	pr := PlannedRoute{Primary: 0, Fallback: -1, Config: RouteConfig{
 		Model: r.Model, MaxInFlight: r.MaxInFlight, ShedOnDeadline: r.ShedOnDeadline,
 		NonIdempotent: r.Idempotent != nil && !*r.Idempotent,
 	}}
@@ -356,10 +357,10 @@ func (r RouteSpec) plan(field string, byName map[string]int) (plannedRoute, []er
 		if !ok {
 			bad(field+".upstream", "no upstream named %q in upstreams", r.Upstream)
 		}
-		pr.primary = i
+		pr.Primary = i
 	}
 	if fb := r.Fallback; fb != nil {
-		pr.cfg.Fallback = &FallbackTarget{Model: fb.Model, Version: fb.Version}
+		pr.Config.Fallback = &FallbackTarget{Model: fb.Model, Version: fb.Version}
 		switch {
 		case fb.Upstream != "" && fb.Address != "":
 			bad(field+".fallback", "upstream and address are exclusive")
@@ -368,7 +369,7 @@ func (r RouteSpec) plan(field string, byName map[string]int) (plannedRoute, []er
 			if !ok {
 				bad(field+".fallback.upstream", "no upstream named %q in upstreams", fb.Upstream)
 			}
-			pr.fallback = i
+			pr.Fallback = i
 		case fb.Address != "":
 			if err := hostPort(fb.Address); err != nil {
 				bad(field+".fallback.address", "%v", err)
@@ -380,15 +381,15 @@ func (r RouteSpec) plan(field string, byName map[string]int) (plannedRoute, []er
 	switch r.Mode {
 	case "", "fallback":
 	case "cascade":
-		pr.cfg.Cascade = &CascadeConfig{}
+		pr.Config.Cascade = &CascadeConfig{}
 		if r.Cascade != nil {
-			pr.cfg.Cascade = &CascadeConfig{Output: r.Cascade.Output, Threshold: r.Cascade.Threshold}
+			pr.Config.Cascade = &CascadeConfig{Output: r.Cascade.Output, Threshold: r.Cascade.Threshold}
 		}
 	default:
 		bad(field+".mode", "must be fallback or cascade, got %q", r.Mode)
 	}
 	var err error
-	if pr.cfg.HedgeAfter, err = parseHedgeAfter(r.HedgeAfter); err != nil {
+	if pr.Config.HedgeAfter, err = parseHedgeAfter(r.HedgeAfter); err != nil {
 		bad(field+".hedge_after", "%v", err)
 	}
 	return pr, errs
@@ -440,7 +441,7 @@ func routeProblems(routes []RouteConfig) []error {
 				bad(f+".cascade.threshold", "must be in (0, 1], got %v", cc.Threshold)
 			}
 		}
-		if err := inFlightCapProblem(rc.MaxInFlight); err != nil {
+		if err := InFlightCapProblem(rc.MaxInFlight); err != nil {
 			errs = append(errs, fmt.Errorf("%s.%w", f, err))
 		}
 	}
@@ -493,9 +494,9 @@ func fallbackCycles(routes []RouteConfig) []error {
 	return errs
 }
 
-// inFlightCapProblem checks a max_in_flight, the proxy's or a route's:
+// InFlightCapProblem checks a max_in_flight, the proxy's or a route's:
 // 0 means no cap, as documented for both.
-func inFlightCapProblem(n int) error {
+func InFlightCapProblem(n int) error {
 	if n < 0 {
 		return fmt.Errorf("max_in_flight: must be 0 (no cap) or positive, got %d", n)
 	}
@@ -546,7 +547,7 @@ func endpointList(addr string) error {
 		return hostPort(addr)
 	}
 	for _, a := range strings.Split(addr, ",") {
-		if !plainHostPort(a) {
+		if !pool.PlainHostPort(a) {
 			return fmt.Errorf("endpoint %q of %q is not host:port", a, addr)
 		}
 	}
@@ -585,111 +586,11 @@ func ParseFallback(v string) (RouteSpec, error) {
 	return RouteSpec{Model: model, Fallback: fb}, nil
 }
 
-// Routing is what RoutePlan.Open opened: the upstreams, and the router's
-// settings over them.
-type Routing struct {
-	// Default is the Director's upstream: upstream, else the first of
-	// upstreams.
-	Default *Upstream
-	// DefaultAddress is Default's address.
-	DefaultAddress string
-	// Upstreams are every upstream opened, once each; Close closes them.
-	Upstreams []*Upstream
-	// Router holds the Routes, Breakers and Budget; the front end adds
-	// Latency, Logger and the rest. With no Routes and no Breakers there
-	// is nothing to route.
-	Router RouterOptions
-
-	// keys say what each of Upstreams was dialled as, so that Reopen
-	// keeps the connections of an upstream a reload did not change.
-	keys []upstreamKey
-}
-
-// upstreamKey is what an upstream was dialled as.
-type upstreamKey struct {
-	name, address string
-	conns         int
-	balance       Balance
-	slowStart     time.Duration
-}
-
-// Open dials every upstream of p with dial (DialUpstream, or a test's),
-// each with opts but its own Name and, where upstreams[].conns gives it,
-// Conns (opts.Conns otherwise), and returns them with the router's
-// settings. On an error it closes those it opened.
-func (p *RoutePlan) Open(opts UpstreamOptions, dial func(target string, opts UpstreamOptions) (*Upstream, error)) (*Routing, error) {
-	rt := &Routing{Router: RouterOptions{Breakers: map[*Upstream]BreakerConfig{}, Budget: p.budget}}
-	for i, pu := range p.upstreams {
-		o := opts
-		o.Name = pu.name
-		// The default upstream can move at a reload (Upstream.Move);
-		// the others are dialled again when their address changes.
-		o.Movable = i == 0
-		if pu.conns > 0 {
-			o.Conns = pu.conns
-		}
-		o.Balance = pu.balance
-		o.SlowStart = pu.slowStart
-		up, err := dial(pu.address, o)
-		if err != nil {
-			return nil, errors.Join(err, rt.Close())
-		}
-		up.SetAffinityHeader(pu.affinity) // live: a reload changes it on a kept upstream
-		rt.Upstreams = append(rt.Upstreams, up)
-		rt.keys = append(rt.keys, upstreamKey{pu.name, pu.address, o.Conns, pu.balance, pu.slowStart})
-		if pu.breaker != nil {
-			rt.Router.Breakers[up] = *pu.breaker
-		}
-	}
-	if len(rt.Upstreams) > 0 {
-		rt.Default, rt.DefaultAddress = rt.Upstreams[0], p.upstreams[0].address
-	}
-	rt.Router.Upstreams = rt.Upstreams
-	for _, pr := range p.routes {
-		rc := pr.cfg
-		rc.Upstream = rt.Upstreams[pr.primary]
-		if rc.Fallback != nil {
-			fb := *rc.Fallback
-			if pr.fallback >= 0 {
-				fb.Upstream = rt.Upstreams[pr.fallback]
-			}
-			rc.Fallback = &fb
-		}
-		rt.Router.Routes = append(rt.Router.Routes, rc)
-	}
-	return rt, nil
-}
-
 // Default is the default upstream's name and address as planned; "" when
 // there is none.
-func (p *RoutePlan) Default() (name, address string) {
-	if p == nil || len(p.upstreams) == 0 {
+func (p *Plan) Default() (name, address string) {
+	if p == nil || len(p.Upstreams) == 0 {
 		return "", ""
 	}
-	return p.upstreams[0].name, p.upstreams[0].address
-}
-
-// PlainHostPort says whether target is host:port without a scheme: the
-// targets the fast path relays to and a default upstream can move to.
-func PlainHostPort(target string) bool { return plainHostPort(target) }
-
-// PlainEndpoints says whether target is one or more host:port separated
-// by commas, without a scheme: an upstream whose endpoints can change
-// while it serves.
-func PlainEndpoints(target string) bool {
-	for _, a := range strings.Split(target, ",") {
-		if !plainHostPort(a) {
-			return false
-		}
-	}
-	return true
-}
-
-// Close closes every upstream opened.
-func (rt *Routing) Close() error {
-	var errs []error
-	for _, u := range rt.Upstreams {
-		errs = append(errs, u.Close())
-	}
-	return errors.Join(errs...)
+	return p.Upstreams[0].Name, p.Upstreams[0].Address
 }

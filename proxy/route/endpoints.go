@@ -1,17 +1,19 @@
-package proxy
+package route
 
 import (
 	"math"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/infergate/infergate/proxy/pool"
 )
 
 // Endpoints returns the state of every endpoint of every upstream, by
 // upstream in the order configured.
-func (r *Router) Endpoints() []EndpointStatus {
+func (r *Router) Endpoints() []pool.EndpointStatus {
 	now := r.opts.Now()
-	out := []EndpointStatus{}
+	out := []pool.EndpointStatus{}
 	for _, up := range r.table.Load().upstreams {
 		for _, e := range up.Endpoints() {
 			out = append(out, e.Status(up.Name(), up.Balance(), now))
@@ -72,4 +74,35 @@ func b2f(b bool) float64 {
 		return 1
 	}
 	return 0
+}
+
+// What the router says of its upstreams' pools.
+
+// SlowEndpoint returns the endpoint much slower than the rest of its
+// pool for model, the slowest if several are; false when none is.
+func (r *Router) SlowEndpoint(model string) (pool.SlowEndpoint, bool) {
+	t := r.opts.Now().UnixNano()
+	var found pool.SlowEndpoint
+	ok := false
+	for _, up := range r.table.Load().upstreams {
+		if s, yes := up.SlowEndpoint(model, t); yes && (!ok || s.Ratio() > found.Ratio()) {
+			s.Upstream = up.Name()
+			found, ok = s, true
+		}
+	}
+	return found, ok
+}
+
+// Replicas is how many endpoints of the upstream named upstream may take
+// a call of model now (up, not ejected, holding it): the batcher runs
+// its policy's slots once per replica. 1 for an upstream it does not know
+// or that is no pool.
+func (r *Router) Replicas(upstream, model string) int {
+	t := r.opts.Now().UnixNano()
+	for _, up := range r.table.Load().upstreams {
+		if up.Name() == upstream {
+			return up.Replicas(model, t)
+		}
+	}
+	return 1
 }

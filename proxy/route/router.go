@@ -1,9 +1,8 @@
-package proxy
+package route
 
 import (
 	"errors"
 	"fmt"
-	"github.com/infergate/infergate/proxy/route"
 	"log/slog"
 	"maps"
 	"sync"
@@ -17,7 +16,7 @@ import (
 // trouble: another upstream and/or another model name.
 type FallbackTarget struct {
 	// Upstream serves the fallback model; nil means the primary's.
-	Upstream *Upstream
+	Upstream Upstream
 	// Model is the fallback model's name; empty means the same name.
 	Model string
 	// Version is the fallback model's version; empty means none (the
@@ -42,7 +41,7 @@ type RouteConfig struct {
 	// Model is the model name clients send.
 	Model string
 	// Upstream is the primary; nil means the Director's choice.
-	Upstream *Upstream
+	Upstream Upstream
 	// Fallback is the lighter model that serves the model's calls while
 	// the primary is in trouble; nil means none (an open breaker then
 	// fails calls at once with UNAVAILABLE).
@@ -79,14 +78,14 @@ type RouteConfig struct {
 type RouterOptions struct {
 	// Upstreams are every upstream the proxy sends to, for their
 	// endpoints' state (Endpoints) and metrics.
-	Upstreams []*Upstream
+	Upstreams []Upstream
 	// Routes are the per-model routes; models without one go to the
 	// Director's upstream (through its breaker, if it has one).
 	Routes []RouteConfig
 	// Breakers are the upstreams with a circuit breaker and its settings.
 	// A route's primary with a fallback gets a breaker with the defaults
 	// when it has none here.
-	Breakers map[*Upstream]BreakerConfig
+	Breakers map[Upstream]BreakerConfig
 	// Budget bounds retries and hedges.
 	Budget BudgetConfig
 	// ProbeEvery sends one call in this many to the primary while an alert
@@ -143,42 +142,42 @@ type Router struct {
 // the breakers and the retry budget, replaced together (Apply) so that a
 // call never sees a route whose breaker is from another configuration.
 type routeTable struct {
-	models map[string]*modelRoute
+	models map[string]*ModelRoute
 	// breakers are the upstreams' transport breakers; modelBreakers the
 	// routed models' breakers on an upstream (their primary's, their
 	// fallback's), each watching its upstream's transport breaker too.
-	breakers      map[*Upstream]*route.Breaker
-	modelBreakers map[modelKey]*route.Breaker
+	breakers      map[Upstream]*Breaker
+	modelBreakers map[modelKey]*Breaker
 	// directed holds the model breakers of routes whose primary is the
 	// Director's choice, made at a model's first call on an upstream
-	// with a breaker (modelKey → *route.Breaker).
+	// with a breaker (modelKey → *Breaker).
 	directed  *sync.Map
 	ndirected *atomic.Int64 // entries in directed
-	budget    *route.RetryBudget
+	budget    *RetryBudget
 	// upstreams are every upstream the proxy sends to.
-	upstreams []*Upstream
+	upstreams []Upstream
 }
 
 // modelKey names a model's breaker: the model on one upstream.
 type modelKey struct {
-	up    *Upstream
+	up    Upstream
 	model string
 }
 
-// modelRoute is one model's route: its configuration, its mode as alerts
+// ModelRoute is one model's route: its configuration, its mode as alerts
 // and the operator set it, and its live counters (shared between table
 // versions).
-type modelRoute struct {
+type ModelRoute struct {
 	cfg      *RouteConfig
-	primary  *route.Breaker // the model's breaker on its primary, nil if none (and no Upstream)
-	fallback *route.Breaker // the fallback model's breaker on its upstream, if any
-	forced   string         // ForceAuto, ForcePrimary, ForceFallback
-	alert    string         // the alert holding the model on its fallback, "" if none
-	live     *routeLive
+	primary  *Breaker // the model's breaker on its primary, nil if none (and no Upstream)
+	fallback *Breaker // the fallback model's breaker on its upstream, if any
+	forced   string   // ForceAuto, ForcePrimary, ForceFallback
+	alert    string   // the alert holding the model on its fallback, "" if none
+	live     *Live
 }
 
-// routeLive holds what changes per call or per second, by atomics.
-type routeLive struct {
+// Live holds what changes per call or per second, by atomics.
+type Live struct {
 	inFlight atomic.Int64
 	calls    atomic.Uint64 // for ProbeEvery
 	ramp     atomic.Uint64 // for the slow start
@@ -193,7 +192,7 @@ type routeLive struct {
 	// waiting is when the first call sent to the primary since its last
 	// answer was sent (unix nanoseconds of the router's clock; 0: the
 	// primary answered after the last call was sent). How long it has
-	// been silent is a hang's own evidence (hedge.go: silentFor).
+	// been silent is a hang's own evidence (hedge_delay.go: silentFor).
 	waiting atomic.Int64
 	// won holds hedgesWon at each of the last LatencyWindow refreshes
 	// (a ring, written by the router's loop only).
@@ -205,8 +204,19 @@ type routeLive struct {
 	changes  atomic.Uint64
 	why      atomic.Value // string: why the mode is what it is
 
-	counters routeCounters
+	Counters Counters
 }
+
+// Config is the model's route as configured.
+func (mr *ModelRoute) Config() *RouteConfig { return mr.cfg }
+
+// Live is the model's live state: its counters, the primary's latency
+// and silence.
+func (mr *ModelRoute) Live() *Live { return mr.live }
+
+// FallbackBreaker is the fallback model's breaker on its upstream; nil
+// if none.
+func (mr *ModelRoute) FallbackBreaker() *Breaker { return mr.fallback }
 
 // NewRouter returns a Router and starts its loop (latency refresh, route
 // change accounting); Close stops it. It fails on routes that cannot work
@@ -240,16 +250,6 @@ func NewRouter(opts RouterOptions) (*Router, error) {
 	r.table.Store(t)
 	go r.loop()
 	return r, nil
-}
-
-func cmpString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // link points each route at its breakers; run on every new table.
@@ -286,6 +286,16 @@ func fallbackKey(model string, rc *RouteConfig) (modelKey, bool) {
 	return k, k.up != nil
 }
 
+// Now is the time on the router's clock (RouterOptions.Now).
+func (r *Router) Now() time.Time { return r.opts.Now() }
+
+// Budget is the retry budget of the table in force.
+func (r *Router) Budget() *RetryBudget { return r.table.Load().budget }
+
+// Upstreams are every upstream the proxy sends to (RouterOptions.Upstreams
+// of the table in force).
+func (r *Router) Upstreams() []Upstream { return r.table.Load().upstreams }
+
 // Close stops the router's loop. Call it after the server stopped.
 func (r *Router) Close() error {
 	r.closed.Do(func() { close(r.stop); <-r.done })
@@ -294,7 +304,7 @@ func (r *Router) Close() error {
 
 // transition is a breaker's state change, as the log shows it.
 type transition struct {
-	b                            *route.Breaker
+	b                            *Breaker
 	from, to                     BreakerState
 	calls, failures, consecutive int64
 }
@@ -302,7 +312,7 @@ type transition struct {
 // breakerChanged runs under gobreaker's mutex: it only queues the change
 // (never blocking) and wakes the loop, which logs it and accounts route
 // changes.
-func (r *Router) breakerChanged(b *route.Breaker, from, to BreakerState) {
+func (r *Router) breakerChanged(b *Breaker, from, to BreakerState) {
 	calls, failures := b.Counts()
 	select {
 	case r.transitions <- transition{b, from, to, calls, failures, b.Consecutive()}:
@@ -368,7 +378,7 @@ func (r *Router) refresh() {
 	}
 	for name, mr := range r.table.Load().models {
 		live := mr.live
-		won := live.counters.hedgesWon.Load()
+		won := live.Counters.HedgesWon.Load()
 		live.wonPos = (live.wonPos + 1) % len(live.won)
 		live.won[live.wonPos] = won
 		// The oldest entry is LatencyWindow old (or 0 at start).
@@ -385,9 +395,9 @@ func (r *Router) refresh() {
 				live.tail.Store(int64(censoredTail(st, won, time.Duration(live.tail.Load()))))
 				// The calls the primary answered since the last
 				// refresh are behind the estimate now.
-				live.tailCalls.Add(live.counters.primary.Load() - live.tailSeen)
+				live.tailCalls.Add(live.Counters.Primary.Load() - live.tailSeen)
 			}
-			live.tailSeen = live.counters.primary.Load()
+			live.tailSeen = live.Counters.Primary.Load()
 		}
 	}
 }
@@ -395,13 +405,13 @@ func (r *Router) refresh() {
 // tailKnown says whether the primary's tail estimate has enough calls
 // behind it to be evidence: as many as the alerts need to bound a p99.9
 // with confidence (monitor.LowerBoundRank).
-func (l *routeLive) tailKnown() bool {
-	return l.tail.Load() > 0 && l.tailCalls.Load() >= minTailCalls
+func (l *Live) tailKnown() bool {
+	return l.tail.Load() > 0 && l.tailCalls.Load() >= MinTailCalls
 }
 
-// minTailCalls is the least number of calls for which a lower confidence
+// MinTailCalls is the least number of calls for which a lower confidence
 // bound on hedgeQuantile exists, the rule the alerts judge quantiles by.
-var minTailCalls = func() uint64 {
+var MinTailCalls = func() uint64 {
 	n := uint64(1)
 	for {
 		if _, ok := monitor.LowerBoundRank(n, hedgeQuantile); ok {
@@ -470,7 +480,7 @@ const (
 // of the route's own primary upstream; a route without one (its primary
 // is whatever the director picks) shows no breaker here, though its calls
 // use the director's upstream's.
-func (r *Router) mode(mr *modelRoute) decision {
+func (r *Router) mode(mr *ModelRoute) decision {
 	return mr.decide(mr.primary)
 }
 
@@ -491,7 +501,7 @@ func (r *Router) account() {
 }
 
 // update replaces the table with one where f changed the model's route.
-func (r *Router) update(model string, f func(mr *modelRoute) error) error {
+func (r *Router) update(model string, f func(mr *ModelRoute) error) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	old := r.table.Load()
@@ -519,7 +529,7 @@ func (r *Router) SetForced(model, mode string) error {
 	default:
 		return fmt.Errorf("route: must be %s, %s or %s, got %q", ForceAuto, ForcePrimary, ForceFallback, mode)
 	}
-	return r.update(model, func(mr *modelRoute) error {
+	return r.update(model, func(mr *ModelRoute) error {
 		if mode == ForceFallback && mr.cfg.Fallback == nil {
 			return fmt.Errorf("model %q has no fallback", model)
 		}
@@ -540,7 +550,7 @@ func (r *Router) Start(action string, labels map[string]string) (string, error) 
 		// A rule for every model acts where a fallback is configured.
 		return fmt.Sprintf("model %s has no fallback: nothing to do", model), nil
 	}
-	if err := r.update(model, func(mr *modelRoute) error { mr.alert = name; return nil }); err != nil {
+	if err := r.update(model, func(mr *ModelRoute) error { mr.alert = name; return nil }); err != nil {
 		return "", err
 	}
 	return fmt.Sprintf("model %s routed to its fallback %s", model, r.fallbackName(model)), nil
@@ -556,7 +566,7 @@ func (r *Router) Stop(action string, labels map[string]string) (string, error) {
 	if !r.hasFallback(model) {
 		return fmt.Sprintf("model %s has no fallback: nothing to do", model), nil
 	}
-	if err := r.update(model, func(mr *modelRoute) error { mr.alert = ""; return nil }); err != nil {
+	if err := r.update(model, func(mr *ModelRoute) error { mr.alert = ""; return nil }); err != nil {
 		return "", err
 	}
 	d := r.mode(r.table.Load().models[model])
@@ -583,10 +593,10 @@ func (r *Router) fallbackName(model string) string {
 		return ""
 	}
 	t := mr.fallbackTarget(model, nil)
-	if t.up != nil {
-		return t.model + " on " + t.up.Name()
+	if t.Up != nil {
+		return t.Model + " on " + t.Up.Name()
 	}
-	return t.model
+	return t.Model
 }
 
 func (r *Router) hasFallback(model string) bool {

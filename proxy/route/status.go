@@ -1,8 +1,7 @@
-package proxy
+package route
 
 import (
 	"fmt"
-	"github.com/infergate/infergate/proxy/route"
 	"slices"
 	"strings"
 	"time"
@@ -94,14 +93,14 @@ func (r *Router) Status() ([]RouteStatus, []BreakerStatus) {
 		if mr.cfg.Fallback != nil {
 			rs.Fallback = r.fallbackName(name)
 			if !mr.cfg.NonIdempotent && mr.cfg.HedgeAfter >= 0 {
-				rs.HedgeAfter = mr.hedgeAfter().String()
-				if mr.cfg.HedgeAfter == 0 && mr.hedgeAfter() == 0 {
+				rs.HedgeAfter = mr.HedgeAfter().String()
+				if mr.cfg.HedgeAfter == 0 && mr.HedgeAfter() == 0 {
 					rs.HedgeAfter = "auto: half the deadline until the primary's p99.9 is known"
 				}
 				if mr.cfg.HedgeAfter == 0 {
 					rs.HedgeEvidence = "yes"
 					if !mr.live.tailKnown() {
-						rs.HedgeEvidence = fmt.Sprintf("learning (%d of %d calls)", mr.live.tailCalls.Load(), minTailCalls)
+						rs.HedgeEvidence = fmt.Sprintf("learning (%d of %d calls)", mr.live.tailCalls.Load(), MinTailCalls)
 					}
 				}
 			}
@@ -112,11 +111,11 @@ func (r *Router) Status() ([]RouteStatus, []BreakerStatus) {
 		}
 		rs.P50Ms = float64(mr.live.p50.Load()) / 1e6
 		rs.P99Ms = float64(mr.live.p99.Load()) / 1e6
-		ctr := &mr.live.counters
-		rs.Calls = RouteCalls{Primary: ctr.primary.Load(), Fallback: ctr.fallback.Load(),
-			CascadeEdge: ctr.cascadeEdge.Load(), CascadeEscalated: ctr.cascadeEscalated.Load(),
-			Hedges: ctr.hedges.Load(), HedgesWon: ctr.hedgesWon.Load(),
-			Retries: ctr.retries.Load(), RetriesWon: ctr.retriesWon.Load(), Degraded: ctr.degraded.Load()}
+		ctr := &mr.live.Counters
+		rs.Calls = RouteCalls{Primary: ctr.Primary.Load(), Fallback: ctr.Fallback.Load(),
+			CascadeEdge: ctr.CascadeEdge.Load(), CascadeEscalated: ctr.CascadeEscalated.Load(),
+			Hedges: ctr.Hedges.Load(), HedgesWon: ctr.HedgesWon.Load(),
+			Retries: ctr.Retries.Load(), RetriesWon: ctr.RetriesWon.Load(), Degraded: ctr.Degraded.Load()}
 		for i, reason := range fallbackReasons {
 			if n := ctr.fallbackBy[i].Load(); n > 0 {
 				if rs.Calls.FallbackBy == nil {
@@ -152,16 +151,16 @@ func (r *Router) Status() ([]RouteStatus, []BreakerStatus) {
 
 // allBreakers returns the table's breakers, each upstream's transport
 // breaker before its models', by upstream and model.
-func (t *routeTable) allBreakers() []*route.Breaker {
-	var bs []*route.Breaker
+func (t *routeTable) allBreakers() []*Breaker {
+	var bs []*Breaker
 	for _, b := range t.breakers {
 		bs = append(bs, b)
 	}
 	for _, b := range t.modelBreakers {
 		bs = append(bs, b)
 	}
-	t.directed.Range(func(_, v any) bool { bs = append(bs, v.(*route.Breaker)); return true })
-	slices.SortFunc(bs, func(a, b *route.Breaker) int {
+	t.directed.Range(func(_, v any) bool { bs = append(bs, v.(*Breaker)); return true })
+	slices.SortFunc(bs, func(a, b *Breaker) int {
 		if c := strings.Compare(a.Name(), b.Name()); c != 0 {
 			return c
 		}
@@ -229,24 +228,24 @@ func (c routerCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	for name, mr := range r.table.Load().models {
-		ctr := &mr.live.counters
-		counter(routeCallsDesc, ctr.primary.Load(), name, monitor.RoutePrimary)
+		ctr := &mr.live.Counters
+		counter(routeCallsDesc, ctr.Primary.Load(), name, monitor.RoutePrimary)
 		if mr.cfg.Fallback == nil {
 			continue
 		}
-		counter(routeCallsDesc, ctr.fallback.Load(), name, monitor.RouteFallback)
+		counter(routeCallsDesc, ctr.Fallback.Load(), name, monitor.RouteFallback)
 		if mr.cfg.Cascade != nil {
-			counter(routeCallsDesc, ctr.cascadeEdge.Load(), name, monitor.RouteCascadeEdge)
-			counter(routeCallsDesc, ctr.cascadeEscalated.Load(), name, monitor.RouteCascadeEscalated)
+			counter(routeCallsDesc, ctr.CascadeEdge.Load(), name, monitor.RouteCascadeEdge)
+			counter(routeCallsDesc, ctr.CascadeEscalated.Load(), name, monitor.RouteCascadeEscalated)
 		}
 		for i, reason := range fallbackReasons {
 			counter(fallbackDesc, ctr.fallbackBy[i].Load(), name, reason)
 		}
-		counter(degradedDesc, ctr.degraded.Load(), name)
-		counter(hedgesDesc, ctr.hedgesWon.Load(), name, "won")
-		counter(hedgesDesc, ctr.hedges.Load()-min(ctr.hedgesWon.Load(), ctr.hedges.Load()), name, "lost")
-		counter(retriesDesc, ctr.retriesWon.Load(), name, "won")
-		counter(retriesDesc, ctr.retries.Load()-min(ctr.retriesWon.Load(), ctr.retries.Load()), name, "lost")
+		counter(degradedDesc, ctr.Degraded.Load(), name)
+		counter(hedgesDesc, ctr.HedgesWon.Load(), name, "won")
+		counter(hedgesDesc, ctr.Hedges.Load()-min(ctr.HedgesWon.Load(), ctr.Hedges.Load()), name, "lost")
+		counter(retriesDesc, ctr.RetriesWon.Load(), name, "won")
+		counter(retriesDesc, ctr.Retries.Load()-min(ctr.RetriesWon.Load(), ctr.Retries.Load()), name, "lost")
 		counter(routeChangesDesc, mr.live.changes.Load(), name)
 		mode := r.mode(mr).route
 		for _, m := range []string{RoutePrimaryMode, RouteFallbackMode, RouteCascadeMode} {
@@ -259,7 +258,7 @@ func (c routerCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for name, mr := range r.table.Load().models {
 		for i, reason := range shedReasons {
-			counter(shedDesc, mr.live.counters.shed[i].Load(), name, reason)
+			counter(shedDesc, mr.live.Counters.shed[i].Load(), name, reason)
 		}
 	}
 	counter(budgetDeniedDesc, r.table.Load().budget.Denied())
