@@ -7,6 +7,7 @@ import (
 	"github.com/infergate/infergate/budget"
 	"github.com/infergate/infergate/monitor"
 	"github.com/infergate/infergate/proxy/route"
+	"github.com/infergate/infergate/release"
 )
 
 // DefaultMaxMsgSize is the largest message, in bytes, the proxy receives or
@@ -46,6 +47,7 @@ type options struct {
 	now             func() time.Time
 	batcher         Batcher
 	router          *route.Router
+	releases        *release.Set
 	upstreamTimeout time.Duration
 	maxInFlight     int
 	tracing         *tracing
@@ -134,6 +136,14 @@ func WithMaxMsgSize(n int) Option {
 // call to the director's upstream. The proxy does not close r.
 func WithRouter(r *route.Router) Option {
 	return optionFunc(func(o *options) { o.router = r })
+}
+
+// WithReleases splits the calls of the models s has releases for between
+// their stable target and their candidate, and feeds s every such call
+// (release.go). s is the caller's: its Apply at a reload reaches the
+// proxy at once.
+func WithReleases(s *release.Set) Option {
+	return optionFunc(func(o *options) { o.releases = s })
 }
 
 // FrontDoor bounds what clients can make the proxy hold: bytes

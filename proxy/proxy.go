@@ -21,6 +21,7 @@ import (
 	"github.com/infergate/infergate/monitor"
 	"github.com/infergate/infergate/proxy/h2relay"
 	"github.com/infergate/infergate/proxy/route"
+	"github.com/infergate/infergate/release"
 )
 
 // Proxy forwards every gRPC call it receives, whatever the method, to the
@@ -46,6 +47,9 @@ type Proxy struct {
 	// router routes calls that name a model (package route); nil: every call
 	// goes to the director's upstream.
 	router *route.Router
+	// releases splits calls of a model between two targets (release.go);
+	// nil: none.
+	releases *release.Set
 	// tracing makes spans (trace.go); nil: none.
 	tracing *tracing
 	// inputShapes: every recorded inference call's Sample carries its
@@ -116,6 +120,7 @@ func New(director Director, opts ...Option) (*Proxy, error) {
 		now:             o.now,
 		batcher:         o.batcher,
 		router:          o.router,
+		releases:        o.releases,
 		tracing:         o.tracing,
 		inputShapes:     o.inputShapes,
 		upstreamTimeout: max(o.upstreamTimeout, 0),
