@@ -167,15 +167,19 @@ func (a *instance) setValues() {
 	a.valueAt = fv.At
 	if a.judged && i < len(a.last) {
 		a.current = currentOf(a.last[i])
+		if o := a.last[i]; a.current != "" && o.measure != fv.Measure && o.measure != "" {
+			a.current = o.measure + " " + a.current
+		}
 	}
 }
 
-// currentOf is an outcome's value now, "" when it has none.
+// currentOf is an outcome's value now, "" when it has none (no verdict:
+// too few calls make no value worth saying).
 func currentOf(o outcome) string {
 	switch {
 	case o.text != "":
 		return o.text
-	case o.holds == unknown && o.value == 0:
+	case o.holds == unknown:
 		return ""
 	}
 	return o.fmt(o.value)
@@ -252,7 +256,7 @@ func (a *instance) nowClause(now time.Time) string {
 			clockAt(a.lastDecided.Add(staleAfter(r)), now)
 	case a.lastHolds == yes:
 		still := "still " + overWord(op)
-		if a.compound() || a.fired[a.primary()].Text != "" {
+		if i := a.primary(); a.compound() || i < 0 || a.fired[i].Text != "" {
 			still = "still holds"
 		}
 		if a.state == StatePending {
