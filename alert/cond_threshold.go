@@ -189,5 +189,5 @@ func (cd *thresholdCond) prom(r *Rule, c *Config) []promExpr {
 	}
 	return []promExpr{{expr: quantileExpr(monitorQuantile(cd.q), sel, window, cd.op, cd.value),
 		threshold: time.Duration(cd.value * float64(time.Second)).String(),
-		said: said{measure: cd.quantile, unit: "s", op: cd.op, bound: "its bound"}}}
+		said:      said{measure: cd.quantile, unit: "s", op: cd.op, bound: "its bound"}}}
 }
