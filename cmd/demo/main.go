@@ -190,7 +190,7 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
 		// A context of its own: the final frame is drawn after ctx ends.
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 		defer cancel()
-		f := frame{elapsed: time.Since(start), final: final, load: gen.snapshot()}
+		f := frame{elapsed: time.Since(start), now: time.Now(), final: final, load: gen.snapshot()}
 		f.series, f.seriesErr = fetchSeries(dctx, hc, gate.adminAddr)
 		f.gpu, f.gpuErr = fetchGPU(dctx, hc, gate.adminAddr)
 		f.alerts, f.alertsErr = fetchAlerts(dctx, hc, gate.adminAddr)
