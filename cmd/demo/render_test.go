@@ -202,7 +202,7 @@ func TestLegend(t *testing.T) {
 // legend, announcements) fit a 100-column terminal.
 func TestWidth(t *testing.T) {
 	text := guideText("127.0.0.1:9001", "127.0.0.1:9091", "127.0.0.1:8001", "127.0.0.1:8002")
-	for _, o := range []options{{maxInflight: 256}, {seconds: 25, maxInflight: 256}, {seconds: 35, maxInflight: 256}} {
+	for _, o := range []options{{maxInflight: 256}, {seconds: 25, maxInflight: 256}, {seconds: 35, maxInflight: 256}, {seconds: 70, maxInflight: 256}} {
 		text += streamsText(demoStreams(nil, nil, 1), o)
 	}
 	text += legend
