@@ -19,6 +19,7 @@ import (
 
 	"github.com/infergate/infergate/budget"
 	"github.com/infergate/infergate/monitor"
+	"github.com/infergate/infergate/proxy/failurelog"
 	"github.com/infergate/infergate/proxy/h2relay"
 	"github.com/infergate/infergate/proxy/route"
 	"github.com/infergate/infergate/release"
@@ -34,7 +35,7 @@ type Proxy struct {
 	log      *slog.Logger
 	// reqLog gets one line per call; nil: none.
 	reqLog     *slog.Logger
-	failures   *failureLog
+	failures   *failurelog.Log
 	maxMsgSize int
 	frontDoor  FrontDoor
 	// budget bounds the bytes held for calls on both paths: the relay's
@@ -115,7 +116,7 @@ func New(director Director, opts ...Option) (*Proxy, error) {
 		rec:             o.recorder,
 		log:             o.logger,
 		reqLog:          reqLog,
-		failures:        newFailureLog(o.logger, o.logInterval, o.now),
+		failures:        failurelog.New(o.logger, o.logInterval, o.now),
 		maxMsgSize:      o.maxMsgSize,
 		now:             o.now,
 		batcher:         o.batcher,
@@ -225,7 +226,7 @@ func (p *Proxy) panicked(ctx context.Context, v any, where string) error {
 // if it implements io.Closer (StaticDirector closes its upstream's
 // connections). Stop the server first.
 func (p *Proxy) Close() error {
-	p.failures.close()
+	p.failures.Close()
 	if c, ok := p.director.(io.Closer); ok {
 		return c.Close()
 	}
