@@ -20,6 +20,7 @@ import (
 	"github.com/infergate/infergate/budget"
 	"github.com/infergate/infergate/monitor"
 	"github.com/infergate/infergate/proxy/failurelog"
+	"github.com/infergate/infergate/proxy/flowstats"
 	"github.com/infergate/infergate/proxy/h2relay"
 	"github.com/infergate/infergate/proxy/route"
 	"github.com/infergate/infergate/release"
@@ -76,9 +77,9 @@ type Proxy struct {
 	relayOnce  sync.Once
 	relayPools sync.Map // *Upstream → its *relayEntry
 	// flow is flow control's settings (flow.go), off until set;
-	// flowStats its counts per tenant (flow_metrics.go).
+	// flowStats its counts per tenant (package flowstats).
 	flow      flowState
-	flowStats flowTenants
+	flowStats flowstats.Tenants
 	relayMu   sync.Mutex // serialises moveRelayPool
 	// unary calls the relay routed, by where they went.
 	forwarded, served, handedOn atomic.Int64
