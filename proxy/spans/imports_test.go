@@ -1,9 +1,9 @@
 package spans
 
 import (
-	"go/build"
-	"strings"
 	"testing"
+
+	"github.com/infergate/infergate/internal/layers"
 )
 
 // The spans know nothing of the proxy: they are handed a call's method,
@@ -11,15 +11,5 @@ import (
 // batch (its id, rows, callers and link), the monitor's call features and
 // the method table. The proxy imports them, never the reverse.
 func TestLayersImportOneWay(t *testing.T) {
-	const module = "github.com/infergate/infergate/"
-	allowed := map[string]bool{"batcher": true, "monitor": true, "proto/methods": true}
-	pkg, err := build.ImportDir(".", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, imp := range pkg.Imports {
-		if own, ok := strings.CutPrefix(imp, module); ok && !allowed[own] {
-			t.Errorf("%s imports %s", pkg.ImportPath, imp)
-		}
-	}
+	layers.ImportsOnly(t, ".", "batcher", "monitor", "proto/methods")
 }
