@@ -23,7 +23,7 @@ import (
 	"github.com/infergate/infergate/monitor"
 	"github.com/infergate/infergate/monitor/correlate"
 	"github.com/infergate/infergate/monitor/gpu"
-	"github.com/infergate/infergate/proxy"
+	"github.com/infergate/infergate/proxy/flowstats"
 	"github.com/infergate/infergate/proxy/route"
 	"github.com/infergate/infergate/statuspage"
 )
@@ -54,8 +54,8 @@ type Server struct {
 	Router *route.Router
 	// Flow and FlowTenants are flow control's gates and tenants on
 	// /api/v1/flow; nil none.
-	Flow        func() []proxy.FlowStatus
-	FlowTenants func() []proxy.TenantStatus
+	Flow        func() []flowstats.GateStatus
+	FlowTenants func() []flowstats.TenantStatus
 	// Reload answers POST /-/reload (a write) and StatusConfig GET
 	// /api/v1/status/config.
 	Reload, StatusConfig http.HandlerFunc

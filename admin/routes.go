@@ -7,7 +7,7 @@ import (
 	"io"
 	"net/http"
 
-	"github.com/infergate/infergate/proxy"
+	"github.com/infergate/infergate/proxy/flowstats"
 	"github.com/infergate/infergate/proxy/route"
 )
 
@@ -81,11 +81,11 @@ func (a *Server) routesAPI(mux *http.ServeMux) {
 	// Flow control's gates: each model's capacity (its endpoints' learnt
 	// limits), calls in flight and waiting, by band.
 	mux.HandleFunc("GET /api/v1/flow", func(w http.ResponseWriter, _ *http.Request) {
-		tenants := []proxy.TenantStatus{}
+		tenants := []flowstats.TenantStatus{}
 		if a.FlowTenants != nil {
 			tenants = a.FlowTenants()
 		}
-		gates := []proxy.FlowStatus{}
+		gates := []flowstats.GateStatus{}
 		if a.Flow != nil {
 			gates = a.Flow()
 		}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/infergate/infergate/proxy/failurelog"
 	"github.com/infergate/infergate/proxy/pool"
 	"github.com/infergate/infergate/proxy/route"
 )
@@ -20,6 +21,9 @@ const (
 	// raises anything lower to 10s anyway, and saying so beats a silent
 	// change.
 	MinKeepaliveTime = 10 * time.Second
+	// DefaultLogInterval is the least time between two log lines about
+	// failures of one kind when WithLogInterval is not given.
+	DefaultLogInterval = failurelog.DefaultInterval
 )
 
 // Config is the proxy's own settings as the top level of a YAML file

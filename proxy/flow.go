@@ -3,10 +3,13 @@ package proxy
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc/metadata"
 
@@ -14,6 +17,7 @@ import (
 	"github.com/infergate/infergate/grpcwire"
 	"github.com/infergate/infergate/proto/methods"
 	"github.com/infergate/infergate/proto/wire"
+	"github.com/infergate/infergate/proxy/flowstats"
 )
 
 // Flow control (package flow): when a model's replicas are full, who
@@ -249,7 +253,7 @@ func (cfg *flowConfig) flowCall(md metadata.MD, hdr []hpack.HeaderField, msg []b
 	if tenant != "" && len(tenant) <= maxTenantName {
 		c.Tenant = tenant
 	} else if tenant != "" {
-		c.Tenant = otherTenant // a name that long is no tenant's: it must not be kept
+		c.Tenant = flowstats.OtherTenant // a name that long is no tenant's: it must not be kept
 	}
 	if b, ok := flow.ParseBand(band); ok {
 		c.Band = b
@@ -310,6 +314,51 @@ func refusedByFlow(err error) bool {
 func (u *Upstream) gatesOf() map[string]*flow.Gate {
 	if fg := u.gates.Load(); fg != nil && !fg.cfg.replaced.Load() {
 		return fg.gates
+	}
+	return nil
+}
+
+// FlowTenants returns the tenants' state, other last.
+func (p *Proxy) FlowTenants() []flowstats.TenantStatus { return p.flowStats.Status() }
+
+// FlowCollector returns flow control's metrics, to register once.
+func (p *Proxy) FlowCollector() prometheus.Collector {
+	return flowstats.NewCollector(&p.flowStats, func(yield func(upstream, model string, g *flow.Gate)) {
+		for _, up := range p.flowUpstreams() {
+			for model, g := range up.gatesOf() {
+				yield(up.Name(), model, g)
+			}
+		}
+	})
+}
+
+// Flow returns every gate's state, by upstream in the order configured
+// (the router's upstreams, or the director's one), then by model.
+func (p *Proxy) Flow() []flowstats.GateStatus {
+	out := []flowstats.GateStatus{}
+	for _, up := range p.flowUpstreams() {
+		gates := up.gatesOf()
+		for _, model := range slices.Sorted(maps.Keys(gates)) {
+			out = append(out, flowstats.StatusOf(up.Name(), model, gates[model], up.Endpoints()))
+		}
+	}
+	return out
+}
+
+// flowUpstreams are the upstreams that may have gates: the router's, or
+// the director's one.
+func (p *Proxy) flowUpstreams() []*Upstream {
+	if p.router != nil {
+		var ups []*Upstream
+		for _, up := range p.router.Upstreams() {
+			if u, ok := up.(*Upstream); ok {
+				ups = append(ups, u)
+			}
+		}
+		return ups
+	}
+	if fd, ok := p.director.(fixedDirector); ok {
+		return []*Upstream{fd.fixed()}
 	}
 	return nil
 }

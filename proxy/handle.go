@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"context"
-	"github.com/infergate/infergate/proxy/pool"
 	"time"
 
 	"golang.org/x/net/http2/hpack"
@@ -10,6 +9,8 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/infergate/infergate/flow"
+	"github.com/infergate/infergate/proxy/flowstats"
+	"github.com/infergate/infergate/proxy/pool"
 )
 
 // The endpoint handle. Whatever one attempt takes from an upstream to be
@@ -129,14 +130,14 @@ func (h *handle) done(s sent, took time.Duration, ok bool) {
 	}
 	h.gate = nil
 	g.Done(took)
-	outcome, answered := flowAtOnce, time.Duration(0)
+	outcome, answered := flowstats.AtOnce, time.Duration(0)
 	if h.waited {
-		outcome = flowWaited
+		outcome = flowstats.Waited
 	}
 	if ok {
 		answered = h.wait + took
 	}
-	h.p.flowCounted(h.fc, outcome, h.wait, answered)
+	h.p.flowStats.Count(h.fc, outcome, h.wait, answered)
 }
 
 // abandon gives back all that h holds for a call that is not sent after
@@ -175,7 +176,7 @@ func (h *handle) waitTurn(ctx context.Context, msg []byte, ownTimeout time.Durat
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		h.p.flowCounted(h.fc, flowRefused, 0, 0)
+		h.p.flowStats.Count(h.fc, flowstats.Refused, 0, 0)
 		return &flowError{model: h.model, err: err, timeout: ownTimeout}
 	}
 	h.gate = g

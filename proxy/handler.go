@@ -17,6 +17,7 @@ import (
 	"github.com/infergate/infergate/monitor"
 	"github.com/infergate/infergate/proto/methods"
 	"github.com/infergate/infergate/proto/wire"
+	"github.com/infergate/infergate/proxy/failurelog"
 )
 
 // outcome is what one call reports to finish: its measurements and its
@@ -121,7 +122,7 @@ func (p *Proxy) upstreamFailed(ctx context.Context, up *Upstream, method string,
 	}
 	if !fromUpstream && ctx.Err() == nil {
 		s := status.Convert(err)
-		p.failures.note(ctx, failureKind{msg: "upstream call failed", upstream: up.Name(), code: s.Code()},
+		p.failures.Note(ctx, failurelog.Kind{Msg: "upstream call failed", Upstream: up.Name(), Code: s.Code()},
 			slog.String("method", method), slog.String("error", s.Message()))
 	}
 	return &upstreamError{upstream: up.Name(), err: err, fromUpstream: fromUpstream}
@@ -131,7 +132,7 @@ func (p *Proxy) upstreamFailed(ctx context.Context, up *Upstream, method string,
 // unless the director returned a status of its own.
 func (p *Proxy) noRoute(ctx context.Context, method string, err error) error {
 	if _, ok := status.FromError(err); !ok {
-		p.failures.note(ctx, failureKind{msg: "no route", code: codes.Unavailable},
+		p.failures.Note(ctx, failurelog.Kind{Msg: "no route", Code: codes.Unavailable},
 			slog.String("method", method), slog.String("error", err.Error()))
 	}
 	return &directorError{method: method, err: err}

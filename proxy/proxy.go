@@ -19,6 +19,8 @@ import (
 
 	"github.com/infergate/infergate/budget"
 	"github.com/infergate/infergate/monitor"
+	"github.com/infergate/infergate/proxy/failurelog"
+	"github.com/infergate/infergate/proxy/flowstats"
 	"github.com/infergate/infergate/proxy/h2relay"
 	"github.com/infergate/infergate/proxy/route"
 	"github.com/infergate/infergate/release"
@@ -34,7 +36,7 @@ type Proxy struct {
 	log      *slog.Logger
 	// reqLog gets one line per call; nil: none.
 	reqLog     *slog.Logger
-	failures   *failureLog
+	failures   *failurelog.Log
 	maxMsgSize int
 	frontDoor  FrontDoor
 	// budget bounds the bytes held for calls on both paths: the relay's
@@ -75,9 +77,9 @@ type Proxy struct {
 	relayOnce  sync.Once
 	relayPools sync.Map // *Upstream → its *relayEntry
 	// flow is flow control's settings (flow.go), off until set;
-	// flowStats its counts per tenant (flow_metrics.go).
+	// flowStats its counts per tenant (package flowstats).
 	flow      flowState
-	flowStats flowTenants
+	flowStats flowstats.Tenants
 	relayMu   sync.Mutex // serialises moveRelayPool
 	// unary calls the relay routed, by where they went.
 	forwarded, served, handedOn atomic.Int64
@@ -115,7 +117,7 @@ func New(director Director, opts ...Option) (*Proxy, error) {
 		rec:             o.recorder,
 		log:             o.logger,
 		reqLog:          reqLog,
-		failures:        newFailureLog(o.logger, o.logInterval, o.now),
+		failures:        failurelog.New(o.logger, o.logInterval, o.now),
 		maxMsgSize:      o.maxMsgSize,
 		now:             o.now,
 		batcher:         o.batcher,
@@ -225,7 +227,7 @@ func (p *Proxy) panicked(ctx context.Context, v any, where string) error {
 // if it implements io.Closer (StaticDirector closes its upstream's
 // connections). Stop the server first.
 func (p *Proxy) Close() error {
-	p.failures.close()
+	p.failures.Close()
 	if c, ok := p.director.(io.Closer); ok {
 		return c.Close()
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/infergate/infergate/proto/methods"
 	"github.com/infergate/infergate/proto/wire"
 	"github.com/infergate/infergate/proxy/route"
+	"github.com/infergate/infergate/proxy/streammeter"
 )
 
 // bidiDesc describes every proxied stream: the proxy does not know a
@@ -83,7 +84,7 @@ func (p *Proxy) stream(ctx context.Context, up *Upstream, method string, kind wi
 		return o
 	}
 	// A ModelStreamInfer stream is measured per request too.
-	var meter *streamMeter
+	var meter *streammeter.Meter
 	if method == methods.ModelStreamInfer && p.rec != nil {
 		meter = newStreamMeter(p.rec, method, up.Name(), sr.route)
 	}
@@ -111,7 +112,7 @@ func (p *Proxy) stream(ctx context.Context, up *Upstream, method string, kind wi
 	}
 	o.upstream = since(p.now, t0)
 	if meter != nil {
-		meter.end(o.err == nil)
+		meter.End(o.err == nil)
 	}
 	o.bytesIn, o.bytesOut = st.bytesIn.Load(), st.bytesOut.Load()
 	o.model, o.version = st.target()
@@ -162,7 +163,7 @@ func (p *Proxy) streamError(ctx context.Context, up *Upstream, method string, er
 // meter learns each request, stamped when it was received, before it is
 // sent on, so that no response can come before its request is known.
 func (p *Proxy) forwardClientToServer(src grpc.ServerStream, dst grpc.ClientStream, kind wire.TargetKind, st *callStats,
-	sr streamRoute, meter *streamMeter) chan error {
+	sr streamRoute, meter *streammeter.Meter) chan error {
 	ret := make(chan error, 1)
 	go func() {
 		defer p.recoverPump(src.Context(), ret, "client-to-upstream stream pump")
@@ -187,7 +188,8 @@ func (p *Proxy) forwardClientToServer(src grpc.ServerStream, dst grpc.ClientStre
 				at = p.now()
 			}
 			if meter != nil {
-				meter.request(f, at)
+				info, serr := scanRequest(f)
+				meter.Request(info, serr, at)
 			}
 			if testHookFrame != nil {
 				testHookFrame()
@@ -227,7 +229,7 @@ func (p *Proxy) forwardClientToServer(src grpc.ServerStream, dst grpc.ClientStre
 // it, stamped just before the send: the stamp lies between the upstream's
 // send and the client's receipt, whatever the scheduler does after.
 func (p *Proxy) forwardServerToClient(src grpc.ClientStream, dst grpc.ServerStream, st *callStats, extra metadata.MD,
-	meter *streamMeter) chan error {
+	meter *streammeter.Meter) chan error {
 	ret := make(chan error, 1)
 	go func() {
 		defer p.recoverPump(dst.Context(), ret, "upstream-to-client stream pump")
@@ -258,7 +260,7 @@ func (p *Proxy) forwardServerToClient(src grpc.ClientStream, dst grpc.ServerStre
 			err := dst.SendMsg(f)
 			if err == nil && meter != nil {
 				info, serr := scanResponse(f)
-				meter.response(info, serr, at)
+				meter.Response(info, serr, at)
 			}
 			f.Free()
 			if err != nil {
@@ -354,4 +356,37 @@ func fallbackStream(sr streamRoute, mr *route.ModelRoute, fb target, kind wire.T
 	mr.Live().Counters.Fallback.Add(1)
 	mr.Live().Counters.FellBack(reason)
 	return sr
+}
+
+// StreamRecorder is a Recorder that also measures the requests inside
+// ModelStreamInfer streams (streammeter.Recorder); *monitor.Registry is
+// one. The proxy meters a stream only when its Recorder implements it.
+type StreamRecorder = streammeter.Recorder
+
+// newStreamMeter returns the meter of a stream, or nil when rec cannot
+// record stream samples.
+func newStreamMeter(rec Recorder, method, upstream, route string) *streammeter.Meter {
+	sr, ok := rec.(StreamRecorder)
+	if !ok {
+		return nil
+	}
+	return streammeter.New(sr, method, upstream, route)
+}
+
+// scanRequest reads a request frame's model, version and id.
+func scanRequest(f *Frame) (wire.InferRequestInfo, error) {
+	if len(f.data) == 1 {
+		return wire.ScanInferRequest(f.data[0].ReadOnlyData())
+	}
+	var buf [64][]byte
+	return wire.ScanInferRequestChunks(f.Chunks(buf[:0]))
+}
+
+// scanResponse reads a response frame's id and flags.
+func scanResponse(f *Frame) (wire.StreamResponseInfo, error) {
+	if len(f.data) == 1 {
+		return wire.ScanStreamResponse(f.data[0].ReadOnlyData())
+	}
+	var buf [64][]byte
+	return wire.ScanStreamResponseChunks(f.Chunks(buf[:0]))
 }

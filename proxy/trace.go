@@ -2,105 +2,42 @@ package proxy
 
 import (
 	"context"
-	"strconv"
-	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
-	otelcodes "go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 
 	"github.com/infergate/infergate/batcher"
-	"github.com/infergate/infergate/monitor"
-	"github.com/infergate/infergate/proto/methods"
+	"github.com/infergate/infergate/proxy/spans"
 )
 
-// Tracing. With WithTracing, every call gets a server span whose parent is
-// the W3C context the client sent, every upstream attempt a client span
-// under it (its reason: primary, fallback, hedge, retry, cascade), and the
-// upstream receives a traceparent that names the attempt's span. A batch
-// is one client span of its own, linked to the attempt span of each caller
-// that rode in it, and each of those linked back to it: a trace shows
-// which batch a call went in and what it waited for. Without WithTracing
-// (the default) the call path only tests a nil pointer.
+// Tracing (package spans makes the spans). Without WithTracing (the
+// default) the call path only tests a nil pointer.
 
 // Semconv says which OpenTelemetry RPC semantic conventions the spans
-// follow.
-type Semconv uint8
+// follow (spans.Semconv).
+type Semconv = spans.Semconv
 
+// The conventions: semconv v1.26's, v1.40's, or both (spans.SemconvOld,
+// spans.SemconvNew, spans.SemconvDup).
 const (
-	// SemconvOld: the conventions of semconv v1.26 that most gRPC
-	// instrumentations emit today: rpc.system, rpc.service, rpc.method
-	// (the bare method), rpc.grpc.status_code (an int).
-	SemconvOld Semconv = iota
-	// SemconvNew: the release candidate of semconv v1.40: rpc.system.name,
-	// rpc.method ("package.Service/Method", or _OTHER with
-	// rpc.method_original for a method the proxy does not know),
-	// rpc.response.status_code (the code's name).
-	SemconvNew
-	// SemconvDup emits both; where a key is in both (rpc.method) the new
-	// value is kept.
-	SemconvDup
+	SemconvOld = spans.SemconvOld
+	SemconvNew = spans.SemconvNew
+	SemconvDup = spans.SemconvDup
 )
 
-// SemconvFromEnv reads OTEL_SEMCONV_STABILITY_OPT_IN's value, as
-// OpenTelemetry instrumentations do: "rpc" selects the new conventions,
-// "rpc/dup" both; anything else the old ones.
-func SemconvFromEnv(v string) Semconv {
-	mode := SemconvOld
-	for _, s := range strings.Split(v, ",") {
-		switch strings.TrimSpace(s) {
-		case "rpc":
-			if mode != SemconvDup {
-				mode = SemconvNew
-			}
-		case "rpc/dup":
-			mode = SemconvDup
-		}
-	}
-	return mode
-}
+// SemconvFromEnv reads OTEL_SEMCONV_STABILITY_OPT_IN's value
+// (spans.SemconvFromEnv).
+func SemconvFromEnv(v string) Semconv { return spans.SemconvFromEnv(v) }
 
-// Span attributes of infergate's own (no convention covers them).
-const (
-	attrModel      = attribute.Key("infergate.model")
-	attrVersion    = attribute.Key("infergate.model_version")
-	attrRoute      = attribute.Key("infergate.route")
-	attrReason     = attribute.Key("infergate.route_reason")
-	attrQueue      = attribute.Key("infergate.queue_seconds")
-	attrAttempt    = attribute.Key("infergate.attempt")
-	attrUpstream   = attribute.Key("infergate.upstream")
-	attrBatchID    = attribute.Key("infergate.batch.id")
-	attrBatchRows  = attribute.Key("infergate.batch.rows")
-	attrBatchCalls = attribute.Key("infergate.batch.size")
-	// What the call carried. OpenTelemetry has no attribute
-	// for these: the RPC conventions size messages only as metrics
-	// (rpc.server.request.size) and the GenAI ones count tokens, not
-	// tensors.
-	attrReqBytes    = attribute.Key("infergate.request.bytes")
-	attrRespBytes   = attribute.Key("infergate.response.bytes")
-	attrReqRows     = attribute.Key("infergate.request.rows")
-	attrReqInputs   = attribute.Key("infergate.request.inputs")
-	attrReqPartial  = attribute.Key("infergate.request.inputs_partial")
-	attrServerAddr  = attribute.Key("server.address")
-	attrRPCSystem   = attribute.Key("rpc.system")
-	attrRPCService  = attribute.Key("rpc.service")
-	attrRPCMethod   = attribute.Key("rpc.method")
-	attrRPCGRPCCode = attribute.Key("rpc.grpc.status_code")
-	attrRPCSysName  = attribute.Key("rpc.system.name")
-	attrRPCOriginal = attribute.Key("rpc.method_original")
-	attrRPCRespCode = attribute.Key("rpc.response.status_code")
-)
+// attrModel is the span attribute of a call's model.
+const attrModel = spans.AttrModel
 
 // tracing is the proxy's instrumentation; nil when off.
-type tracing struct {
-	tracer trace.Tracer
-	prop   propagation.TextMapPropagator
-	conv   Semconv
-}
+type tracing struct{ t *spans.Tracer }
 
 // WithTracing makes spans with tp's tracer and reads and writes the trace
 // context with prop (propagation.TraceContext{} for W3C traceparent). A
@@ -111,10 +48,7 @@ func WithTracing(tp trace.TracerProvider, prop propagation.TextMapPropagator, co
 			o.tracing = nil
 			return
 		}
-		if prop == nil {
-			prop = propagation.TraceContext{}
-		}
-		o.tracing = &tracing{tracer: tp.Tracer("github.com/infergate/infergate/proxy"), prop: prop, conv: conv}
+		o.tracing = &tracing{spans.New(tp, prop, conv)}
 	})
 }
 
@@ -126,222 +60,34 @@ func (u *Upstream) address() string {
 	return u.Endpoints()[0].Conns()[0].Target()
 }
 
-// mdCarrier is gRPC metadata as a propagation.TextMapCarrier.
-type mdCarrier metadata.MD
-
-func (c mdCarrier) Get(key string) string {
-	if v := metadata.MD(c).Get(key); len(v) > 0 {
-		return v[0]
-	}
-	return ""
-}
-
-func (c mdCarrier) Set(key, value string) { metadata.MD(c).Set(key, value) }
-
-func (c mdCarrier) Keys() []string {
-	keys := make([]string, 0, len(c))
-	for k := range c {
-		keys = append(keys, k)
-	}
-	return keys
-}
-
-// incomingCarrier reads a call's incoming metadata for Extract without
-// copying all of it (FromIncomingContext would, on every call).
-type incomingCarrier struct{ ctx context.Context }
-
-func (c incomingCarrier) Get(key string) string {
-	if v := metadata.ValueFromIncomingContext(c.ctx, key); len(v) > 0 {
-		return v[0]
-	}
-	return ""
-}
-
-func (incomingCarrier) Set(string, string) {} // read-only
-
-func (c incomingCarrier) Keys() []string {
-	md, _ := metadata.FromIncomingContext(c.ctx)
-	return mdCarrier(md).Keys()
-}
-
-// spanName is the conventional span name of a full method
-// ("/pkg.Service/Method"): "pkg.Service/Method".
-func spanName(method string) string { return strings.TrimPrefix(method, "/") }
-
-// rpcAttrs are the convention's attributes of method.
-func (tr *tracing) rpcAttrs(method string) []attribute.KeyValue {
-	name := spanName(method)
-	service, bare, _ := strings.Cut(name, "/")
-	var kv []attribute.KeyValue
-	if tr.conv != SemconvNew {
-		kv = append(kv, attrRPCSystem.String("grpc"), attrRPCService.String(service), attrRPCMethod.String(bare))
-	}
-	if tr.conv != SemconvOld {
-		kv = append(kv, attrRPCSysName.String("grpc"))
-		if methods.Lookup(method).Known {
-			kv = append(kv, attrRPCMethod.String(name))
-		} else {
-			// The convention's rule for a method the instrumentation does
-			// not recognise: the proxy forwards any method, so a client's
-			// made-up names must not become unbounded span attributes.
-			kv = append(kv, attrRPCMethod.String("_OTHER"), attrRPCOriginal.String(name))
-		}
-	}
-	return kv
-}
-
-// codeAttrs are the convention's attributes of a status code.
-func (tr *tracing) codeAttrs(code codes.Code) []attribute.KeyValue {
-	switch tr.conv {
-	case SemconvOld:
-		return []attribute.KeyValue{attrRPCGRPCCode.Int(int(code))}
-	case SemconvNew:
-		return []attribute.KeyValue{attrRPCRespCode.String(codeName(code))}
-	}
-	return []attribute.KeyValue{attrRPCGRPCCode.Int(int(code)), attrRPCRespCode.String(codeName(code))}
-}
-
-// codeNames are the codes as the gRPC specification spells them, which
-// rpc.response.status_code takes (CANCELLED, not Go's Canceled).
-var codeNames = [...]string{"OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND",
-	"ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE",
-	"UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED"}
-
-// codeName is c as the specification spells it; its number when unknown.
-func codeName(c codes.Code) string {
-	if int(c) < len(codeNames) {
-		return codeNames[c]
-	}
-	return strconv.Itoa(int(c))
-}
-
-// serverError says whether a server span with code is an error: the RPC
-// convention counts only the codes that say the server failed.
-func serverError(c codes.Code) bool {
-	switch c {
-	case codes.Unknown, codes.DeadlineExceeded, codes.Unimplemented, codes.Internal,
-		codes.Unavailable, codes.DataLoss:
-		return true
-	}
-	return false
-}
-
 // startServer starts a call's server span, a child of the trace context
 // the client sent.
 func (tr *tracing) startServer(ctx context.Context, method string) (context.Context, trace.Span) {
-	ctx = tr.prop.Extract(ctx, incomingCarrier{ctx})
-	return tr.tracer.Start(ctx, spanName(method), trace.WithSpanKind(trace.SpanKindServer),
-		trace.WithAttributes(tr.rpcAttrs(method)...))
+	return tr.t.StartServer(ctx, method)
 }
 
 // endServer ends a call's server span with what recordCall recorded.
 func (tr *tracing) endServer(span trace.Span, code codes.Code, o outcome) {
-	kv := append(tr.codeAttrs(code), attrUpstream.String(o.upName))
-	if o.model != "" {
-		kv = append(kv, attrModel.String(o.model), attrVersion.String(o.version))
-	}
-	if o.route != "" {
-		kv = append(kv, attrRoute.String(o.route))
-	}
-	if o.reason != "" {
-		kv = append(kv, attrReason.String(o.reason))
-	}
-	if o.queue > 0 {
-		kv = append(kv, attrQueue.Float64(o.queue.Seconds()))
-	}
-	kv = append(kv, attrReqBytes.Int64(o.bytesIn), attrRespBytes.Int64(o.bytesOut))
-	kv = append(kv, featureAttrs(&o.feat)...)
-	span.SetAttributes(kv...)
-	if serverError(code) {
-		span.SetStatus(otelcodes.Error, code.String())
-	}
-	span.End()
+	tr.t.EndServer(span, code, spans.Call{Upstream: o.upName, Model: o.model, Version: o.version, Route: o.route,
+		Reason: o.reason, Queue: o.queue, BytesIn: o.bytesIn, BytesOut: o.bytesOut, Features: o.feat})
 }
 
 // startClient starts the client span of one upstream attempt or stream to
-// up and puts its trace context in the outgoing metadata (replacing the
-// client's), so that the upstream's spans are its children.
+// up and puts its trace context in the outgoing metadata.
 func (tr *tracing) startClient(ctx context.Context, method string, up *Upstream, why string,
 	extra ...attribute.KeyValue) (context.Context, trace.Span) {
-	kv := append(tr.rpcAttrs(method), attrUpstream.String(up.Name()), attrServerAddr.String(up.address()), attrAttempt.String(why))
-	ctx, span := tr.tracer.Start(ctx, spanName(method), trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(append(kv, extra...)...))
-	return tr.inject(ctx), span
-}
-
-// inject writes ctx's span context into its outgoing metadata
-// (FromOutgoingContext returns a copy, ours to edit).
-func (tr *tracing) inject(ctx context.Context) context.Context {
-	md, _ := metadata.FromOutgoingContext(ctx)
-	if md == nil {
-		md = metadata.MD{}
-	}
-	tr.prop.Inject(ctx, mdCarrier(md))
-	return metadata.NewOutgoingContext(ctx, md)
+	return tr.t.StartClient(ctx, method, up.Name(), up.address(), why, extra...)
 }
 
 // endClient ends a client span with the attempt's code and, for a batched
 // attempt, the link to its batch.
 func (tr *tracing) endClient(span trace.Span, err error, queue time.Duration, b *batcher.Batch) {
-	code := codeOf(err)
-	span.SetAttributes(tr.codeAttrs(code)...)
-	if queue > 0 {
-		span.SetAttributes(attrQueue.Float64(queue.Seconds()))
-	}
-	if b != nil {
-		if sc, ok := b.Link.(trace.SpanContext); ok {
-			span.AddLink(trace.Link{SpanContext: sc})
-		}
-		span.SetAttributes(attrBatchID.Int64(int64(b.ID)), attrBatchRows.Int(b.Rows), attrBatchCalls.Int(len(b.Calls)))
-	}
-	if code != codes.OK {
-		span.SetStatus(otelcodes.Error, code.String())
-	}
-	span.End()
+	tr.t.EndClient(span, codeOf(err), queue, b)
 }
 
-// startBatch starts the span of a merged upstream call: a root of its own
-// (it serves many traces), linked to the span of every caller in it,
-// leaves its span context in b for the callers to link back to, and
-// writes it into md, the batch call's own metadata.
+// startBatch starts the span of a merged upstream call, linked to its
+// callers' spans, and writes its trace context into md.
 func (tr *tracing) startBatch(ctx context.Context, method string, up *Upstream, b *batcher.Batch,
 	md metadata.MD) (context.Context, trace.Span) {
-	links := make([]trace.Link, 0, len(b.Calls))
-	for _, c := range b.Calls {
-		if sc := trace.SpanContextFromContext(c); sc.IsValid() {
-			links = append(links, trace.Link{SpanContext: sc})
-		}
-	}
-	kv := append(tr.rpcAttrs(method), attrUpstream.String(up.Name()), attrServerAddr.String(up.address()),
-		attrAttempt.String("batch"), attrBatchID.Int64(int64(b.ID)), attrBatchRows.Int(b.Rows),
-		attrBatchCalls.Int(len(b.Calls)))
-	ctx, span := tr.tracer.Start(ctx, spanName(method), trace.WithNewRoot(), trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithLinks(links...), trace.WithAttributes(kv...))
-	b.Link = span.SpanContext()
-	tr.prop.Inject(ctx, mdCarrier(md))
-	return ctx, span
-}
-
-// featureAttrs are the span attributes of what an inference call's
-// request carried: its rows, when its first input has a shape, and its
-// inputs as "INPUT0:FP32[8,3,224,224]".
-func featureAttrs(f *monitor.CallFeatures) []attribute.KeyValue {
-	if f.NumInputs == 0 {
-		return nil
-	}
-	var kv []attribute.KeyValue
-	if f.Rows != 0 {
-		kv = append(kv, attrReqRows.Int64(f.Rows))
-	}
-	if len(f.Inputs) > 0 {
-		in := make([]string, len(f.Inputs))
-		for i, s := range f.Inputs {
-			in[i] = s.String()
-		}
-		kv = append(kv, attrReqInputs.StringSlice(in))
-	}
-	if f.Partial {
-		kv = append(kv, attrReqPartial.Bool(true))
-	}
-	return kv
+	return tr.t.StartBatch(ctx, method, up.Name(), up.address(), b, md)
 }

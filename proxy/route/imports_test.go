@@ -1,9 +1,9 @@
 package route
 
 import (
-	"go/build"
-	"strings"
 	"testing"
+
+	"github.com/infergate/infergate/internal/layers"
 )
 
 // The router decides where a model's calls go and hears their verdicts;
@@ -13,15 +13,5 @@ import (
 // (an affinity header in a routing file); the proxy imports it, never the
 // reverse.
 func TestLayersImportOneWay(t *testing.T) {
-	const module = "github.com/infergate/infergate/"
-	allowed := map[string]bool{"monitor": true, "proxy/pool": true, "grpcwire": true}
-	pkg, err := build.ImportDir(".", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, imp := range pkg.Imports {
-		if own, ok := strings.CutPrefix(imp, module); ok && !allowed[own] {
-			t.Errorf("%s imports %s", pkg.ImportPath, imp)
-		}
-	}
+	layers.ImportsOnly(t, ".", "monitor", "proxy/pool", "grpcwire")
 }

@@ -1,12 +1,15 @@
-package proxy
+// Package flowstats is flow control's accounting for /api/v1/flow and
+// /metrics: the bounded table of tenants (their calls by band and
+// outcome, their waits and latency), the gates' status, and the
+// collector of both. The proxy counts each call at its gate into it and
+// hands it the gates; it never sees a call.
+package flowstats
 
 import (
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/infergate/infergate/flow"
 	"github.com/infergate/infergate/proxy/pool"
@@ -25,20 +28,26 @@ const (
 	maxTenantSeries    = 20
 	tenantPromoteAfter = 100
 	maxTenantCandidate = 1000
-	otherTenant        = "other"
 	tenantWindow       = 10 * time.Minute
 	tenantIdle         = 10 * time.Minute
 )
 
+// OtherTenant is the name the calls of tenants without series of their
+// own count under, and that of a tenant whose name is too long to keep.
+const OtherTenant = "other"
+
+// Outcome is what became of a call at its gate.
+type Outcome int
+
 // Outcomes of a call at its gate.
 const (
-	flowAtOnce = iota
-	flowWaited
-	flowRefused
-	numFlowOutcomes
+	AtOnce Outcome = iota
+	Waited
+	Refused
+	numOutcomes
 )
 
-var flowOutcomeNames = [numFlowOutcomes]string{"at_once", "waited", "refused"}
+var outcomeNames = [numOutcomes]string{"at_once", "waited", "refused"}
 
 // tenantStat is one tenant's counts by band and outcome, its waits and
 // its calls' latency.
@@ -46,14 +55,15 @@ type tenantStat struct {
 	name string
 	// last is when it last sent a call (Unix nanoseconds).
 	last  atomic.Int64
-	calls [flow.NumBands][numFlowOutcomes]atomic.Uint64
+	calls [flow.NumBands][numOutcomes]atomic.Uint64
 	// waited sums the seconds its calls waited (nanoseconds), by band.
 	waited [flow.NumBands]atomic.Int64
 	lat    pool.RecentLatency // its answers' latency, last 10 to 20 s
 }
 
-// flowTenants is the bounded table of tenants.
-type flowTenants struct {
+// Tenants is the bounded table of tenants; the zero value is empty and
+// ready.
+type Tenants struct {
 	mu         sync.Mutex
 	named      atomic.Pointer[map[string]*tenantStat] // replaced whole
 	other      tenantStat
@@ -65,7 +75,7 @@ type flowTenants struct {
 
 // stat is the tenantStat a call of tenant at now (Unix nanoseconds)
 // counts under.
-func (ft *flowTenants) stat(tenant string, now int64) *tenantStat {
+func (ft *Tenants) stat(tenant string, now int64) *tenantStat {
 	if m := ft.named.Load(); m != nil {
 		if s := (*m)[tenant]; s != nil {
 			s.seen(now)
@@ -129,7 +139,7 @@ func (s *tenantStat) seen(now int64) {
 // tenants silent for tenantIdle at now, and returns the table. Their
 // series end; their counts are not moved to other, whose counters would
 // jump. Lock held.
-func (ft *flowTenants) dropIdle(named *map[string]*tenantStat, now int64) *map[string]*tenantStat {
+func (ft *Tenants) dropIdle(named *map[string]*tenantStat, now int64) *map[string]*tenantStat {
 	next := make(map[string]*tenantStat, len(*named))
 	for k, v := range *named {
 		if now-v.last.Load() < int64(tenantIdle) {
@@ -144,7 +154,7 @@ func (ft *flowTenants) dropIdle(named *map[string]*tenantStat, now int64) *map[s
 }
 
 // all is every tenantStat with series, other last.
-func (ft *flowTenants) all() []*tenantStat {
+func (ft *Tenants) all() []*tenantStat {
 	var out []*tenantStat
 	if m := ft.named.Load(); m != nil {
 		for _, s := range *m {
@@ -160,15 +170,15 @@ func (ft *flowTenants) all() []*tenantStat {
 		}
 		return 0
 	})
-	ft.other.name = otherTenant
+	ft.other.name = OtherTenant
 	return append(out, &ft.other)
 }
 
-// flowCounted records one call of c at its gate: outcome, its wait, and
+// Count records one call of c at its gate: outcome, its wait, and
 // (answered, took > 0) its latency.
-func (p *Proxy) flowCounted(c flow.Call, outcome int, wait, took time.Duration) {
+func (ft *Tenants) Count(c flow.Call, outcome Outcome, wait, took time.Duration) {
 	now := time.Now().UnixNano()
-	s := p.flowStats.stat(c.Tenant, now)
+	s := ft.stat(c.Tenant, now)
 	s.calls[c.Band][outcome].Add(1)
 	if wait > 0 {
 		s.waited[c.Band].Add(int64(wait))
@@ -200,9 +210,9 @@ type TenantBand struct {
 	WaitedSeconds float64 `json:"waited_seconds"`
 }
 
-// FlowTenants returns the tenants' state, other last.
-func (p *Proxy) FlowTenants() []TenantStatus {
-	all := p.flowStats.all()
+// Status returns the tenants' state, other last.
+func (ft *Tenants) Status() []TenantStatus {
+	all := ft.all()
 	out := make([]TenantStatus, 0, len(all))
 	var total uint64
 	t := time.Now().UnixNano()
@@ -210,8 +220,8 @@ func (p *Proxy) FlowTenants() []TenantStatus {
 		ts := TenantStatus{Tenant: s.name, Bands: map[string]TenantBand{}}
 		var sent uint64
 		for b := range flow.NumBands {
-			tb := TenantBand{AtOnce: s.calls[b][flowAtOnce].Load(), Waited: s.calls[b][flowWaited].Load(),
-				Refused: s.calls[b][flowRefused].Load(), WaitedSeconds: time.Duration(s.waited[b].Load()).Seconds()}
+			tb := TenantBand{AtOnce: s.calls[b][AtOnce].Load(), Waited: s.calls[b][Waited].Load(),
+				Refused: s.calls[b][Refused].Load(), WaitedSeconds: time.Duration(s.waited[b].Load()).Seconds()}
 			sent += tb.AtOnce + tb.Waited
 			if tb != (TenantBand{}) {
 				ts.Bands[flow.Band(b).String()] = tb
@@ -233,81 +243,4 @@ func (p *Proxy) FlowTenants() []TenantStatus {
 		}
 	}
 	return out
-}
-
-var (
-	flowLabels    = []string{"tenant", "band"}
-	flowCallsDesc = prometheus.NewDesc("infergate_flow_calls_total",
-		"Calls flow control let go at once, after waiting, or refused, by tenant (its own series for the busiest, then other) and band.",
-		append(flowLabels, "outcome"), nil)
-	flowWaitDesc = prometheus.NewDesc("infergate_flow_wait_seconds_total",
-		"Seconds calls waited for their turn at flow control, by tenant and band.", flowLabels, nil)
-	flowP50Desc = prometheus.NewDesc("infergate_flow_tenant_p50_seconds",
-		"A tenant's calls' median latency (waits included) over the last 10 to 20 s.", []string{"tenant"}, nil)
-	flowP99Desc = prometheus.NewDesc("infergate_flow_tenant_p99_seconds",
-		"A tenant's calls' p99 latency (waits included) over the last 10 to 20 s: what a per-tenant SLO reads.", []string{"tenant"}, nil)
-	flowGateDesc = prometheus.NewDesc("infergate_flow_gate",
-		"A flow-control gate's capacity (its endpoints' learnt limits), calls in flight and calls waiting.",
-		[]string{"upstream", "model", "state"}, nil)
-)
-
-// flowCollector exports flow control's metrics.
-type flowCollector struct{ p *Proxy }
-
-// FlowCollector returns flow control's metrics, to register once.
-func (p *Proxy) FlowCollector() prometheus.Collector { return flowCollector{p} }
-
-func (c flowCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- flowCallsDesc
-	ch <- flowWaitDesc
-	ch <- flowP50Desc
-	ch <- flowP99Desc
-	ch <- flowGateDesc
-}
-
-func (c flowCollector) Collect(ch chan<- prometheus.Metric) {
-	t := time.Now().UnixNano()
-	for _, s := range c.p.flowStats.all() {
-		for b := range flow.NumBands {
-			band := flow.Band(b).String()
-			for o, name := range flowOutcomeNames {
-				if v := s.calls[b][o].Load(); v > 0 {
-					ch <- prometheus.MustNewConstMetric(flowCallsDesc, prometheus.CounterValue, float64(v), s.name, band, name)
-				}
-			}
-			if w := s.waited[b].Load(); w > 0 {
-				ch <- prometheus.MustNewConstMetric(flowWaitDesc, prometheus.CounterValue, time.Duration(w).Seconds(), s.name, band)
-			}
-		}
-		if n, p50, p99 := s.lat.At(t); n > 0 {
-			ch <- prometheus.MustNewConstMetric(flowP50Desc, prometheus.GaugeValue, p50.Seconds(), s.name)
-			ch <- prometheus.MustNewConstMetric(flowP99Desc, prometheus.GaugeValue, p99.Seconds(), s.name)
-		}
-	}
-	for _, up := range c.p.flowUpstreams() {
-		for model, g := range up.gatesOf() {
-			st := g.Stats()
-			ch <- prometheus.MustNewConstMetric(flowGateDesc, prometheus.GaugeValue, float64(st.Capacity), up.Name(), model, "capacity")
-			ch <- prometheus.MustNewConstMetric(flowGateDesc, prometheus.GaugeValue, float64(st.InFlight), up.Name(), model, "in_flight")
-			ch <- prometheus.MustNewConstMetric(flowGateDesc, prometheus.GaugeValue, float64(st.Waiting), up.Name(), model, "waiting")
-		}
-	}
-}
-
-// flowUpstreams are the upstreams that may have gates: the router's, or
-// the director's one.
-func (p *Proxy) flowUpstreams() []*Upstream {
-	if p.router != nil {
-		var ups []*Upstream
-		for _, up := range p.router.Upstreams() {
-			if u, ok := up.(*Upstream); ok {
-				ups = append(ups, u)
-			}
-		}
-		return ups
-	}
-	if fd, ok := p.director.(fixedDirector); ok {
-		return []*Upstream{fd.fixed()}
-	}
-	return nil
 }

@@ -1,4 +1,8 @@
-package proxy
+// Package failurelog is the proxy's rate-limited log of failed calls:
+// per (upstream, code) the first failure is logged at once, later ones
+// within the interval are only counted, and the count goes out in one
+// line when the interval ends.
+package failurelog
 
 import (
 	"context"
@@ -9,16 +13,16 @@ import (
 	"google.golang.org/grpc/codes"
 )
 
-// DefaultLogInterval is the least time between two log lines about
-// failures of one kind when WithLogInterval is not given.
-const DefaultLogInterval = 10 * time.Second
+// DefaultInterval is the least time between two log lines about
+// failures of one kind when none is given.
+const DefaultInterval = 10 * time.Second
 
-// failureLog summarises repeated failures: per (upstream, code) the first
+// Log summarises repeated failures: per (upstream, code) the first
 // failure is logged at once, later ones within the interval are only
 // counted, and the count goes out in one line when the interval ends. An
 // upstream that is down for a few seconds makes a few lines, not one per
 // call. Only failing calls take its lock.
-type failureLog struct {
+type Log struct {
 	log      *slog.Logger
 	interval time.Duration
 	now      func() time.Time
@@ -26,16 +30,17 @@ type failureLog struct {
 	after func(d time.Duration, f func()) stopper
 
 	mu     sync.Mutex
-	kinds  map[failureKind]*failureCount
+	kinds  map[Kind]*failureCount
 	closed bool
 }
 
 type stopper interface{ Stop() bool }
 
-type failureKind struct {
-	msg      string // what failed: "upstream call failed", "no route"
-	upstream string
-	code     codes.Code
+// Kind is one kind of failure: what failed, where, with which code.
+type Kind struct {
+	Msg      string // what failed: "upstream call failed", "no route"
+	Upstream string
+	Code     codes.Code
 }
 
 type failureCount struct {
@@ -45,14 +50,16 @@ type failureCount struct {
 	timer      stopper // pending summary, nil when none
 }
 
-func newFailureLog(l *slog.Logger, interval time.Duration, now func() time.Time) *failureLog {
+// New returns a Log writing to l at most one line per kind and interval
+// (DefaultInterval when 0 or less), reading the time from now.
+func New(l *slog.Logger, interval time.Duration, now func() time.Time) *Log {
 	if interval <= 0 {
-		interval = DefaultLogInterval
+		interval = DefaultInterval
 	}
-	return &failureLog{
+	return &Log{
 		log: l, interval: interval, now: now,
 		after: func(d time.Duration, f func()) stopper { return time.AfterFunc(d, f) },
-		kinds: map[failureKind]*failureCount{},
+		kinds: map[Kind]*failureCount{},
 	}
 }
 
@@ -60,8 +67,8 @@ func newFailureLog(l *slog.Logger, interval time.Duration, now func() time.Time)
 // proxy's own, but a director could invent upstreams.
 const maxFailureKinds = 1024
 
-// note records one failure with its attributes.
-func (f *failureLog) note(ctx context.Context, k failureKind, attrs ...slog.Attr) {
+// Note records one failure with its attributes.
+func (f *Log) Note(ctx context.Context, k Kind, attrs ...slog.Attr) {
 	if !f.log.Enabled(ctx, slog.LevelWarn) {
 		return
 	}
@@ -96,7 +103,7 @@ func (f *failureLog) note(ctx context.Context, k failureKind, attrs ...slog.Attr
 }
 
 // flush writes the summary of k's failures counted since its last line.
-func (f *failureLog) flush(k failureKind) {
+func (f *Log) flush(k Kind) {
 	f.mu.Lock()
 	c := f.kinds[k]
 	if c == nil || c.suppressed == 0 {
@@ -112,21 +119,21 @@ func (f *failureLog) flush(k failureKind) {
 	f.write(context.Background(), k, suppressed, attrs)
 }
 
-func (f *failureLog) write(ctx context.Context, k failureKind, suppressed int64, attrs []slog.Attr) {
+func (f *Log) write(ctx context.Context, k Kind, suppressed int64, attrs []slog.Attr) {
 	all := make([]slog.Attr, 0, len(attrs)+3)
-	all = append(all, slog.String("upstream", k.upstream), slog.String("code", k.code.String()))
+	all = append(all, slog.String("upstream", k.Upstream), slog.String("code", k.Code.String()))
 	all = append(all, attrs...)
 	if suppressed > 0 {
 		all = append(all, slog.Int64("more_since_last_line", suppressed), slog.Duration("interval", f.interval))
 	}
-	f.log.LogAttrs(ctx, slog.LevelWarn, k.msg, all...)
+	f.log.LogAttrs(ctx, slog.LevelWarn, k.Msg, all...)
 }
 
-// close writes what is still counted and stops the timers.
-func (f *failureLog) close() {
+// Close writes what is still counted and stops the timers.
+func (f *Log) Close() {
 	f.mu.Lock()
 	f.closed = true
-	var pending []failureKind
+	var pending []Kind
 	for k, c := range f.kinds {
 		if c.timer != nil {
 			c.timer.Stop()

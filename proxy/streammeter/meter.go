@@ -1,4 +1,10 @@
-package proxy
+// Package streammeter measures the requests inside a ModelStreamInfer
+// stream: it matches each response the proxy relays to its request and
+// records, per request, the wait for its first response, the gaps
+// between its responses and their number. It reads scans of the frames
+// (proto/wire), never the frames, and holds a bounded memory whatever a
+// client sends.
+package streammeter
 
 import (
 	"encoding/binary"
@@ -10,19 +16,29 @@ import (
 	"github.com/infergate/infergate/proto/wire"
 )
 
-// StreamRecorder is a Recorder that also measures the requests inside
-// ModelStreamInfer streams; *monitor.Registry is one. The proxy meters a
-// stream only when its Recorder implements it. Both methods are called
+// Recorder measures the requests inside ModelStreamInfer streams;
+// *monitor.Registry is one. The proxy meters a stream only when its
+// Recorder implements it (proxy.StreamRecorder). Both methods are called
 // from the stream pumps of every metered stream at once, so they must be
 // safe for concurrent use and should not block.
-type StreamRecorder interface {
+type Recorder interface {
 	// RecordStream takes one response, or one request's end.
 	RecordStream(key monitor.SeriesKey, sm monitor.StreamSample)
 	// StreamDropped counts a request or response left out.
 	StreamDropped(reason monitor.StreamDrop)
 }
 
-var _ StreamRecorder = (*monitor.Registry)(nil)
+var _ Recorder = (*monitor.Registry)(nil)
+
+// New returns the meter of a stream of method to upstream by route ("":
+// primary), recording into rec.
+func New(rec Recorder, method, upstream, route string) *Meter {
+	if route == "" {
+		route = monitor.RoutePrimary
+	}
+	return &Meter{rec: rec, base: monitor.SeriesKey{Method: method, Upstream: upstream,
+		CodeClass: monitor.CodeClassOK, Route: route}}
+}
 
 // Bounds of one stream's meter: what a client sends must not grow the
 // proxy's memory without limit (DESIGN.md).
@@ -42,7 +58,7 @@ const (
 // idSeed keys the hash of long ids.
 var idSeed = maphash.MakeSeed()
 
-// streamMeter matches the responses of one ModelStreamInfer stream with
+// Meter matches the responses of one ModelStreamInfer stream with
 // its requests and records, per request, the wait for its first response,
 // the gaps between its responses and their number. It reads
 // frames with wire scans only. Requests are matched by id, as Triton's
@@ -59,11 +75,11 @@ var idSeed = maphash.MakeSeed()
 // ends its request unmeasured. Triton's empty final response is not a
 // response the client reads: it ends its request without counting.
 //
-// The client-to-upstream pump calls request, the other pump response;
+// The client-to-upstream pump calls Request, the other pump Response;
 // the meter's mutex is held for a few map operations, never across I/O
 // or recording.
-type streamMeter struct {
-	rec  StreamRecorder
+type Meter struct {
+	rec  Recorder
 	base monitor.SeriesKey // Method, Upstream, CodeClass, Route: the stream's
 
 	mu sync.Mutex
@@ -91,38 +107,6 @@ type pending struct {
 	next           *pending // the next request of the same id key
 }
 
-// newStreamMeter returns the meter of a stream, or nil when rec cannot
-// record stream samples.
-func newStreamMeter(rec Recorder, method, upstream, route string) *streamMeter {
-	sr, ok := rec.(StreamRecorder)
-	if !ok {
-		return nil
-	}
-	if route == "" {
-		route = monitor.RoutePrimary
-	}
-	return &streamMeter{rec: sr, base: monitor.SeriesKey{Method: method, Upstream: upstream,
-		CodeClass: monitor.CodeClassOK, Route: route}}
-}
-
-// scanRequest reads a request frame's model, version and id.
-func scanRequest(f *Frame) (wire.InferRequestInfo, error) {
-	if len(f.data) == 1 {
-		return wire.ScanInferRequest(f.data[0].ReadOnlyData())
-	}
-	var buf [64][]byte
-	return wire.ScanInferRequestChunks(f.Chunks(buf[:0]))
-}
-
-// scanResponse reads a response frame's id and flags.
-func scanResponse(f *Frame) (wire.StreamResponseInfo, error) {
-	if len(f.data) == 1 {
-		return wire.ScanStreamResponse(f.data[0].ReadOnlyData())
-	}
-	var buf [64][]byte
-	return wire.ScanStreamResponseChunks(f.Chunks(buf[:0]))
-}
-
 // idKey returns the map key of id in buf's storage: id itself, or for a
 // long one its head and a hash of the whole. The result aliases buf or id;
 // copy it to keep it.
@@ -135,10 +119,10 @@ func idKey(id []byte, buf *[maxIDKey]byte) []byte {
 	return buf[:]
 }
 
-// request remembers a request frame the client sent at at. A frame that
+// Request remembers a request the client sent at at (info from
+// wire.ScanInferRequest, or err when it did not parse). A request that
 // does not parse is not remembered: the upstream judges it.
-func (m *streamMeter) request(f *Frame, at time.Time) {
-	info, err := scanRequest(f)
+func (m *Meter) Request(info wire.InferRequestInfo, err error, at time.Time) {
 	if err != nil {
 		return
 	}
@@ -193,7 +177,7 @@ func (m *streamMeter) request(f *Frame, at time.Time) {
 
 // remove forgets p, the head of its id's queue, and keeps it for reuse.
 // Called with mu held.
-func (m *streamMeter) remove(p *pending) {
+func (m *Meter) remove(p *pending) {
 	if q := m.byID[p.key]; p.next == nil {
 		delete(m.byID, p.key)
 	} else {
@@ -215,10 +199,10 @@ func (m *streamMeter) remove(p *pending) {
 	m.free = p
 }
 
-// response matches a response the proxy sent to the client, at at (info
-// from scanResponse, or err when it did not parse), and records what it
-// says.
-func (m *streamMeter) response(info wire.StreamResponseInfo, err error, at time.Time) {
+// Response matches a response the proxy sent to the client, at at (info
+// from wire.ScanStreamResponse, or err when it did not parse), and records
+// what it says.
+func (m *Meter) Response(info wire.StreamResponseInfo, err error, at time.Time) {
 	if err != nil {
 		m.rec.StreamDropped(monitor.StreamDropUnmatched)
 		return
@@ -258,10 +242,10 @@ func (m *streamMeter) response(info wire.StreamResponseInfo, err error, at time.
 	}
 }
 
-// end closes the meter when its stream ended: cleanly (ok), every request
+// End closes the meter when its stream ended: cleanly (ok), every request
 // still waiting got all the responses it will get, so it is complete;
 // otherwise they were cut short and are not recorded.
-func (m *streamMeter) end(ok bool) {
+func (m *Meter) End(ok bool) {
 	m.mu.Lock()
 	var done []monitor.StreamSample
 	var keys []monitor.SeriesKey
