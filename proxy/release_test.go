@@ -23,7 +23,7 @@ import (
 // The release tests run simserver in-process: a classifier "clf" served
 // at versions 1 and 2 (and "clf_next", another model), computing at once.
 
-func startSim(t *testing.T) (*sim.Server, string) {
+func startSim(t testing.TB) (*sim.Server, string) {
 	t.Helper()
 	clf := func(name string) sim.ModelConfig {
 		return sim.ModelConfig{Name: name, Kind: sim.KindClassifier, Protocols: []string{sim.ProtocolKServe},
@@ -55,7 +55,7 @@ type releaseEnv struct {
 	kc  kservepb.GRPCInferenceServiceClient
 }
 
-func newReleaseEnv(t *testing.T, specs []release.Spec, opts ...Option) *releaseEnv {
+func newReleaseEnv(t testing.TB, specs []release.Spec, opts ...Option) *releaseEnv {
 	t.Helper()
 	s, addr := startSim(t)
 	set, err := release.New(specs)
@@ -284,5 +284,23 @@ func TestRowsClassName(t *testing.T) {
 		if got := RowsClassName(min(sizeClass(rows), release.MaxClasses-1)); got != want {
 			t.Errorf("%d rows: %q, want %q", rows, got, want)
 		}
+	}
+}
+
+// BenchmarkReleaseCall is the cost of a call of a model with a release
+// (split, rewrite, header, observation), against one without, on the
+// same server.
+func BenchmarkReleaseCall(b *testing.B) {
+	for _, model := range []string{"clf_next", "clf"} {
+		b.Run(model, func(b *testing.B) {
+			e := newReleaseEnv(b, []release.Spec{split(50)})
+			ctx := b.Context()
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				if _, _, err := e.infer(ctx, model, "", i); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
