@@ -52,8 +52,8 @@ func Decode(tfServing bool, b []byte) ([]Tensor, error) {
 		if i < len(m.RawOutputContents) {
 			out[i].Values = rawValues(o.Datatype, m.RawOutputContents[i])
 		} else if ct := o.Contents; ct != nil {
-			out[i].Values = appendAll(nil, ct.Fp32Contents, ct.Fp64Contents, ct.IntContents, ct.Int64Contents,
-				ct.UintContents, ct.Uint64Contents)
+			v := appendNums(appendNums(appendNums(nil, ct.Fp32Contents), ct.Fp64Contents), ct.IntContents)
+			out[i].Values = appendNums(appendNums(appendNums(v, ct.Int64Contents), ct.UintContents), ct.Uint64Contents)
 		}
 	}
 	return out, nil
@@ -64,7 +64,7 @@ func tfValues(tp *tensorflowpb.TensorProto) []float64 {
 	if len(tp.TensorContent) > 0 {
 		return rawValues(tfDatatype[tp.Dtype], tp.TensorContent)
 	}
-	v := appendAll(nil, tp.FloatVal, tp.DoubleVal, tp.IntVal, tp.Int64Val, []int32(nil), []uint64(nil))
+	v := appendNums(appendNums(appendNums(appendNums(nil, tp.FloatVal), tp.DoubleVal), tp.IntVal), tp.Int64Val)
 	for _, h := range tp.HalfVal {
 		v = append(v, halfFloat(uint16(h)))
 	}
@@ -80,23 +80,15 @@ var tfDatatype = map[tensorflowpb.DataType]string{
 	tensorflowpb.DataType_DT_UINT8: "UINT8", tensorflowpb.DataType_DT_INT16: "INT16",
 }
 
-func appendAll[A, B, C, D, E, F float32 | float64 | int32 | int64 | uint32 | uint64](v []float64, a []A, b []B, c []C, d []D, e []E, f []F) []float64 {
-	for _, x := range a {
-		v = append(v, float64(x))
-	}
-	for _, x := range b {
-		v = append(v, float64(x))
-	}
-	for _, x := range c {
-		v = append(v, float64(x))
-	}
-	for _, x := range d {
-		v = append(v, float64(x))
-	}
-	for _, x := range e {
-		v = append(v, float64(x))
-	}
-	for _, x := range f {
+// number is an element type of typed tensor contents.
+type number interface {
+	~float32 | ~float64 | ~int32 | ~int64 | ~uint32 | ~uint64
+}
+
+// appendNums appends xs as float64s. (A tensor fills one of its typed
+// fields; the others are empty.)
+func appendNums[T number](v []float64, xs []T) []float64 {
+	for _, x := range xs {
 		v = append(v, float64(x))
 	}
 	return v
