@@ -81,7 +81,8 @@ import (
 // content-type (with the client's content-subtype) and the status
 // trailers are written by the proxy, from the upstream's status when it
 // sent one; HeaderRoute and HeaderRouteReason are added to an answer that
-// did not come from the client's primary model.
+// did not come from the client's primary model, HeaderVersion to the
+// answer of a call a release split.
 
 // Names of infergate's own headers.
 const (
@@ -107,6 +108,12 @@ const (
 	// "low_confidence", "confident", "edge_failed", "primary_failed" or
 	// "primary_slow".
 	HeaderRouteReason = "x-infergate-route-reason"
+	// HeaderVersion is the response header of a call of a model with a
+	// release that the proxy split: the target that answered, as its
+	// version ("2"), its model ("resnet50-trt", or "model:version") or
+	// its upstream. The answer's own model_version stays as the server
+	// wrote it.
+	HeaderVersion = "x-infergate-version"
 )
 
 // IsReservedHeader says whether k is one of the headers gRPC keeps for

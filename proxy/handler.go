@@ -45,6 +45,8 @@ type outcome struct {
 	// feat is what the request carried (features.go); recordCall sets its
 	// bytes.
 	feat monitor.CallFeatures
+	// rel is the call's release (release.go); nil for none.
+	rel *releaseCall
 }
 
 // budgetFailed is the error of a call that got no room in the byte
@@ -89,15 +91,36 @@ func (p *Proxy) unary(ctx context.Context, clientDeadline bool, up *Upstream, me
 	o.bytesIn = int64(req.Len())
 	claim.Hold(o.bytesIn)
 	o.model, o.version = frameTarget(kind, req)
+	if p.releases != nil && o.model != "" && methods.IsInference(method) {
+		// Split before anything else sees the call: from here on it is
+		// a call of the version chosen.
+		var err error
+		if o.rel, up, req, err = p.chooseRelease(ctx, kind, up, req, o.model, o.version); err != nil {
+			o.err = err
+			return o
+		}
+		if o.rel != nil {
+			o.model, o.version = frameTarget(kind, req)
+		}
+	}
 	keep := p.inputShapes || p.tracing != nil
-	if p.router != nil && o.model != "" && methods.IsInference(method) && !p.router.Plain(up, o.model) {
-		// A routed call's attempts may outlive this call (a hedge): its
-		// state lives on the heap; a plain call's stays on the stack.
+	routed := p.router != nil && o.model != "" && methods.IsInference(method) && !p.router.Plain(up, o.model)
+	if routed || o.rel != nil {
+		// A routed call's attempts may outlive this call (a hedge), and
+		// a release's shadow copy does: its state lives on the heap; a
+		// plain call's stays on the stack.
 		rc := &routedCall{call: call{p: p, ctx: ctx, method: method, kind: kind, req: req, subtype: subtype,
 			model: o.model, version: o.version, clientDeadline: clientDeadline}}
 		defer rc.free()
 		frameFeatures(methods.Lookup(method).Inputs, req, keep, &o.feat, &rc.wf)
-		o = p.routeUnary(rc, up, ss, o)
+		if o.rel != nil {
+			o.rel.c = &rc.call
+		}
+		if routed {
+			o = p.routeUnary(rc, up, ss, o)
+		} else {
+			o = p.reply(ss, rc.attempt(ctx, target{up: up}, attemptPrimary), monitor.RoutePrimary, "", up, o, nil)
+		}
 		o.attempts = int(rc.attempts.Load())
 		return o
 	}

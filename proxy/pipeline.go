@@ -24,7 +24,8 @@ import (
 //	          (sendWay: the relay asks it for every unary call it read)
 //	admit     the in-flight cap (admit, leave)
 //	deadline  the proxy's own deadline for a call without one (timeoutFor)
-//	pick      the director's upstream, then the router's Pick (routed.go)
+//	pick      the director's upstream, a release's split (release.go),
+//	          then the router's Pick (routed.go)
 //	attempts  one, or a hedge, retry or cascade of them (attempt.go)
 //	answer    the one reply (reply.go) or status (statusOf, status.go)
 //	record    recordCall (handler.go), after the timeout verdict (timeoutVerdict)
@@ -123,6 +124,9 @@ func (p *Proxy) serveCall(ctx context.Context, method string, s side, ss grpc.Se
 	if o.by != nil && o.by != up {
 		o.upName = o.by.Name()
 	}
+	if o.rel != nil {
+		o.rel.observe(ctx, since(p.now, start), o.err, o.feat.Rows)
+	}
 	err = p.recordCall(ctx, span, start, method, o.upName, o)
 	if inFlight != nil {
 		inFlight.Dec()
@@ -195,8 +199,8 @@ const (
 //
 // A call is forwarded when nothing but forwarding is to be done (no
 // tracing; a director that reads nothing of the call and whose upstream
-// the relay reaches; protobuf; no batching of its model; no route or
-// breaker that must see it) and it can go at once: it is admitted under
+// the relay reaches; protobuf; no batching of its model; no route,
+// breaker or release that must see it) and it can go at once: it is admitted under
 // the in-flight cap, needs no priority level added to its request, has
 // its flow-control turn without waiting, and its endpoint is known to
 // hold its model. Then rc holds all that it took, given back by its
@@ -231,6 +235,9 @@ func (p *Proxy) sendWay(c *h2relay.Call, one bool, msg []byte, bytesIn int64, mo
 		}
 		if p.router != nil && methods.IsInference(c.Method) && !p.router.Plain(up, model) {
 			return wayServe, nil
+		}
+		if p.releases != nil && p.releases.Route(model) != nil && methods.IsInference(c.Method) {
+			return wayServe, nil // split, rewritten and judged where it is served (release.go)
 		}
 	}
 	if !p.admit() {

@@ -83,6 +83,11 @@ type Proxy struct {
 	relayMu   sync.Mutex // serialises moveRelayPool
 	// unary calls the relay routed, by where they went.
 	forwarded, served, handedOn atomic.Int64
+	// shadows are the releases' shadow copies in flight (shadow.go),
+	// which Close waits for; shadowSkipped counts the copies shed for
+	// want of room, shadowCompared those whose answers were compared.
+	shadows                       sync.WaitGroup
+	shadowSkipped, shadowCompared atomic.Int64
 }
 
 // New returns a Proxy that routes with director. It fails on a nil director
@@ -205,13 +210,17 @@ type Stats struct {
 	// limit, the bytes calls hold of it now, the calls that waited for
 	// room and those refused because none came in time.
 	Buffer budget.Stats
+	// ShadowSkipped counts the releases' shadow copies skipped because the
+	// byte budget or the target's flow-control gate had no room at once;
+	// ShadowCompared the copies whose answers were compared.
+	ShadowSkipped, ShadowCompared int64
 }
 
 // Stats returns the proxy's counters; safe for concurrent use.
 func (p *Proxy) Stats() Stats {
 	return Stats{InFlight: p.calls.Load(), RejectedInFlight: p.rejected.Load(), Panics: p.panics.Load(),
 		Forwarded: p.forwarded.Load(), Served: p.served.Load(), HandedOn: p.handedOn.Load(),
-		Buffer: p.bufferStats()}
+		Buffer: p.bufferStats(), ShadowSkipped: p.shadowSkipped.Load(), ShadowCompared: p.shadowCompared.Load()}
 }
 
 // panicked counts and logs a recovered panic and returns the error of the
@@ -227,6 +236,7 @@ func (p *Proxy) panicked(ctx context.Context, v any, where string) error {
 // if it implements io.Closer (StaticDirector closes its upstream's
 // connections). Stop the server first.
 func (p *Proxy) Close() error {
+	p.shadows.Wait() // bounded: a copy lasts at most shadowWait
 	p.failures.Close()
 	if c, ok := p.director.(io.Closer); ok {
 		return c.Close()

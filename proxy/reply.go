@@ -15,6 +15,13 @@ import (
 // response header, and fills the outcome. It is the one place a unary
 // call's answer is written.
 func (p *Proxy) reply(ss side, a attemptResult, route, reason string, up *Upstream, o outcome, ctr *route.Counters) outcome {
+	if o.rel != nil {
+		o.rel.rows = o.feat.Rows
+		if b, by, resent := o.rel.settle(a, up); resent {
+			o.upstream, o.queue = o.upstream+a.upstream, o.queue+a.queue // the failed candidate's
+			a, up = b, by
+		}
+	}
 	o.upstream += a.upstream
 	o.queue += a.queue
 	o.route, o.reason, o.by = route, reason, up
@@ -22,13 +29,18 @@ func (p *Proxy) reply(ss side, a attemptResult, route, reason string, up *Upstre
 		o.batchID = a.batch.ID
 	}
 	header := a.header
-	if route != monitor.RoutePrimary {
+	if route != monitor.RoutePrimary || o.rel != nil {
 		// A batched answer's header is the batch's, read by every caller
 		// of it at once (batcher.Result): mark a copy.
 		header = header.Copy()
-		header.Set(grpcwire.HeaderRoute, route)
-		if reason != "" {
-			header.Set(grpcwire.HeaderRouteReason, reason)
+		if route != monitor.RoutePrimary {
+			header.Set(grpcwire.HeaderRoute, route)
+			if reason != "" {
+				header.Set(grpcwire.HeaderRouteReason, reason)
+			}
+		}
+		if o.rel != nil {
+			header.Set(grpcwire.HeaderVersion, o.rel.answered)
 		}
 	}
 	// SetHeader and SetTrailer fail only once headers went out, which
@@ -56,7 +68,14 @@ func (p *Proxy) reply(ss side, a attemptResult, route, reason string, up *Upstre
 	if err := ss.SendMsg(a.resp); err != nil {
 		o.err = &clientError{err}
 	}
-	a.resp.Free()
+	if o.rel != nil && o.rel.choice.Shadow != nil && o.err == nil {
+		// The client has its answer: the copy is compared with it,
+		// which keeps it from the buffer pool.
+		o.rel.rows = o.feat.Rows
+		o.rel.shadow(a.resp)
+	} else {
+		a.resp.Free()
+	}
 	if ctr != nil && route == monitor.RouteFallback && o.err == nil {
 		ctr.Degraded.Add(1)
 	}
