@@ -92,13 +92,19 @@ func (p *Proxy) chooseRelease(ctx context.Context, kind wire.TargetKind, up *Ups
 // error, never a silent send to the director's.
 func (r *releaseCall) target(t *release.Target) (target, error) {
 	tg := target{up: r.home, model: r.model, version: r.version}
-	switch {
-	case t == nil:
-	case t.Version != "":
-		tg.version, tg.rewrite = t.Version, true
-	case t.Model != "":
+	if t == nil {
+		return tg, nil
+	}
+	// Each part a target names replaces the client's: another model
+	// (its version the target's, or the server's default), a version,
+	// another upstream.
+	if t.Model != "" {
 		tg.model, tg.version, tg.rewrite = t.Model, "", true
-	case t.Upstream != "":
+	}
+	if t.Version != "" {
+		tg.version, tg.rewrite = t.Version, true
+	}
+	if t.Upstream != "" {
 		if tg.up = r.p.upstreamNamed(t.Upstream); tg.up == nil {
 			return tg, &directorError{method: r.model, err: errors.New("release target: no upstream named " + strconv.Quote(t.Upstream))}
 		}
