@@ -32,6 +32,7 @@ type parts struct {
 	p                 *proxy.Proxy
 	fd                proxy.FrontDoor
 	reload            *reloadGauges
+	rel               *releasing
 	budgetSource      string
 	// closers undo what was built, in the order built; Close runs them
 	// backwards.
@@ -92,6 +93,10 @@ func newParts(cfg Config, mem memlimit.Result, reg prometheus.Registerer, log *s
 	if err != nil {
 		return nil, err
 	}
+	if w.rel, err = newReleasing(cfg, fm, log); err != nil {
+		return nil, err
+	}
+	reg.MustRegister(w.rel.collector())
 	traceOpt, tr, stopTracing, err := startTracing(cfg.Tracing, log)
 	if err != nil {
 		return nil, err
@@ -103,6 +108,7 @@ func newParts(cfg Config, mem memlimit.Result, reg prometheus.Registerer, log *s
 	w.p, err = proxy.New(proxy.UpstreamDirector(w.rt.Default),
 		append(cfg.Config.Options(),
 			proxy.WithRouter(w.rt.router),
+			proxy.WithReleases(w.rel.set),
 			proxy.WithBatcher(w.bat),
 			proxy.WithRecorder(w.mon),
 			proxy.WithLogger(log),
