@@ -264,7 +264,7 @@ func serve(ctx context.Context, cfg Config, mem memlimit.Result, log *slog.Logge
 	// The releases' targets are checked once the servers answer; the
 	// judgement ticks every second and saves the releases' state.
 	w.rel.ask, w.rel.upstreamConns = askTargets, func() []namedConn { return upstreamConns(rt.Upstreams) }
-	cs.add("release targets", func() error { w.rel.recheck(bgCtx); return nil }, nil)
+	cs.add("release targets", func() error { w.rel.recheck(); return nil }, w.rel.stopCheck)
 	cs.loop("releases", w.rel.run)
 	cs.loop("alerts", al.run)
 	// The first verdict is in before the start line: /readyz is never

@@ -394,12 +394,13 @@ func (r *releasing) apply(next *Config, specs []release.Spec) error {
 // in infergate_release_refused_total and removed from the Set. The start
 // cannot wait for the servers (the proxy must serve without them), and
 // a release sent to a target that does not exist would fail its calls.
-func (r *releasing) recheck(ctx context.Context) {
+func (r *releasing) recheck() {
 	r.mu.Lock()
 	if r.cancel != nil {
 		r.cancel()
 	}
-	ctx, r.cancel = context.WithCancel(ctx)
+	var ctx context.Context
+	ctx, r.cancel = context.WithCancel(context.Background())
 	specs := append(slices.Clone(r.config), r.started...)
 	if r.conns == nil && r.upstreamConns != nil {
 		r.conns = r.upstreamConns()
@@ -431,6 +432,15 @@ func (r *releasing) recheck(ctx context.Context) {
 			}
 		}
 	}()
+}
+
+// stopCheck ends the target check in progress, if any.
+func (r *releasing) stopCheck() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cancel != nil {
+		r.cancel()
+	}
 }
 
 // refuseUnknown removes from the Set each release of specs whose targets
@@ -485,7 +495,7 @@ func releasesStep(r *releasing) reloadStep {
 			if err := r.apply(next, specs); err != nil { // checked above: not expected
 				return "releases not applied: " + err.Error()
 			}
-			r.recheck(context.Background())
+			r.recheck()
 			return fmt.Sprintf("releases (%d)", len(specs))
 		}, nil, nil
 	}}
