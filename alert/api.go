@@ -18,10 +18,19 @@ type AlertView struct {
 	Annotations map[string]string `json:"annotations,omitempty"`
 	ActiveSince time.Time         `json:"active_since"`
 	FiringSince time.Time         `json:"firing_since,omitzero"`
-	Value       string            `json:"value,omitempty"`
-	Threshold   string            `json:"threshold,omitempty"`
-	Evidence    Evidence          `json:"evidence"`
-	Muted       string            `json:"muted,omitempty"`
+	// Value is the value that fired (the worst while the condition
+	// held), at ValueAt; Threshold its bound; Current the same
+	// condition's value now.
+	Value     string    `json:"value,omitempty"`
+	ValueAt   time.Time `json:"value_at,omitzero"`
+	Threshold string    `json:"threshold,omitempty"`
+	Current   string    `json:"current,omitempty"`
+	// ResolvesAt is when a firing alert whose condition no longer
+	// holds resolves if it stays so (keep_firing_for after its last
+	// bad evaluation).
+	ResolvesAt time.Time `json:"resolves_at,omitzero"`
+	Evidence   Evidence  `json:"evidence"`
+	Muted      string    `json:"muted,omitempty"`
 }
 
 // Alerts returns the active (pending and firing) alerts, sorted by name
@@ -37,7 +46,8 @@ func (e *Engine) Alerts() []AlertView {
 		out = append(out, AlertView{
 			Name: a.rule.Name, Fingerprint: a.fp, State: a.state, Severity: a.labels["severity"],
 			Labels: a.labels, Annotations: a.annotations, ActiveSince: a.activeSince, FiringSince: a.firedAt,
-			Value: a.value, Threshold: a.threshold, Evidence: a.evidence, Muted: e.muted[a.fp],
+			Value: a.value, ValueAt: a.valueAt, Threshold: a.threshold, Current: a.current, ResolvesAt: a.resolvesAt(),
+			Evidence: a.evidence, Muted: e.muted[a.fp],
 		})
 	}
 	slices.SortFunc(out, func(x, y AlertView) int {

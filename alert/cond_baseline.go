@@ -76,7 +76,8 @@ func (cd *baselineCond) eval(f *frame, r *Rule, _ int, model string) outcome {
 		qs = []int{cd.bq}
 	}
 	v := baseline.Up(b, rs, cd.rise, qs...)
-	o := outcome{unit: "s", calls: rs.Stats[monitor.ComponentTotal].Count, value: v.Lower.Seconds(), threshold: v.Threshold.Seconds()}
+	o := outcome{unit: "s", calls: rs.Stats[monitor.ComponentTotal].Count, value: v.Lower.Seconds(), threshold: v.Threshold.Seconds(),
+		op: ">", measure: baseline.QuantileNames[v.Quantile], bound: "its baseline bound"}
 	switch {
 	case !b.Known():
 		o.note = "baseline still learning"

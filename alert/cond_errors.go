@@ -125,7 +125,7 @@ func (cd *errorsCond) eval(f *frame, r *Rule, _ int, model string) outcome {
 		if !ok || n == 0 {
 			// None, or only samples of streams still open.
 			if cd.grows() {
-				return outcome{holds: no, note: "no traffic in the last " + w.String()}
+				return outcome{holds: no, note: "no traffic in the last " + w.String(), text: "no traffic"}
 			}
 			return outcome{note: "no calls"}
 		}
@@ -142,9 +142,9 @@ func (cd *errorsCond) eval(f *frame, r *Rule, _ int, model string) outcome {
 func (cd *errorsCond) outcome(rs monitor.RecentStats, w time.Duration) outcome {
 	n := rs.Stats[monitor.ComponentTotal].Count
 	failed := rs.FailedOf(cd.codes)
-	o := outcome{calls: n}
+	o := outcome{calls: n, op: ">", measure: "failed calls", bound: "its bound"}
 	if cd.rate > 0 {
-		o.unit, o.threshold = "1/s", cd.rate
+		o.unit, o.threshold, o.measure = "1/s", cd.rate, "failures"
 		o.value = float64(failed) / w.Seconds()
 		o.holds = triOf(o.value > cd.rate)
 		o.note = fmt.Sprintf("%d failed of %d", failed, n)
@@ -188,10 +188,12 @@ func (cd *errorsCond) prom(r *Rule, _ *Config) []promExpr {
 	// PromQL: the exported rule reads a fixed window and every call.
 	failed := fmt.Sprintf("sum by (model) (rate(infergate_requests_total{%s,%s}[%s]))", sel, codes, window)
 	if cd.rate > 0 {
-		return []promExpr{{expr: fmt.Sprintf("%s > %s", failed, num(cd.rate)), threshold: num(cd.rate) + "/s"}}
+		return []promExpr{{expr: fmt.Sprintf("%s > %s", failed, num(cd.rate)), threshold: num(cd.rate) + "/s",
+			said: said{measure: "failures", unit: "1/s", op: ">", bound: "its bound"}}}
 	}
 	all := fmt.Sprintf("sum by (model) (rate(infergate_requests_total{%s}[%s]))", sel, window)
 	// As in infergate, too few calls decide nothing.
 	return []promExpr{{expr: fmt.Sprintf("(%s / %s > %s) and (%s * %d >= %d)", failed, all, num(cd.ratio), all,
-		int(max(cd.window, minPromWindow).Seconds()), cd.minCalls), threshold: num(100*cd.ratio) + "%"}}
+		int(max(cd.window, minPromWindow).Seconds()), cd.minCalls), threshold: num(100*cd.ratio) + "%",
+		said: said{measure: "failed calls", unit: "ratio", op: ">", bound: "its bound"}}}
 }

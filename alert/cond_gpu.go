@@ -51,29 +51,33 @@ func (cd *gpuCond) eval(f *frame, _ *Rule, _ int, model string) outcome {
 }
 
 func (cd *gpuCond) device(d gpu.Device) outcome {
-	o := outcome{threshold: cd.value}
+	o := outcome{threshold: cd.value, op: cd.op, bound: "its bound"}
 	switch cd.field {
 	case "utilization":
 		if !d.Has(gpu.FieldUtilization) {
 			return outcome{note: "utilization not reported"}
 		}
-		o.value, o.unit = d.Utilization, "ratio"
+		o.value, o.unit, o.measure = d.Utilization, "ratio", "GPU utilization"
 	case "memory_ratio":
 		r, ok := d.MemoryRatio()
 		if !ok {
 			return outcome{note: "memory not reported"}
 		}
-		o.value, o.unit = r, "ratio"
+		o.value, o.unit, o.measure = r, "ratio", "GPU memory used"
 	case "temperature":
 		if !d.Has(gpu.FieldTemperature) {
 			return outcome{note: "temperature not reported"}
 		}
-		o.value = d.TemperatureCelsius
+		o.value, o.unit, o.measure = d.TemperatureCelsius, "°C", "GPU temperature"
 	case "throttled":
+		o.measure, o.text = "GPU", "not throttled"
 		if d.Throttled() {
-			o.value = 1
+			o.value, o.text = 1, "throttled"
 		}
 		o.note = strings.Join(d.ActiveReasons(), ",")
+		if o.note != "" && o.value == 1 {
+			o.text += " (" + o.note + ")"
+		}
 	}
 	o.holds = triOf(compare(cd.op, o.value, cd.value))
 	return o

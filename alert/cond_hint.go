@@ -40,5 +40,6 @@ func (cd *hintCond) eval(f *frame, _ *Rule, _ int, model string) outcome {
 	if !ok {
 		return outcome{note: "no correlation for the model"}
 	}
-	return outcome{holds: triOf(slices.Contains(cd.hints, ms.Hint)), note: "cause hint " + ms.Hint}
+	return outcome{holds: triOf(slices.Contains(cd.hints, ms.Hint)), note: "cause hint " + ms.Hint,
+		measure: "cause hint", text: ms.Hint}
 }

@@ -71,7 +71,8 @@ func (cd *inputSizeCond) eval(f *frame, _ *Rule, _ int, model string) outcome {
 	if cd.rows {
 		d, what = ms.Inputs.Rows, "rows"
 	}
-	o := outcome{calls: d.Calls, value: float64(d.P90), threshold: cd.factor * float64(d.BaselineP90)}
+	o := outcome{calls: d.Calls, value: float64(d.P90), threshold: cd.factor * float64(d.BaselineP90), unit: "count",
+		op: ">", measure: what + " p90", bound: "its bound", boundNote: fmt.Sprintf("%g× its usual p90 %d", cd.factor, d.BaselineP90)}
 	above, decided := d.Above(cd.factor)
 	switch {
 	case !in.Known:

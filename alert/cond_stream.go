@@ -58,13 +58,13 @@ func parseStreamQuantile(cc *Condition, cm condCommon, w time.Duration) (conditi
 		return nil, err
 	}
 	cd := &streamCond{metric: cc.Metric, window: w, q: sm.q, check: quantileCheck{op: cm.op, quantile: cc.Quantile, q: q,
-		value: sm.q.Value, unit: "s", noun: sm.noun}}
+		value: sm.q.Value, unit: "s", noun: sm.noun, measure: cc.Metric + " " + cc.Quantile}}
 	if sm.q == monitor.StreamResponses {
 		v, err := strconv.ParseFloat(cc.Value, 64)
 		if err != nil || v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
 			return nil, fmt.Errorf("value: %q, want a number of responses like 20", cc.Value)
 		}
-		cd.check.threshold, cd.check.unit = v, ""
+		cd.check.threshold, cd.check.unit = v, "count"
 		return cd, nil
 	}
 	d, err := time.ParseDuration(cc.Value)

@@ -93,7 +93,8 @@ func (cd *thresholdCond) eval(f *frame, r *Rule, _ int, model string) outcome {
 	if cd.metric == "rate" {
 		calls := rs.Stats[monitor.ComponentTotal].Count
 		v := float64(calls) / cd.window.Seconds()
-		return outcome{holds: triOf(compare(cd.op, v, cd.value)), value: v, threshold: cd.value, unit: "1/s", calls: calls}
+		return outcome{holds: triOf(compare(cd.op, v, cd.value)), value: v, threshold: cd.value, unit: "1/s", calls: calls,
+			op: cd.op, measure: "calls", bound: "its bound"}
 	}
 	return cd.quantileOutcome(rs, f.cfg, model)
 }
@@ -102,8 +103,9 @@ func (cd *thresholdCond) eval(f *frame, r *Rule, _ int, model string) outcome {
 // confidence bound: "above" needs evidence, one slow call is none.
 func (cd *thresholdCond) quantileOutcome(rs monitor.RecentStats, cfg *Config, model string) outcome {
 	st := rs.Stats[monitor.ComponentTotal]
-	threshold := cd.value
+	threshold, bound := cd.value, "its bound"
 	if cd.useSLO {
+		bound = "its SLO"
 		slo, ok := cfg.sloFor(model)
 		limit := [...]time.Duration{slo.P50, slo.P90, slo.P99}[cd.q]
 		if !ok || limit <= 0 {
@@ -112,7 +114,7 @@ func (cd *thresholdCond) quantileOutcome(rs monitor.RecentStats, cfg *Config, mo
 		threshold = limit.Seconds()
 	}
 	qc := quantileCheck{op: cd.op, quantile: cd.quantile, q: cd.q, threshold: threshold,
-		value: time.Duration.Seconds, unit: "s", noun: "calls"}
+		value: time.Duration.Seconds, unit: "s", noun: "calls", measure: cd.quantile, bound: bound}
 	return qc.outcome(st, rs.Bounds[monitor.ComponentTotal])
 }
 
@@ -125,12 +127,18 @@ type quantileCheck struct {
 	// in the evidence; noun names what the Stats count.
 	value      func(time.Duration) float64
 	unit, noun string
+	// measure and bound name the value and the threshold in the
+	// summary ("ttfr p99", "its SLO"; "its bound" when empty).
+	measure, bound string
 }
 
 // outcome judges st through its lower confidence bounds b: "above" needs
 // evidence, one slow value is none.
 func (qc quantileCheck) outcome(st monitor.Stats, b monitor.Bounds) outcome {
-	o := outcome{unit: qc.unit, calls: st.Count, threshold: qc.threshold}
+	o := outcome{unit: qc.unit, calls: st.Count, threshold: qc.threshold, op: qc.op, measure: qc.measure, bound: qc.bound}
+	if o.bound == "" {
+		o.bound = "its bound"
+	}
 	point := qc.value(st.Quantile(monitor.Quantiles[qc.q]))
 	if !b.OK[qc.q] {
 		o.value = point
@@ -163,7 +171,7 @@ func (cd *thresholdCond) prom(r *Rule, c *Config) []promExpr {
 	switch {
 	case cd.metric == "rate":
 		return []promExpr{{expr: fmt.Sprintf("sum by (model) (rate(infergate_requests_total{%s}[%s])) %s %s", sel, window, cd.op, num(cd.value)),
-			threshold: num(cd.value) + "/s"}}
+			threshold: num(cd.value) + "/s", said: said{measure: "calls", unit: "1/s", op: cd.op, bound: "its bound"}}}
 	case cd.useSLO:
 		var out []promExpr
 		q := monitorQuantile(cd.q)
@@ -174,10 +182,12 @@ func (cd *thresholdCond) prom(r *Rule, c *Config) []promExpr {
 			}
 			ssel := promSelector(selector{model: s.Model, version: r.sel.version, method: r.sel.method, upstream: r.sel.upstream})
 			out = append(out, promExpr{expr: quantileExpr(q, ssel, window, cd.op, limit.Seconds()),
-				labels: map[string]string{"slo": s.Model}, threshold: limit.String()})
+				labels: map[string]string{"slo": s.Model}, threshold: limit.String(),
+				said: said{measure: cd.quantile, unit: "s", op: cd.op, bound: "its SLO"}})
 		}
 		return out
 	}
 	return []promExpr{{expr: quantileExpr(monitorQuantile(cd.q), sel, window, cd.op, cd.value),
-		threshold: time.Duration(cd.value * float64(time.Second)).String()}}
+		threshold: time.Duration(cd.value * float64(time.Second)).String(),
+		said:      said{measure: cd.quantile, unit: "s", op: cd.op, bound: "its bound"}}}
 }

@@ -76,7 +76,7 @@ func (cd *trendCond) eval(f *frame, r *Rule, i int, model string) outcome {
 		}
 		tr.t, tr.v = tr.t[cut:], tr.v[cut:]
 	}
-	o := outcome{unit: "s/min", threshold: cd.slope * 60}
+	o := outcome{unit: "s/min", threshold: cd.slope * 60, op: cd.op, measure: cd.quantile + " slope", bound: "its bound"}
 	n := len(tr.t)
 	if n < 10 || tr.t[n-1]-tr.t[0] < 0.8*cd.window.Seconds() {
 		o.note = fmt.Sprintf("collecting: %d samples over %.0fs of %v", n, span(tr.t), cd.window)

@@ -48,6 +48,13 @@ type promExpr struct {
 	expr      string
 	labels    map[string]string
 	threshold string
+	said      said
+}
+
+// said is how an exported expression's summary names its value and
+// bound (summary.go): "p99 312ms, over its SLO 250ms".
+type said struct {
+	measure, unit, op, bound string
 }
 
 // parseFunc compiles one kind's fields of cc; common holds what every
@@ -168,9 +175,16 @@ type outcome struct {
 	holds     tri
 	value     float64 // what was measured (seconds, ratio, ...)
 	threshold float64
-	unit      string // "s", "ratio", "1/s", "s/min", "" (GPU units)
+	unit      string // "s", "ratio", "1/s", "s/min", "°C", "count", "" (a plain number)
 	calls     uint64
 	note      string
+	// The words of the summary (summary.go): op is the condition's
+	// comparison (">" when empty); measure names the value ("p99",
+	// "failed calls"), bound the threshold ("its bound", "its baseline
+	// bound"), boundNote what the threshold is made of ("2× its usual
+	// 4096"); text, when set, is the value in words for kinds without a
+	// number (a cause hint, GPU throttling, no traffic).
+	op, measure, bound, boundNote, text string
 }
 
 func (o outcome) fmt(v float64) string {
@@ -183,6 +197,10 @@ func (o outcome) fmt(v float64) string {
 		return fmt.Sprintf("%.3g/s", v)
 	case "s/min":
 		return fmtSeconds(v) + "/min"
+	case "°C":
+		return fmt.Sprintf("%.0f°C", v)
+	case "count":
+		return fmt.Sprintf("%.0f", v)
 	}
 	return fmt.Sprintf("%.3g", v)
 }

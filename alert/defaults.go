@@ -26,7 +26,7 @@ func DefaultRules(c *Config) []RuleConfig {
 			Severity:  SeverityCritical,
 			Labels:    map[string]string{"kind": "errors"},
 			Annotations: map[string]string{
-				"summary": "{{.Labels.model}}: {{.Value}} of calls failing",
+				"summary": "{{.Labels.model}}: {{.Summary}}",
 			},
 			KeepFiringFor: 30 * time.Second,
 		},
@@ -36,7 +36,7 @@ func DefaultRules(c *Config) []RuleConfig {
 			Severity:  SeverityWarning,
 			Labels:    map[string]string{"kind": "latency"},
 			Annotations: map[string]string{
-				"summary": "{{.Labels.model}}: latency {{.Value}} above its baseline ({{.Threshold}})",
+				"summary": "{{.Labels.model}}: {{.Summary}}",
 			},
 			KeepFiringFor: 30 * time.Second,
 		},
@@ -47,7 +47,7 @@ func DefaultRules(c *Config) []RuleConfig {
 			For:       30 * time.Second,
 			Labels:    map[string]string{"kind": "gpu"},
 			Annotations: map[string]string{
-				"summary": "GPU {{.Labels.gpu}} is {{.Value}} busy",
+				"summary": "GPU {{.Labels.gpu}}: {{.Summary}}",
 			},
 		},
 	}
@@ -60,7 +60,7 @@ func DefaultRules(c *Config) []RuleConfig {
 				For:       time.Minute,
 				Labels:    map[string]string{"kind": "latency"},
 				Annotations: map[string]string{
-					"summary": "{{.Labels.model}}: p99 {{.Value}} over its SLO {{.Threshold}}",
+					"summary": "{{.Labels.model}}: {{.Summary}}",
 				},
 			})
 			break

@@ -72,7 +72,7 @@ func ExportPrometheus(c *Config) ([]byte, error) {
 				pr.Labels[k] = v
 			}
 			for k, v := range r.Config.Annotations {
-				pr.Annotations[k] = promTemplate(v, pe.threshold)
+				pr.Annotations[k] = promTemplate(v, pe)
 			}
 			if len(pr.Annotations) == 0 {
 				pr.Annotations = nil
@@ -156,14 +156,44 @@ func globRegexp(g string) string {
 }
 
 // promTemplate rewrites infergate's annotation templates for Prometheus:
-// .Labels.x is $labels.x, .Value is $value, and .Threshold, which
-// Prometheus does not know, the rule's threshold as a string literal.
-func promTemplate(s, threshold string) string {
+// .Labels.x is $labels.x, .Value and .Current are $value, and
+// .Threshold, which Prometheus does not know, the rule's threshold as a
+// string literal. .Summary and .Fired say what fires in words ("p99
+// 312ms, over its SLO 250ms"): Prometheus keeps the annotations of its
+// last evaluation that held while an alert keeps firing, so the value
+// they show is one that was over the bound. .Now and .Cause, which need
+// infergate's evaluation, point there.
+func promTemplate(s string, pe promExpr) string {
+	fired := promFired(pe)
 	s = strings.ReplaceAll(s, ".Labels.", "$labels.")
-	s = strings.ReplaceAll(s, ".Threshold", strconv.Quote(threshold))
+	s = strings.ReplaceAll(s, ".Threshold", strconv.Quote(pe.threshold))
 	s = strings.ReplaceAll(s, ".Value", "$value")
+	s = strings.ReplaceAll(s, ".Current", "$value")
 	s = strings.ReplaceAll(s, ".Evidence", `"(see infergate)"`)
+	s = strings.ReplaceAll(s, ".Summary", fired)
+	s = strings.ReplaceAll(s, ".Fired", fired)
+	s = strings.ReplaceAll(s, ".Now", `"now: see infergate's /api/v1/alerts"`)
+	s = strings.ReplaceAll(s, ".Cause", `""`)
 	return s
+}
+
+// promFired is a template expression for Prometheus that says the value
+// against its bound: (printf "p99 %s, over its SLO 250ms" ($value |
+// humanizeDuration)).
+func promFired(pe promExpr) string {
+	value := "($value | humanize)"
+	switch pe.said.unit {
+	case "s":
+		value = "($value | humanizeDuration)"
+	case "ratio":
+		value = "($value | humanizePercentage)"
+	}
+	format := strings.ReplaceAll(pe.said.measure, "%", "%%") + " %s"
+	if pe.said.unit == "1/s" {
+		format += "/s"
+	}
+	format += ", " + overWord(pe.said.op) + " " + pe.said.bound + " " + strings.ReplaceAll(pe.threshold, "%", "%%")
+	return "(printf " + strconv.Quote(format) + " " + value + ")"
 }
 
 func promDuration(d time.Duration) string {

@@ -107,6 +107,12 @@ type rig struct {
 	models []correlate.ModelState
 	gpus   []gpu.Device
 	bs     *baseline.Store
+	// check, when set, is called by checkedRun after every step with
+	// the alert checkAlert of checkSubject while it is active; seen are
+	// the summaries checkedRun saw.
+	check                    func(AlertView)
+	checkAlert, checkSubject string
+	seen                     []string
 }
 
 func newRig(t *testing.T, cfg *Config) *rig {
@@ -134,6 +140,22 @@ func (r *rig) run(d time.Duration) {
 	for end := r.c.t.Add(d); r.c.t.Before(end); {
 		r.c.add(time.Second)
 		r.e.Step()
+	}
+}
+
+// checkedRun is run, reading the checked alert after every step.
+func (r *rig) checkedRun(d time.Duration) {
+	for end := r.c.t.Add(d); r.c.t.Before(end); {
+		r.c.add(time.Second)
+		r.e.Step()
+		for _, a := range r.e.Alerts() {
+			if a.Name == r.checkAlert && (a.Labels["model"] == r.checkSubject || a.Labels["gpu"] == r.checkSubject) {
+				r.seen = append(r.seen, a.Annotations["summary"])
+				if r.check != nil {
+					r.check(a)
+				}
+			}
+		}
 	}
 }
 

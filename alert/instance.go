@@ -26,8 +26,28 @@ type instance struct {
 	lastDecided time.Time
 	resolvedAt  time.Time
 	escalated   bool
-	value       string
-	threshold   string
+	// value and threshold are the value that fired (the primary
+	// condition's worst while it held) and its bound, valueAt when it
+	// was, current the same condition's value now (summary.go).
+	value     string
+	threshold string
+	valueAt   time.Time
+	current   string
+	// fired holds each condition's worst value while it held; last the
+	// latest outcomes and lastHolds what they combined to; judged is
+	// false when the last step had no verdict of the alert's subject at
+	// all (no calls in its windows) or it was restored and not judged
+	// since.
+	fired     []firedValue
+	last      []outcome
+	lastHolds tri
+	judged    bool
+	// cause is the last cause the evidence named (causeOf), causeAt
+	// when, causeNow whether the latest evidence still names it.
+	cause       string
+	causeAt     time.Time
+	causeNow    bool
+	resolvedWhy string
 	annotations map[string]string
 	evidence    Evidence
 	actions     []string
@@ -38,6 +58,7 @@ type instance struct {
 // markNoTraffic records in the evidence that every condition found the
 // model without calls: why the alert resolves.
 func (a *instance) markNoTraffic() {
+	a.judged = false
 	for i := range a.evidence.Conditions {
 		ce := &a.evidence.Conditions[i]
 		ce.Holds, ce.Value, ce.Calls = no.String(), "", 0
@@ -142,9 +163,6 @@ func (a *instance) fillEvidence(f *frame, subjectLabel string, os []outcome) {
 		}
 		ev.Conditions = append(ev.Conditions, ce)
 	}
-	if len(os) > 0 && os[0].holds != unknown {
-		a.value, a.threshold = os[0].fmt(os[0].value), os[0].fmt(os[0].threshold)
-	}
 	if subjectLabel == "model" {
 		if ms, ok := f.models[a.subject]; ok {
 			ev.CauseHint = ms.Hint
@@ -184,21 +202,34 @@ func gpuEvidence(d gpu.Device) *GPUEvidence {
 
 // templateData is what annotation templates see.
 type templateData struct {
-	Labels    map[string]string
+	Labels map[string]string
+	// Value is the value that fired (the worst while the condition
+	// held), Threshold its bound, Current the value now.
 	Value     string
 	Threshold string
+	Current   string
 	Evidence  string
+	// Summary is the alert in words (Fired; Now; Cause): what made it
+	// fire and when, where it stands now, the cause the evidence names
+	// ("" when none).
+	Summary string
+	Fired   string
+	Now     string
+	Cause   string
 }
 
-// render executes the rule's annotation templates, each within its
-// bounds (template.go).
-func (a *instance) render() map[string]string {
+// render sets the alert's values and executes the rule's annotation
+// templates at now, each within its bounds (template.go).
+func (a *instance) render(now time.Time) {
+	a.setValues()
+	data := templateData{Labels: a.labels, Value: a.value, Threshold: a.threshold, Current: a.current,
+		Evidence: a.evidence.String()}
+	data.Fired, data.Now, data.Cause, data.Summary = a.summary(now)
 	out := map[string]string{}
-	data := templateData{Labels: a.labels, Value: a.value, Threshold: a.threshold, Evidence: a.evidence.String()}
 	for k, an := range a.rule.ann {
 		out[k] = an.render(data)
 	}
-	return out
+	a.annotations = out
 }
 
 // String is the evidence on one line.

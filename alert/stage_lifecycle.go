@@ -61,6 +61,12 @@ func (l *lifecycleStage) exec(ctx context.Context, s *step) {
 			}
 			s.undecided[a.fp] = true
 		}
+		if a.state != StateResolved && !judged[a.fp] {
+			// No verdict of its subject at all this step: its summary
+			// must not go on saying where it stood at the last one.
+			a.judged = false
+			a.render(now)
+		}
 	}
 	s.alerts = l.notifications()
 	for fp, a := range l.alerts {
@@ -109,7 +115,10 @@ func (l *lifecycleStage) advance(s *step, v verdict, now time.Time) {
 		a.labels = a.labelsIn(f, subjectLabel)
 	}
 	a.fillEvidence(f, subjectLabel, os)
+	a.noteCause(now)
+	a.record(os, holds, now)
 	if holds == unknown {
+		a.render(now)
 		return
 	}
 	a.lastDecided = now
@@ -126,7 +135,7 @@ func (l *lifecycleStage) advance(s *step, v verdict, now time.Time) {
 		delete(l.alerts, fp)
 		s.changed = true
 	case a.state == StateFiring && now.Sub(a.lastTrue) >= r.KeepFiringFor:
-		l.resolve(s, a, now, "condition cleared")
+		l.resolve(s, a, now, whyCleared)
 	}
 	if a.state == StateFiring && r.Escalate != nil && !a.escalated && now.Sub(a.firedAt) >= r.Escalate.After {
 		a.escalated = true
@@ -134,15 +143,20 @@ func (l *lifecycleStage) advance(s *step, v verdict, now time.Time) {
 		l.log.Warn("alert escalated", "alert", r.Name, subjectLabel, subject, "severity", r.Escalate.Severity)
 	}
 	a.labels = a.labelsIn(f, subjectLabel)
-	a.annotations = a.render()
+	a.render(now)
 }
+
+// whyCleared is why an alert whose condition stopped holding for its
+// keep_firing_for resolves.
+const whyCleared = "condition cleared"
 
 func (l *lifecycleStage) resolve(s *step, a *instance, now time.Time, why string) {
 	if a.state == StatePending {
 		delete(l.alerts, a.fp)
 		return
 	}
-	a.state, a.resolvedAt = StateResolved, now
+	a.state, a.resolvedAt, a.resolvedWhy = StateResolved, now, why
+	a.render(now)
 	s.changed = true
 	l.log.Info("alert resolved", "alert", a.rule.Name, "subject", a.subject, "why", why)
 	l.act(a, false)
@@ -220,7 +234,8 @@ func (l *lifecycleStage) retire(a *instance, now time.Time, why string) {
 	if a.state == StateResolved {
 		return
 	}
-	a.state, a.resolvedAt = StateResolved, now
+	a.state, a.resolvedAt, a.resolvedWhy = StateResolved, now, why
+	a.render(now)
 	l.log.Info("alert resolved", "alert", a.rule.Name, "subject", a.subject, "why", why)
 	l.act(a, false)
 }

@@ -42,6 +42,13 @@ type savedAlert struct {
 	LastTrue    time.Time         `json:"last_true"`
 	Escalated   bool              `json:"escalated"`
 	Actions     []string          `json:"actions"`
+	// Fired is each condition's worst value while it held, and Cause
+	// the cause the evidence named last (at CauseAt): what the summary
+	// says. Files written before them have none; the summary then says
+	// the value was not kept.
+	Fired   []firedValue `json:"fired,omitempty"`
+	Cause   string       `json:"cause,omitempty"`
+	CauseAt time.Time    `json:"cause_at,omitzero"`
 }
 
 const stateVersion = 1
@@ -123,6 +130,7 @@ func (p *persistStage) save(now time.Time) {
 		sf.Alerts = append(sf.Alerts, savedAlert{
 			Rule: a.rule.Name, Fingerprint: a.fp, Subject: a.subject, Labels: a.labels, State: a.state,
 			ActiveSince: a.activeSince, FiredAt: a.firedAt, LastTrue: a.lastTrue, Escalated: a.escalated, Actions: a.actions,
+			Fired: a.fired, Cause: a.cause, CauseAt: a.causeAt,
 		})
 	}
 	if p.saver == nil {
@@ -176,7 +184,11 @@ func (p *persistStage) load(rules []*Rule, lc *lifecycleStage, now time.Time) {
 		}
 		a := &instance{rule: r, fp: sa.Fingerprint, subject: sa.Subject, labels: sa.Labels, state: sa.State,
 			activeSince: sa.ActiveSince, firedAt: sa.FiredAt, lastTrue: sa.LastTrue, lastDecided: now,
-			escalated: sa.Escalated, actions: sa.Actions}
+			escalated: sa.Escalated, actions: sa.Actions, cause: sa.Cause, causeAt: sa.CauseAt}
+		if len(sa.Fired) == len(r.conds) {
+			a.fired = sa.Fired
+		}
+		a.render(now)
 		p.alerts[a.fp] = a
 		if a.state == StateFiring {
 			lc.act(a, true) // the proxy forgot it on restart

@@ -282,3 +282,58 @@ func TestOutboxChangesSaveAtOnce(t *testing.T) {
 		t.Errorf("one step after delivery: %d entries saved, want 0", n)
 	}
 }
+
+// TestRestartKeepsTheValueThatFired: the value that fired, its time and
+// the cause survive a restart; a state file written before they were
+// kept still loads, and its alert's summary says the value was not kept
+// instead of making one up.
+func TestRestartKeepsTheValueThatFired(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "state.json")
+	rule := summaryRule("HighP99", Condition{Kind: KindThreshold, Quantile: "p99", Window: 10 * time.Second, Value: "500ms"})
+	mk := func() *Config { return &Config{Rules: []RuleConfig{rule}, StateFile: file} }
+	r := newRig(t, mk())
+	r.src.set("m", calls(6000, ms(10), ms(900), nil))
+	r.run(5 * time.Second)
+	r.src.set("m", calls(6000, ms(10), ms(300), nil))
+	r.run(5 * time.Second)
+	r.e.Close()
+
+	summaryAfterRestart := func() string {
+		t.Helper()
+		r2 := newRig(t, mk())
+		r2.c.t = r.c.t.Add(5 * time.Second)
+		r2.src.set("m", calls(6000, ms(10), ms(300), nil))
+		r2.run(time.Second)
+		as := r2.e.Alerts()
+		if len(as) != 1 || as[0].State != StateFiring {
+			t.Fatalf("restored: %+v", as)
+		}
+		return as[0].Annotations["summary"]
+	}
+	if s, want := summaryAfterRestart(), "m: p99 900ms at 14:00:01, over its bound 500ms; now 300ms, recovering (resolves at 14:00:35 if it stays below)"; s != want {
+		t.Errorf("after a restart: %q, want %q", s, want)
+	}
+
+	// The same file as an older infergate wrote it: no fired values.
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sf map[string]any
+	if err := json.Unmarshal(b, &sf); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range sf["alerts"].([]any) {
+		delete(a.(map[string]any), "fired")
+	}
+	if b, err = json.Marshal(sf); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if s, want := summaryAfterRestart(), "m: fired at 14:00:01 (its value was not kept across a restart); now p99 300ms, recovering (resolves at 14:00:35 if it stays below)"; s != want {
+		t.Errorf("after a restart from an older file: %q, want %q", s, want)
+	}
+}

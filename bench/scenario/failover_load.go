@@ -34,6 +34,11 @@ type failoverLoad struct {
 	timeout       time.Duration
 	fallbackModel string
 	slots         chan struct{}
+	// answeredBy, when set, names who answered an OK call in place of
+	// routeOf (bench release: the version); opts are added to each call
+	// (gzip sends it to grpc-go's door).
+	answeredBy func(header, trailer metadata.MD, resp *kservepb.ModelInferResponse) string
+	opts       []grpc.CallOption
 
 	sent       atomic.Int64
 	late       atomic.Int64
@@ -133,9 +138,11 @@ func (l *failoverLoad) call(ctx context.Context, cc *grpc.ClientConn, t time.Tim
 	var header, trailer metadata.MD
 	resp := &kservepb.ModelInferResponse{}
 	err := cc.Invoke(cctx, kservepb.GRPCInferenceService_ModelInfer_FullMethodName, l.req, resp,
-		grpc.Header(&header), grpc.Trailer(&trailer))
+		append([]grpc.CallOption{grpc.Header(&header), grpc.Trailer(&trailer)}, l.opts...)...)
 	c := FailoverCall{Latency: float64(time.Since(t).Microseconds()) / 1000, Code: status.Code(err)}
-	if c.Code == codes.OK {
+	if c.Code == codes.OK && l.answeredBy != nil {
+		c.Route = l.answeredBy(header, trailer, resp)
+	} else if c.Code == codes.OK {
 		var fromHeader bool
 		c.Route, fromHeader = routeOf(header, trailer, resp.GetModelName(), l.fallbackModel)
 		if fromHeader {

@@ -5,10 +5,10 @@ import (
 	"testing"
 )
 
-// releaseRun makes a synthetic run: 100 calls/s for secs seconds, a share
+// syntheticRelease makes a synthetic run: 100 calls/s for secs seconds, a share
 // w of them on the candidate from canaryAt on; the candidate's latency is
 // scaled by slow and it fails with probability fail.
-func releaseRun(seed uint64, secs, canaryAt, w, slow, fail float64) []ReleaseCall {
+func syntheticRelease(seed uint64, secs, canaryAt, w, slow, fail float64) []ReleaseCall {
 	rng := rand.New(rand.NewPCG(seed, 1))
 	var calls []ReleaseCall
 	for i := 0; float64(i) < secs*100; i++ {
@@ -25,7 +25,7 @@ func releaseRun(seed uint64, secs, canaryAt, w, slow, fail float64) []ReleaseCal
 }
 
 func TestFlaggerRollsBackAfterThresholdFailedChecks(t *testing.T) {
-	calls := releaseRun(1, 600, 60, 0.1, 1.3, 0)
+	calls := syntheticRelease(1, 600, 60, 0.1, 1.3, 0)
 	maxP99, minOK, err := FlaggerThresholds(calls, 60, 1.2)
 	if err != nil {
 		t.Fatal(err)
@@ -43,7 +43,7 @@ func TestFlaggerRollsBackAfterThresholdFailedChecks(t *testing.T) {
 }
 
 func TestFlaggerPromotesAHealthyCanaryAndMissesASmallRegression(t *testing.T) {
-	same := releaseRun(2, 600, 60, 0.1, 1, 0)
+	same := syntheticRelease(2, 600, 60, 0.1, 1, 0)
 	maxP99, minOK, err := FlaggerThresholds(same, 60, 1.2)
 	if err != nil {
 		t.Fatal(err)
@@ -55,7 +55,7 @@ func TestFlaggerPromotesAHealthyCanaryAndMissesASmallRegression(t *testing.T) {
 	// +2 points of errors is under a 99% bound that a user with a
 	// never-failing stable version sets: caught; with a stable version at
 	// 98%, its bound is 97% and the same regression passes every check.
-	failing := releaseRun(3, 600, 60, 0.1, 1, 0.02)
+	failing := syntheticRelease(3, 600, 60, 0.1, 1, 0.02)
 	if v := r.Flagger(failing, 60, 600); v.Decision != "rollback" || v.At < 300 {
 		t.Errorf("+2 points against a 99%% bound: %+v, want rollback, at 300 s or later", v)
 	}
@@ -66,7 +66,7 @@ func TestFlaggerPromotesAHealthyCanaryAndMissesASmallRegression(t *testing.T) {
 }
 
 func TestFlaggerFailsACheckWithoutCandidateCalls(t *testing.T) {
-	calls := releaseRun(4, 400, 60, 0, 1, 0) // the canary never gets a call
+	calls := syntheticRelease(4, 400, 60, 0, 1, 0) // the canary never gets a call
 	r := FlaggerRule{Interval: 60, Threshold: 5, MinSuccess: 99, MaxP99: 1e9, Checks: 1}
 	if v := r.Flagger(calls, 60, 400); v.Decision != "rollback" || v.At != 300 {
 		t.Errorf("no candidate calls: %+v, want rollback at 300 s (no values found fails each check)", v)
@@ -74,7 +74,7 @@ func TestFlaggerFailsACheckWithoutCandidateCalls(t *testing.T) {
 }
 
 func TestFlaggerThresholdsWantStableCalls(t *testing.T) {
-	if _, _, err := FlaggerThresholds(releaseRun(5, 0.5, 0, 0, 1, 0), 1, 1.2); err == nil {
+	if _, _, err := FlaggerThresholds(syntheticRelease(5, 0.5, 0, 0, 1, 0), 1, 1.2); err == nil {
 		t.Error("50 stable calls gave thresholds; want an error asking for 100")
 	}
 }

@@ -17,8 +17,23 @@ type alertDoc struct {
 	State       string            `json:"state"`
 	Severity    string            `json:"severity"`
 	Labels      map[string]string `json:"labels"`
+	Annotations map[string]string `json:"annotations"`
 	Value       string            `json:"value"`
 	Threshold   string            `json:"threshold"`
+	// ResolvesAt is when a firing alert whose condition no longer holds
+	// resolves if it stays so.
+	ResolvesAt time.Time `json:"resolves_at"`
+}
+
+// summary is the alert's summary annotation, the words infergate's
+// notifications and status page use ("resnet50: p99 31.2ms at 21:50:36,
+// over its baseline bound 24.1ms; now ..."), or its subject and value
+// when it has none.
+func (a alertDoc) summary() string {
+	if s := a.Annotations["summary"]; s != "" {
+		return s
+	}
+	return fmt.Sprintf("%s: %s, threshold %s", a.subject(), a.Value, a.Threshold)
 }
 
 func (a alertDoc) subject() string {
@@ -70,7 +85,7 @@ func watchAlerts(ctx context.Context, hc *http.Client, admin string, announce fu
 			now[a.Fingerprint] = true
 			if _, ok := firing[a.Fingerprint]; !ok {
 				firing[a.Fingerprint] = a
-				announce(fmt.Sprintf("ALERT FIRING %s %s (%s): %s, threshold %s", a.Name, a.subject(), a.Severity, a.Value, a.Threshold))
+				announce(fmt.Sprintf("ALERT FIRING %s (%s) %s", a.Name, a.Severity, a.summary()))
 			}
 		}
 		var gone []string
@@ -88,14 +103,39 @@ func watchAlerts(ctx context.Context, hc *http.Client, admin string, announce fu
 	}
 }
 
-// alertLine summarises the active alerts for the frame.
-func alertLine(as []alertDoc) string {
+// alertLines are the frame's "alerts:" lines: each active alert with its
+// summary, wrapped to the screen.
+func alertLines(as []alertDoc) string {
 	if len(as) == 0 {
-		return "none"
+		return "alerts: none\n"
 	}
-	var parts []string
+	var b strings.Builder
+	for i, a := range as {
+		prefix := "alerts: "
+		if i > 0 {
+			prefix = strings.Repeat(" ", len(prefix))
+		}
+		b.WriteString(wrap(prefix, fmt.Sprintf("%s %s %s", strings.ToUpper(a.State), a.Name, a.summary()), " "))
+	}
+	return b.String()
+}
+
+// recovering is what the hints line says of a model whose latency alert
+// fires while its condition no longer holds: the hints read a shorter
+// window, and a line saying nothing is up beside an alert that fires
+// would contradict it. elapsed turns a time into the demo's clock.
+func recovering(as []alertDoc, elapsed func(time.Time) time.Duration) map[string]string {
+	out := map[string]string{}
 	for _, a := range as {
-		parts = append(parts, fmt.Sprintf("%s %s %s", strings.ToUpper(a.State), a.Name, a.subject()))
+		m := a.Labels["model"]
+		if a.State != "firing" || m == "" || a.Labels["kind"] != "latency" {
+			continue
+		}
+		if a.ResolvesAt.IsZero() {
+			out[m] = "alert " + a.Name + " firing"
+			continue
+		}
+		out[m] = "recovering: alert holds until " + elapsed(a.ResolvesAt).Truncate(time.Second).String()
 	}
-	return strings.Join(parts, "; ")
+	return out
 }

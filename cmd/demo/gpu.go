@@ -132,12 +132,22 @@ func shortUUID(u string) string {
 
 // hintLine lists the cause hint of every model whose latency is up
 // (hint not "none"), sorted by model, e.g. "resnet50 gpu_saturated,
-// simple unknown"; the legend explains the hints.
-func hintLine(gs []gpuReading) string {
+// simple unknown"; the legend explains the hints. alerts (see
+// recovering) says what the latency alert of a model does when the
+// hint alone would contradict it: "resnet50 recovering: alert holds
+// until 1m20s".
+func hintLine(gs []gpuReading, alerts map[string]string) string {
 	hints := map[string]string{}
 	for _, g := range gs {
 		for m, h := range g.Hints {
 			hints[m] = h
+		}
+	}
+	for m, a := range alerts {
+		if h := hints[m]; h != "" {
+			hints[m] = h + " (" + a + ")"
+		} else {
+			hints[m] = a
 		}
 	}
 	if len(hints) == 0 {

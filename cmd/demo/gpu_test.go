@@ -33,7 +33,7 @@ func TestParseGPU(t *testing.T) {
 	if got := gpuLine(gs); got != want {
 		t.Errorf("gpuLine = %q, want %q", got, want)
 	}
-	if got, want := hintLine(gs), "resnet50 gpu_throttled"; got != want {
+	if got, want := hintLine(gs, nil), "resnet50 gpu_throttled"; got != want {
 		t.Errorf("hintLine = %q, want %q", got, want)
 	}
 }
@@ -49,7 +49,7 @@ func TestGPULineSeveral(t *testing.T) {
 	if got := gpuLine(gs); got != want {
 		t.Errorf("gpuLine = %q, want %q", got, want)
 	}
-	if got, want := hintLine(gs), "mobilenet_v3 not_gpu, resnet50 gpu_saturated, simple unknown"; got != want {
+	if got, want := hintLine(gs, nil), "mobilenet_v3 not_gpu, resnet50 gpu_saturated, simple unknown"; got != want {
 		t.Errorf("hintLine = %q, want %q", got, want)
 	}
 }
@@ -62,7 +62,7 @@ func TestParseGPUNone(t *testing.T) {
 	if got := gpuLine(gs); got != "no GPU readings (yet)" {
 		t.Errorf("gpuLine = %q", got)
 	}
-	if got := hintLine(gs); got != "none (no model's latency is up against its baseline)" {
+	if got := hintLine(gs, nil); got != "none (no model's latency is up against its baseline)" {
 		t.Errorf("hintLine = %q", got)
 	}
 }

@@ -37,6 +37,12 @@ const (
 var (
 	demoFault       = faultPlan{model: "resnet50", slowdown: 1.6, at: 45 * time.Second, dur: 15 * time.Second}
 	minFaultSeconds = 50
+	// storySeconds is the shortest run that shows the fault's whole
+	// story: alert, route to the fallback, heal, resolution and the
+	// route back. The alert keeps firing 30s after its last bad 5s
+	// window, which is at the heal (60s) at the latest: it resolves by
+	// 95s, and the route goes back with it (measured: 84s, issue 49).
+	storySeconds = 100
 )
 
 // maxMsgSize raises gRPC's 4 MiB default, as Triton clients must.
@@ -190,7 +196,7 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
 		// A context of its own: the final frame is drawn after ctx ends.
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 		defer cancel()
-		f := frame{elapsed: time.Since(start), final: final, load: gen.snapshot()}
+		f := frame{elapsed: time.Since(start), now: time.Now(), final: final, load: gen.snapshot()}
 		f.series, f.seriesErr = fetchSeries(dctx, hc, gate.adminAddr)
 		f.gpu, f.gpuErr = fetchGPU(dctx, hc, gate.adminAddr)
 		f.alerts, f.alertsErr = fetchAlerts(dctx, hc, gate.adminAddr)
@@ -348,10 +354,15 @@ func faultText(p faultPlan, o options) string {
 	if o.seconds > 0 && time.Duration(o.seconds)*time.Second < end {
 		heal = fmt.Sprintf("when the demo ends at %ds", o.seconds)
 	}
-	return fmt.Sprintf("fault: at %s the demo slows %s down %gx in simserver; it heals it %s\n", p.at, p.model, p.slowdown, heal) +
+	s := fmt.Sprintf("fault: at %s the demo slows %s down %gx in simserver; it heals it %s\n", p.at, p.model, p.slowdown, heal) +
 		fmt.Sprintf("       watch %s's P99 and UP P99 rise while OVH stays small: the slowness is upstream;\n", p.model) +
 		fmt.Sprintf("       its latency alert sends it to its fallback mobilenet_v3 (a ROUTE line, rows\n"+
 			"       \"%s (fallback)\") until the alert resolves after the heal: back on its primary\n", p.model)
+	if o.seconds > 0 && o.seconds < storySeconds {
+		s += fmt.Sprintf("       (the route goes back by about %ds: this run may end first; -seconds %d shows it all)\n",
+			storySeconds, storySeconds)
+	}
+	return s
 }
 
 // isTerminal reports whether w is a character device (a terminal), where

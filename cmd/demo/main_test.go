@@ -42,6 +42,7 @@ func TestStreamsTextFaultPlan(t *testing.T) {
 				"       watch resnet50's P99 and UP P99 rise while OVH stays small: the slowness is upstream;\n" +
 				"       its latency alert sends it to its fallback mobilenet_v3 (a ROUTE line, rows\n"},
 		{options{seconds: 65, maxInflight: 256}, "it heals it at 1m0s\n"},
+		{options{seconds: 70, maxInflight: 256}, "the route goes back by about 100s: this run may end first; -seconds 100 shows it all"},
 		{options{seconds: 55, maxInflight: 256}, "it heals it when the demo ends at 55s\n"},
 		{options{seconds: 10, maxInflight: 256}, "fault: off (runs shorter than 50s)"},
 		{options{seconds: 60, noFault: true, maxInflight: 256}, "fault: off (-no-fault)"},
@@ -50,6 +51,9 @@ func TestStreamsTextFaultPlan(t *testing.T) {
 		if got := streamsText(nil, tc.o); !strings.Contains(got, tc.want) {
 			t.Errorf("streamsText(%+v) = %q, want %q", tc.o, got, tc.want)
 		}
+	}
+	if got := streamsText(nil, options{seconds: storySeconds, maxInflight: 256}); strings.Contains(got, "may end first") {
+		t.Errorf("a run of %ds is said to end early: %q", storySeconds, got)
 	}
 }
 

@@ -14,8 +14,10 @@ const clearScreen = "\x1b[H\x1b[2J"
 
 // frame is everything one screen shows.
 type frame struct {
-	// elapsed is the time since the load started.
+	// elapsed is the time since the load started, at now (the wall
+	// clock the alerts' summaries use).
 	elapsed time.Duration
+	now     time.Time
 	final   bool
 	// guide is the "where to look" block, shown on top when non-empty.
 	guide     string
@@ -41,7 +43,11 @@ func renderFrame(w io.Writer, f frame) {
 	if f.final {
 		title = "final"
 	}
-	fmt.Fprintf(w, "infergate demo, %s, %s after load start (latency windows: 1m)\n\n", title, f.elapsed.Truncate(time.Second))
+	clock := ""
+	if !f.now.IsZero() {
+		clock = ", " + f.now.Format("15:04:05")
+	}
+	fmt.Fprintf(w, "infergate demo, %s, %s after load start%s (latency windows: 1m)\n\n", title, f.elapsed.Truncate(time.Second), clock)
 	if f.seriesErr != nil {
 		fmt.Fprintf(w, "series: %v\n", f.seriesErr)
 	} else {
@@ -52,16 +58,17 @@ func renderFrame(w io.Writer, f frame) {
 		fmt.Fprintf(w, "gpu:   %v\n", f.gpuErr)
 	} else {
 		fmt.Fprintf(w, "gpu:   %s\n", gpuLine(f.gpu))
-		io.WriteString(w, wrap("hints: ", hintLine(f.gpu), ", "))
+		elapsed := func(t time.Time) time.Duration { return f.elapsed + t.Sub(f.now) }
+		io.WriteString(w, wrap("hints: ", hintLine(f.gpu, recovering(f.alerts, elapsed)), ", "))
 	}
 	if f.alertsErr != nil {
 		fmt.Fprintf(w, "alerts: %v\n", f.alertsErr)
 	} else {
-		io.WriteString(w, wrap("alerts: ", alertLine(f.alerts), "; "))
+		io.WriteString(w, alertLines(f.alerts))
 	}
 	fmt.Fprintf(w, "load:  %s\n", f.load)
 	for _, e := range f.events {
-		fmt.Fprintf(w, "event: %s\n", e)
+		io.WriteString(w, wrap("event: ", e, " "))
 	}
 }
 
@@ -230,4 +237,7 @@ hints: infergate's guess at the cause, for each model whose latency is up agains
   not_gpu              the GPU is under 50% busy: look at the server's CPU, its queue, the network
   unknown              latency is up, but GPU data is missing or points at no cause (busy, not full)
   none                 latency is normal (such models are not listed)
+  recovering           the model's latency alert still fires, kept firing after its condition
+                       cleared so a recovering model does not flap: "holds until" is when it
+                       resolves if the latency stays down (the alert's summary says the same)
 `

@@ -202,7 +202,7 @@ func TestLegend(t *testing.T) {
 // legend, announcements) fit a 100-column terminal.
 func TestWidth(t *testing.T) {
 	text := guideText("127.0.0.1:9001", "127.0.0.1:9091", "127.0.0.1:8001", "127.0.0.1:8002")
-	for _, o := range []options{{maxInflight: 256}, {seconds: 25, maxInflight: 256}, {seconds: 35, maxInflight: 256}} {
+	for _, o := range []options{{maxInflight: 256}, {seconds: 25, maxInflight: 256}, {seconds: 35, maxInflight: 256}, {seconds: 70, maxInflight: 256}} {
 		text += streamsText(demoStreams(nil, nil, 1), o)
 	}
 	text += legend
@@ -235,5 +235,51 @@ func TestWrap(t *testing.T) {
 	}
 	if got := wrap("hints: ", "none", ", "); got != "hints: none\n" {
 		t.Errorf("wrap = %q", got)
+	}
+}
+
+// TestRenderFrameAlertHolds: while the latency alert holds after its
+// model recovered, the hints line says so (and when it resolves, on the
+// demo's clock) instead of "none (no model's latency is up ...)" beside
+// a firing alert; the alerts line has the alert's summary.
+func TestRenderFrameAlertHolds(t *testing.T) {
+	now := time.Date(2026, 12, 8, 21, 51, 5, 0, time.UTC)
+	summary := "resnet50: p99 31.2ms at 21:50:36, over its baseline bound 24.1ms; now 7.2ms, recovering (resolves at 21:51:20 if it stays below)"
+	alert := alertDoc{Name: "ModelLatencyAboveBaseline", State: "firing", Severity: "warning",
+		Labels:      map[string]string{"model": "resnet50", "kind": "latency"},
+		Annotations: map[string]string{"summary": summary}, ResolvesAt: now.Add(15 * time.Second)}
+	gpus := []gpuReading{{UUID: "GPU-sim-0", Util: 0.4}}
+	render := func(a alertDoc, gs []gpuReading) string {
+		var buf bytes.Buffer
+		renderFrame(&buf, frame{elapsed: 65 * time.Second, now: now, series: loadSeries(t), gpu: gs, alerts: []alertDoc{a}})
+		return buf.String()
+	}
+	got := render(alert, gpus)
+	if !strings.Contains(got, "\nhints: resnet50 recovering: alert holds until 1m20s\n") ||
+		strings.Contains(got, "no model's latency is up") {
+		t.Errorf("hints line while the alert holds:\n%s", got)
+	}
+	if !strings.Contains(got, "1m5s after load start, 21:51:05") {
+		t.Errorf("title lacks the clock the summaries use:\n%s", got)
+	}
+	if alerts := got[strings.Index(got, "\nalerts: "):]; !strings.Contains(strings.Join(strings.Fields(alerts), " "),
+		"alerts: FIRING ModelLatencyAboveBaseline "+summary) {
+		t.Errorf("alerts line lacks the summary:\n%s", got)
+	}
+	for _, l := range strings.Split(got[strings.Index(got, "\ngpu:"):], "\n") {
+		if n := len([]rune(l)); n > screenWidth {
+			t.Errorf("line of %d columns: %q", n, l)
+		}
+	}
+	// A hint and a recovering alert: both, side by side.
+	gpus[0].Hints = map[string]string{"resnet50": "not_gpu"}
+	if got := render(alert, gpus); !strings.Contains(got, "\nhints: resnet50 not_gpu (recovering: alert holds until 1m20s)\n") {
+		t.Errorf("hint and recovering alert:\n%s", got)
+	}
+	// Still over, no hint yet.
+	gpus[0].Hints = nil
+	alert.ResolvesAt = time.Time{}
+	if got := render(alert, gpus); !strings.Contains(got, "\nhints: resnet50 alert ModelLatencyAboveBaseline firing\n") {
+		t.Errorf("firing alert, no hint:\n%s", got)
 	}
 }

@@ -21,7 +21,7 @@ const demoRules = `rules:
     keep_firing_for: 30s
     severity: critical
     labels: {kind: errors}
-    annotations: {summary: "{{.Labels.model}}: {{.Value}} of calls failing"}
+    annotations: {summary: "{{.Labels.model}}: {{.Summary}}"}
   - name: ModelLatencyAboveBaseline
     kind: baseline
     window: 5s
@@ -29,7 +29,7 @@ const demoRules = `rules:
     severity: warning
     labels: {kind: latency}
     action: fallback
-    annotations: {summary: "{{.Labels.model}}: latency {{.Value}} above its baseline ({{.Threshold}})"}
+    annotations: {summary: "{{.Labels.model}}: {{.Summary}}"}
   - name: GPUSaturated
     kind: gpu
     field: utilization
@@ -37,7 +37,7 @@ const demoRules = `rules:
     for: 30s
     severity: warning
     labels: {kind: gpu}
-    annotations: {summary: "GPU {{.Labels.gpu}} is {{.Value}} busy"}
+    annotations: {summary: "GPU {{.Labels.gpu}}: {{.Summary}}"}
 `
 
 // demoFallback is the demo's route: resnet50 falls back to mobilenet_v3

@@ -244,15 +244,32 @@ function renderAlerts() {
       td(txt(a.name), summary ? el("div", { className: "muted" }, txt(summary)) : null),
       td(txt(subject)),
       num(ago(since)),
-      // Rule texts, not only numbers: these may wrap.
-      td(txt(a.value || "—")),
+      // Rule texts, not only numbers: these may wrap. The value is the
+      // one that fired (the worst while the condition held), now the
+      // same value at the last evaluation: the summary's words.
+      td(txt(firedAt(a))),
       td(txt(a.threshold || "—")),
+      td(txt(nowIs(a))),
     ));
-    rows.push(el("tr", { className: "evidence" }, el("td", { colSpan: 7 }, evidence(a))));
+    rows.push(el("tr", { className: "evidence" }, el("td", { colSpan: 8 }, evidence(a))));
   }
   const firing = list.filter((a) => a.state === "firing").length;
   setCount("alerts", list.length ? firing + " firing, " + (list.length - firing) + " pending" : "");
   show("alerts", rows, list.length ? "" : el("span", { className: "all-clear" }, "no alerts firing or pending"));
+}
+
+// firedAt is the value that fired and when: "31.2ms at 21:50:36".
+function firedAt(a) {
+  if (!a.value) return "—";
+  const t = Date.parse(a.value_at || "");
+  return isFinite(t) && t > 0 ? a.value + " at " + clock(t) : a.value;
+}
+
+// nowIs is the value now and, for an alert recovering, when it resolves.
+function nowIs(a) {
+  const t = Date.parse(a.resolves_at || "");
+  const cur = a.current || "—";
+  return isFinite(t) && t > 0 ? cur + ", resolves at " + clock(t) + " if it stays so" : cur;
 }
 
 // evidence lists why an alert is in its state: each condition's verdict,
