@@ -85,7 +85,12 @@ func newParts(cfg Config, mem memlimit.Result, reg prometheus.Registerer, log *s
 	}
 	w.closers = append(w.closers, func() { w.rt.Close() })
 	reg.MustRegister(w.rt.router.Collector())
-	if w.al, err = startAlerting(cfg.alerts, w.mon, w.gt, bs, w.rt.router, reg, fm, log); err != nil {
+	// Before alerting: its version_regression rule reads the releases.
+	if w.rel, err = newReleasing(cfg, fm, log); err != nil {
+		return nil, err
+	}
+	reg.MustRegister(w.rel.collector())
+	if w.al, err = startAlerting(cfg.alerts, w.mon, w.gt, bs, w.rt.router, w.rel, reg, fm, log); err != nil {
 		return nil, err
 	}
 	w.bat, err = startBatcher(cfg.Batching, nonIdempotentModels(cfg.RoutingConfig), w.rt.router.Replicas, reg, log)
@@ -93,10 +98,6 @@ func newParts(cfg Config, mem memlimit.Result, reg prometheus.Registerer, log *s
 	if err != nil {
 		return nil, err
 	}
-	if w.rel, err = newReleasing(cfg, fm, log); err != nil {
-		return nil, err
-	}
-	reg.MustRegister(w.rel.collector())
 	traceOpt, tr, stopTracing, err := startTracing(cfg.Tracing, log)
 	if err != nil {
 		return nil, err

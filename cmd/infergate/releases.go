@@ -17,6 +17,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/infergate/infergate/alert"
 	"github.com/infergate/infergate/internal/statefile"
 	"github.com/infergate/infergate/proxy/route"
 	"github.com/infergate/infergate/release"
@@ -115,6 +116,11 @@ type releasing struct {
 	// infergate_release_decisions_total.
 	decisions map[string]map[string]uint64
 	refused   uint64
+	// gone are the models whose release a reload or a refusal removed,
+	// and when: the alert engine hears of them as not rolled back for
+	// goneFor, so a version_regression alert of a removed release
+	// resolves at once rather than going stale.
+	gone      map[string]time.Time
 	dirty     bool
 	cancel    context.CancelFunc // the target check of the releases in force
 }
@@ -382,6 +388,7 @@ func (r *releasing) apply(next *Config, specs []release.Spec) error {
 	for m := range r.decisions {
 		if !slices.ContainsFunc(specs, func(s release.Spec) bool { return s.Model == m }) {
 			delete(r.decisions, m) // a removed release's series go with it
+			r.forget(m)
 		}
 	}
 	r.dirty = true
@@ -474,9 +481,55 @@ func (r *releasing) refuseUnknown(specs []release.Spec, lk release.Lookup) {
 	r.started = slices.DeleteFunc(r.started, gone)
 	for _, m := range refused {
 		delete(r.decisions, m)
+		r.forget(m)
 	}
 	r.refused += uint64(len(refused))
 	r.dirty = true
+}
+
+// goneFor is how long a removed release is reported to the alert engine
+// as not rolled back: a few evaluations are enough to resolve its alert.
+const goneFor = 10 * time.Minute
+
+// forget notes that model's release was removed (called with r.mu held).
+func (r *releasing) forget(model string) {
+	if r.gone == nil {
+		r.gone = map[string]time.Time{}
+	}
+	r.gone[model] = r.now()
+}
+
+// Releases tells the alert engine's version_regression condition where
+// each release stands (alert.ReleaseSource): a rolled-back release with
+// its rollback decision in words, until it is restarted or removed.
+func (r *releasing) Releases() []alert.ReleaseState {
+	var out []alert.ReleaseState
+	have := map[string]bool{}
+	for _, st := range r.set.Status() {
+		rs := alert.ReleaseState{Model: st.Spec.Model, RolledBack: st.State == release.RolledBack}
+		if rs.RolledBack {
+			for i := len(st.History) - 1; i >= 0; i-- {
+				if d := st.History[i]; d.Kind == release.Rollback {
+					rs.Reason, rs.At, rs.Manual = d.Reason, d.At, d.Manual
+					break
+				}
+			}
+		}
+		have[rs.Model] = true
+		out = append(out, rs)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := r.now()
+	for m, at := range r.gone {
+		switch {
+		case now.Sub(at) > goneFor:
+			delete(r.gone, m)
+		case !have[m]:
+			out = append(out, alert.ReleaseState{Model: m})
+		}
+	}
+	return out
 }
 
 // releasesStep applies the releases: section at a reload. A release

@@ -288,3 +288,31 @@ func TestReleaseStartedThroughTheAPI(t *testing.T) {
 		t.Errorf("after a reload: %+v; want bert (started through the API) kept beside resnet50", st)
 	}
 }
+
+// The alert engine hears of a rollback with its words until the release
+// is removed, and of a removed release as not rolled back (its alert
+// resolves at once).
+func TestReleaseSourceForAlerts(t *testing.T) {
+	cfg := releaseConfig(t, releaseYAML)
+	r, err := newReleasing(cfg, nil, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.stopCheck)
+	if _, err := r.Act("resnet50", "rollback", "p99 doubled"); err != nil {
+		t.Fatal(err)
+	}
+	rs := r.Releases()
+	if len(rs) != 1 || !rs[0].RolledBack || !strings.Contains(rs[0].Reason, "p99 doubled") || !rs[0].Manual {
+		t.Fatalf("after a rollback: %+v; want resnet50 rolled back with the reason", rs)
+	}
+	none := releaseConfig(t, "upstream: 127.0.0.1:1\n")
+	commit, _, err := releasesStep(r).prepare(&cfg, &none)
+	if err != nil {
+		t.Fatal(err)
+	}
+	commit()
+	if rs := r.Releases(); len(rs) != 1 || rs[0].Model != "resnet50" || rs[0].RolledBack {
+		t.Errorf("after the release was removed: %+v; want resnet50 reported not rolled back", rs)
+	}
+}
