@@ -120,9 +120,9 @@ type releasing struct {
 	// and when: the alert engine hears of them as not rolled back for
 	// goneFor, so a version_regression alert of a removed release
 	// resolves at once rather than going stale.
-	gone      map[string]time.Time
-	dirty     bool
-	cancel    context.CancelFunc // the target check of the releases in force
+	gone   map[string]time.Time
+	dirty  bool
+	cancel context.CancelFunc // the target check of the releases in force
 }
 
 // newReleasing builds the Set of cfg's releases and restores its state
