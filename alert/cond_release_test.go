@@ -36,8 +36,7 @@ const regressionWords = "version 2's p99 is 1.31x version 1's for inputs of 1-2 
 func TestVersionRegressionAlert(t *testing.T) {
 	cfg := &Config{}
 	r := newRig(t, cfg)
-	src := &fakeReleases{}
-	r.e.opts.Releases = src
+	src := &r.rel
 	src.set(ReleaseState{Model: "resnet50"}, ReleaseState{Model: "bert"})
 	r.run(5 * time.Second)
 	if msgs, _ := r.sink.take(); len(msgs) != 0 || r.state("VersionRegression", "resnet50") != "" {
@@ -98,6 +97,7 @@ func TestVersionRegressionAlert(t *testing.T) {
 // Without a ReleaseSource the rule has no subjects: no alert, no error.
 func TestVersionRegressionWithoutReleases(t *testing.T) {
 	r := newRig(t, &Config{})
+	r.e.opts.Releases = nil
 	r.run(3 * time.Second)
 	if msgs, _ := r.sink.take(); len(msgs) != 0 {
 		t.Errorf("%d notifications without releases", len(msgs))
