@@ -56,6 +56,8 @@ type Server struct {
 	// /api/v1/flow; nil none.
 	Flow        func() []flowstats.GateStatus
 	FlowTenants func() []flowstats.TenantStatus
+	// Releases serves /api/v1/releases; nil leaves it out.
+	Releases Releases
 	// Reload answers POST /-/reload (a write) and StatusConfig GET
 	// /api/v1/status/config.
 	Reload, StatusConfig http.HandlerFunc
@@ -116,6 +118,9 @@ func (a *Server) Handler() http.Handler {
 	}
 	if a.Router != nil {
 		a.routesAPI(mux)
+	}
+	if a.Releases != nil {
+		a.releasesAPI(mux)
 	}
 	if a.Reload != nil {
 		mux.HandleFunc("POST /-/reload", a.Guard(a.Reload))

@@ -77,6 +77,7 @@ var conditionKinds = []struct {
 	{KindGPU, parseGPU},
 	{KindHint, parseHint},
 	{KindInputSize, parseInputSize},
+	{KindVersionRegression, parseVersionRegression},
 }
 
 // kindList is "threshold, baseline, ..., hint or compound".

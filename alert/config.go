@@ -171,8 +171,8 @@ type Selector struct {
 
 // Condition is one condition; Kind says which fields apply.
 type Condition struct {
-	// Kind is threshold, baseline, trend, errors, gpu, hint, input_size
-	// or compound.
+	// Kind is threshold, baseline, trend, errors, gpu, hint, input_size,
+	// version_regression or compound.
 	Kind string `yaml:"kind" json:"kind,omitempty"`
 	// Quantile is p50, p90, p99 or p999 (threshold, trend); p50, p90 or
 	// p99 (baseline; none means any of the three).

@@ -16,6 +16,12 @@ import "time"
 //     for 30s so a recovering model does not flap.
 //   - GPUSaturated (warning): a GPU is over 95% busy for 30s; it inhibits
 //     the latency alerts of the models on that GPU (the cause, once).
+//   - VersionRegression (critical): a model's release was rolled back
+//     (its candidate was worse than the stable version, gone from the
+//     server, or rolled back by an operator). The summary is the
+//     rollback's evidence in words. It fires while the release stays
+//     rolled back and resolves when the release is restarted (changed at
+//     a reload) or removed; an acknowledgement stops its repeats.
 //   - ModelOverSLO (critical), only when slo: sets a p99: the model's p99
 //     over the last minute is, with confidence, over its SLO for 1m.
 func DefaultRules(c *Config) []RuleConfig {
@@ -51,6 +57,15 @@ func DefaultRules(c *Config) []RuleConfig {
 			},
 		},
 	}
+	rules = append(rules, RuleConfig{
+		Name:      "VersionRegression",
+		Condition: Condition{Kind: KindVersionRegression},
+		Severity:  SeverityCritical,
+		Labels:    map[string]string{"kind": KindVersionRegression},
+		Annotations: map[string]string{
+			"summary": "{{.Labels.model}}: {{.Value}}",
+		},
+	})
 	for _, s := range c.SLO {
 		if s.P99 > 0 {
 			rules = append(rules, RuleConfig{

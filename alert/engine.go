@@ -52,6 +52,9 @@ type Options struct {
 	// Baselines is the shared baseline store; nil means an empty one
 	// (baseline conditions stay unknown).
 	Baselines *baseline.Store
+	// Releases tells the version_regression condition where each
+	// model's release stands; nil means none (it never holds).
+	Releases ReleaseSource
 	// Actuator carries out actions; nil means actions are only logged.
 	Actuator Actuator
 	// Send delivers a notification to a receiver; nil means the
@@ -275,6 +278,12 @@ func (e *Engine) Step() {
 	}
 	if e.opts.GPU != nil {
 		f.gpus = e.opts.GPU()
+	}
+	if e.opts.Releases != nil {
+		f.releases = map[string]ReleaseState{}
+		for _, rs := range e.opts.Releases.Releases() {
+			f.releases[rs.Model] = rs
+		}
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()

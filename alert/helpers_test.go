@@ -107,6 +107,7 @@ type rig struct {
 	models []correlate.ModelState
 	gpus   []gpu.Device
 	bs     *baseline.Store
+	rel    fakeReleases
 	// check, when set, is called by checkedRun after every step with
 	// the alert checkAlert of checkSubject while it is active; seen are
 	// the summaries checkedRun saw.
@@ -124,9 +125,10 @@ func newRig(t *testing.T, cfg *Config) *rig {
 	r.bs = baseline.New(baseline.Options{Now: r.c.now})
 	e, err := New(Options{
 		Config: cfg, Latency: r.src, Now: r.c.now, Send: r.sink.send, Baselines: r.bs,
-		Logger: slog.New(slog.DiscardHandler),
-		Models: func() []correlate.ModelState { return r.models },
-		GPU:    func() gpu.State { return gpuState(r.gpus...) },
+		Logger:   slog.New(slog.DiscardHandler),
+		Models:   func() []correlate.ModelState { return r.models },
+		GPU:      func() gpu.State { return gpuState(r.gpus...) },
+		Releases: &r.rel,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -31,6 +31,9 @@ type frame struct {
 	cfg       *Config
 	// trends are the trend conditions' samples, kept between frames.
 	trends *trendStore
+	// releases are the releases by model (ReleaseSource), read once per
+	// frame.
+	releases map[string]ReleaseState
 }
 
 // view says which series of a model a window reads.

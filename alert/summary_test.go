@@ -133,6 +133,15 @@ func summaryCases() []summaryCase {
 			bad: []func(*rig){func(r *rig) {
 				r.src.set("m", calls(500, ms(10), ms(300), map[string]uint64{"Internal": 25}))
 			}}},
+		// A release rolled back, then restarted. (Its words without the
+		// "; " that checkSummary splits the summary's clauses at.)
+		{kind: KindVersionRegression, rules: []RuleConfig{summaryRule("Regression", Condition{Kind: KindVersionRegression})},
+			alert: "Regression", subject: "m",
+			healthy: func(r *rig) { r.rel.set(ReleaseState{Model: "m"}) },
+			bad: []func(*rig){func(r *rig) {
+				r.rel.set(ReleaseState{Model: "m", RolledBack: true, Reason: strings.ReplaceAll(regressionWords, "; ", ", "), At: r.c.now()})
+			}},
+			words: true},
 		// KindAnomaly: its case goes here once the kind exists (DESIGN.md,
 		// "anomaly/"): a model whose score rises over its bound, then falls.
 		// TestSummaryCoversEveryKind fails until it has one.

@@ -271,9 +271,15 @@ func TestGrafanaDashboardQueriesHaveData(t *testing.T) {
 	// resnet50 is served as versions 1 and 2, for the version panels.
 	pri := startSim(t, "--gpu-interval", "200ms", "--config", versionedDefaults(t))
 	edge := startSim(t)
+	// A release of resnet50 for the release panels (half its unnamed
+	// calls to version 2, a fixed split).
+	releaseCfg := filepath.Join(dir, "infergate.yaml")
+	if err := os.WriteFile(releaseCfg, []byte("releases:\n  - {model: resnet50, stable: {version: \"1\"}, candidate: {version: \"2\"}, weight: 50}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	var admins, grpcs []string
 	for range 2 {
-		g := startProxy(t, pri.grpc, "--rules", rulesPath,
+		g := startProxy(t, pri.grpc, "--config", releaseCfg, "--rules", rulesPath,
 			"--batching", "adaptive", "--batch-models", "resnet50", "--batch-max-size", "64",
 			"--fallback", "resnet50="+edge.grpc+"/mobilenet_v3", "--flow-control",
 			"--gpu-source", "prometheus", "--gpu-metrics-url", "http://"+pri.admin+"/metrics", "--gpu-interval", "200ms")

@@ -214,6 +214,11 @@ func TestStatusPageShowsHostileNamesAsText(t *testing.T) {
 			"why": img, "ejected_until": now, "models": []any{script, img},
 			"model_latency": map[string]any{script: map[string]any{"p50_seconds": 0.01, "p99_seconds": 0.02}, img: map[string]any{}}}}},
 		"/api/v1/alerts": map[string]any{"alerts": alerts},
+		"/api/v1/releases": map[string]any{"releases": []any{map[string]any{
+			"spec":  map[string]any{"model": script, "stable": map[string]any{"version": img}, "candidate": map[string]any{"model": script}, "steps": []any{1, 5}},
+			"state": img, "weight": 1, "step": 0, "current": map[string]any{"reason": script},
+			"evidence": map[string]any{"classes": []any{map[string]any{"calls": []any{5, 3}}}},
+			"history":  []any{map[string]any{"at": now, "kind": img, "reason": script}}}}},
 		// Every model's slow calls, whatever the query asks.
 		"/api/v1/slow": []any{map[string]any{"model": script, "version": img, "windows": []any{map[string]any{
 			"window": "1m", "differs": map[string]any{"summary": script},
@@ -242,10 +247,11 @@ func TestStatusPageShowsHostileNamesAsText(t *testing.T) {
 	defer srv.Close()
 
 	s := openStatusPage(t, srv.URL+"/status/")
-	s.wait("three models, three routes, three alerts, one GPU", `
+	s.wait("three models, three routes, one release, three alerts, one GPU", `
 		document.querySelectorAll('#models tbody tr').length === 3 &&
 		document.querySelectorAll('#routes table.routes tbody tr').length === 3 &&
 		document.querySelectorAll('#endpoints tbody tr').length === 1 &&
+		document.querySelectorAll('#releases tbody tr').length === 1 &&
 		document.querySelectorAll('#alerts tr[data-alert]').length === 3 &&
 		document.querySelectorAll('#gpus tbody tr').length === 1 &&
 		document.querySelectorAll('#slow tbody tr.slow-call').length === 2`, 60*time.Second)

@@ -199,14 +199,14 @@ type alerting struct {
 }
 
 func startAlerting(ac *alert.Config, mon *monitor.Registry, gt *gpuRuntime, st *baseline.Store, act alert.Actuator,
-	reg prometheus.Registerer, fm *statefile.Metrics, log *slog.Logger) (*alerting, error) {
+	rel alert.ReleaseSource, reg prometheus.Registerer, fm *statefile.Metrics, log *slog.Logger) (*alerting, error) {
 	var tick <-chan time.Time
 	if ac.EvaluationInterval == time.Second { // the slice length: evaluate as each slice completes
 		tick = mon.Rotations()
 	}
 	e, err := alert.New(alert.Options{
 		Config: ac, Latency: mon, Models: gt.corr.Models, GPU: gt.hub.State, Baselines: st,
-		Actuator: act, Logger: log, Registerer: reg, FileMetrics: fm, SliceLength: time.Second, Tick: tick,
+		Actuator: act, Releases: rel, Logger: log, Registerer: reg, FileMetrics: fm, SliceLength: time.Second, Tick: tick,
 	})
 	if err != nil {
 		return nil, err

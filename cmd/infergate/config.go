@@ -23,6 +23,7 @@ import (
 	"github.com/infergate/infergate/monitor/gpu"
 	"github.com/infergate/infergate/proxy"
 	"github.com/infergate/infergate/proxy/route"
+	"github.com/infergate/infergate/release"
 	"github.com/infergate/infergate/tracing"
 
 	"go.yaml.in/yaml/v3"
@@ -92,6 +93,15 @@ type Config struct {
 	// AlertStateFile (--alert-state-file) keeps alert state across
 	// restarts.
 	AlertStateFile string `yaml:"alert_state_file"`
+	// Releases split a model's calls between a stable target and a
+	// candidate and judge the candidate on every call (release.Spec,
+	// docs/releases.md). They change live at a reload.
+	Releases []release.Spec `yaml:"releases"`
+	// ReleaseStateFile keeps each release's step, evidence and decisions
+	// across restarts. Default: release-state.json in the folder of the
+	// alert state file when one is set, else none (a restart starts the
+	// releases afresh).
+	ReleaseStateFile string `yaml:"release_state_file"`
 	// AdminTokenFile holds the bearer token the admin API's writes
 	// (silences, acknowledgements) need; none means writes answer 403.
 	AdminTokenFile string `yaml:"admin_token_file"`
@@ -285,6 +295,7 @@ func (c *Config) validate() error {
 		batchingProblems(c.Batching),
 		idempotencyProblems(c.Batching, c.RoutingConfig),
 		c.alertingConfig(),
+		c.releaseProblems(),
 	)
 	sortErrs(errs)
 	return errors.Join(errs...)

@@ -40,6 +40,8 @@ routes:
   - {model: reference, upstream: primary, fallback: {upstream: edge, model: reference_small}}
 batching: {mode: static, models: {reference: {}}}
 gpu: {sources: [{kind: prometheus, url: "http://127.0.0.1:1/metrics"}]}
+releases:
+  - {model: reference, stable: {version: "1"}, candidate: {version: "2"}, steps: [10, 50, 100]}
 `
 
 // metricDoc is one metric of the reference page.

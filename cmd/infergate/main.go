@@ -65,6 +65,14 @@ func run(args []string) int {
 		for _, w := range effectWarnings(cfg) {
 			fmt.Fprintln(os.Stderr, "infergate: warning:", w)
 		}
+		problems, warning := checkReleaseTargets(cfg)
+		if warning != "" {
+			fmt.Fprintln(os.Stderr, "infergate: warning:", warning)
+		}
+		if len(problems) > 0 {
+			fmt.Fprintln(os.Stderr, "infergate:", errors.Join(problems...))
+			return 2
+		}
 		fmt.Println("infergate: configuration is valid")
 		return 0
 	}
@@ -216,6 +224,7 @@ func serve(ctx context.Context, cfg Config, mem memlimit.Result, log *slog.Logge
 		return err
 	}
 	adm.Reload, adm.StatusConfig = rl.reloadAPI, rl.statusConfig
+	adm.Releases = w.rel
 	// errc hears a listener that failed while serving.
 	errc := make(chan error, 2)
 
@@ -234,7 +243,8 @@ func serve(ctx context.Context, cfg Config, mem memlimit.Result, log *slog.Logge
 	}, stopBg)
 	models := &modelCheck{ctx: bgCtx, rt: rt, log: log}
 	rl.steps = []reloadStep{alertingStep(al.engine), batchingStep(bat, discover), routingStep(rt, upCreds, cfg.ShutdownTimeout, log), tracingStep(w.tr),
-		flowControlStep(w.p, discover), models.step()} // after routing: it reads the routes in force
+		flowControlStep(w.p, discover), models.step(), // after routing: it reads the routes in force
+		releasesStep(w.rel)} // after routing: it asks the upstreams in force
 	if cfg.level != nil {
 		rl.steps = append([]reloadStep{logLevelStep(cfg.level)}, rl.steps...)
 	}
@@ -251,6 +261,11 @@ func serve(ctx context.Context, cfg Config, mem memlimit.Result, log *slog.Logge
 	cs.loop("reloads", func(ctx context.Context) { rl.run(ctx, hup) })
 	// The alert engine's stop saves its state and drains queued
 	// notifications, on SIGTERM as after a failed start.
+	// The releases' targets are checked once the servers answer; the
+	// judgement ticks every second and saves the releases' state.
+	w.rel.ask, w.rel.upstreamConns = askTargets, func() []namedConn { return upstreamConns(rt.Upstreams) }
+	cs.add("release targets", func() error { w.rel.recheck(); return nil }, w.rel.stopCheck)
+	cs.loop("releases", w.rel.run)
 	cs.loop("alerts", al.run)
 	// The first verdict is in before the start line: /readyz is never
 	// "not checked yet" for a process that says it serves.

@@ -32,6 +32,7 @@ type parts struct {
 	p                 *proxy.Proxy
 	fd                proxy.FrontDoor
 	reload            *reloadGauges
+	rel               *releasing
 	budgetSource      string
 	// closers undo what was built, in the order built; Close runs them
 	// backwards.
@@ -84,7 +85,12 @@ func newParts(cfg Config, mem memlimit.Result, reg prometheus.Registerer, log *s
 	}
 	w.closers = append(w.closers, func() { w.rt.Close() })
 	reg.MustRegister(w.rt.router.Collector())
-	if w.al, err = startAlerting(cfg.alerts, w.mon, w.gt, bs, w.rt.router, reg, fm, log); err != nil {
+	// Before alerting: its version_regression rule reads the releases.
+	if w.rel, err = newReleasing(cfg, fm, log); err != nil {
+		return nil, err
+	}
+	reg.MustRegister(w.rel.collector())
+	if w.al, err = startAlerting(cfg.alerts, w.mon, w.gt, bs, w.rt.router, w.rel, reg, fm, log); err != nil {
 		return nil, err
 	}
 	w.bat, err = startBatcher(cfg.Batching, nonIdempotentModels(cfg.RoutingConfig), w.rt.router.Replicas, reg, log)
@@ -103,6 +109,7 @@ func newParts(cfg Config, mem memlimit.Result, reg prometheus.Registerer, log *s
 	w.p, err = proxy.New(proxy.UpstreamDirector(w.rt.Default),
 		append(cfg.Config.Options(),
 			proxy.WithRouter(w.rt.router),
+			proxy.WithReleases(w.rel.set),
 			proxy.WithBatcher(w.bat),
 			proxy.WithRecorder(w.mon),
 			proxy.WithLogger(log),

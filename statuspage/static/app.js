@@ -1,5 +1,5 @@
 // infergate status page: polls the admin listener's JSON API every 2 s and
-// redraws alerts, models, routes and GPUs.
+// redraws alerts, models, routes, releases and GPUs.
 //
 // Every string from the API reaches the DOM as text (el() below appends
 // text nodes; attributes are set as properties or dataset): model names
@@ -24,6 +24,7 @@ const sources = {
   models: "../api/v1/models",
   series: "../api/v1/series",
   routes: "../api/v1/routes",
+  releases: "../api/v1/releases",
   endpoints: "../api/v1/endpoints",
   gpus: "../api/v1/gpus",
 };
@@ -33,6 +34,7 @@ const sectionSources = {
   alerts: ["alerts"],
   models: ["models", "series", "routes"],
   routes: ["routes"],
+  releases: ["releases"],
   endpoints: ["endpoints"],
   gpus: ["gpus"],
 };
@@ -429,6 +431,51 @@ function renderRoutes() {
   show("routes", brows, undefined, "table.breakers");
 }
 
+// target names a release's target as the evidence does: "version 2",
+// "model resnet50-trt", "upstream gpu-b".
+function target(t) {
+  t = t || {};
+  if (t.version) return "version " + t.version;
+  if (t.model) return "model " + t.model;
+  if (t.upstream) return "upstream " + t.upstream;
+  return "?";
+}
+
+// renderReleases draws each release: its targets, state, the candidate's
+// weight and step, the evidence of the step so far, what the judgement
+// says now (a hold says what it still needs) and the last decision that
+// changed the release, in the judgement's own words.
+function renderReleases() {
+  const st = state.releases;
+  if (!st.at) {
+    show("releases", [], neverLoaded(["releases"]));
+    return;
+  }
+  const rels = (st.data && st.data.releases) || [];
+  const rows = rels.map((r) => {
+    const spec = r.spec || {};
+    const steps = spec.steps || [];
+    const ev = r.evidence || {};
+    let calls = 0;
+    for (const c of ev.classes || []) calls += (c.calls || [0, 0])[1] || 0;
+    const hist = r.history || [];
+    const last = hist.length ? hist[hist.length - 1] : null;
+    const weight = isNum(r.weight) ? r.weight + "%" : "—";
+    return el("tr", { dataset: { model: String(spec.model), state: String(r.state) } },
+      td(txt(spec.model)),
+      td(txt(target(spec.stable) + " → " + target(spec.candidate))),
+      td(badge(r.state)),
+      num(weight),
+      num(steps.length ? (r.step + 1) + " of " + steps.length + " (" + steps.map((w) => w + "%").join(", ") + ")" : "fixed"),
+      num(String(calls)),
+      td(txt((r.current && r.current.reason) || r.reset || "—", "evidence", CLIP_EVIDENCE)),
+      td(txt(last ? clock(Date.parse(last.at)) + " " + last.kind + ": " + last.reason : "—", "evidence", CLIP_EVIDENCE)),
+    );
+  });
+  setCount("releases", rels.length ? String(rels.length) : "");
+  show("releases", rows, rels.length ? "" : "no releases: they appear with releases: in the config or POST /api/v1/releases");
+}
+
 // renderEndpoints draws each upstream's replicas: the picker's view of
 // them (state and why, calls in flight, latency, models held).
 function renderEndpoints() {
@@ -566,7 +613,7 @@ function renderSlow() {
 function render() {
   updateTraffic();
   // One section's bad data must not keep the others from drawing.
-  for (const f of [renderAlerts, renderModels, renderSlow, renderRoutes, renderEndpoints, renderGPUs, renderBanner]) {
+  for (const f of [renderAlerts, renderModels, renderSlow, renderRoutes, renderReleases, renderEndpoints, renderGPUs, renderBanner]) {
     try {
       f();
     } catch (e) {
