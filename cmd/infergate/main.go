@@ -133,6 +133,16 @@ func proxyCollectors(p *proxy.Proxy) []prometheus.Collector {
 		fastPathCounter(p, "forwarded", func(s proxy.Stats) int64 { return s.Forwarded }),
 		fastPathCounter(p, "served", func(s proxy.Stats) int64 { return s.Served }),
 		fastPathCounter(p, "grpc_server", func(s proxy.Stats) int64 { return s.HandedOn }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name:        "infergate_release_shadow_copies_total",
+			Help:        "Shadow copies of releases' calls, by outcome: compared (sent to the candidate, its answer compared with the stable one), skipped (shed at once: no room in the memory budget or the candidate's flow-control gate).",
+			ConstLabels: prometheus.Labels{"outcome": "compared"},
+		}, func() float64 { return float64(p.Stats().ShadowCompared) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name:        "infergate_release_shadow_copies_total",
+			Help:        "Shadow copies of releases' calls, by outcome: compared (sent to the candidate, its answer compared with the stable one), skipped (shed at once: no room in the memory budget or the candidate's flow-control gate).",
+			ConstLabels: prometheus.Labels{"outcome": "skipped"},
+		}, func() float64 { return float64(p.Stats().ShadowSkipped) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "infergate_buffered_bytes",
 			Help: "Bytes calls hold now of the memory budget (--max-buffered-bytes), on the relay and the gRPC path.",

@@ -19,6 +19,7 @@ import (
 
 	"github.com/infergate/infergate/alert"
 	"github.com/infergate/infergate/internal/statefile"
+	"github.com/infergate/infergate/proxy"
 	"github.com/infergate/infergate/proxy/route"
 	"github.com/infergate/infergate/release"
 )
@@ -131,7 +132,7 @@ type releasing struct {
 // proxy from serving.
 func newReleasing(cfg Config, fm *statefile.Metrics, log *slog.Logger) (*releasing, error) {
 	r := &releasing{log: log, now: time.Now, decisions: map[string]map[string]uint64{}, upstreams: cfg.upstreamNamed()}
-	set, err := release.New(cfg.Releases, release.WithRollback(r.rolledBack))
+	set, err := release.New(cfg.Releases, release.WithRollback(r.rolledBack), release.WithClassNames(proxy.RowsClassName))
 	if err != nil {
 		return nil, err // validate checked them: not expected
 	}
