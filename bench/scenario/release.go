@@ -314,10 +314,13 @@ func releaseRun(ctx context.Context, cfg ReleaseConfig, dir, cs, door string) (R
 	defer cancel()
 	start := time.Now()
 	ld.run(loadCtx, start)
-	var st []release.Status
-	if err := getJSON(ctx, "http://"+admin+"/api/v1/releases", &st); err != nil {
+	var body struct {
+		Releases []release.Status `json:"releases"`
+	}
+	if err := getJSON(ctx, "http://"+admin+"/api/v1/releases", &body); err != nil {
 		return run, fmt.Errorf("releases: %w", err)
 	}
+	st := body.Releases
 	if len(st) != 1 {
 		return run, fmt.Errorf("releases: %d releases, want 1", len(st))
 	}
