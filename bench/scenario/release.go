@@ -44,10 +44,13 @@ const (
 	// ReleaseShadow: a shadow copy of 20% of the calls to a candidate
 	// whose top class is wrong on 3% of its answers.
 	ReleaseShadow = "shadow"
+	// ReleaseNone: no release, the same load: the clients' p50 and p99
+	// the others are set against.
+	ReleaseNone = "none"
 )
 
 // ReleaseCases are the cases in the order they run.
-var ReleaseCases = []string{ReleaseAA, ReleaseSlow, ReleaseErrors, ReleaseFast, ReleaseShadow}
+var ReleaseCases = []string{ReleaseNone, ReleaseAA, ReleaseSlow, ReleaseErrors, ReleaseFast, ReleaseShadow}
 
 // Doors a release is measured on: the relay (plain calls) and grpc-go's
 // server (compressed requests are handed on to it).
@@ -148,7 +151,9 @@ type ReleaseRun struct {
 	// Share is the candidate's share of the calls answered before
 	// infergate's first decision that moved the weight, in percent.
 	Share float64 `json:"candidate_share_pct"`
-	// StableP99 is the p99 of the calls the stable version answered (ms).
+	// StableP50 and StableP99 are the p50 and p99 of the calls the
+	// stable version answered (ms).
+	StableP50 float64 `json:"stable_p50_ms"`
 	StableP99 float64 `json:"stable_p99_ms"`
 	// State is the release's state at the end; Decisions the decisions
 	// that changed it, with their words.
@@ -203,6 +208,9 @@ func RunRelease(ctx context.Context, cfg ReleaseConfig) (*ReleaseResult, error) 
 
 // releaseSpec is the release of a case: stable version 1, candidate 2.
 func releaseSpec(cfg ReleaseConfig, cs string) release.Spec {
+	if cs == ReleaseNone {
+		return release.Spec{}
+	}
 	s := release.Spec{Model: FailoverModel, Stable: release.Target{Version: "1"}, Candidate: release.Target{Version: "2"}}
 	s.Judgement.MinCalls = cfg.MinCalls
 	switch cs {
@@ -237,6 +245,9 @@ func releaseFault(cs string) map[string]any {
 
 // releaseConfigYAML is infergate's --config: one upstream and the release.
 func releaseConfigYAML(sim string, s release.Spec) string {
+	if s.Model == "" {
+		return fmt.Sprintf("upstream: %s\n", sim)
+	}
 	y := fmt.Sprintf("upstream: %s\nreleases:\n  - model: %s\n    stable: {version: %q}\n    candidate: {version: %q}\n",
 		sim, s.Model, s.Stable.Version, s.Candidate.Version)
 	if s.Weight > 0 {
@@ -314,6 +325,12 @@ func releaseRun(ctx context.Context, cfg ReleaseConfig, dir, cs, door string) (R
 	defer cancel()
 	start := time.Now()
 	ld.run(loadCtx, start)
+	sent, calls := ld.snapshot()
+	if cs == ReleaseNone {
+		run.summarise(release.Status{}, start, int(sent), calls, "")
+		run.State, run.Flagger.Decision = "no release", "none"
+		return run, nil
+	}
 	var body struct {
 		Releases []release.Status `json:"releases"`
 	}
@@ -324,7 +341,6 @@ func releaseRun(ctx context.Context, cfg ReleaseConfig, dir, cs, door string) (R
 	if len(st) != 1 {
 		return run, fmt.Errorf("releases: %d releases, want 1", len(st))
 	}
-	sent, calls := ld.snapshot()
 	run.summarise(st[0], start, int(sent), calls, spec.Candidate.Version)
 	maxP99, minOK, err := FlaggerThresholds(run.releaseCalls(calls, spec.Candidate.Version), d.Seconds(), 1.2)
 	if err == nil {
@@ -398,7 +414,7 @@ func (r *ReleaseRun) summarise(st release.Status, start time.Time, sent int, cal
 		r.Share = 100 * float64(cand) / float64(answered)
 	}
 	if len(stable) > 0 {
-		r.StableP99 = quantile(stable, 0.99)
+		r.StableP50, r.StableP99 = quantile(stable, 0.5), quantile(stable, 0.99)
 	}
 }
 
@@ -410,7 +426,7 @@ func releaseModelsYAML() string {
 }
 
 func (r ReleaseRun) line() string {
-	s := fmt.Sprintf("%s: share %.1f%%, stable p99 %.1fms, %d/%d failed", r.State, r.Share, r.StableP99, r.Failed, r.Calls)
+	s := fmt.Sprintf("%s: share %.1f%%, stable p50 %.2fms p99 %.1fms, %d/%d failed", r.State, r.Share, r.StableP50, r.StableP99, r.Failed, r.Calls)
 	if r.RolledBackAt >= 0 {
 		s += fmt.Sprintf(", rolled back at %.0fs after %d candidate calls", r.RolledBackAt, r.CandidateCalls)
 	}
@@ -423,14 +439,15 @@ func (r ReleaseRun) line() string {
 	return s + fmt.Sprintf("; Flagger: %s at %.0fs", r.Flagger.Decision, r.Flagger.At)
 }
 
-// Markdown is the report: a row per case and door (A/A summed over its
-// runs), infergate's decision beside Flagger's.
+// Markdown is the report: a row per case and door (A/A's runs in one:
+// states and Flagger's decisions counted, medians of the rest),
+// infergate's decision beside Flagger's.
 func (r *ReleaseResult) Markdown() string {
 	var b strings.Builder
 	c := r.Config
 	fmt.Fprintf(&b, "## bench release\n\nresnet50 versions 1 (stable) and 2 (candidate) on one simserver, %g calls/s open loop, %s runs (the fast case %s); canary at %g%% for the slow and errors cases, steps %v otherwise; min %d candidate calls a step. Flagger: 1-minute checks, rollback after 5 failed, p99 bound 1.2x the stable p99 and success bound 1 point under the stable's (at most 99%%), computed from the same calls.\n\n",
 		c.Rate, c.Duration, c.FastDuration, c.Weight, c.Steps, c.MinCalls)
-	b.WriteString("| case | door | runs | infergate | at (s) | candidate calls | share % | stable p99 ms | agreement % | Flagger | at (s) |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| case | door | runs | infergate | at (s) | candidate calls | share % | stable p50 ms | stable p99 ms | agreement % | Flagger | at (s) |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	type key struct{ cs, door string }
 	groups := map[key][]ReleaseRun{}
 	var order []key
@@ -445,13 +462,14 @@ func (r *ReleaseResult) Markdown() string {
 		runs := groups[k]
 		if len(runs) > 1 {
 			states, flagger := map[string]int{}, map[string]int{}
-			var shares []float64
+			var shares, p50s, p99s []float64
 			for _, run := range runs {
 				states[run.State]++
 				flagger[run.Flagger.Decision]++
-				shares = append(shares, run.Share)
+				shares, p50s, p99s = append(shares, run.Share), append(p50s, run.StableP50), append(p99s, run.StableP99)
 			}
-			fmt.Fprintf(&b, "| %s | %s | %d | %s | | | %.1f (median) | | | %s | |\n", k.cs, k.door, len(runs), counts(states), quantile(shares, 0.5), counts(flagger))
+			fmt.Fprintf(&b, "| %s | %s | %d | %s | | | %.1f | %.2f | %.1f | | %s | |\n", k.cs, k.door, len(runs), counts(states),
+				quantile(shares, 0.5), quantile(p50s, 0.5), quantile(p99s, 0.5), counts(flagger))
 			continue
 		}
 		run := runs[0]
@@ -469,7 +487,7 @@ func (r *ReleaseResult) Markdown() string {
 		if run.Flagger.Decision != "none" {
 			fat = fmt.Sprintf("%.0f", run.Flagger.At)
 		}
-		fmt.Fprintf(&b, "| %s | %s | 1 | %s | %s | %s | %.1f | %.1f | %s | %s | %s |\n", k.cs, k.door, run.State, at, calls, run.Share, run.StableP99, agree, run.Flagger.Decision, fat)
+		fmt.Fprintf(&b, "| %s | %s | 1 | %s | %s | %s | %.1f | %.2f | %.1f | %s | %s | %s |\n", k.cs, k.door, run.State, at, calls, run.Share, run.StableP50, run.StableP99, agree, run.Flagger.Decision, fat)
 	}
 	b.WriteString("\nThe decisions in infergate's words:\n\n")
 	for _, run := range r.Runs {
