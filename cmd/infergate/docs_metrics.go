@@ -30,8 +30,9 @@ import (
 // referenceYAML turns on every part that registers metrics: named
 // upstreams with a breaker, a routed model with a fallback, batching and
 // a GPU source. Nothing is dialled, scraped or served: newParts builds the
-// parts and nothing runs them. Tracing is left off: it exports spans by
-// OTLP and registers no metric.
+// parts and nothing runs them. Tracing is on, with tail-based sampling,
+// for its sampler's metrics; its exporter connects only when a span is
+// sent, and none is.
 const referenceYAML = `
 upstreams:
   - {name: primary, address: "127.0.0.1:1", breaker: {consecutive_failures: 3}}
@@ -40,6 +41,7 @@ routes:
   - {model: reference, upstream: primary, fallback: {upstream: edge, model: reference_small}}
 batching: {mode: static, models: {reference: {}}}
 gpu: {sources: [{kind: prometheus, url: "http://127.0.0.1:1/metrics"}]}
+tracing: {enabled: true, endpoint: "http://127.0.0.1:1", max_spans_per_second: 100}
 `
 
 // metricDoc is one metric of the reference page.
