@@ -185,6 +185,19 @@ func (p *TailSampler) Spans(d Decision) uint64 { return p.counts[d].Load() }
 // Buffered is how many spans wait for their call to end.
 func (p *TailSampler) Buffered() int64 { return p.buffers.Load() }
 
+// Kept says whether the trace id was exported, as far as its call has
+// been decided: true with tail sampling off, false for a trace dropped or
+// not decided yet. A call's exemplar asks it after its server span ends.
+func (p *TailSampler) Kept(id trace.TraceID) bool {
+	if p.budget.Load() == 0 && p.active.Load() == 0 {
+		return true
+	}
+	p.mu.Lock()
+	d, ok := p.decided[id]
+	p.mu.Unlock()
+	return ok && d.kept()
+}
+
 // OnStart passes the span on.
 func (p *TailSampler) OnStart(ctx context.Context, s sdktrace.ReadWriteSpan) { p.next.OnStart(ctx, s) }
 

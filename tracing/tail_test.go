@@ -145,6 +145,16 @@ func TestTailSamplingHoldsBudget(t *testing.T) {
 	for _, n := range got {
 		total += n
 	}
+	// Kept answers for the recent decisions (the exemplars ask it): those
+	// of the last calls agree with what was exported; trace ids go 3 a
+	// call (the trace, the server span, the attempt span).
+	for i := range 100 {
+		var id trace.TraceID
+		binary.BigEndian.PutUint64(id[8:], uint64(3*(minute-i)-2))
+		if e.tail.Kept(id) != (got[id] > 0) {
+			t.Errorf("trace %s: Kept %t, exported %d spans", id, e.tail.Kept(id), got[id])
+		}
+	}
 	want := budget * 60
 	t.Logf("exported %d spans in a minute (budget %v), %d failed and %d slow calls kept; ratio %.3f; "+
 		"spans: error %d slow %d sampled %d dropped %d", total, want, failed, slow, e.tail.Ratio(),

@@ -234,13 +234,26 @@ func Start(ctx context.Context, c Config, version string) (*Tracing, error) {
 		sdktrace.WithSampler(sampler),
 	)
 	return &Tracing{
-		Provider:   tp,
+		Provider:   provider{tp, tail},
 		Propagator: propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}),
 		sdk:        tp,
 		sampler:    sampler,
 		tail:       tail,
 	}, nil
 }
+
+// provider is the SDK's provider that also says which traces the tail
+// sampler kept (Kept), for the proxy's exemplars: with tail sampling on
+// every span is sampled at its start, and an exemplar must not point at
+// a trace that was then dropped.
+type provider struct {
+	*sdktrace.TracerProvider
+	tail *TailSampler
+}
+
+// Kept says whether the trace of sc, whose local root has ended, was
+// exported.
+func (p provider) Kept(sc trace.SpanContext) bool { return p.tail.Kept(sc.TraceID()) }
 
 // endpointWithPath gives an HTTP collector URL without a path the
 // signal's path, /v1/traces, as OTEL_EXPORTER_OTLP_ENDPOINT is read: a
