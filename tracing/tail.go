@@ -280,6 +280,12 @@ func (p *TailSampler) decide(id trace.TraceID, s sdktrace.ReadOnlySpan, n int, n
 		}
 	}
 	l := p.kinds[k]
+	if l == nil && len(p.kinds) >= maxKinds {
+		// A client can name any model: past the bound, the rest share
+		// one estimate.
+		k.model = "_OTHER"
+		l = p.kinds[k]
+	}
 	if l == nil {
 		l = &latencies{threshold: math.MaxUint64}
 		p.kinds[k] = l
@@ -443,6 +449,8 @@ const (
 	latencyWindow  = 10 * time.Second
 	// minCalls is how many calls a p99 needs before a call is slow by it.
 	minCalls = 100
+	// maxKinds bounds the p99s kept (2.5 KB each).
+	maxKinds = 1024
 )
 
 // observe records d and says whether it was over the p99 of the calls

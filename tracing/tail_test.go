@@ -225,6 +225,18 @@ func TestTailSamplingBufferBounded(t *testing.T) {
 	}
 }
 
+// Models past maxKinds share one p99: a client naming models at random
+// does not grow the sampler.
+func TestTailSamplingKindsBounded(t *testing.T) {
+	e := newTailEnv(t, TailOptions{MaxSpansPerSecond: 100})
+	for i := range maxKinds + 500 {
+		e.call(fmt.Sprint("model-", i), e.clock.Now(), time.Millisecond, false)
+	}
+	if n := len(e.tail.kinds); n != maxKinds+1 {
+		t.Errorf("%d p99s kept, want %d and one shared", n, maxKinds)
+	}
+}
+
 // A span that ends after its call's server span follows the call's
 // decision; a second call in the same client trace follows the first.
 func TestTailSamplingLateSpans(t *testing.T) {
