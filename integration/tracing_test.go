@@ -18,7 +18,11 @@ import (
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/infergate/infergate/proto/kservepb"
 )
 
 // otlpReceiver is an OTLP/gRPC trace collector in the test process, as
@@ -232,4 +236,74 @@ func TestTracingPlainBatchedFallback(t *testing.T) {
 		attr(att[0], "infergate.model") != "mobilenet_v3" {
 		t.Errorf("fallback call's attempt: %v", att)
 	}
+}
+
+// TestTailSamplingKeepsFailedCalls runs infergate with tail-based sampling
+// at a budget of 2 spans a second, far under the load, against a model
+// that fails a fifth of its calls: every failed call's spans reach the
+// collector, most of the rest do not, and the sampler's rate and counts
+// are on /metrics, promtool-clean.
+func TestTailSamplingKeepsFailedCalls(t *testing.T) {
+	rcv := startOTLPReceiver(t)
+	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "50")
+	sim := startSim(t)
+	gate := startProxy(t, sim.grpc, "--tracing", "--trace-protocol", "grpc", "--trace-endpoint", "http://"+rcv.addr,
+		"--trace-max-spans-per-second", "2")
+	kc := kservepb.NewGRPCInferenceServiceClient(dial(t, gate.grpc))
+	fault(t, sim.admin, `{"model":"mobilenet_v3","error_rate":0.2,"error_code":"INTERNAL"}`)
+	ctx := testCtx(t)
+	var failed []int
+	n := 0
+	call := func() {
+		n++
+		tp, _, _ := traceparent(1000 + n)
+		cctx := metadata.AppendToOutgoingContext(ctx, "traceparent", tp)
+		if _, err := kc.ModelInfer(cctx, resnetRequest("mobilenet_v3", 1)); status.Code(err) == codes.Internal {
+			failed = append(failed, 1000+n)
+		} else if err != nil {
+			t.Fatalf("call %d: %v", n, err)
+		}
+	}
+	ratio := func() float64 {
+		m := find(scrape(t, gate.admin), "infergate_tracing_sample_ratio", nil)
+		if len(m) != 1 {
+			t.Fatalf("infergate_tracing_sample_ratio: %d series", len(m))
+		}
+		return m[0].GetGauge().GetValue()
+	}
+	// Calls until the rate controller has seen a second of them and
+	// lowered the rate, and at least 200.
+	for n < 200 || ratio() >= 1 {
+		for range 20 {
+			call()
+		}
+		if n > 20000 {
+			t.Fatalf("ratio still %v after %d calls", ratio(), n)
+		}
+	}
+	if len(failed) == 0 {
+		t.Fatal("no call failed")
+	}
+	for _, c := range failed {
+		_, tid, _ := traceparent(c)
+		waitFor(t, 30*time.Second, fmt.Sprintf("failed call %d's server and attempt spans", c), func() bool {
+			return len(rcv.inTrace(tid)) >= 2
+		})
+	}
+	fams := scrape(t, gate.admin)
+	kept := counterSum(fams, "infergate_tracing_spans_total", map[string]string{"decision": "error"})
+	dropped := counterSum(fams, "infergate_tracing_spans_total", map[string]string{"decision": "dropped"})
+	if kept < float64(2*len(failed)) || dropped == 0 {
+		t.Errorf("spans kept as errors %v (want at least %d), dropped %v (want some):\n%s", kept, 2*len(failed), dropped,
+			dumpFamilies(fams, "infergate_tracing_"))
+	}
+	rcv.mu.Lock()
+	total := len(rcv.spans)
+	rcv.mu.Unlock()
+	t.Logf("%d calls, %d failed; %d spans exported; ratio %v", n, len(failed), total, ratio())
+	if total >= 2*n {
+		t.Errorf("%d spans exported of %d calls: nothing dropped", total, n)
+	}
+	promtoolClean(t, gate.admin, "infergate_tracing_sample_ratio", "infergate_tracing_spans_total",
+		"infergate_tracing_max_spans_per_second", "infergate_tracing_buffered_spans")
 }

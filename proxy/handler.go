@@ -211,11 +211,11 @@ func (p *Proxy) recordCall(ctx context.Context, span trace.Span, start time.Time
 			BytesIn: o.bytesIn, BytesOut: o.bytesOut, Features: o.feat,
 			Attempts: o.attempts, BatchID: o.batchID,
 		}
-		// A sampled call's trace id becomes the exemplar of its latency
-		// bucket; an unsampled one's would point at a trace nobody kept.
+		// A kept call's trace id becomes the exemplar of its latency
+		// bucket; another's would point at a trace nobody kept.
 		if span != nil {
-			if sc := span.SpanContext(); sc.IsSampled() {
-				sm.TraceID = sc.TraceID()
+			if id, ok := p.tracing.exemplar(span); ok {
+				sm.TraceID = id
 			}
 		}
 		p.rec.Record(monitor.SeriesKey{

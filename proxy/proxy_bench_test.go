@@ -8,12 +8,14 @@ import (
 
 	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/infergate/infergate/batcher"
 	"github.com/infergate/infergate/monitor"
 	"github.com/infergate/infergate/proxy/route"
+	tracingsdk "github.com/infergate/infergate/tracing"
 )
 
 // discardRecorder keeps nothing, so the benchmark measures the proxy and
@@ -154,6 +156,19 @@ func BenchmarkProxyUnaryParallel(b *testing.B) {
 // the cost of tracing on the call path is the difference.
 func BenchmarkProxyUnaryParallelTraced(b *testing.B) {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()))
+	b.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	_, via := benchEnvRouted(b, nil, WithTracing(tp, propagation.TraceContext{}, SemconvOld))
+	benchParallel(b, via)
+}
+
+// BenchmarkProxyUnaryParallelTailSampled is BenchmarkProxyUnaryParallelTraced
+// with tail-based sampling deciding at each call's end, at a budget far
+// under the load (most calls dropped, none exported): its cost is the
+// difference with BenchmarkProxyUnaryParallelTraced.
+func BenchmarkProxyUnaryParallelTailSampled(b *testing.B) {
+	tail := tracingsdk.NewTailSampler(sdktrace.NewSimpleSpanProcessor(tracetest.NewNoopExporter()),
+		tracingsdk.TailOptions{MaxSpansPerSecond: 100})
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()), sdktrace.WithSpanProcessor(tail))
 	b.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
 	_, via := benchEnvRouted(b, nil, WithTracing(tp, propagation.TraceContext{}, SemconvOld))
 	benchParallel(b, via)

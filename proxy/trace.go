@@ -37,7 +37,19 @@ func SemconvFromEnv(v string) Semconv { return spans.SemconvFromEnv(v) }
 const attrModel = spans.AttrModel
 
 // tracing is the proxy's instrumentation; nil when off.
-type tracing struct{ t *spans.Tracer }
+type tracing struct {
+	t *spans.Tracer
+	// kept says whether a sampled trace was exported, for a provider that
+	// decides at the call's end (tail sampling); nil: every sampled trace
+	// is.
+	kept func(trace.SpanContext) bool
+}
+
+// keptSayer is a provider that decides which traces it exports when their
+// calls end (package tracing's, with tail sampling) and says which.
+type keptSayer interface {
+	Kept(trace.SpanContext) bool
+}
 
 // WithTracing makes spans with tp's tracer and reads and writes the trace
 // context with prop (propagation.TraceContext{} for W3C traceparent). A
@@ -48,7 +60,10 @@ func WithTracing(tp trace.TracerProvider, prop propagation.TextMapPropagator, co
 			o.tracing = nil
 			return
 		}
-		o.tracing = &tracing{spans.New(tp, prop, conv)}
+		o.tracing = &tracing{t: spans.New(tp, prop, conv)}
+		if k, ok := tp.(keptSayer); ok {
+			o.tracing.kept = k.Kept
+		}
 	})
 }
 
@@ -70,6 +85,17 @@ func (tr *tracing) startServer(ctx context.Context, method string) (context.Cont
 func (tr *tracing) endServer(span trace.Span, code codes.Code, o outcome) {
 	tr.t.EndServer(span, code, spans.Call{Upstream: o.upName, Model: o.model, Version: o.version, Route: o.route,
 		Reason: o.reason, Queue: o.queue, BytesIn: o.bytesIn, BytesOut: o.bytesOut, Features: o.feat})
+}
+
+// exemplar is the trace id a call's latency sample carries, read after
+// its server span ended: a sampled call's, and under tail sampling only
+// one that was kept; an exemplar must not point at a trace nobody kept.
+func (tr *tracing) exemplar(span trace.Span) (trace.TraceID, bool) {
+	sc := span.SpanContext()
+	if !sc.IsSampled() || (tr.kept != nil && !tr.kept(sc)) {
+		return trace.TraceID{}, false
+	}
+	return sc.TraceID(), true
 }
 
 // startClient starts the client span of one upstream attempt or stream to

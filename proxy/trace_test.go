@@ -163,3 +163,23 @@ func TestTracedCallRecordsItsTraceID(t *testing.T) {
 		})
 	}
 }
+
+// keptProvider is a provider that decides at a call's end which traces it
+// exports, as package tracing's does with tail sampling: it keeps none.
+type keptProvider struct{ *sdktrace.TracerProvider }
+
+func (keptProvider) Kept(trace.SpanContext) bool { return false }
+
+// Under tail sampling, a sampled call whose trace was then dropped leaves
+// no exemplar: it would point at a trace nobody kept.
+func TestDroppedTraceLeavesNoExemplar(t *testing.T) {
+	tp := keptProvider{sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(tracetest.NewSpanRecorder()))}
+	e := newEnv(t, WithTracing(tp, propagation.TraceContext{}, SemconvOld))
+	client := kservepb.NewGRPCInferenceServiceClient(e.viaPxy)
+	if _, err := client.ModelInfer(ctxT(t), simpleRequest("m", 64)); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.rec.next(t).sm.TraceID; got != ([16]byte{}) {
+		t.Errorf("dropped trace: recorded trace id %x, want none", got)
+	}
+}

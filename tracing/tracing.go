@@ -1,5 +1,6 @@
 // Package tracing sets up OpenTelemetry tracing for infergate: the OTLP
-// exporter (gRPC or HTTP), parent-based ratio sampling and the resource,
+// exporter (gRPC or HTTP), parent-based ratio sampling or tail-based
+// sampling under a span budget (TailSampler) and the resource,
 // configured by the standard OTEL_* environment variables under the
 // tracing section of the config file and the flags. It owns the SDK; the
 // proxy only sees the trace API (proxy.WithTracing).
@@ -9,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/url"
 	"strconv"
 	"strings"
@@ -60,6 +62,13 @@ type Config struct {
 	// unless OTEL_TRACES_SAMPLER names a sampler without the parentbased_
 	// prefix. A reload changes it live (SetSampler).
 	ParentBased bool `yaml:"parent_based"`
+	// MaxSpansPerSecond turns on tail-based sampling when above 0: every
+	// call is recorded, and at its end its spans are exported if it failed
+	// or was slower than its model's recent p99, else with the probability
+	// that holds the exports at this many spans a second (TailSampler).
+	// SampleRatio and ParentBased then do not apply. Default 0: off,
+	// head-based sampling by SampleRatio. A reload changes it live.
+	MaxSpansPerSecond float64 `yaml:"max_spans_per_second"`
 	// ServiceName is the resource's service.name. Default OTEL_SERVICE_NAME,
 	// else "infergate".
 	ServiceName string `yaml:"service_name"`
@@ -116,6 +125,9 @@ func (c Config) Problems() []error {
 	if c.SampleRatio < 0 || c.SampleRatio > 1 {
 		errs = append(errs, fmt.Errorf("sample_ratio: must be between 0 and 1, got %v", c.SampleRatio))
 	}
+	if c.MaxSpansPerSecond < 0 || math.IsNaN(c.MaxSpansPerSecond) || math.IsInf(c.MaxSpansPerSecond, 0) {
+		errs = append(errs, fmt.Errorf("max_spans_per_second: must be 0 (off) or a positive number, got %v", c.MaxSpansPerSecond))
+	}
 	if c.ServiceName == "" {
 		errs = append(errs, errors.New("service_name: must not be empty"))
 	}
@@ -130,10 +142,16 @@ type Tracing struct {
 	Propagator propagation.TextMapPropagator
 	sdk        *sdktrace.TracerProvider
 	sampler    *swapSampler
+	tail       *TailSampler
 }
 
-// Sampler is the sampler c's settings (SampleRatio, ParentBased) make.
+// Sampler is the sampler c's settings (SampleRatio, ParentBased) make;
+// with tail sampling on (MaxSpansPerSecond), one that records every span:
+// the decision is the TailSampler's, at the call's end.
 func (c Config) Sampler() sdktrace.Sampler {
+	if c.MaxSpansPerSecond > 0 {
+		return sdktrace.AlwaysSample()
+	}
 	s := sdktrace.TraceIDRatioBased(c.SampleRatio)
 	if c.ParentBased {
 		s = sdktrace.ParentBased(s)
@@ -141,11 +159,19 @@ func (c Config) Sampler() sdktrace.Sampler {
 	return s
 }
 
-// SetSampler makes spans from now on sampled by c's SampleRatio and
-// ParentBased (a reload's change); the rest of c (exporter, endpoint,
-// service name) is read by Start only. Spans already started keep their
-// decision.
-func (t *Tracing) SetSampler(c Config) { t.sampler.set(c.Sampler()) }
+// SetSampler makes spans from now on sampled by c's SampleRatio,
+// ParentBased and MaxSpansPerSecond (a reload's change); the rest of c
+// (exporter, endpoint, service name) is read by Start only. Spans already
+// started keep their head decision.
+func (t *Tracing) SetSampler(c Config) {
+	t.tail.SetMaxSpansPerSecond(c.MaxSpansPerSecond)
+	t.sampler.set(c.Sampler())
+}
+
+// Tail is the tail sampler between the spans and the exporter: its rate
+// and counts are the tracing metrics. Off (passing every span) while
+// MaxSpansPerSecond is 0.
+func (t *Tracing) Tail() *TailSampler { return t.tail }
 
 // swapSampler is the provider's sampler: the SDK takes one sampler when
 // the provider is built and keeps it, so the provider gets this one, which
@@ -201,18 +227,33 @@ func Start(ctx context.Context, c Config, version string) (*Tracing, error) {
 		return nil, fmt.Errorf("tracing: resource: %w", err)
 	}
 	sampler := newSwapSampler(c.Sampler())
+	tail := NewTailSampler(sdktrace.NewBatchSpanProcessor(exp), TailOptions{MaxSpansPerSecond: c.MaxSpansPerSecond})
 	tp := sdktrace.NewTracerProvider(
-		sdktrace.WithBatcher(exp),
+		sdktrace.WithSpanProcessor(tail),
 		sdktrace.WithResource(res),
 		sdktrace.WithSampler(sampler),
 	)
 	return &Tracing{
-		Provider:   tp,
+		Provider:   provider{tp, tail},
 		Propagator: propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}),
 		sdk:        tp,
 		sampler:    sampler,
+		tail:       tail,
 	}, nil
 }
+
+// provider is the SDK's provider that also says which traces the tail
+// sampler kept (Kept), for the proxy's exemplars: with tail sampling on
+// every span is sampled at its start, and an exemplar must not point at
+// a trace that was then dropped.
+type provider struct {
+	*sdktrace.TracerProvider
+	tail *TailSampler
+}
+
+// Kept says whether the trace of sc, whose local root has ended, was
+// exported.
+func (p provider) Kept(sc trace.SpanContext) bool { return p.tail.Kept(sc.TraceID()) }
 
 // endpointWithPath gives an HTTP collector URL without a path the
 // signal's path, /v1/traces, as OTEL_EXPORTER_OTLP_ENDPOINT is read: a

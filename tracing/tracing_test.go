@@ -38,7 +38,7 @@ func TestDefaultConfigFromEnvironment(t *testing.T) {
 }
 
 func TestProblems(t *testing.T) {
-	c := Config{Protocol: "udp", Endpoint: "collector:4317", SampleRatio: 1.5}
+	c := Config{Protocol: "udp", Endpoint: "collector:4317", SampleRatio: 1.5, MaxSpansPerSecond: -1}
 	var got []string
 	for _, err := range c.Problems() {
 		got = append(got, err.Error())
@@ -47,6 +47,7 @@ func TestProblems(t *testing.T) {
 		`protocol: must be grpc or http/protobuf, got "udp"`,
 		`endpoint: must be an http:// or https:// URL, got "collector:4317"`,
 		`sample_ratio: must be between 0 and 1, got 1.5`,
+		`max_spans_per_second: must be 0 (off) or a positive number, got -1`,
 		`service_name: must not be empty`,
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {

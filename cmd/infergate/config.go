@@ -757,6 +757,15 @@ var flags = []flagRow{
 			c.Tracing.SampleRatio = r
 			return nil
 		})},
+	{"trace-max-spans-per-second", "tracing.max_spans_per_second", "tail-based sampling: export every failed call's and slow call's spans, the rest at the rate that holds exports at this many spans a second (0: off, --trace-sample-ratio decides at the call's start)",
+		with(func(c *Config) string { return strconv.FormatFloat(c.Tracing.MaxSpansPerSecond, 'g', -1, 64) }, func(c *Config, v string) error {
+			r, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				return fmt.Errorf("%q is not a number", v)
+			}
+			c.Tracing.MaxSpansPerSecond = r
+			return nil
+		})},
 	{"gpu-interval", "gpu.interval", "GPU sampling and latency-correlation period", to(func(c *Config) *time.Duration { return &c.GPU.Interval })},
 	{"version", "", "print the version and exit", to(func(c *Config) *bool { return &c.PrintVersion })},
 	{"check-config", "", "validate flags and the YAML file, print the result and exit (0 valid, 2 not)", to(func(c *Config) *bool { return &c.CheckOnly })},

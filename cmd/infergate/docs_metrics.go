@@ -30,8 +30,9 @@ import (
 // referenceYAML turns on every part that registers metrics: named
 // upstreams with a breaker, a routed model with a fallback, batching and
 // a GPU source. Nothing is dialled, scraped or served: newParts builds the
-// parts and nothing runs them. Tracing is left off: it exports spans by
-// OTLP and registers no metric.
+// parts and nothing runs them. Tracing is on, with tail-based sampling,
+// for its sampler's metrics; its exporter connects only when a span is
+// sent, and none is.
 const referenceYAML = `
 upstreams:
   - {name: primary, address: "127.0.0.1:1", breaker: {consecutive_failures: 3}}
@@ -42,6 +43,7 @@ batching: {mode: static, models: {reference: {}}}
 gpu: {sources: [{kind: prometheus, url: "http://127.0.0.1:1/metrics"}]}
 releases:
   - {model: reference, stable: {version: "1"}, candidate: {version: "2"}, steps: [10, 50, 100]}
+tracing: {enabled: true, endpoint: "http://127.0.0.1:1", max_spans_per_second: 100}
 `
 
 // metricDoc is one metric of the reference page.

@@ -103,6 +103,9 @@ func newParts(cfg Config, mem memlimit.Result, reg prometheus.Registerer, log *s
 		return nil, err
 	}
 	w.tr = tr
+	if tr != nil {
+		reg.MustRegister(newTracingCollector(tr.Tail()))
+	}
 	w.closers = append(w.closers, stopTracing, func() { w.bat.Close() })
 	w.fd, w.budgetSource = cfg.FrontDoor.frontDoor(mem)
 	budgetWarnings(w.fd.MaxBufferedBytes, w.budgetSource, mem, log)

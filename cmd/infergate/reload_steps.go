@@ -35,19 +35,21 @@ func logLevelStep(level *slog.LevelVar) reloadStep {
 }
 
 // tracingStep swaps the tracer provider's sampler (tracing.sample_ratio,
-// tracing.parent_based): spans started from then on follow it. Tracing
+// tracing.parent_based, tracing.max_spans_per_second): spans started from
+// then on follow it. Tracing
 // turned on or off, another exporter, endpoint or service name wait for a
 // restart (restartOnly). t is nil when tracing is off: there is nothing
 // to sample, and the settings take effect when a restart turns it on.
 func tracingStep(t *tracing.Tracing) reloadStep {
 	return reloadStep{name: "tracing", prepare: func(old, next *Config) (func() string, func(), error) {
 		o, n := old.Tracing, next.Tracing
-		if t == nil || (o.SampleRatio == n.SampleRatio && o.ParentBased == n.ParentBased) {
+		if t == nil || (o.SampleRatio == n.SampleRatio && o.ParentBased == n.ParentBased && o.MaxSpansPerSecond == n.MaxSpansPerSecond) {
 			return nil, nil, nil
 		}
 		return func() string {
 			t.SetSampler(n)
-			return fmt.Sprintf("tracing sampler: sample_ratio %g, parent_based %t", n.SampleRatio, n.ParentBased)
+			return fmt.Sprintf("tracing sampler: sample_ratio %g, parent_based %t, max_spans_per_second %g",
+				n.SampleRatio, n.ParentBased, n.MaxSpansPerSecond)
 		}, nil, nil
 	}}
 }

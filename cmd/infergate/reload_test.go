@@ -141,6 +141,13 @@ func TestReloadTracingSampler(t *testing.T) {
 	if res.Status != "success" || len(res.RestartRequired) != 0 || !sampled() {
 		t.Errorf("sample_ratio 0 -> 1: %+v, sampled %t; want applied live, nothing waiting for a restart, new traces sampled", res, sampled())
 	}
+	// Tail-based sampling turned on live: every call recorded (sample_ratio
+	// 0 no longer applies), the budget on the sampler.
+	res = reloadWith("--trace-sample-ratio", "0", "--trace-max-spans-per-second", "50")
+	if res.Status != "success" || len(res.RestartRequired) != 0 || !sampled() || tr.Tail().MaxSpansPerSecond() != 50 {
+		t.Errorf("max_spans_per_second 0 -> 50: %+v, sampled %t, budget %v; want applied live, every call recorded, 50",
+			res, sampled(), tr.Tail().MaxSpansPerSecond())
+	}
 	res = reloadWith("--trace-sample-ratio", "1", "--trace-endpoint", "http://127.0.0.1:1")
 	if strings.Join(res.RestartRequired, ",") != "tracing.endpoint" {
 		t.Errorf("a new endpoint: restart_required %v, want tracing.endpoint", res.RestartRequired)
