@@ -74,6 +74,9 @@ type Detector struct {
 	cdev []float64 // per feature: its usual absolute deviation (EWMA)
 	cN   int
 
+	sm       float64 // the raw score, smoothed over seconds
+	smoothed bool
+
 	// scratch, reused by every Observe
 	x, u, z, contrib, excess, lo, hi []float64
 	top                              [3]int
@@ -140,17 +143,21 @@ func newDetector(feats []Feature, o options) *Detector {
 		for j := range o.depth {
 			det.dims[t*o.depth+j] = uint8(sub[j%k])
 		}
-		// The Half-Space Trees workspace: around a random point s of the
-		// feature's range, 2·max(s−lo, hi−s) either side, so the splits
-		// fall at different places in every tree.
+		// The workspace a tree halves: the feature's range, each end
+		// pushed out by up to one unit at random, so that the splits fall
+		// at different places in every tree. Half-Space Trees take a
+		// random point s of the range and 2·max(s−lo, hi−s) either side;
+		// on standardised coordinates that wastes the few splits a path
+		// has on a feature, while this puts the first near 2σ (one-sided)
+		// or 0 (both sides) and the next near 4σ or ±2σ, where usual and
+		// unusual seconds part.
 		for f := range d {
 			lo, hi := 0.0, float64(maxU)
 			if feats[f].Side == Both {
 				lo = -maxU
 			}
-			s := lo + rng.Float64()*(hi-lo)
-			r := 2 * max(s-lo, hi-s)
-			det.wsLo[t*d+f], det.wsHi[t*d+f] = s-r, s+r
+			det.wsLo[t*d+f] = lo - rng.Float64()
+			det.wsHi[t*d+f] = hi + rng.Float64()
 		}
 	}
 	det.since = int(o.seed % uint64(det.every()))
@@ -196,7 +203,15 @@ func (det *Detector) Observe(x []float64, learn bool) Result {
 		return det.last
 	}
 	copy(det.x, x)
-	raw := det.walk(x)
+	// The score reads the surprise smoothed over the last seconds
+	// (α = smooth): a shift that lasts builds up within 2-3 s, while a
+	// one-second burst of noise counts for less.
+	inst := det.walk(x)
+	if !det.smoothed {
+		det.sm, det.smoothed = inst, true
+	}
+	det.sm += smooth * (inst - det.sm)
+	raw := det.sm
 	score := 0.0
 	if det.ready {
 		score = det.calibrate(raw)
@@ -312,8 +327,11 @@ func (det *Detector) calibrate(raw float64) float64 {
 	return 1 / (1 + math.Exp(-z/zScale))
 }
 
+// smooth is the weight of the latest second in the smoothed raw score.
+const smooth = 0.4
+
 // zScale sets the steepness of the score: Threshold is z ≈ 6.6.
-const zScale = 3
+const zScale = 2.5
 
 // attribute fills the excess contributions and the top features.
 func (det *Detector) attribute() {

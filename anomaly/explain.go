@@ -47,7 +47,7 @@ var patterns = []pattern{
 	{
 		name: "errors_and_latency",
 		match: func(e *explainer) bool {
-			return (e.first(Errors) || e.first(P50)) && e.up(Errors) && e.up(P50)
+			return (e.first(Errors) || e.first(P50)) && e.rising(Errors) && e.rising(P50)
 		},
 		say: func(e *explainer) string {
 			return e.change(Errors) + " with " + e.change(P50) +
@@ -128,6 +128,13 @@ func (e *explainer) first(name string) bool {
 func (e *explainer) up(name string) bool {
 	i := e.index(name)
 	return i >= 0 && !math.IsNaN(e.det.x[i]) && e.det.z[i] >= flatZ
+}
+
+// rising reports a feature at least one spread above its usual: enough
+// to be named beside another in a compound pattern.
+func (e *explainer) rising(name string) bool {
+	i := e.index(name)
+	return i >= 0 && !math.IsNaN(e.det.x[i]) && e.det.z[i] >= 1
 }
 
 func (e *explainer) down(name string) bool {
