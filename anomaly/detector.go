@@ -54,11 +54,12 @@ type Detector struct {
 	wsHi []float64
 	mass []uint16 // per tree and node: learnt seconds in the node
 
-	ring    []float32 // learnt seconds, window × d, raw deviations
-	ringN   int
-	ringPos int
-	since   int // learnt seconds since the last recount
-	built   bool
+	ring     []float32 // learnt seconds, window × d, raw deviations
+	ringN    int
+	ringPos  int
+	since    int // learnt seconds since the last recount
+	recounts int
+	built    bool
 
 	center []float64 // per feature: median of the learnt seconds
 	scale  []float64 // per feature: robust spread, floored by MinScale
@@ -405,7 +406,13 @@ func (det *Detector) learnScored(x []float64, raw float64) {
 func (det *Detector) recount() {
 	det.since = 0
 	n := det.ringN
+	det.recounts++
+	// The centres and spreads (two sorts per feature, the bulk of a
+	// recount) are re-read once a window, the counts every quarter.
 	for f := range det.d {
+		if det.recounts%4 != 1 {
+			break
+		}
 		buf := det.sortBuf[:0]
 		for i := range n {
 			if v := det.ring[i*det.d+f]; v == v {

@@ -15,6 +15,9 @@ func warm(det *Detector, s *sim, n int) {
 	}
 }
 
+// t0 is a fixed moment for the registry's notes.
+var t0 = time.Unix(0, 0)
+
 func mustNew(t testing.TB, opts ...Option) *Detector {
 	t.Helper()
 	det, err := New(DefaultFeatures(), opts...)
@@ -256,7 +259,6 @@ func TestRegistry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t0 := time.Unix(0, 0)
 	x := make([]float64, 9)
 	for _, m := range []string{"a", "b"} {
 		if res, err := r.Observe(m, t0, x, true); err != nil || !res.Learning {
