@@ -161,14 +161,22 @@ func anomalyEvidence(f *frame, r *Rule, model string) *AnomalyEvidence {
 		return nil
 	}
 	for _, cd := range r.conds {
-		if _, ok := cd.(*anomalyCond); !ok {
+		ac, ok := cd.(*anomalyCond)
+		if !ok {
 			continue
 		}
 		v, ok := f.anomaly.view(model)
 		if !ok {
 			return nil
 		}
-		return &AnomalyEvidence{Score: v.Score, Learning: v.Learning, Explanation: v.Explanation, Pattern: v.Pattern, Top: v.Top}
+		ae := &AnomalyEvidence{Score: v.Score, Learning: v.Learning}
+		// The words only of a score over the bound: a recovering
+		// model's milder seconds would otherwise replace the cause that
+		// made the alert with a shrug.
+		if v.Score >= ac.score {
+			ae.Explanation, ae.Pattern, ae.Top = v.Explanation, v.Pattern, v.Top
+		}
+		return ae
 	}
 	return nil
 }
