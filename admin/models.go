@@ -3,7 +3,9 @@ package admin
 import (
 	"math"
 	"sort"
+	"time"
 
+	"github.com/infergate/infergate/alert"
 	"github.com/infergate/infergate/monitor"
 	"github.com/infergate/infergate/monitor/correlate"
 	"github.com/infergate/infergate/monitor/gpu"
@@ -126,6 +128,34 @@ type modelDoc struct {
 	// Versions compares the model's versions when two or more took
 	// calls in the window (versions.go); absent otherwise.
 	Versions *versionsDoc `json:"versions,omitempty"`
+	// Anomaly is the model's anomaly score of its last second, its
+	// explanation and whether its detector still learns; absent without
+	// an alert engine or before the model's first scored second.
+	Anomaly *anomalyDoc `json:"anomaly,omitempty"`
+}
+
+// anomalyDoc is a model's anomaly score in /api/v1/models.
+type anomalyDoc struct {
+	Score       float64                `json:"score"`
+	Learning    bool                   `json:"learning"`
+	Explanation string                 `json:"explanation,omitempty"`
+	Pattern     string                 `json:"pattern,omitempty"`
+	Top         []alert.AnomalyFeature `json:"top,omitempty"`
+	At          time.Time              `json:"at"`
+}
+
+// addAnomalies adds each model's anomaly score to its document.
+func addAnomalies(docs []modelDoc, views []alert.AnomalyView) {
+	byModel := make(map[string]*alert.AnomalyView, len(views))
+	for i := range views {
+		byModel[views[i].Model] = &views[i]
+	}
+	for i := range docs {
+		if v := byModel[docs[i].Model]; v != nil {
+			docs[i].Anomaly = &anomalyDoc{Score: v.Score, Learning: v.Learning, Explanation: v.Explanation,
+				Pattern: v.Pattern, Top: v.Top, At: v.At}
+		}
+	}
 }
 
 // inputsDoc is a model's inputs in /api/v1/models.
@@ -228,5 +258,9 @@ func (a *Server) modelsJSON() any {
 		views = a.Monitor.Models(a.Correlator.RecentSlices(), a.Correlator.InferenceModel)
 		versions = compareVersions(a.Monitor, a.Correlator.InferenceModel)
 	}
-	return modelsJSON(views, a.Correlator.Models(), versions)
+	docs := modelsJSON(views, a.Correlator.Models(), versions)
+	if a.Alerts != nil {
+		addAnomalies(docs, a.Alerts.Anomalies())
+	}
+	return docs
 }

@@ -3,9 +3,11 @@ package admin
 import (
 	"encoding/json"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/infergate/infergate/alert"
 	"github.com/infergate/infergate/monitor"
 	"github.com/infergate/infergate/monitor/correlate"
 	"github.com/infergate/infergate/monitor/gpu"
@@ -61,5 +63,26 @@ func TestModelsJSON(t *testing.T) {
 		if v, ok := c[k]; !ok || v != nil {
 			t.Errorf("cpu: %s = %v, %v; want present and null", k, v, ok)
 		}
+	}
+}
+
+// TestModelsAnomaly: each model's anomaly score, explanation and learning
+// state join its document; a model without a score has none.
+func TestModelsAnomaly(t *testing.T) {
+	docs := []modelDoc{{Model: "a"}, {Model: "b"}}
+	addAnomalies(docs, []alert.AnomalyView{
+		{Model: "a", Score: 0.97, Explanation: "calls/s −48% with p99 flat: fewer calls answered, not slower ones",
+			Pattern: "throughput_collapse", Top: []alert.AnomalyFeature{{Feature: "calls", Label: "calls/s", Contribution: 2.5}}},
+		{Model: "c", Learning: true},
+	})
+	if an := docs[0].Anomaly; an == nil || an.Score != 0.97 || an.Pattern != "throughput_collapse" || len(an.Top) != 1 {
+		t.Errorf("a: %+v", an)
+	}
+	if docs[1].Anomaly != nil {
+		t.Errorf("b: %+v, want none", docs[1].Anomaly)
+	}
+	b, _ := json.Marshal(docs[0])
+	if !strings.Contains(string(b), `"anomaly":{"score":0.97,"learning":false,"explanation":"calls/s`) {
+		t.Errorf("JSON: %s", b)
 	}
 }

@@ -78,6 +78,7 @@ var conditionKinds = []struct {
 	{KindHint, parseHint},
 	{KindInputSize, parseInputSize},
 	{KindVersionRegression, parseVersionRegression},
+	{KindAnomaly, parseAnomaly},
 }
 
 // kindList is "threshold, baseline, ..., hint or compound".

@@ -172,7 +172,7 @@ type Selector struct {
 // Condition is one condition; Kind says which fields apply.
 type Condition struct {
 	// Kind is threshold, baseline, trend, errors, gpu, hint, input_size,
-	// version_regression or compound.
+	// version_regression, anomaly or compound.
 	Kind string `yaml:"kind" json:"kind,omitempty"`
 	// Quantile is p50, p90, p99 or p999 (threshold, trend); p50, p90 or
 	// p99 (baseline; none means any of the three).
@@ -219,6 +219,14 @@ type Condition struct {
 	// condition to decide at all (besides the confidence bound); 0 means
 	// 20 for error conditions.
 	MinCalls uint64 `yaml:"min_calls" json:"min_calls,omitempty"`
+	// Score (anomaly) is the anomaly score at or over which the
+	// condition holds; 0 means anomaly.Threshold (0.9). CriticalScore
+	// (0 means 0.99) and CriticalAfter (0 means 10m, negative never)
+	// make the alert critical: its worst score reached CriticalScore, or
+	// it has fired for CriticalAfter.
+	Score         float64       `yaml:"score" json:"score,omitempty"`
+	CriticalScore float64       `yaml:"critical_score" json:"critical_score,omitempty"`
+	CriticalAfter time.Duration `yaml:"critical_after" json:"critical_after,omitempty"`
 }
 
 // Severities.

@@ -16,6 +16,14 @@ import "time"
 //     for 30s so a recovering model does not flap.
 //   - GPUSaturated (warning): a GPU is over 95% busy for 30s; it inhibits
 //     the latency alerts of the models on that GPU (the cause, once).
+//   - ModelAnomaly (warning, critical once its score reaches 0.99 or it
+//     has fired for 10m): the model's anomaly score (package anomaly) at
+//     or over 0.9 for 30s: a change spread over several of its features
+//     (calls halve at flat latency, the queue grows at flat p99, a few
+//     errors with a slower p50) that the rules above miss. Its detector
+//     learns for its first ~3 minutes of normal seconds and never fires
+//     meanwhile, so a cold start is quiet; the 30s keep a one-off second
+//     from paging. The summary's cause is the detector's explanation.
 //   - VersionRegression (critical): a model's release was rolled back
 //     (its candidate was worse than the stable version, gone from the
 //     server, or rolled back by an operator). The summary is the
@@ -57,6 +65,17 @@ func DefaultRules(c *Config) []RuleConfig {
 			},
 		},
 	}
+	rules = append(rules, RuleConfig{
+		Name:      "ModelAnomaly",
+		Condition: Condition{Kind: KindAnomaly},
+		Severity:  SeverityWarning,
+		For:       30 * time.Second,
+		Labels:    map[string]string{"kind": KindAnomaly},
+		Annotations: map[string]string{
+			"summary": "{{.Labels.model}}: {{.Summary}}",
+		},
+		KeepFiringFor: 30 * time.Second,
+	})
 	rules = append(rules, RuleConfig{
 		Name:      "VersionRegression",
 		Condition: Condition{Kind: KindVersionRegression},

@@ -101,6 +101,9 @@ type Engine struct {
 	pipeline  stages
 	lastEval  time.Time
 	evalTook  time.Duration
+	// anomaly scores every model's seconds for the anomaly rule kind,
+	// the API and /metrics (anomaly_feed.go).
+	anomaly *anomalyFeed
 
 	receivers map[string]*notify.Receiver
 	metrics   *engineMetrics
@@ -135,7 +138,10 @@ func New(opts Options) (*Engine, error) {
 		opts: opts, cfg: opts.Config, log: opts.Logger,
 		alerts: map[string]*instance{}, trends: newTrendStore(opts.Now()),
 		silences: newSilenceStore(), groups: map[string]*group{}, muted: map[string]string{}, outbox: &outbox{log: opts.Logger},
-		metrics: newEngineMetrics(opts.Registerer),
+		metrics: newEngineMetrics(opts.Registerer), anomaly: newAnomalyFeed(),
+	}
+	if opts.Registerer != nil {
+		opts.Registerer.MustRegister(anomalyCollector{e.anomaly})
 	}
 	// deliver hands one owed notice to its receiver; the senders report
 	// each integration's outcome to the outbox.
@@ -265,11 +271,12 @@ func (e *Engine) Step() {
 	now := e.opts.Now()
 	e.mu.Lock()
 	cfg := e.cfg // Apply may replace it between steps
+	firing := e.firingModels()
 	e.mu.Unlock()
 	f := &frame{
 		now: now, src: e.opts.Latency, slice: e.opts.SliceLength, cfg: cfg,
 		recent: map[string]map[string]monitor.RecentStats{}, models: map[string]correlate.ModelState{},
-		baselines: e.opts.Baselines, trends: e.trends,
+		baselines: e.opts.Baselines, trends: e.trends, anomaly: e.anomaly,
 	}
 	if e.opts.Models != nil {
 		for _, ms := range e.opts.Models() {
@@ -285,6 +292,9 @@ func (e *Engine) Step() {
 			f.releases[rs.Model] = rs
 		}
 	}
+	// Every model's second is scored before the rules read it, outside
+	// the lock; a model with a firing alert is not learnt.
+	e.anomaly.step(f, firing)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	s := newStep(f)

@@ -114,6 +114,9 @@ type rig struct {
 	check                    func(AlertView)
 	checkAlert, checkSubject string
 	seen                     []string
+	// anomalySynth, when set, sets a synthetic model's next second
+	// before every step (the anomaly kind's summary case).
+	anomalySynth *synthModel
 }
 
 func newRig(t *testing.T, cfg *Config) *rig {
@@ -140,14 +143,23 @@ func newRig(t *testing.T, cfg *Config) *rig {
 // run steps the engine for d, one step a second.
 func (r *rig) run(d time.Duration) {
 	for end := r.c.t.Add(d); r.c.t.Before(end); {
+		r.synthSecond()
 		r.c.add(time.Second)
 		r.e.Step()
+	}
+}
+
+// synthSecond sets the synthetic model's next second, if there is one.
+func (r *rig) synthSecond() {
+	if r.anomalySynth != nil {
+		r.anomalySynth.second(r, false)
 	}
 }
 
 // checkedRun is run, reading the checked alert after every step.
 func (r *rig) checkedRun(d time.Duration) {
 	for end := r.c.t.Add(d); r.c.t.Before(end); {
+		r.synthSecond()
 		r.c.add(time.Second)
 		r.e.Step()
 		for _, a := range r.e.Alerts() {

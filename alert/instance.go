@@ -79,6 +79,9 @@ type Evidence struct {
 	// inputs, once the correlator has learned them.
 	Inputs  *InputsEvidence `json:"inputs,omitempty"`
 	Actions []string        `json:"actions,omitempty"`
+	// Anomaly is the model's anomaly score, explanation and top
+	// features, in the alerts of rules with an anomaly condition.
+	Anomaly *AnomalyEvidence `json:"anomaly,omitempty"`
 }
 
 // InputsEvidence is a model's recent request size and rows p90 beside
@@ -139,6 +142,9 @@ func fingerprint(r *Rule, subjectLabel, subject string) string {
 func (a *instance) labelsIn(f *frame, subjectLabel string) map[string]string {
 	l := map[string]string{"alertname": a.rule.Name, "severity": a.rule.Severity, subjectLabel: a.subject}
 	maps.Copy(l, a.rule.Labels)
+	if sev := a.anomalySeverity(f.now); sev != "" {
+		l["severity"] = sev
+	}
 	if a.escalated {
 		l["severity"] = a.rule.Escalate.Severity
 		l["escalated"] = "true"
@@ -178,6 +184,7 @@ func (a *instance) fillEvidence(f *frame, subjectLabel string, os []outcome) {
 					RowsP90: in.Rows.P90, BaselineRowsP90: in.Rows.BaselineP90, Moved: in.Moved()}
 			}
 		}
+		ev.Anomaly = anomalyEvidence(f, a.rule, a.subject)
 		if b := f.baselines.Get(a.subject); b.Known() {
 			bi := &BaselineInfo{Source: b.Source, Weeks: b.Weeks, Widen: b.Widen,
 				Levels: map[string]float64{}, Spread: map[string]float64{}, UpAbove: map[string]float64{}}
@@ -247,6 +254,9 @@ func (ev Evidence) String() string {
 			s += " (" + c.Note + ")"
 		}
 		parts = append(parts, s)
+	}
+	if ev.Anomaly != nil {
+		parts = append(parts, ev.Anomaly.String())
 	}
 	if ev.GPU != nil {
 		parts = append(parts, fmt.Sprintf("GPU %s %.0f%% busy", ev.GPU.UUID, 100*ev.GPU.Utilization))

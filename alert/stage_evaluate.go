@@ -34,6 +34,8 @@ type frame struct {
 	// releases are the releases by model (ReleaseSource), read once per
 	// frame.
 	releases map[string]ReleaseState
+	// anomaly holds the models' anomaly scores of this frame's second.
+	anomaly *anomalyFeed
 }
 
 // view says which series of a model a window reads.

@@ -330,9 +330,14 @@ func (a *instance) causeClause(now time.Time) string {
 	return a.cause + " (seen at " + clockAt(a.causeAt, now) + ")"
 }
 
-// causeOf is the cause ev names, in words: a slow endpoint of the
-// model's pool, inputs that grew or changed shape, or the GPU.
+// causeOf is the cause ev names, in words: what the anomaly detector
+// saw, a slow endpoint of the model's pool, inputs that grew or changed
+// shape, or the GPU.
 func causeOf(ev Evidence) string {
+	if an := ev.Anomaly; an != nil && an.Explanation != "" {
+		// An anomaly alert's cause is what its detector saw, in words.
+		return an.Explanation
+	}
 	if ev.SlowEndpoint != "" {
 		return ev.SlowEndpoint
 	}

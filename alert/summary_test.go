@@ -142,9 +142,25 @@ func summaryCases() []summaryCase {
 				r.rel.set(ReleaseState{Model: "m", RolledBack: true, Reason: strings.ReplaceAll(regressionWords, "; ", ", "), At: r.c.now()})
 			}},
 			words: true},
-		// KindAnomaly: its case goes here once the kind exists (DESIGN.md,
-		// "anomaly/"): a model whose score rises over its bound, then falls.
-		// TestSummaryCoversEveryKind fails until it has one.
+		// The anomaly rule, on a model whose detector has learnt its
+		// noise: its calls halve at flat latency, then fall to a third,
+		// then come back. The cause is the detector's explanation.
+		{kind: KindAnomaly, rules: []RuleConfig{summaryRule("Anomaly", Condition{Kind: KindAnomaly})},
+			alert: "Anomaly", subject: "m",
+			learn: func(r *rig) {
+				sm := newSynth(1)
+				for range 400 {
+					sm.second(r, true)
+					r.c.add(time.Second)
+					r.e.Step()
+				}
+				r.anomalySynth = sm
+			},
+			healthy: func(r *rig) { r.anomalySynth.callsX = 1 },
+			bad: []func(*rig){
+				func(r *rig) { r.anomalySynth.callsX = 0.5 },
+				func(r *rig) { r.anomalySynth.callsX = 0.3 },
+			}},
 	}
 }
 

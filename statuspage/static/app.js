@@ -302,6 +302,15 @@ function evidence(a) {
   }
   if (ev.cause_hint && ev.cause_hint !== "none") ul.append(li("cause hint: " + ev.cause_hint));
   if (ev.slow_endpoint) ul.append(li(ev.slow_endpoint));
+  if (ev.anomaly) {
+    const an = ev.anomaly;
+    let s = an.learning ? "anomaly: learning" : "anomaly score " + an.score.toFixed(3);
+    if (an.pattern) s += " (" + an.pattern + ")";
+    if (an.explanation) s += ": " + an.explanation;
+    const top = (an.top || []).map((f) => f.label + " " + f.contribution_bits.toFixed(2) + " bits");
+    if (top.length) s += "; features: " + top.join(", ");
+    ul.append(li(s));
+  }
   for (const act of ev.actions || []) ul.append(li("action: " + act));
   if (a.muted) ul.append(li("muted: " + a.muted, "muted"));
   if (!ul.childElementCount) ul.append(li("no evidence recorded", "muted"));
@@ -358,6 +367,9 @@ function renderModels() {
     if (m.latency_up) hint = "latency up (" + (m.up_reason || "baseline") + ")";
     if (m.cause_hint && m.cause_hint !== "none") hint += (hint ? "; " : "") + m.cause_hint;
     if (m.slow_endpoint) hint += (hint ? "; " : "") + m.slow_endpoint.note;
+    // The anomaly detector's words for the model's last second, when it
+    // had any (a score high enough to explain); "learning" stays quiet.
+    if (m.anomaly && m.anomaly.explanation) hint += (hint ? "; " : "") + "anomaly " + m.anomaly.score.toFixed(2) + ": " + m.anomaly.explanation;
     const gpu = m.gpu_uuid ? shortGPU(m.gpu_uuid) + (isNum(m.gpu_utilization) ? " " + pct(m.gpu_utilization) : "") : "—";
     let route = "—";
     if (r.route) {
