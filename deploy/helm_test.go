@@ -340,11 +340,11 @@ func checkChartPod(t *testing.T, s *k8sSetup, dep *k8sObject) {
 				} `yaml:"capabilities"`
 			} `yaml:"securityContext"`
 		} `yaml:"containers"`
-		Affinity *yaml.Node `yaml:"affinity"`
+		Affinity yaml.Node `yaml:"affinity"`
 	}
 	var spec struct {
 		Template struct {
-			Spec *yaml.Node `yaml:"spec"`
+			Spec yaml.Node `yaml:"spec"`
 		} `yaml:"template"`
 	}
 	if err := dep.Spec.Decode(&spec); err != nil {
@@ -405,7 +405,7 @@ func checkChartPod(t *testing.T, s *k8sSetup, dep *k8sObject) {
 	if len(pdbs) != 1 {
 		t.Errorf("want one PodDisruptionBudget, found %d", len(pdbs))
 	}
-	if c := dep.Metadata.Labels["app.kubernetes.io/component"]; c == "gateway" && caps.Affinity == nil {
+	if c := dep.Metadata.Labels["app.kubernetes.io/component"]; c == "gateway" && caps.Affinity.Kind == 0 {
 		t.Error("gateway Deployment: no pod anti-affinity")
 	}
 }
@@ -521,24 +521,34 @@ func checkMetricNames(t *testing.T, where, expr string, exported map[string]map[
 // TestHelmSchemaRefuses: values.schema.json refuses bad values, and helm
 // says which field.
 func TestHelmSchemaRefuses(t *testing.T) {
-	for _, c := range []struct{ name, values, field string }{
-		{"negative release weight", "releases:\n  - model: m\n    weight: -5\n", "weight"},
-		{"release weight over 100", "releases:\n  - model: m\n    weight: 150\n", "weight"},
-		{"unknown balance", "upstreams:\n  - name: a\n    address: a:8001\n    balance: fastest\n", "balance"},
-		{"unknown mode", "mode: daemonset\n", "mode"},
-		{"misspelt key", "upstreems: []\n", "upstreems"},
-		{"bad duration", "drainDelay: five\n", "drainDelay"},
-		{"no memory limit", "resources:\n  limits: {cpu: 1}\n", "memory"},
-		{"one replica under an autoscaler", "autoscaling:\n  minReplicas: 1\n", "minReplicas"},
-		{"grace under the drain", "terminationGracePeriodSeconds: 30\n", "terminationGracePeriodSeconds"},
-		{"both autoscalers", "autoscaling:\n  hpa: {enabled: true}\n  keda: {enabled: true}\n", "autoscaling"},
+	// The schema's refusals come from helm template and helm lint alike;
+	// those that need arithmetic over several values (lint marked) are the
+	// templates' fail(), which helm lint logs but does not count.
+	for _, c := range []struct {
+		name, values, field string
+		templateOnly        bool
+	}{
+		{"negative release weight", "releases:\n  - model: m\n    weight: -5\n", "weight", false},
+		{"release weight over 100", "releases:\n  - model: m\n    weight: 150\n", "weight", false},
+		{"unknown balance", "upstreams:\n  - name: a\n    address: a:8001\n    balance: fastest\n", "balance", false},
+		{"unknown mode", "mode: daemonset\n", "mode", false},
+		{"misspelt key", "upstreems: []\n", "upstreems", false},
+		{"bad duration", "drainDelay: five\n", "drainDelay", false},
+		{"no memory limit", "resources:\n  limits:\n    memory: null\n", "memory", false},
+		{"one replica under an autoscaler", "autoscaling:\n  minReplicas: 1\n", "minReplicas", false},
+		{"grace under the drain", "terminationGracePeriodSeconds: 30\n", "terminationGracePeriodSeconds", true},
+		{"both autoscalers", "autoscaling:\n  hpa: {enabled: true}\n  keda: {enabled: true}\n", "autoscaling", false},
 	} {
 		t.Run(strings.ReplaceAll(c.name, " ", "_"), func(t *testing.T) {
 			f := filepath.Join(t.TempDir(), "bad.yaml")
 			if err := os.WriteFile(f, []byte(c.values), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			for _, cmd := range [][]string{{"template", "x", chartDir, "-f", f}, {"lint", chartDir, "-f", f}} {
+			cmds := [][]string{{"template", "x", chartDir, "-f", f}, {"lint", chartDir, "-f", f}}
+			if c.templateOnly {
+				cmds = cmds[:1]
+			}
+			for _, cmd := range cmds {
 				out, err := helm(t, cmd...)
 				if err == nil {
 					t.Errorf("helm %s accepts %q", cmd[0], c.values)
