@@ -8,7 +8,7 @@ PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
 BIN := bin
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
 
-.PHONY: all build test test-grpc-path test-allocs test-short vet fmt docs proto proto-tools demo bench-overhead bench-matrix clean
+.PHONY: all build test test-grpc-path test-allocs test-short vet fmt docs manifests proto proto-tools demo bench-overhead bench-matrix clean
 
 all: build
 
@@ -54,6 +54,13 @@ test-allocs:
 docs:
 	mkdir -p docs/reference
 	$(GO) run ./cmd/infergate docs --out docs/reference
+
+# manifests renders deploy/kubernetes/ from the Helm chart deploy/helm/infergate
+# (and refreshes the chart's copy of the dashboard and its default exported
+# rules); TestHelmManifests fails when the committed files differ. Needs
+# helm: GOBIN="$$HOME/go/bin" go install helm.sh/helm/v4/cmd/helm@v4.3.2
+manifests:
+	PATH="$$PATH:$$HOME/go/bin" $(GO) test -count=1 -run 'TestHelmManifests' ./deploy -update
 
 test-short:
 	$(WORKSPACE) $(GO) test -count=1 -short ./... ./bench/...

@@ -1,5 +1,9 @@
 // Package deploy holds no code: beside this file are the container build
-// (Dockerfile), Kubernetes manifests for infergate as Triton's sidecar
+// (Dockerfile), a Helm chart (helm/infergate: gateway or sidecar, its
+// monitoring and scaling; helm_test.go runs helm lint and helm template
+// and checks what they render against the binary), Kubernetes manifests
+// rendered from that chart (`make manifests`; TestHelmManifests fails on
+// drift) for infergate as Triton's sidecar
 // (and autoscalers that scale it on infergate's own signals:
 // kubernetes/README-scaling.md), a Prometheus scrape configuration and a
 // systemd unit. deploy_test.go runs

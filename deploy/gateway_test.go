@@ -37,22 +37,11 @@ func TestKubernetesGateway(t *testing.T) {
 		}
 		objs = append(objs, o)
 	}
-	var gate deploymentSpec
-	for _, o := range find(objs, "Deployment") {
-		if o.Metadata.Name == "infergate" {
-			if err := o.Spec.Decode(&gate); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	i := slices.IndexFunc(gate.Template.Spec.Containers, func(c container) bool { return c.Name == "infergate" })
-	if i < 0 {
-		t.Fatal("no infergate Deployment with a container named infergate")
-	}
-	c := gate.Template.Spec.Containers[i]
-	checkConfig(t, "gateway Deployment container infergate", c.Args)
+	s := setupPod(t, objs, "infergate")
+	c := s.infergate
+	checkConfig(t, "gateway Deployment container infergate", s.args)
 
-	upstream, _ := flagValue(c.Args, "upstream")
+	upstream := setting(t, "gateway infergate", s.args, "upstream", "upstream")
 	rest, ok := strings.CutPrefix(upstream, "dns:///")
 	if !ok {
 		t.Fatalf("--upstream %q: want dns:///SERVICE:PORT, a pool of the Service's pods", upstream)
@@ -87,7 +76,7 @@ func TestKubernetesGateway(t *testing.T) {
 	if !found {
 		t.Errorf("--upstream names Service %q, which the example does not define", svcName)
 	}
-	listen, _ := flagValue(c.Args, "listen")
+	listen := setting(t, "gateway infergate", s.args, "listen", "listen")
 	if _, lp, err := net.SplitHostPort(listen); err != nil || !slices.ContainsFunc(c.Ports, func(p struct {
 		Name          string `yaml:"name"`
 		ContainerPort int    `yaml:"containerPort"`
