@@ -25,6 +25,10 @@ const (
 	// DefaultMinCalls is the least number of candidate calls a step
 	// takes before it may be promoted.
 	DefaultMinCalls = 200
+	// DefaultPower is the chance with which the regression tests must
+	// have been able to catch the smallest change that matters before a
+	// step is promoted on their silence.
+	DefaultPower = 0.9
 	// DefaultStepTimeLimit is how long a step waits for the evidence to
 	// promote it before the release is held for an operator.
 	DefaultStepTimeLimit = time.Hour
@@ -119,6 +123,11 @@ type Judgement struct {
 	// MinCalls is the least number of candidate calls a step takes
 	// before it may be promoted; default DefaultMinCalls.
 	MinCalls int `yaml:"min_calls" json:"min_calls"`
+	// Power: a step whose estimates are on the right side of MinChange
+	// is promoted once it has seen the candidate calls with which the
+	// regression tests would have caught the smallest change that
+	// matters with this probability, between 0 and 1; default 0.9.
+	Power float64 `yaml:"power" json:"power"`
 	// StepTimeLimit: a step still short of evidence after this long is
 	// held (not promoted) until an operator acts; default one hour.
 	StepTimeLimit time.Duration `yaml:"step_time_limit" json:"step_time_limit"`
@@ -156,6 +165,9 @@ func (s Spec) WithDefaults() Spec {
 	}
 	if j.MinCalls == 0 {
 		j.MinCalls = DefaultMinCalls
+	}
+	if j.Power == 0 {
+		j.Power = DefaultPower
 	}
 	if j.StepTimeLimit == 0 {
 		j.StepTimeLimit = DefaultStepTimeLimit
@@ -286,6 +298,9 @@ func (s Spec) problems(known Lookup) []error {
 	}
 	if j.MinCalls < 1 {
 		bad("judgement.min_calls", "must be positive, got %d", j.MinCalls)
+	}
+	if !(j.Power > 0 && j.Power < 1) {
+		bad("judgement.power", "must be between 0 and 1 (both excluded), got %g", j.Power)
 	}
 	if j.StepTimeLimit <= 0 {
 		bad("judgement.step_time_limit", "must be positive, got %s", j.StepTimeLimit)

@@ -52,13 +52,14 @@ func TestProblemsNameTheField(t *testing.T) {
 			"releases[0].shadow.tolerance.abs: must be 0 or more, got -1"}},
 		{"judgement", []Spec{func() Spec {
 			s := canary(10)
-			s.Judgement = Judgement{TailQuantile: 0.5, Alpha: 0.5, MinCalls: -1, StepTimeLimit: -time.Second, MinChange: MinChange{Tail: -10}}
+			s.Judgement = Judgement{TailQuantile: 0.5, Alpha: 0.5, MinCalls: -1, Power: 1, StepTimeLimit: -time.Second, MinChange: MinChange{Tail: -10}}
 			return s
 		}()}, []string{
 			"releases[0].judgement.tail_quantile: must be between 0.9 and 0.9999, got 0.5",
 			"releases[0].judgement.alpha: must be between 0.000001 and 0.2, got 0.5",
 			"releases[0].judgement.min_change.tail: must be above 0 and at most 1000 (percent), got -10",
 			"releases[0].judgement.min_calls: must be positive, got -1",
+			"releases[0].judgement.power: must be between 0 and 1 (both excluded), got 1",
 			"releases[0].judgement.step_time_limit: must be positive, got -1s"}},
 	}
 	for _, tc := range cases {
@@ -77,7 +78,7 @@ func TestProblemsNameTheField(t *testing.T) {
 func TestDefaults(t *testing.T) {
 	s := Spec{Model: "m", Stable: Target{Version: "1"}, Candidate: Target{Version: "2"}, Shadow: &Shadow{Fraction: 0.1}}.WithDefaults()
 	j := s.Judgement
-	if j.TailQuantile != 0.99 || j.Alpha != 0.01 || j.MinChange != (MinChange{10, 0.5, 1}) || j.MinCalls != DefaultMinCalls ||
+	if j.TailQuantile != 0.99 || j.Alpha != 0.01 || j.MinChange != (MinChange{10, 0.5, 1}) || j.MinCalls != DefaultMinCalls || j.Power != 0.9 ||
 		j.StepTimeLimit != time.Hour || !s.IsIdempotent() || s.Shadow.Target != s.Candidate || s.Shadow.Compare != CompareValues {
 		t.Errorf("defaults: %+v shadow %+v", s, *s.Shadow)
 	}

@@ -53,7 +53,7 @@ func (s *Set) judgeOne(r *Release, now time.Time) *Decision {
 			return r.rollback(now, why, false)
 		}
 	}
-	ok, needs, why := r.promotable(cand)
+	ok, needs, why := r.promotable(cand, suspect)
 	if len(r.spec.Steps) == 0 {
 		why = "a fixed split (no steps to advance): " + why
 		if ok {
@@ -151,13 +151,18 @@ func (r *Release) shadowName() string {
 }
 
 // promotable reports whether the step has the evidence to promote: the
-// minimum calls, and every bound on the right side of the smallest
-// change that matters. Otherwise needs is about how many more candidate
-// calls it takes (-1: the estimate is on the wrong side), and why says
-// which check holds it back. Every check must pass, so none needs a
-// share of alpha: a worse candidate passes only if the check it fails
-// is fooled, which happens with probability at most alpha.
-func (r *Release) promotable(cand uint64) (ok bool, needs int64, why string) {
+// minimum calls, and either every bound on the right side of the
+// smallest change that matters, or (power) every estimate on the right
+// side, no regression test above its bar, and the calls with which the
+// tests would have caught the smallest change that matters with the
+// judgement's power. Otherwise needs is about how many more candidate
+// calls it takes (-1: the estimate is on the wrong side, or a test is
+// above its bar), and why says which check holds it back. Every check
+// must pass, so none needs a share of alpha: a candidate worse by the
+// smallest change that matters passes the bounds only if the check it
+// fails is fooled (probability at most alpha), and passes the power rule
+// only if every test missed it (probability at most 1-power).
+func (r *Release) promotable(cand uint64, suspect bool) (ok bool, needs int64, why string) {
 	ev := r.evidence
 	j := r.spec.Judgement
 	stable, name := r.spec.Stable.String(), r.spec.Candidate.String()
@@ -165,7 +170,8 @@ func (r *Release) promotable(cand uint64) (ok bool, needs int64, why string) {
 	worst := float64(j.MinCalls) // total candidate calls needed
 	var reasons []string
 	blocked := false
-	if cand < uint64(j.MinCalls) {
+	short := cand < uint64(j.MinCalls)
+	if short {
 		reasons = append(reasons, fmt.Sprintf("%s of the %s candidate calls a step takes", commas(cand), commas(uint64(j.MinCalls))))
 	}
 	need := func(total float64, words string) {
@@ -180,11 +186,15 @@ func (r *Release) promotable(cand uint64) (ok bool, needs int64, why string) {
 	for _, c := range ev.Classes {
 		answered += c.Calls[Candidate]
 	}
-	var passed []string
+	// The power rule: estimates on the right side, and calls enough.
+	pw := powerCheck{short: max(float64(j.MinCalls)-n, 0)}
+	var passed, seen []string
 	for _, c := range ev.Classes {
 		if float64(c.Calls[Candidate]) < 0.2*float64(answered) {
 			continue // a rare class cannot hold the release back
 		}
+		pw.latency(c, answered, limit)
+		seen = append(seen, fmt.Sprintf("%s %.2fx, %s %.2fx %s's", quantileName(c.P50.Quantile), c.P50.Ratio, quantileName(c.Tail.Quantile), c.Tail.Ratio, stable))
 		for _, q := range []Ratio{c.P50, c.Tail} {
 			words := fmt.Sprintf("%s's %s is %.2fx %s's for inputs of %s (%s confidence sequence %s, %s candidate calls)",
 				name, quantileName(q.Quantile), q.Ratio, stable, c.Name, percentOf(ev.Level), bounds(q.Low, q.High), commas(c.Calls[Candidate]))
@@ -197,11 +207,14 @@ func (r *Release) promotable(cand uint64) (ok bool, needs int64, why string) {
 		}
 	}
 	if len(ev.Classes) == 0 {
+		pw.unknown = true
 		need(2*max(n, 1), "no latencies of both versions yet")
 	}
 	e := ev.Errors
 	words := fmt.Sprintf("%s fails %.2f%% of calls against %s's %.2f%% (%+.2f points, %s bounds %+.2f to %+.2f)",
 		name, 100*e.Candidate, stable, 100*e.Stable, e.Diff, percentOf(ev.Level), e.Low, e.High)
+	pw.errors(e, j.MinChange.Errors, r.j.errDone)
+	seen = append(seen, fmt.Sprintf("errors %+.2f points", e.Diff))
 	if e.High < j.MinChange.Errors {
 		passed = append(passed, words)
 	} else {
@@ -210,8 +223,11 @@ func (r *Release) promotable(cand uint64) (ok bool, needs int64, why string) {
 	if r.spec.Shadow != nil {
 		f0 := j.MinChange.Agreement / 100
 		if a := ev.Agreement; a == nil {
+			pw.unknown = true
 			need(2*max(n, 1), "no shadow answers compared yet")
 		} else {
+			pw.agreement(a, f0, n)
+			seen = append(seen, fmt.Sprintf("agreement %.1f%%", 100*a.Agree))
 			words := fmt.Sprintf("%s agrees with %s on %.1f%% of answers (bounds %.1f%%-%.1f%%, %s pairs)",
 				r.shadowName(), stable, 100*a.Agree, 100*a.Low, 100*a.High, commas(a.Pairs))
 			if 1-a.Low < f0 {
@@ -224,11 +240,104 @@ func (r *Release) promotable(cand uint64) (ok bool, needs int64, why string) {
 	if len(reasons) == 0 {
 		return true, 0, strings.Join(passed, "; ")
 	}
-	if blocked {
+	caught := r.caughtWords()
+	if suspect {
+		pw.blocked = true
+	}
+	if !short && !pw.blocked && !pw.unknown && pw.more == 0 {
+		earlier := ""
+		if r.j.errDone > 0 {
+			earlier = " (with the earlier steps' for the error test, which keeps its evidence)"
+		}
+		return true, 0, fmt.Sprintf("%s candidate calls%s, enough to have caught %s with %s power, and none seen (%s)",
+			commas(cand), earlier, caught, percentOf(j.Power), strings.Join(seen, ", "))
+	}
+	powerWords := fmt.Sprintf("%s of the %s candidate calls that would catch %s with %s power",
+		commas(cand), commas(uint64(math.Ceil(n+max(pw.more, pw.short)))), caught, percentOf(j.Power))
+	switch {
+	case suspect:
+		powerWords = "a regression test is above its bar, though the estimates are within the smallest change that matters"
+	case pw.blocked:
+		powerWords = "an estimate is past the smallest change that matters"
+	case pw.unknown:
+		powerWords = "too few calls to tell how many would catch " + caught
+	}
+	reasons = append([]string{powerWords}, reasons...)
+	if blocked && (pw.blocked || pw.unknown) {
 		return false, -1, strings.Join(reasons, "; ")
 	}
-	more := int64(math.Ceil(worst - n))
-	return false, max(more, 1), fmt.Sprintf("needs about %s more candidate calls: %s", commas(uint64(max(more, 1))), strings.Join(reasons, "; "))
+	more := worst - n // for the bounds
+	if pm := max(pw.more, pw.short); !pw.blocked && !pw.unknown {
+		if blocked {
+			more = pm
+		} else {
+			more = min(more, pm)
+		}
+	}
+	m := max(int64(math.Ceil(more)), 1)
+	return false, m, fmt.Sprintf("needs about %s more candidate calls: %s", commas(uint64(m)), strings.Join(reasons, "; "))
+}
+
+// powerCheck gathers the power rule's verdict: more is how many more
+// candidate calls it needs, blocked an estimate on the wrong side,
+// unknown that the calls needed cannot be told yet.
+type powerCheck struct {
+	more, short      float64
+	blocked, unknown bool
+}
+
+// latency checks one size class: its candidate calls are a share of all
+// answered ones, so the calls it lacks count in that proportion.
+func (p *powerCheck) latency(c ClassEvidence, answered uint64, limit float64) {
+	if !(c.P50.Ratio > 0 && c.P50.Ratio < limit && c.Tail.Ratio > 0 && c.Tail.Ratio < limit) {
+		p.blocked = true
+	}
+	if c.CallsToCatch == 0 {
+		p.unknown = true
+		return
+	}
+	if lack := float64(c.CallsToCatch) - float64(c.Calls[Candidate]); lack > 0 {
+		p.more = max(p.more, lack*float64(answered)/float64(c.Calls[Candidate]))
+	}
+}
+
+// errors checks the error rates; done is the part of the calls needed
+// that earlier steps gave the error test.
+func (p *powerCheck) errors(e ErrorEvidence, limit, done float64) {
+	if !(e.Diff < limit) {
+		p.blocked = true
+	}
+	if e.CallsToCatch == 0 {
+		p.unknown = true
+		return
+	}
+	p.more = max(p.more, (1-done)*float64(e.CallsToCatch)-float64(e.Calls[Candidate]))
+}
+
+// agreement checks the shadow's pairs; n is the step's candidate calls,
+// which the missing pairs are counted in, as the calls that bring them.
+func (p *powerCheck) agreement(a *AgreementEvidence, f0, n float64) {
+	if !(1-a.Agree < f0) {
+		p.blocked = true
+	}
+	if a.PairsToCatch == 0 {
+		p.unknown = true
+		return
+	}
+	if lack := float64(a.PairsToCatch) - float64(a.Pairs); lack > 0 {
+		p.more = max(p.more, lack*max(n, 1)/float64(max(a.Pairs, 1)))
+	}
+}
+
+// caughtWords names the smallest changes that matter: "latencies 10%
+// slower or errors +0.5 points".
+func (r *Release) caughtWords() string {
+	m := r.spec.Judgement.MinChange
+	w := fmt.Sprintf("latencies %s slower or errors %+g points", percent(m.Tail), m.Errors)
+	if r.spec.Shadow != nil {
+		w = fmt.Sprintf("latencies %s slower, errors %+g points or agreement %g points lower", percent(m.Tail), m.Errors, 2*m.Agreement)
+	}
+	return w
 }
 
 // callsFor estimates the candidate calls a bound needs to cross limit:
@@ -277,6 +386,9 @@ func (r *Release) promote(now time.Time, why string, manual bool) *Decision {
 		to = r.spec.Steps[next]
 	}
 	d := Decision{Model: r.spec.Model, At: now, Kind: Promote, From: r.weight, To: to, Manual: manual}
+	if e := r.evidence.Errors; e.CallsToCatch > 0 {
+		r.j.errDone = min(r.j.errDone+float64(e.Calls[Candidate])/float64(e.CallsToCatch), 1)
+	}
 	switch {
 	case manual:
 		d.Reason = "promoted from " + percent(r.weight) + " to " + percent(to) + " by an operator"

@@ -71,9 +71,13 @@ type judge struct {
 	// from past calls (0: none yet); errShare the same over all classes.
 	share    [MaxClasses]float64
 	errShare float64
-	body     shareTest
-	tail     shareTest
-	errs     shareTest
+	// errDone is the part of the calls the error test needs to catch the
+	// smallest rise that matters that earlier steps gave it: the test
+	// keeps its evidence across steps.
+	errDone float64
+	body    shareTest
+	tail    shareTest
+	errs    shareTest
 	// pairs and disagree count the release's compared answers (every
 	// step: the test is against a fixed rate, so they add up).
 	pairs, disagree uint64
@@ -116,6 +120,10 @@ type ClassEvidence struct {
 	Calls [2]uint64 `json:"calls"`
 	P50   Ratio     `json:"p50"`
 	Tail  Ratio     `json:"tail"`
+	// CallsToCatch is how many candidate calls of the class the latency
+	// tests need to catch a candidate slower by the smallest change that
+	// matters with the judgement's power (0: no bands to tell yet).
+	CallsToCatch uint64 `json:"calls_to_catch,omitempty"`
 }
 
 // Ratio is the candidate's latency quantile over the stable one's.
@@ -139,6 +147,10 @@ type ErrorEvidence struct {
 	Diff      float64   `json:"diff_points"`
 	Low       float64   `json:"low_points"`
 	High      float64   `json:"high_points"`
+	// CallsToCatch is how many candidate calls the error test needs to
+	// catch a rise of the smallest change that matters with the
+	// judgement's power.
+	CallsToCatch uint64 `json:"calls_to_catch,omitempty"`
 }
 
 // AgreementEvidence is the share of shadow answers that agreed.
@@ -147,6 +159,10 @@ type AgreementEvidence struct {
 	Agree float64 `json:"agree"`
 	Low   float64 `json:"low"`
 	High  float64 `json:"high"`
+	// PairsToCatch is how many compared answers the agreement test needs
+	// to catch a shadow disagreeing on twice the share allowed with the
+	// judgement's power.
+	PairsToCatch uint64 `json:"pairs_to_catch,omitempty"`
 }
 
 // priorCalls weighs the expected share against the calls seen when the
@@ -172,11 +188,7 @@ func expectedShare(w, f float64) float64 {
 func (r *Release) feed() {
 	j := &r.j
 	st := r.stats.Load()
-	shadowFrac := 0.0
-	if r.spec.Shadow != nil && r.state != RolledBack {
-		shadowFrac = r.spec.Shadow.Fraction
-	}
-	prior := expectedShare(r.weight, shadowFrac)
+	prior := expectedShare(r.weight, r.shadowFraction())
 	var all [2]uint64
 	for c := range MaxClasses {
 		cs := st.class[c].Load()
@@ -224,6 +236,22 @@ func (r *Release) feed() {
 	j.prevPairs, j.prevDis = pairs, dis
 }
 
+// shadowFraction is the fraction of the stable calls copied to a shadow.
+func (r *Release) shadowFraction() float64 {
+	if r.spec.Shadow != nil && r.state != RolledBack {
+		return r.spec.Shadow.Fraction
+	}
+	return 0
+}
+
+// ceilCalls rounds a number of calls up; 0 when there is none.
+func ceilCalls(n float64) uint64 {
+	if math.IsInf(n, 0) || math.IsNaN(n) || n > 1e15 {
+		return 0
+	}
+	return uint64(math.Ceil(n))
+}
+
 // cutEdges returns the buckets of the stable latencies' quantiles that
 // bound the share test's bins.
 func cutEdges(h *hist, tail float64) *edges {
@@ -269,6 +297,8 @@ func (r *Release) assess(sc *counts2, className func(int) string) Evidence {
 	ev.LatencyTest = capEvidence(logMeanExp([]float64{r.j.body.logValue(), r.j.tail.logValue()}))
 	ev.ErrorTest = capEvidence(r.j.errs.logValue())
 	st := r.stats.Load()
+	bar, z := r.bar(), zOf(j.Power)
+	prior := expectedShare(r.weight, r.shadowFraction())
 	for c := range MaxClasses {
 		cs := st.class[c].Load()
 		if cs == nil {
@@ -284,6 +314,11 @@ func (r *Release) assess(sc *counts2, className func(int) string) Evidence {
 		}
 		ce.P50 = ratio(sc, ce.Calls, 0.5, alpha)
 		ce.Tail = ratio(sc, ce.Calls, j.TailQuantile, alpha)
+		share := r.j.share[c]
+		if share == 0 {
+			share = prior
+		}
+		ce.CallsToCatch = ceilCalls(latencyPowerCalls(&sc[Stable], r.edges[c].Load(), 1+j.MinChange.Tail/100, j.TailQuantile, share, bar, z))
 		ev.Classes = append(ev.Classes, ce)
 	}
 	e := &ev.Errors
@@ -303,11 +338,22 @@ func (r *Release) assess(sc *counts2, className func(int) string) Evidence {
 	e.Diff = 100 * (e.Candidate - e.Stable)
 	e.Low = 100 * (lo[Candidate] - hi[Stable])
 	e.High = 100 * (hi[Candidate] - lo[Stable])
+	if e.Calls[Stable] > 0 {
+		share := r.j.errShare
+		if share == 0 {
+			share = prior
+		}
+		// The stable rate, at least half a failure of its calls: a rate
+		// of 0 would make any failure of the candidate conclusive.
+		f := max(e.Stable, 0.5/float64(e.Calls[Stable]))
+		e.CallsToCatch = ceilCalls(errorPowerCalls(f, j.MinChange.Errors/100, share, bar, z))
+	}
 	if r.j.pairs > 0 {
 		lo, hi := propBounds(r.j.disagree, r.j.pairs, 2*alpha/float64(r.tests()))
 		a := &AgreementEvidence{Pairs: r.j.pairs, Agree: 1 - float64(r.j.disagree)/float64(r.j.pairs), Low: 1 - hi, High: 1 - lo}
 		ev.Agreement = a
 		f0 := j.MinChange.Agreement / 100
+		a.PairsToCatch = ceilCalls(agreementPowerCalls(f0, bar, z))
 		ev.AgreementTest = capEvidence(propLogLR(float64(r.j.disagree), float64(r.j.pairs), f0, false))
 	}
 	return ev

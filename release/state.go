@@ -51,6 +51,7 @@ type savedRelease struct {
 	PrevDis    uint64                `json:"prev_disagree"`
 	Share      [MaxClasses]float64   `json:"share"`
 	ErrShare   float64               `json:"error_share"`
+	ErrPower   float64               `json:"error_power_done,omitempty"`
 	Edges      [MaxClasses]*edges    `json:"edges"`
 	// The step's counts.
 	Classes      []savedClass `json:"classes"`
@@ -85,7 +86,7 @@ func (r *Release) save() savedRelease {
 	sr := savedRelease{Spec: r.spec, State: r.state, Step: r.step, Weight: r.weight, StepStart: r.stepStart,
 		History: r.history, Current: r.current, Evidence: r.evidence, Assessed: r.assessed, Seq: r.seq.Load(),
 		Body: j.body.logM, Tail: j.tail.logM, Errors: j.errs.logM, Pairs: j.pairs, Disagree: j.disagree,
-		Prev: j.prev, PrevFailed: j.prevFailed, PrevPairs: j.prevPairs, PrevDis: j.prevDis, Share: j.share, ErrShare: j.errShare}
+		Prev: j.prev, PrevFailed: j.prevFailed, PrevPairs: j.prevPairs, PrevDis: j.prevDis, Share: j.share, ErrShare: j.errShare, ErrPower: j.errDone}
 	for c := range MaxClasses {
 		sr.Edges[c] = r.edges[c].Load()
 	}
@@ -199,7 +200,7 @@ func (r *Release) load(sr savedRelease) error {
 	st.disagree.Store(sr.StepDisagree)
 	j.pairs, j.disagree = sr.Pairs, sr.Disagree
 	j.prev, j.prevFailed, j.prevPairs, j.prevDis = sr.Prev, sr.PrevFailed, sr.PrevPairs, sr.PrevDis
-	j.share, j.errShare = sr.Share, sr.ErrShare
+	j.share, j.errShare, j.errDone = sr.Share, sr.ErrShare, sr.ErrPower
 	r.j = j
 	r.stats.Store(st)
 	for c := range MaxClasses {
