@@ -188,3 +188,15 @@ func median(v []float64) float64 {
 	slices.Sort(s)
 	return mid(s)
 }
+
+// Patterns returns model key's recurring patterns (none when it has
+// none).
+func (s *Store) Patterns(key string) []Pattern {
+	st := s.seasonal(s.opts.Now())
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t := s.tracks[key]; t != nil {
+		return s.patterns(t, st)
+	}
+	return nil
+}

@@ -302,6 +302,7 @@ function evidence(a) {
   }
   if (ev.cause_hint && ev.cause_hint !== "none") ul.append(li("cause hint: " + ev.cause_hint));
   if (ev.slow_endpoint) ul.append(li(ev.slow_endpoint));
+  if (ev.recurring) ul.append(li("recurring: " + ev.recurring.note));
   for (const act of ev.actions || []) ul.append(li("action: " + act));
   if (a.muted) ul.append(li("muted: " + a.muted, "muted"));
   if (!ul.childElementCount) ul.append(li("no evidence recorded", "muted"));
@@ -358,6 +359,8 @@ function renderModels() {
     if (m.latency_up) hint = "latency up (" + (m.up_reason || "baseline") + ")";
     if (m.cause_hint && m.cause_hint !== "none") hint += (hint ? "; " : "") + m.cause_hint;
     if (m.slow_endpoint) hint += (hint ? "; " : "") + m.slow_endpoint.note;
+    // Recurring rises the baselines named: "recurring: every day at 10:00 ...".
+    for (const p of m.recurring || []) hint += (hint ? "; " : "") + "recurring: " + p.note;
     const gpu = m.gpu_uuid ? shortGPU(m.gpu_uuid) + (isNum(m.gpu_utilization) ? " " + pct(m.gpu_utilization) : "") : "—";
     let route = "—";
     if (r.route) {
