@@ -7,6 +7,7 @@ import (
 
 	"github.com/infergate/infergate/alert"
 	"github.com/infergate/infergate/monitor"
+	"github.com/infergate/infergate/monitor/baseline"
 	"github.com/infergate/infergate/monitor/correlate"
 	"github.com/infergate/infergate/monitor/gpu"
 )
@@ -102,9 +103,13 @@ type modelDoc struct {
 	BaselineP99    *float64 `json:"baseline_p99_seconds"`
 	BaselineP50    *float64 `json:"baseline_p50_seconds"`
 	BaselineSource string   `json:"baseline_source"`
-	LatencyUp      bool     `json:"latency_up"`
-	UpReason       string   `json:"up_reason,omitempty"`
-	TooFewCalls    bool     `json:"too_few_calls"`
+	// Recurring are the model's recurring rises (monitor/baseline):
+	// "every day at 10:00 for about 4 minutes, 3 days running: a
+	// scheduled job?"; a rise inside one alerts as a warning.
+	Recurring   []baseline.Pattern `json:"recurring,omitempty"`
+	LatencyUp   bool               `json:"latency_up"`
+	UpReason    string             `json:"up_reason,omitempty"`
+	TooFewCalls bool               `json:"too_few_calls"`
 	// GPUUUID is the GPU the model runs on (null when unknown) and GPUFrom
 	// where that came from: config, source or only_device.
 	GPUUUID        *string  `json:"gpu_uuid"`
@@ -183,7 +188,7 @@ func num(v float64) *float64 {
 // baseline and whether latency is up, the GPU, the correlations, the
 // inputs and the cause hint). A model the correlator still tracks after
 // its calls stopped is shown with no calls.
-func modelsJSON(views []monitor.ModelView, states []correlate.ModelState, versions map[string]*versionsDoc) []modelDoc {
+func modelsJSON(views []monitor.ModelView, states []correlate.ModelState, versions map[string]*versionsDoc, bs *baseline.Store) []modelDoc {
 	byModel := make(map[string]*modelDoc, len(views)+len(states))
 	doc := func(model string) *modelDoc {
 		d := byModel[model]
@@ -225,6 +230,9 @@ func modelsJSON(views []monitor.ModelView, states []correlate.ModelState, versio
 				d.QueueCorrelation[name] = num(s.QueueCorrelation[w])
 			}
 		}
+		if bs != nil {
+			d.Recurring = bs.Patterns(s.Model)
+		}
 		if s.Baseline > 0 {
 			d.BaselineP99 = num(s.Baseline.Seconds())
 		}
@@ -258,7 +266,7 @@ func (a *Server) modelsJSON() any {
 		views = a.Monitor.Models(a.Correlator.RecentSlices(), a.Correlator.InferenceModel)
 		versions = compareVersions(a.Monitor, a.Correlator.InferenceModel)
 	}
-	docs := modelsJSON(views, a.Correlator.Models(), versions)
+	docs := modelsJSON(views, a.Correlator.Models(), versions, a.Correlator.Baselines())
 	if a.Alerts != nil {
 		addAnomalies(docs, a.Alerts.Anomalies())
 	}

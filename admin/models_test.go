@@ -29,7 +29,7 @@ func TestModelsJSON(t *testing.T) {
 		{Model: "resnet50", Window: 5 * time.Second, Calls: 10, P50: 5 * time.Millisecond, P99: 40 * time.Millisecond},
 		{Model: "new", Window: 5 * time.Second, Calls: 3, P50: time.Millisecond, P99: 2 * time.Millisecond},
 	}
-	b, err := json.Marshal(modelsJSON(views, states, nil))
+	b, err := json.Marshal(modelsJSON(views, states, nil, nil))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -74,7 +74,7 @@ func TestCompareVersions(t *testing.T) {
 	}
 
 	// In the models' JSON: on the model's row, absent elsewhere.
-	b, err := json.Marshal(modelsJSON(nil, nil, docs))
+	b, err := json.Marshal(modelsJSON(nil, nil, docs, nil))
 	if err != nil || string(b) != "[]" {
 		t.Errorf("no models: %s %v", b, err)
 	}
@@ -108,5 +108,5 @@ func modelsJSONOf(t *testing.T, names []string, docs map[string]*versionsDoc) []
 	for _, n := range names {
 		states = append(states, correlate.ModelState{Model: n})
 	}
-	return modelsJSON(nil, states, docs)
+	return modelsJSON(nil, states, docs, nil)
 }

@@ -53,6 +53,11 @@ type instance struct {
 	actions     []string
 	// acting is true while the rule's action is started.
 	acting bool
+	// recurring is the model's recurring pattern the alert started in
+	// (baseline.Store.Recurring), decided when it became active: a rise
+	// the model has at this time of day on several days is a warning
+	// with its note, not a new page.
+	recurring *baseline.Pattern
 }
 
 // markNoTraffic records in the evidence that every condition found the
@@ -82,6 +87,8 @@ type Evidence struct {
 	// Anomaly is the model's anomaly score, explanation and top
 	// features, in the alerts of rules with an anomaly condition.
 	Anomaly *AnomalyEvidence `json:"anomaly,omitempty"`
+	// Recurring is the model's recurring pattern the alert started in.
+	Recurring *baseline.Pattern `json:"recurring,omitempty"`
 }
 
 // InputsEvidence is a model's recent request size and rows p90 beside
@@ -145,6 +152,11 @@ func (a *instance) labelsIn(f *frame, subjectLabel string) map[string]string {
 	if sev := a.anomalySeverity(f.now); sev != "" {
 		l["severity"] = sev
 	}
+	if a.recurring != nil {
+		// Expected at this time of day: routed as a warning, and
+		// labelled so that routes and silences can tell it apart.
+		l["severity"], l["recurring"] = SeverityWarning, "true"
+	}
 	if a.escalated {
 		l["severity"] = a.rule.Escalate.Severity
 		l["escalated"] = "true"
@@ -161,7 +173,7 @@ func (a *instance) labelsIn(f *frame, subjectLabel string) map[string]string {
 
 // fillEvidence records the outcomes and context of the last evaluation.
 func (a *instance) fillEvidence(f *frame, subjectLabel string, os []outcome) {
-	ev := Evidence{Actions: a.actions}
+	ev := Evidence{Actions: a.actions, Recurring: a.recurring}
 	for i, o := range os {
 		ce := CondEvidence{Kind: a.rule.conds[i].kind(), Holds: o.holds.String(), Calls: o.calls, Note: o.note}
 		if o.holds != unknown || o.value != 0 {
@@ -266,6 +278,9 @@ func (ev Evidence) String() string {
 	}
 	if ev.SlowEndpoint != "" {
 		parts = append(parts, ev.SlowEndpoint)
+	}
+	if ev.Recurring != nil {
+		parts = append(parts, "recurring: "+ev.Recurring.Note)
 	}
 	if in := ev.Inputs; in != nil && in.Moved != "" {
 		s := fmt.Sprintf("inputs: request bytes p90 ≤ %d vs usual ≤ %d", in.RequestBytesP90, in.BaselineRequestBytesP90)

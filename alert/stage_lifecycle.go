@@ -108,6 +108,11 @@ func (l *lifecycleStage) advance(s *step, v verdict, now time.Time) {
 			return
 		}
 		a = &instance{rule: r, fp: fp, subject: subject, state: StatePending, activeSince: now}
+		if subjectLabel == "model" && recurringKinds(r) {
+			if p, ok := f.baselines.Recurring(subject); ok {
+				a.recurring = &p
+			}
+		}
 		l.alerts[fp] = a
 		s.changed = true
 	}
@@ -238,4 +243,17 @@ func (l *lifecycleStage) retire(a *instance, now time.Time, why string) {
 	a.render(now)
 	l.log.Info("alert resolved", "alert", a.rule.Name, "subject", a.subject, "why", why)
 	l.act(a, false)
+}
+
+// recurringKinds says whether r's alerts can be a recurring pattern's:
+// rules of baseline or trend conditions, the rises the baselines name.
+// An SLO or error rule pages even inside a pattern: a scheduled job that
+// breaks the objective is felt by the users all the same.
+func recurringKinds(r *Rule) bool {
+	for _, cd := range r.conds {
+		if k := cd.kind(); k == KindBaseline || k == KindTrend {
+			return true
+		}
+	}
+	return false
 }

@@ -375,6 +375,16 @@ func causeOf(ev Evidence) string {
 // cause.
 func (a *instance) summary(now time.Time) (fired, nowIs, cause, all string) {
 	fired, nowIs, cause = a.firedClause(now), a.nowClause(now), a.causeClause(now)
+	if a.recurring != nil {
+		// The pattern is the likeliest cause a rise at this time of day
+		// has; the evidence's own cause, when it names one, comes first.
+		rec := "recurring: " + a.recurring.Note
+		if cause != "" {
+			cause += ", " + rec
+		} else {
+			cause = rec
+		}
+	}
 	all = fired + "; " + nowIs
 	if cause != "" {
 		all += "; " + cause

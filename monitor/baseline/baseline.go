@@ -311,6 +311,10 @@ type track struct {
 	cur         hourAcc
 	upSince     time.Time // zero while calm
 	lastSeen    time.Time
+	// riseStart is when the current rise began (seasonal time), zero
+	// while calm; rises are the past ones, oldest first (recurring.go).
+	riseStart time.Time
+	rises     []PastRise
 	// firstCalm is when its first calm sample came (Now's time); zero
 	// for a track restored from a state file, which has learnt already.
 	firstCalm time.Time
@@ -450,6 +454,7 @@ func (s *Store) Observe(key string, sm Sample, up bool) {
 		s.tracks[key] = t
 	}
 	t.lastSeen = now
+	t.noteRise(st, up)
 	if up {
 		if t.upSince.IsZero() {
 			t.upSince = now
@@ -596,6 +601,9 @@ type Info struct {
 	Levels   []LevelAt `json:"levels"`
 	UpSince  time.Time `json:"up_since,omitzero"`
 	LastSeen time.Time `json:"last_seen"`
+	// Recurring are the rises that came back at the same time of day on
+	// RecurringDays days or more (recurring.go).
+	Recurring []Pattern `json:"recurring,omitempty"`
 }
 
 // LevelAt is one quantile's level and the default rise's threshold.
@@ -616,6 +624,7 @@ func (s *Store) Infos() []Info {
 	for k, t := range s.tracks {
 		b := s.get(t, how, now)
 		in := Info{Model: k, Source: b.Source, Weeks: b.Weeks, Recent: b.RecentSamples, Hour: how, Widen: b.Widen, UpSince: t.upSince, LastSeen: t.lastSeen}
+		in.Recurring = s.patterns(t, s.seasonal(now))
 		for _, h := range t.hours.all() {
 			if h != nil {
 				in.Hours++

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 )
 
@@ -20,6 +21,9 @@ type trackFile struct {
 	Recent   [NumQuantiles][]float32 `json:"recent_micros"`
 	Hours    map[int]*hourHist       `json:"hours"`
 	LastSeen time.Time               `json:"last_seen"`
+	// Rises are the past rises (recurring.go); absent in files written
+	// before they were kept, which load with none.
+	Rises []PastRise `json:"rises,omitempty"`
 }
 
 // Save writes the learned history as JSON (the current, unfinished hour
@@ -28,7 +32,7 @@ func (s *Store) Save(w io.Writer) error {
 	s.mu.Lock()
 	f := fileFormat{Version: fileVersion, Saved: s.opts.Now(), Models: make(map[string]trackFile, len(s.tracks))}
 	for k, t := range s.tracks {
-		tf := trackFile{Hours: map[int]*hourHist{}, LastSeen: t.lastSeen}
+		tf := trackFile{Hours: map[int]*hourHist{}, LastSeen: t.lastSeen, Rises: slices.Clone(t.rises)}
 		for q := range NumQuantiles {
 			// Oldest first, so that Load can push them back in order.
 			r := t.recent[q]
@@ -60,6 +64,10 @@ func (s *Store) Load(r io.Reader) error {
 			break
 		}
 		t := &track{lastSeen: tf.LastSeen}
+		if n := len(tf.Rises); n > maxRises {
+			tf.Rises = tf.Rises[n-maxRises:]
+		}
+		t.rises = tf.Rises
 		for q := range NumQuantiles {
 			for _, x := range tf.Recent[q] {
 				t.recent[q].push(float64(x)/1e6, s.opts.RecentSamples)

@@ -286,6 +286,10 @@ func (c *Correlator) Run(ctx context.Context) {
 	}
 }
 
+// Baselines is the baseline store the correlator decides and learns
+// with (its recurring patterns are shown on /api/v1/models).
+func (c *Correlator) Baselines() *baseline.Store { return c.opts.Baselines }
+
 // RecentSlices is how many monitor slices a model's latency covers.
 func (c *Correlator) RecentSlices() int { return c.opts.RecentSlices }
 

@@ -311,6 +311,7 @@ function evidence(a) {
     if (top.length) s += "; features: " + top.join(", ");
     ul.append(li(s));
   }
+  if (ev.recurring) ul.append(li("recurring: " + ev.recurring.note));
   for (const act of ev.actions || []) ul.append(li("action: " + act));
   if (a.muted) ul.append(li("muted: " + a.muted, "muted"));
   if (!ul.childElementCount) ul.append(li("no evidence recorded", "muted"));
@@ -370,6 +371,8 @@ function renderModels() {
     // The anomaly detector's words for the model's last second, when it
     // had any (a score high enough to explain); "learning" stays quiet.
     if (m.anomaly && m.anomaly.explanation) hint += (hint ? "; " : "") + "anomaly " + m.anomaly.score.toFixed(2) + ": " + m.anomaly.explanation;
+    // Recurring rises the baselines named: "recurring: every day at 10:00 ...".
+    for (const p of m.recurring || []) hint += (hint ? "; " : "") + "recurring: " + p.note;
     const gpu = m.gpu_uuid ? shortGPU(m.gpu_uuid) + (isNum(m.gpu_utilization) ? " " + pct(m.gpu_utilization) : "") : "—";
     let route = "—";
     if (r.route) {
