@@ -414,8 +414,11 @@ func (r *releasing) recheck() {
 		r.conns = r.upstreamConns()
 	}
 	conns := r.conns
+	// The check asks with the asker of now: the goroutine reads nothing
+	// of r that a later reload may change.
+	ask := r.ask
 	r.mu.Unlock()
-	if r.ask == nil || len(specs) == 0 {
+	if ask == nil || len(specs) == 0 {
 		return
 	}
 	go func() {
@@ -423,7 +426,7 @@ func (r *releasing) recheck() {
 		defer t.Stop()
 		for {
 			actx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			lk, err := r.ask(actx, conns, specs)
+			lk, err := ask(actx, conns, specs)
 			cancel()
 			if err == nil {
 				r.refuseUnknown(specs, lk)
