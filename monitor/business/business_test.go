@@ -34,7 +34,7 @@ func synthetic(n, lag int, seed uint64) (p99, conv []float64) {
 func TestEstimateLagFindsThirtySeconds(t *testing.T) {
 	for seed := range uint64(5) {
 		p99, conv := synthetic(480, 2, seed) // 2 h at 15 s
-		e, ok := EstimateLag(p99, conv, 20)   // ±5 min
+		e, ok := EstimateLag(p99, conv, 20)  // ±5 min
 		if !ok {
 			t.Fatalf("seed %d: no estimate", seed)
 		}

@@ -183,4 +183,3 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 }
-
