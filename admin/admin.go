@@ -21,6 +21,7 @@ import (
 	"github.com/infergate/infergate/alert"
 	"github.com/infergate/infergate/batcher"
 	"github.com/infergate/infergate/monitor"
+	"github.com/infergate/infergate/monitor/business"
 	"github.com/infergate/infergate/monitor/correlate"
 	"github.com/infergate/infergate/monitor/gpu"
 	"github.com/infergate/infergate/proxy/flowstats"
@@ -42,6 +43,9 @@ type Server struct {
 	// GPUs and Correlator serve /api/v1/gpus and /api/v1/models.
 	GPUs       *gpu.Hub
 	Correlator *correlate.Correlator
+	// Business adds each model's business metric correlations to
+	// /api/v1/models and the reads' health to /api/v1/status.
+	Business *business.Hub
 	// Pprof adds Go's profiler endpoints.
 	Pprof bool
 	// Alerts serves /api/v1/alerts, rules, silences and baselines.
@@ -107,6 +111,9 @@ func (a *Server) Handler() http.Handler {
 	if a.Correlator != nil {
 		mux.HandleFunc("GET /api/v1/models", func(w http.ResponseWriter, r *http.Request) { WriteJSON(w, http.StatusOK, a.modelsJSON()) })
 	}
+	// /api/v1/status is the health of what infergate reads from
+	// elsewhere; a Prometheus that is down shows here, not on the calls.
+	mux.HandleFunc("GET /api/v1/status", func(w http.ResponseWriter, r *http.Request) { WriteJSON(w, http.StatusOK, a.statusJSON()) })
 	if a.GPUs != nil {
 		mux.HandleFunc("GET /api/v1/gpus", func(w http.ResponseWriter, r *http.Request) { WriteJSON(w, http.StatusOK, gpusJSON(a.GPUs.State())) })
 	}
@@ -185,4 +192,19 @@ func WriteJSON(w http.ResponseWriter, code int, v any) {
 
 func writeError(w http.ResponseWriter, code int, msg string) {
 	WriteJSON(w, code, map[string]string{"error": msg})
+}
+
+// statusDoc is the body of /api/v1/status.
+type statusDoc struct {
+	// BusinessMetrics is every business metric's last success and last
+	// error, in configuration order; [] when none is configured.
+	BusinessMetrics []business.Status `json:"business_metrics"`
+}
+
+func (a *Server) statusJSON() statusDoc {
+	d := statusDoc{BusinessMetrics: []business.Status{}}
+	if a.Business != nil {
+		d.BusinessMetrics = append(d.BusinessMetrics, a.Business.Status()...)
+	}
+	return d
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/infergate/infergate/alert"
 	"github.com/infergate/infergate/monitor"
 	"github.com/infergate/infergate/monitor/baseline"
+	"github.com/infergate/infergate/monitor/business"
 	"github.com/infergate/infergate/monitor/correlate"
 	"github.com/infergate/infergate/monitor/gpu"
 )
@@ -88,6 +89,9 @@ func gpusJSON(st gpu.State) any {
 // the cause hint, as the correlator saw them at its last sample.
 type modelDoc struct {
 	Model string `json:"model"`
+	// BusinessMetrics is the model's p99 set against each business
+	// metric with enough samples (business_metrics:); absent otherwise.
+	BusinessMetrics []businessDoc `json:"business_metrics,omitempty"`
 	// Calls, P50 and P99 cover the model's successful inference calls of
 	// the last LatencyWindowSeconds.
 	Calls                uint64   `json:"calls"`
@@ -270,5 +274,30 @@ func (a *Server) modelsJSON() any {
 	if a.Alerts != nil {
 		addAnomalies(docs, a.Alerts.Anomalies())
 	}
+	if a.Business != nil {
+		addBusiness(docs, a.Business.Estimates())
+	}
 	return docs
+}
+
+// businessDoc is one business metric against a model's p99: Pearson's r
+// at the lag (seconds, positive when the metric follows latency) where
+// it is strongest, over Samples reads.
+type businessDoc struct {
+	Name        string  `json:"name"`
+	Correlation float64 `json:"correlation"`
+	LagSeconds  float64 `json:"lag_seconds"`
+	Samples     int     `json:"samples"`
+}
+
+// addBusiness adds the estimates to the models shown; a model with
+// estimates but no recent calls is left out, as /api/v1/models shows
+// the models with calls.
+func addBusiness(docs []modelDoc, est map[string][]business.ModelEstimate) {
+	for i := range docs {
+		for _, e := range est[docs[i].Model] {
+			docs[i].BusinessMetrics = append(docs[i].BusinessMetrics,
+				businessDoc{Name: e.Metric, Correlation: e.Correlation, LagSeconds: e.LagSeconds, Samples: e.Samples})
+		}
+	}
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -274,7 +276,16 @@ func TestGrafanaDashboardQueriesHaveData(t *testing.T) {
 	// A release of resnet50 for the release panels (half its unnamed
 	// calls to version 2, a fixed split).
 	releaseCfg := filepath.Join(dir, "infergate.yaml")
-	if err := os.WriteFile(releaseCfg, []byte("releases:\n  - {model: resnet50, stable: {version: \"1\"}, candidate: {version: \"2\"}, weight: 50}\n"), 0o644); err != nil {
+	// A business metric for the latency-against-business-metric panel:
+	// its Prometheus is a stub answering every instant query with one
+	// series (the real Prometheus starts after the proxies, on a port
+	// not known yet; TestBusinessMetricLag reads a real one).
+	biz := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, `{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[%d,"0.031"]}]}}`, time.Now().Unix())
+	}))
+	t.Cleanup(biz.Close)
+	if err := os.WriteFile(releaseCfg, []byte("releases:\n  - {model: resnet50, stable: {version: \"1\"}, candidate: {version: \"2\"}, weight: 50}\n"+
+		"business_metrics:\n  - {name: conversion, query: conversion_rate, url: \""+biz.URL+"\", interval: 1s}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	var admins, grpcs []string

@@ -20,6 +20,7 @@ import (
 	"github.com/infergate/infergate/batcher"
 	"github.com/infergate/infergate/internal/bytesize"
 	"github.com/infergate/infergate/monitor"
+	"github.com/infergate/infergate/monitor/business"
 	"github.com/infergate/infergate/monitor/gpu"
 	"github.com/infergate/infergate/proxy"
 	"github.com/infergate/infergate/proxy/route"
@@ -76,6 +77,9 @@ type Config struct {
 	// GPU configures GPU telemetry and its correlation with latency
 	// (gpu.go). Default off.
 	GPU gpu.Config `yaml:"gpu"`
+	// BusinessMetrics are read from Prometheus and set beside each
+	// model's p99 (monitor/business).
+	BusinessMetrics []business.Config `yaml:"business_metrics"`
 	// Tracing configures OpenTelemetry tracing over the OTEL_*
 	// environment. Default off.
 	Tracing tracing.Config `yaml:"tracing"`
@@ -292,6 +296,7 @@ func (c *Config) validate() error {
 		section("flow_control", c.FlowControl.Problems()),
 		section("gpu", c.GPU.Problems()),
 		section("tracing", c.Tracing.Problems()),
+		section("", business.Problems(c.BusinessMetrics)),
 		batchingProblems(c.Batching),
 		idempotencyProblems(c.Batching, c.RoutingConfig),
 		c.alertingConfig(),

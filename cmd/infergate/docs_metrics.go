@@ -41,6 +41,7 @@ routes:
   - {model: reference, upstream: primary, fallback: {upstream: edge, model: reference_small}}
 batching: {mode: static, models: {reference: {}}}
 gpu: {sources: [{kind: prometheus, url: "http://127.0.0.1:1/metrics"}]}
+business_metrics: [{name: conversion, query: "sum(rate(orders_total[5m]))", url: "http://127.0.0.1:1"}]
 releases:
   - {model: reference, stable: {version: "1"}, candidate: {version: "2"}, steps: [10, 50, 100]}
 tracing: {enabled: true, endpoint: "http://127.0.0.1:1", max_spans_per_second: 100}

@@ -223,7 +223,7 @@ func serve(ctx context.Context, cfg Config, mem memlimit.Result, log *slog.Logge
 	ready := newReadiness(cfg.Readiness, up.Address, up, recentFailures(mon))
 	adm := &admin.Server{
 		Gatherer: reg, Ready: ready.current, Pprof: cfg.Pprof,
-		Monitor: mon, Batcher: bat, GPUs: gt.hub, Correlator: gt.corr,
+		Monitor: mon, Batcher: bat, GPUs: gt.hub, Correlator: gt.corr, Business: w.biz,
 		Alerts: al.engine, Token: cfg.adminToken, Router: rt.router, Flow: w.p.Flow, FlowTenants: w.p.FlowTenants,
 	}
 	rl, err := newReloader(cfg, log, w.reload)
@@ -240,6 +240,7 @@ func serve(ctx context.Context, cfg Config, mem memlimit.Result, log *slog.Logge
 
 	cs.loop("monitor", mon.Run)
 	cs.loop("gpu", gt.run)
+	cs.loop("business metrics", w.biz.Run)
 	// Batching discovery and the model checks may be started by a reload
 	// (batching turned on, a route added), so they live on a context of
 	// their own, from here to its stop.
@@ -253,7 +254,7 @@ func serve(ctx context.Context, cfg Config, mem memlimit.Result, log *slog.Logge
 	}, stopBg)
 	models := &modelCheck{ctx: bgCtx, rt: rt, log: log}
 	rl.steps = []reloadStep{alertingStep(al.engine), batchingStep(bat, discover), routingStep(rt, upCreds, cfg.ShutdownTimeout, log), tracingStep(w.tr),
-		flowControlStep(w.p, discover), models.step(), // after routing: it reads the routes in force
+		flowControlStep(w.p, discover), businessStep(w.biz), models.step(), // after routing: it reads the routes in force
 		releasesStep(w.rel)} // after routing: it asks the upstreams in force
 	if cfg.level != nil {
 		rl.steps = append([]reloadStep{logLevelStep(cfg.level)}, rl.steps...)

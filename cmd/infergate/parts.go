@@ -12,6 +12,7 @@ import (
 	"github.com/infergate/infergate/internal/memlimit"
 	"github.com/infergate/infergate/internal/statefile"
 	"github.com/infergate/infergate/monitor"
+	"github.com/infergate/infergate/monitor/business"
 	"github.com/infergate/infergate/monitor/correlate"
 	"github.com/infergate/infergate/proxy"
 	"github.com/infergate/infergate/tracing"
@@ -25,6 +26,7 @@ type parts struct {
 	srvCreds, upCreds credentials.TransportCredentials
 	mon               *monitor.Registry
 	gt                *gpuRuntime
+	biz               *business.Hub
 	rt                *routing
 	al                *alerting
 	bat               *batcher.Batcher // built even when nothing is batched (newBatcher)
@@ -78,6 +80,9 @@ func newParts(cfg Config, mem memlimit.Result, reg prometheus.Registerer, log *s
 	// The correlator runs once every part is built: w.rt is set by then.
 	slow := func(model string) (correlate.SlowEndpoint, bool) { return slowEndpoint(w.rt.router, model) }
 	if w.gt, err = startGPU(cfg.GPU, w.mon, bs, sloFunc(cfg.alerts), slow, reg, log); err != nil {
+		return nil, err
+	}
+	if w.biz, err = startBusiness(cfg.BusinessMetrics, w.mon, w.gt.corr.InferenceModel, cfg.Monitor.Options().SliceLength, reg); err != nil {
 		return nil, err
 	}
 	if w.rt, err = startRouting(cfg, w.upCreds, w.mon, log); err != nil {
