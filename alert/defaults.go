@@ -16,7 +16,7 @@ import "time"
 //     for 30s so a recovering model does not flap.
 //   - GPUSaturated (warning): a GPU is over 95% busy for 30s; it inhibits
 //     the latency alerts of the models on that GPU (the cause, once).
-//   - ModelAnomaly (warning, critical once its score reaches 0.99 or it
+//   - ModelAnomaly, only with alerting.anomaly: true (warning, critical once its score reaches 0.99 or it
 //     has fired for 10m): the model's anomaly score (package anomaly) at
 //     or over 0.9 for 30s: a change spread over several of its features
 //     (calls halve at flat latency, the queue grows at flat p99, a few
@@ -65,17 +65,9 @@ func DefaultRules(c *Config) []RuleConfig {
 			},
 		},
 	}
-	rules = append(rules, RuleConfig{
-		Name:      "ModelAnomaly",
-		Condition: Condition{Kind: KindAnomaly},
-		Severity:  SeverityWarning,
-		For:       30 * time.Second,
-		Labels:    map[string]string{"kind": KindAnomaly},
-		Annotations: map[string]string{
-			"summary": "{{.Labels.model}}: {{.Summary}}",
-		},
-		KeepFiringFor: 30 * time.Second,
-	})
+	if c.Anomaly {
+		rules = append(rules, ModelAnomalyRule())
+	}
 	rules = append(rules, RuleConfig{
 		Name:      "VersionRegression",
 		Condition: Condition{Kind: KindVersionRegression},
@@ -85,6 +77,27 @@ func DefaultRules(c *Config) []RuleConfig {
 			"summary": "{{.Labels.model}}: {{.Value}}",
 		},
 	})
+	return sloRules(c, rules)
+}
+
+// ModelAnomalyRule is the built-in anomaly rule (alerting.anomaly: true
+// adds it to the defaults).
+func ModelAnomalyRule() RuleConfig {
+	return RuleConfig{
+		Name:      "ModelAnomaly",
+		Condition: Condition{Kind: KindAnomaly},
+		Severity:  SeverityWarning,
+		For:       30 * time.Second,
+		Labels:    map[string]string{"kind": KindAnomaly},
+		Annotations: map[string]string{
+			"summary": "{{.Labels.model}}: {{.Summary}}",
+		},
+		KeepFiringFor: 30 * time.Second,
+	}
+}
+
+// sloRules appends the rules of c's SLOs to rules.
+func sloRules(c *Config, rules []RuleConfig) []RuleConfig {
 	for _, s := range c.SLO {
 		if s.P99 > 0 {
 			rules = append(rules, RuleConfig{

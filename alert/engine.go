@@ -293,8 +293,12 @@ func (e *Engine) Step() {
 		}
 	}
 	// Every model's second is scored before the rules read it, outside
-	// the lock; a model with a firing alert is not learnt.
-	e.anomaly.step(f, firing)
+	// the lock; a model with a firing alert is not learnt. Only when a
+	// rule reads the scores: the detectors cost memory per model
+	// (Config.Anomaly).
+	if cfg.readsAnomaly() {
+		e.anomaly.step(f, firing)
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	s := newStep(f)
