@@ -42,6 +42,8 @@ type Server struct {
 	// GPUs and Correlator serve /api/v1/gpus and /api/v1/models.
 	GPUs       *gpu.Hub
 	Correlator *correlate.Correlator
+	// Cost serves /api/v1/cost.
+	Cost *correlate.Attributor
 	// Pprof adds Go's profiler endpoints.
 	Pprof bool
 	// Alerts serves /api/v1/alerts, rules, silences and baselines.
@@ -106,6 +108,9 @@ func (a *Server) Handler() http.Handler {
 	}
 	if a.Correlator != nil {
 		mux.HandleFunc("GET /api/v1/models", func(w http.ResponseWriter, r *http.Request) { WriteJSON(w, http.StatusOK, a.modelsJSON()) })
+	}
+	if a.Cost != nil {
+		mux.HandleFunc("GET /api/v1/cost", func(w http.ResponseWriter, r *http.Request) { WriteJSON(w, http.StatusOK, a.Cost.Report()) })
 	}
 	if a.GPUs != nil {
 		mux.HandleFunc("GET /api/v1/gpus", func(w http.ResponseWriter, r *http.Request) { WriteJSON(w, http.StatusOK, gpusJSON(a.GPUs.State())) })

@@ -76,6 +76,9 @@ type Config struct {
 	// GPU configures GPU telemetry and its correlation with latency
 	// (gpu.go). Default off.
 	GPU gpu.Config `yaml:"gpu"`
+	// Cost prices GPU time and energy for /api/v1/cost (cost.go).
+	// Default unpriced.
+	Cost CostConfig `yaml:"cost"`
 	// Tracing configures OpenTelemetry tracing over the OTEL_*
 	// environment. Default off.
 	Tracing tracing.Config `yaml:"tracing"`
@@ -291,6 +294,7 @@ func (c *Config) validate() error {
 		section("batching", c.Batching.Problems()),
 		section("flow_control", c.FlowControl.Problems()),
 		section("gpu", c.GPU.Problems()),
+		section("cost", c.Cost.Problems()),
 		section("tracing", c.Tracing.Problems()),
 		batchingProblems(c.Batching),
 		idempotencyProblems(c.Batching, c.RoutingConfig),
