@@ -1,0 +1,147 @@
+package integration
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// costModels are two models on simserver's one GPU at known shares: a
+// 6 ms execution every 47 ms and a 3 ms one every 31 ms, about 13% and
+// 10% of the GPU. The periods are prime to each other so that the two
+// models overlap by chance (about 1% of the time), not by phase lock:
+// overlapped time is where a split by compute time and simserver's split
+// of each instant differ.
+func costModels(names ...string) string {
+	var b strings.Builder
+	b.WriteString("models:\n")
+	for i, n := range names {
+		fmt.Fprintf(&b, `  - name: %s
+    kind: classifier
+    platform: tensorrt_plan
+    protocols: [kserve]
+    max_batch: 64
+    slots: 1
+    inputs:
+      - {name: input, datatype: FP32, dims: [64]}
+    outputs:
+      - {name: probs, datatype: FP32, dims: [10]}
+    latency: {base_ms: %d}
+`, n, 6-3*i)
+	}
+	return b.String()
+}
+
+// simUse reads simserver's ground truth: each model's busy seconds and
+// joules.
+func simUse(t *testing.T, admin string) map[string][2]float64 {
+	t.Helper()
+	_, body := httpGet(t, "http://"+admin+"/metrics")
+	out := map[string][2]float64{}
+	for _, line := range strings.Split(body, "\n") {
+		for i, prefix := range []string{`simserver_model_gpu_busy_seconds_total{model="`, `simserver_model_gpu_energy_joules_total{model="`} {
+			rest, ok := strings.CutPrefix(line, prefix)
+			if !ok {
+				continue
+			}
+			model, value, _ := strings.Cut(rest, `"} `)
+			var v float64
+			fmt.Sscan(value, &v)
+			u := out[model]
+			u[i] = v
+			out[model] = u
+		}
+	}
+	return out
+}
+
+type costView struct {
+	Available bool   `json:"available"`
+	Reason    string `json:"reason"`
+	Models    []struct {
+		Model        string   `json:"model"`
+		Method       string   `json:"method"`
+		Calls        uint64   `json:"calls"`
+		GPUSeconds   float64  `json:"gpu_seconds"`
+		EnergyJoules float64  `json:"energy_joules"`
+		CostPer1K    *float64 `json:"cost_per_1k_calls"`
+	} `json:"models"`
+	Warnings []string `json:"warnings"`
+}
+
+func getCost(t *testing.T, admin string) (costView, map[string][2]float64) {
+	t.Helper()
+	code, body := httpGet(t, "http://"+admin+"/api/v1/cost")
+	if code != http.StatusOK {
+		t.Fatalf("/api/v1/cost: %d %s", code, body)
+	}
+	var v costView
+	if err := json.Unmarshal([]byte(body), &v); err != nil {
+		t.Fatalf("/api/v1/cost: %v\n%s", err, body)
+	}
+	out := map[string][2]float64{}
+	for _, m := range v.Models {
+		out[m.Model] = [2]float64{m.GPUSeconds, m.EnergyJoules}
+	}
+	return v, out
+}
+
+// TestCostAttribution: two models share simserver's GPU; over the same
+// stretch, the GPU-seconds and joules infergate attributes to each are
+// within 5% of simserver's own accounting.
+func TestCostAttribution(t *testing.T) {
+	names := []string{"cost_a", "cost_b"}
+	path := filepath.Join(t.TempDir(), "models.yaml")
+	if err := os.WriteFile(path, []byte(costModels(names...)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sim := startSim(t, "--config", path, "--gpu-interval", "100ms")
+	conf := writeFile(t, "infergate.yaml", "cost: {gpu_hour: {\"other GPU\": 1}, kwh: 0.12}\n")
+	gate := startProxy(t, sim.grpc, "--config", conf, "--gpu-source", "prometheus",
+		"--gpu-metrics-url", "http://"+sim.admin+"/metrics", "--gpu-interval", "100ms")
+	la := startModelLoad(t, gate.grpc, names[0], 1, 1, 47*time.Millisecond)
+	lb := startModelLoad(t, gate.grpc, names[1], 1, 1, 31*time.Millisecond)
+	time.Sleep(3 * time.Second)
+	_, g0 := getCost(t, gate.admin)
+	s0 := simUse(t, sim.admin)
+	time.Sleep(15 * time.Second)
+	v, g1 := getCost(t, gate.admin)
+	s1 := simUse(t, sim.admin)
+	la.stop()
+	lb.stop()
+	if err := la.failed(); err != nil {
+		t.Fatal(err)
+	}
+	if err := lb.failed(); err != nil {
+		t.Fatal(err)
+	}
+	if !v.Available {
+		t.Fatalf("cost not available: %s", v.Reason)
+	}
+	for _, m := range v.Models {
+		if m.Method != "compute_time" {
+			t.Errorf("%s: method %q, want compute_time (simserver exports it)", m.Model, m.Method)
+		}
+		if m.CostPer1K != nil {
+			t.Errorf("%s: priced although its GPU has no price", m.Model)
+		}
+	}
+	if len(v.Warnings) == 0 || !strings.Contains(strings.Join(v.Warnings, "\n"), "H100") {
+		t.Errorf("no warning naming the unpriced GPU: %q", v.Warnings)
+	}
+	for _, n := range names {
+		for i, what := range []string{"GPU-seconds", "joules"} {
+			got, want := g1[n][i]-g0[n][i], s1[n][i]-s0[n][i]
+			t.Logf("%s %s: infergate %.4f, simserver %.4f (%+.2f%%)", n, what, got, want, 100*(got-want)/want)
+			if want <= 0 || math.Abs(got-want) > 0.05*want {
+				t.Errorf("%s %s: infergate %.4f, simserver %.4f: more than 5%% apart", n, what, got, want)
+			}
+		}
+	}
+}
