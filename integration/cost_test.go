@@ -18,7 +18,7 @@ import (
 // models overlap by chance (about 1% of the time), not by phase lock:
 // overlapped time is where a split by compute time and simserver's split
 // of each instant differ.
-func costModels(names ...string) string {
+func costModels(names []string, baseMS []int) string {
 	var b strings.Builder
 	b.WriteString("models:\n")
 	for i, n := range names {
@@ -33,7 +33,7 @@ func costModels(names ...string) string {
     outputs:
       - {name: probs, datatype: FP32, dims: [10]}
     latency: {base_ms: %d}
-`, n, 6-3*i)
+`, n, baseMS[i])
 	}
 	return b.String()
 }
@@ -92,34 +92,47 @@ func getCost(t *testing.T, admin string) (costView, map[string][2]float64) {
 	return v, out
 }
 
-// TestCostAttribution: two models share simserver's GPU; over the same
-// stretch, the GPU-seconds and joules infergate attributes to each are
-// within 5% of simserver's own accounting.
+// TestCostAttribution: two models, then five, share simserver's GPU; over
+// the same stretch, the GPU-seconds and joules infergate attributes to
+// each are within 5% of simserver's own accounting.
 func TestCostAttribution(t *testing.T) {
-	names := []string{"cost_a", "cost_b"}
+	t.Run("two", func(t *testing.T) {
+		testCostAttribution(t, []string{"cost_a", "cost_b"}, []int{6, 3}, []time.Duration{47, 31})
+	})
+	// Five models keep the GPU about 45% busy: more overlap, where the
+	// split by compute time and simserver's differ most.
+	t.Run("five", func(t *testing.T) {
+		testCostAttribution(t, []string{"cost_a", "cost_b", "cost_c", "cost_d", "cost_e"},
+			[]int{6, 3, 4, 2, 5}, []time.Duration{47, 31, 53, 37, 61})
+	})
+}
+
+// testCostAttribution runs one worker per model, sending a call of
+// baseMS[i] every periodMS[i] milliseconds.
+func testCostAttribution(t *testing.T, names []string, baseMS []int, periodMS []time.Duration) {
 	path := filepath.Join(t.TempDir(), "models.yaml")
-	if err := os.WriteFile(path, []byte(costModels(names...)), 0o644); err != nil {
+	if err := os.WriteFile(path, []byte(costModels(names, baseMS)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	sim := startSim(t, "--config", path, "--gpu-interval", "100ms")
 	conf := writeFile(t, "infergate.yaml", "cost: {gpu_hour: {\"other GPU\": 1}, kwh: 0.12}\n")
 	gate := startProxy(t, sim.grpc, "--config", conf, "--gpu-source", "prometheus",
 		"--gpu-metrics-url", "http://"+sim.admin+"/metrics", "--gpu-interval", "100ms")
-	la := startModelLoad(t, gate.grpc, names[0], 1, 1, 47*time.Millisecond)
-	lb := startModelLoad(t, gate.grpc, names[1], 1, 1, 31*time.Millisecond)
+	var loads []*load
+	for i, n := range names {
+		loads = append(loads, startModelLoad(t, gate.grpc, n, 1, 1, periodMS[i]*time.Millisecond))
+	}
 	time.Sleep(3 * time.Second)
 	_, g0 := getCost(t, gate.admin)
 	s0 := simUse(t, sim.admin)
 	time.Sleep(15 * time.Second)
 	v, g1 := getCost(t, gate.admin)
 	s1 := simUse(t, sim.admin)
-	la.stop()
-	lb.stop()
-	if err := la.failed(); err != nil {
-		t.Fatal(err)
-	}
-	if err := lb.failed(); err != nil {
-		t.Fatal(err)
+	for _, l := range loads {
+		l.stop()
+		if err := l.failed(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if !v.Available {
 		t.Fatalf("cost not available: %s", v.Reason)

@@ -24,6 +24,14 @@ const (
 	MethodUpstream = "upstream_time"
 )
 
+// CostWindow is how many readings of a GPU are split together. A model's
+// compute time shows the moment its call ends, the GPU's busy time and
+// energy only at the device's next sample: split reading by reading, a
+// call's time is paired with the wrong period's energy, and the error
+// only averages out over many periods. Split over ten, it is at most one
+// period in ten (and much less, as neighbours' errors cancel).
+const CostWindow = 10
+
 // DefaultMaxCostModels bounds the models the attributor keeps: the
 // registry's series cap already bounds the models the proxy sees, this
 // bounds the ones only a GPU source reports.
@@ -93,6 +101,12 @@ type costDevice struct {
 	unattrBusy  float64
 	unattrJoule float64
 	gaps        uint64
+	// The window not yet split: readings, busy seconds, joules and the
+	// models' compute time in it.
+	pendSteps  int
+	pendBusy   float64
+	pendJoules float64
+	pendShares map[string]float64
 }
 
 // Attributor splits each GPU's busy time (utilisation × time) and energy
@@ -206,39 +220,55 @@ func (a *Attributor) stepDevice(st gpu.State, r *gpu.Reading, d gpu.Device) {
 		if !prevAt.IsZero() {
 			dev.gaps++
 		}
-		a.resetUpstream(st, d.UUID)
+		a.flush(st, d.UUID, dev)
 		return
 	}
-	var busy, joules float64
 	if d.Has(gpu.FieldUtilization) {
-		busy = d.Utilization * dt
+		dev.pendBusy += d.Utilization * dt
 	}
 	switch {
 	case dev.hasEnergy && prevHas && d.EnergyJoules >= prevEnergy:
-		joules = d.EnergyJoules - prevEnergy
+		dev.pendJoules += d.EnergyJoules - prevEnergy
 	case d.Has(gpu.FieldPower):
-		joules = d.PowerWatts * dt
+		dev.pendJoules += d.PowerWatts * dt
 	}
-	// Shares: the compute time's differences where the server exports
-	// them, otherwise the proxy's upstream time of the models on the GPU.
-	shares, total, method := map[string]float64{}, 0.0, MethodCompute
+	dev.method = MethodUpstream
+	if len(dev.compute) > 0 {
+		dev.method = MethodCompute
+	}
 	for m, v := range dev.compute {
 		if p, ok := prevCompute[m]; ok && v > p {
-			shares[m] = v - p
-			total += v - p
+			if dev.pendShares == nil {
+				dev.pendShares = map[string]float64{}
+			}
+			dev.pendShares[m] += v - p
 		}
 	}
-	if len(dev.compute) == 0 {
-		method = MethodUpstream
+	if dev.pendSteps++; dev.pendSteps >= CostWindow {
+		a.flush(st, d.UUID, dev)
+	}
+}
+
+// flush splits the device's pending window among its models by their
+// share of its busy time: the compute time's differences where the
+// server exports them, otherwise the proxy's upstream time of the models
+// on the GPU since the last flush. Called with mu held.
+func (a *Attributor) flush(st gpu.State, uuid string, dev *costDevice) {
+	shares, total := dev.pendShares, 0.0
+	if dev.method == MethodUpstream {
+		shares = map[string]float64{}
 		for name, m := range a.models {
-			if u, _ := st.ModelGPU(name); u == d.UUID && m.upstream > 0 {
+			if u, _ := st.ModelGPU(name); u == uuid && m.upstream > 0 {
 				shares[name] = m.upstream
-				total += m.upstream
 			}
 		}
 	}
-	a.resetUpstream(st, d.UUID)
-	dev.method = method
+	for _, v := range shares {
+		total += v
+	}
+	a.resetUpstream(st, uuid)
+	busy, joules := dev.pendBusy, dev.pendJoules
+	dev.pendSteps, dev.pendBusy, dev.pendJoules, dev.pendShares = 0, 0, 0, nil
 	dev.gpuSeconds += busy
 	dev.joules += joules
 	if total <= 0 {
@@ -246,14 +276,14 @@ func (a *Attributor) stepDevice(st gpu.State, r *gpu.Reading, d gpu.Device) {
 		dev.unattrJoule += joules
 		return
 	}
-	for name, s := range shares {
+	for name, v := range shares {
 		m := a.model(name)
 		if m == nil {
 			continue
 		}
-		m.gpuSeconds += busy * s / total
-		m.joules += joules * s / total
-		m.uuid, m.method = d.UUID, method
+		m.gpuSeconds += busy * v / total
+		m.joules += joules * v / total
+		m.uuid, m.method = uuid, dev.method
 	}
 }
 
