@@ -138,6 +138,10 @@ func NewAttributor(o CostOptions) *Attributor {
 // Run counts calls at every registry rotation and steps the GPUs at every
 // new reading until ctx ends.
 func (a *Attributor) Run(ctx context.Context) {
+	if a.opts.GPU == nil {
+		// Nothing to attribute: no work at all, Report says why.
+		return
+	}
 	rot := a.opts.Calls.Rotations()
 	t := time.NewTicker(a.opts.Interval / 2)
 	defer t.Stop()
@@ -148,9 +152,7 @@ func (a *Attributor) Run(ctx context.Context) {
 		case <-rot:
 			a.countCalls()
 		case <-t.C:
-			if a.opts.GPU != nil {
-				a.step(a.opts.GPU())
-			}
+			a.step(a.opts.GPU())
 		}
 	}
 }
