@@ -148,6 +148,11 @@ func testCostAttribution(t *testing.T, names []string, baseMS []int, periodMS []
 	if len(v.Warnings) == 0 || !strings.Contains(strings.Join(v.Warnings, "\n"), "H100") {
 		t.Errorf("no warning naming the unpriced GPU: %q", v.Warnings)
 	}
+	fams := scrape(t, gate.admin)
+	if got := len(find(fams, "infergate_model_gpu_seconds_total", nil)); got != len(names) {
+		t.Errorf("infergate_model_gpu_seconds_total: %d series, want %d:\n%s", got, len(names), dumpFamilies(fams, "infergate_model_gpu_seconds_total"))
+	}
+	promtoolClean(t, gate.admin, "infergate_model_gpu_seconds_total", "infergate_model_energy_joules_total")
 	for _, n := range names {
 		for i, what := range []string{"GPU-seconds", "joules"} {
 			got, want := g1[n][i]-g0[n][i], s1[n][i]-s0[n][i]

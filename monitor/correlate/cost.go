@@ -198,6 +198,11 @@ func (a *Attributor) step(st gpu.State) {
 		}
 		a.lastAt[src.Name] = r.At
 		for _, d := range r.Devices {
+			// A GPU two sources read is stepped by the one the hub
+			// shows, not twice.
+			if shown, ok := st.Device(d.UUID); ok && shown.Source != "" && shown.Source != src.Name {
+				continue
+			}
 			a.stepDevice(st, r, d)
 		}
 	}
