@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -404,8 +405,8 @@ func (a *Attributor) Report() CostReport {
 	if a.dropped > 0 {
 		rep.Warnings = append(rep.Warnings, fmt.Sprintf("%d model updates left out past the bound of %d models", a.dropped, a.opts.MaxModels))
 	}
-	slices.SortFunc(rep.Models, func(x, y CostModel) int { return cmpString(x.Model, y.Model) })
-	slices.SortFunc(rep.GPUs, func(x, y CostGPU) int { return cmpString(x.UUID, y.UUID) })
+	slices.SortFunc(rep.Models, func(x, y CostModel) int { return strings.Compare(x.Model, y.Model) })
+	slices.SortFunc(rep.GPUs, func(x, y CostGPU) int { return strings.Compare(x.UUID, y.UUID) })
 	slices.Sort(rep.Warnings)
 	rep.Available = len(rep.GPUs) > 0
 	if !rep.Available {
@@ -417,16 +418,6 @@ func (a *Attributor) Report() CostReport {
 		}
 	}
 	return rep
-}
-
-func cmpString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 var (
