@@ -163,3 +163,16 @@ func testCostAttribution(t *testing.T, names []string, baseMS []int, periodMS []
 		}
 	}
 }
+
+// TestCostWithoutGPUSource: with no GPU source the API says why, and no
+// counters are exported.
+func TestCostWithoutGPUSource(t *testing.T) {
+	e := newEnv(t)
+	v, _ := getCost(t, e.gate.admin)
+	if v.Available || !strings.Contains(v.Reason, "no GPU source") || len(v.Models) != 0 {
+		t.Errorf("cost without a GPU source: %+v", v)
+	}
+	if fams := scrape(t, e.gate.admin); len(find(fams, "infergate_model_gpu_seconds_total", nil)) != 0 {
+		t.Error("infergate_model_gpu_seconds_total has series without a GPU source")
+	}
+}

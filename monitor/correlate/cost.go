@@ -215,6 +215,14 @@ func (a *Attributor) stepDevice(st gpu.State, r *gpu.Reading, d gpu.Device) {
 		dev = &costDevice{}
 		a.devices[d.UUID] = dev
 	}
+	// Logged once per GPU name, when first read, not at the first look
+	// at /api/v1/cost.
+	if _, ok := a.opts.Prices.GPUHour[d.Name]; !ok && len(a.opts.Prices.GPUHour) > 0 && !a.warned[d.Name] {
+		a.warned[d.Name] = true
+		if a.opts.Warn != nil {
+			a.opts.Warn(unpriced(d.Name, d.UUID))
+		}
+	}
 	prevAt, prevEnergy, prevHas, prevCompute := dev.at, dev.energy, dev.hasEnergy, dev.compute
 	dev.at, dev.energy, dev.hasEnergy, dev.name = r.At, d.EnergyJoules, d.Has(gpu.FieldEnergy), d.Name
 	dev.compute = map[string]float64{}
@@ -304,6 +312,11 @@ func (a *Attributor) resetUpstream(st gpu.State, uuid string) {
 	}
 }
 
+// unpriced is the warning for a GPU whose name has no price.
+func unpriced(name, uuid string) string {
+	return fmt.Sprintf("cost.gpu_hour has no price for GPU %q (%s): its models are reported in GPU-seconds only", name, uuid)
+}
+
 // CostModel is one model in a CostReport.
 type CostModel struct {
 	Model  string `json:"model"`
@@ -382,12 +395,7 @@ func (a *Attributor) Report() CostReport {
 			perSec := price / 3600
 			money[uuid] = &perSec
 		} else if len(p.GPUHour) > 0 {
-			msg := fmt.Sprintf("cost.gpu_hour has no price for GPU %q (%s): its models are reported in GPU-seconds only", d.name, uuid)
-			rep.Warnings = append(rep.Warnings, msg)
-			if !a.warned[d.name] && a.opts.Warn != nil {
-				a.opts.Warn(msg)
-			}
-			a.warned[d.name] = true
+			rep.Warnings = append(rep.Warnings, unpriced(d.name, uuid))
 		} else if p.KWh > 0 {
 			zero := 0.0
 			money[uuid] = &zero

@@ -67,8 +67,9 @@ func TestAttributorComputeShares(t *testing.T) {
 // is not attributed.
 func TestAttributorGapAndUpstream(t *testing.T) {
 	sums := &fakeSums{}
+	var warned []string
 	a := NewAttributor(CostOptions{Calls: sums, GPU: func() gpu.State { return gpu.State{} }, Interval: time.Second,
-		Prices: Prices{GPUHour: map[string]float64{"A100": 2}}})
+		Prices: Prices{GPUHour: map[string]float64{"A100": 2}}, Warn: func(msg string) { warned = append(warned, msg) }})
 	a.step(costState(0, 1, 0, nil))
 	sums.sums = map[string]monitor.CallSums{"a": {Calls: 10, Upstream: time.Second}, "b": {Calls: 10, Upstream: 3 * time.Second}}
 	a.countCalls()
@@ -91,6 +92,9 @@ func TestAttributorGapAndUpstream(t *testing.T) {
 	}
 	if ma.CostPer1K != nil || len(rep.Warnings) != 1 || !strings.Contains(rep.Warnings[0], `"H100"`) {
 		t.Errorf("unpriced GPU: cost %v, warnings %q", ma.CostPer1K, rep.Warnings)
+	}
+	if len(warned) != 1 || !strings.Contains(warned[0], `"H100"`) {
+		t.Errorf("logged %q, want one warning naming H100", warned)
 	}
 }
 
