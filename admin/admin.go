@@ -46,6 +46,8 @@ type Server struct {
 	// Business adds each model's business metric correlations to
 	// /api/v1/models and the reads' health to /api/v1/status.
 	Business *business.Hub
+	// Cost serves /api/v1/cost.
+	Cost *correlate.Attributor
 	// Pprof adds Go's profiler endpoints.
 	Pprof bool
 	// Alerts serves /api/v1/alerts, rules, silences and baselines.
@@ -114,6 +116,9 @@ func (a *Server) Handler() http.Handler {
 	// /api/v1/status is the health of what infergate reads from
 	// elsewhere; a Prometheus that is down shows here, not on the calls.
 	mux.HandleFunc("GET /api/v1/status", func(w http.ResponseWriter, r *http.Request) { WriteJSON(w, http.StatusOK, a.statusJSON()) })
+	if a.Cost != nil {
+		mux.HandleFunc("GET /api/v1/cost", func(w http.ResponseWriter, r *http.Request) { WriteJSON(w, http.StatusOK, a.Cost.Report()) })
+	}
 	if a.GPUs != nil {
 		mux.HandleFunc("GET /api/v1/gpus", func(w http.ResponseWriter, r *http.Request) { WriteJSON(w, http.StatusOK, gpusJSON(a.GPUs.State())) })
 	}

@@ -208,6 +208,10 @@ func TestStatusPageShowsHostileNamesAsText(t *testing.T) {
 	}
 	api := map[string]any{
 		"/api/v1/models": models,
+		// The cost column: a hostile currency and model name are text.
+		"/api/v1/cost": map[string]any{"available": true, "currency": script, "gpus": []any{}, "models": []any{
+			map[string]any{"model": script, "method": img, "calls": 10, "gpu_seconds_per_1k_calls": 0.5,
+				"joules_per_1k_calls": 200, "cost_per_1k_calls": 0.001}}},
 		"/api/v1/series": series,
 		"/api/v1/routes": map[string]any{"routes": routes, "breakers": []any{map[string]any{"upstream": script, "state": img}}},
 		"/api/v1/endpoints": map[string]any{"endpoints": []any{map[string]any{"upstream": script, "address": img, "state": script,

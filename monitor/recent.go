@@ -158,3 +158,36 @@ func (r *Registry) RecentCalls(n int) map[string]uint64 {
 	count(r.overflow)
 	return out
 }
+
+// CallSums is a group's calls and their summed upstream time.
+type CallSums struct {
+	Calls    uint64
+	Upstream time.Duration
+}
+
+// RecentSums sums, per group, the calls and upstream time of the last n
+// completed slices of every series whose group(key) is not "". It reads
+// only the slices' counts and sums, no histogram, so a reader can poll it
+// every slice over thousands of series (cost attribution does).
+func (r *Registry) RecentSums(n int, group func(SeriesKey) string) map[string]CallSums {
+	n = min(max(n, 1), r.cfg.slicesPerMinute)
+	out := map[string]CallSums{}
+	r.winMu.RLock()
+	defer r.winMu.RUnlock()
+	for _, s := range r.state.Load().list {
+		g := group(s.key)
+		if g == "" {
+			continue
+		}
+		w := &s.win
+		for k := range n {
+			if sl := w.fine[(w.finePos-k+len(w.fine))%len(w.fine)]; sl != nil && sl.count > 0 {
+				cs := out[g]
+				cs.Calls += uint64(sl.count)
+				cs.Upstream += time.Duration(sl.sum[ComponentUpstream])
+				out[g] = cs
+			}
+		}
+	}
+	return out
+}

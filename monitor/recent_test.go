@@ -71,3 +71,32 @@ func TestRecentCalls(t *testing.T) {
 		t.Errorf("last two slices: %v, want 4 ok and 1 in the overflow series", got)
 	}
 }
+
+func TestRecentSums(t *testing.T) {
+	r := NewRegistry(Options{NoRequestHistogram: true})
+	byModel := func(k SeriesKey) string {
+		if k.CodeClass != CodeClassOK {
+			return ""
+		}
+		return k.Model
+	}
+	for _, v := range []string{"1", "2"} {
+		k := SeriesKey{Model: "a", Version: v, Method: "/m", Upstream: "u", CodeClass: CodeClassOK}
+		for range 5 {
+			r.Record(k, Sample{Total: 3 * time.Millisecond, Upstream: 2 * time.Millisecond})
+		}
+	}
+	r.Record(SeriesKey{Model: "a", Method: "/m", Upstream: "u", CodeClass: CodeClassServerError}, Sample{Total: time.Second, Upstream: time.Second})
+	if got := r.RecentSums(1, byModel); len(got) != 0 {
+		t.Errorf("before the slice completes: %+v", got)
+	}
+	r.Rotate()
+	got := r.RecentSums(1, byModel)
+	if a := got["a"]; len(got) != 1 || a.Calls != 10 || a.Upstream != 20*time.Millisecond {
+		t.Errorf("RecentSums = %+v, want a: 10 calls, 20ms upstream", got)
+	}
+	r.Rotate()
+	if got := r.RecentSums(1, byModel); len(got) != 0 {
+		t.Errorf("an empty slice: %+v", got)
+	}
+}

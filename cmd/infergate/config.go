@@ -80,6 +80,9 @@ type Config struct {
 	// BusinessMetrics are read from Prometheus and set beside each
 	// model's p99 (monitor/business).
 	BusinessMetrics []business.Config `yaml:"business_metrics"`
+	// Cost prices GPU time and energy for /api/v1/cost (cost.go).
+	// Default unpriced.
+	Cost CostConfig `yaml:"cost"`
 	// Tracing configures OpenTelemetry tracing over the OTEL_*
 	// environment. Default off.
 	Tracing tracing.Config `yaml:"tracing"`
@@ -295,6 +298,7 @@ func (c *Config) validate() error {
 		section("batching", c.Batching.Problems()),
 		section("flow_control", c.FlowControl.Problems()),
 		section("gpu", c.GPU.Problems()),
+		section("cost", c.Cost.Problems()),
 		section("tracing", c.Tracing.Problems()),
 		section("", business.Problems(c.BusinessMetrics)),
 		batchingProblems(c.Batching),

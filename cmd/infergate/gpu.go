@@ -49,6 +49,7 @@ func (c *Config) gpuFlags() []error {
 type gpuRuntime struct {
 	hub  *gpu.Hub
 	corr *correlate.Correlator
+	cost *correlate.Attributor
 	// mon is read for the version comparison of /api/v1/models.
 	mon *monitor.Registry
 }
@@ -59,7 +60,7 @@ type gpuRuntime struct {
 //
 // slow says which replica of a model's pool is much slower than the
 // others (the routing's, built after this).
-func startGPU(c gpu.Config, mon *monitor.Registry, bs *baseline.Store, slo func(string) baseline.SLO,
+func startGPU(c gpu.Config, prices correlate.Prices, mon *monitor.Registry, bs *baseline.Store, slo func(string) baseline.SLO,
 	slow func(string) (correlate.SlowEndpoint, bool), reg prometheus.Registerer, log *slog.Logger) (*gpuRuntime, error) {
 	hub := gpu.NewHub(c.Models, c.Samplers(log)...)
 	corr := correlate.New(correlate.Options{Latency: mon, GPU: hub.State, Interval: c.Interval, Baselines: bs, SLO: slo,
@@ -70,7 +71,18 @@ func startGPU(c gpu.Config, mon *monitor.Registry, bs *baseline.Store, slo func(
 	if err := corr.Register(reg); err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
-	return &gpuRuntime{hub: hub, corr: corr, mon: mon}, nil
+	// Cost attribution reads the same GPU state; with no source it still
+	// serves /api/v1/cost, which then says why nothing is attributed.
+	var state func() gpu.State
+	if len(c.Sources) > 0 {
+		state = hub.State
+	}
+	cost := correlate.NewAttributor(correlate.CostOptions{Calls: mon, Group: corr.InferenceModel, GPU: state,
+		Interval: c.Interval, Prices: prices, Warn: func(msg string) { log.Warn(msg) }})
+	if err := cost.Register(reg); err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
+	return &gpuRuntime{hub: hub, corr: corr, cost: cost, mon: mon}, nil
 }
 
 // run samples until ctx ends; all of it is off the request path.
@@ -78,5 +90,6 @@ func (g *gpuRuntime) run(ctx context.Context) {
 	var wg sync.WaitGroup
 	wg.Go(func() { g.hub.Run(ctx) })
 	wg.Go(func() { g.corr.Run(ctx) })
+	wg.Go(func() { g.cost.Run(ctx) })
 	wg.Wait()
 }

@@ -223,7 +223,7 @@ func serve(ctx context.Context, cfg Config, mem memlimit.Result, log *slog.Logge
 	ready := newReadiness(cfg.Readiness, up.Address, up, recentFailures(mon))
 	adm := &admin.Server{
 		Gatherer: reg, Ready: ready.current, Pprof: cfg.Pprof,
-		Monitor: mon, Batcher: bat, GPUs: gt.hub, Correlator: gt.corr, Business: w.biz,
+		Monitor: mon, Batcher: bat, GPUs: gt.hub, Correlator: gt.corr, Business: w.biz, Cost: gt.cost,
 		Alerts: al.engine, Token: cfg.adminToken, Router: rt.router, Flow: w.p.Flow, FlowTenants: w.p.FlowTenants,
 	}
 	rl, err := newReloader(cfg, log, w.reload)

@@ -79,7 +79,7 @@ func newParts(cfg Config, mem memlimit.Result, reg prometheus.Registerer, log *s
 	}
 	// The correlator runs once every part is built: w.rt is set by then.
 	slow := func(model string) (correlate.SlowEndpoint, bool) { return slowEndpoint(w.rt.router, model) }
-	if w.gt, err = startGPU(cfg.GPU, w.mon, bs, sloFunc(cfg.alerts), slow, reg, log); err != nil {
+	if w.gt, err = startGPU(cfg.GPU, cfg.Cost.prices(), w.mon, bs, sloFunc(cfg.alerts), slow, reg, log); err != nil {
 		return nil, err
 	}
 	if w.biz, err = startBusiness(cfg.BusinessMetrics, w.mon, w.gt.corr.InferenceModel, cfg.Monitor.Options().SliceLength, reg); err != nil {

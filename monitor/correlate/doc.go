@@ -71,6 +71,17 @@
 // InputDist.Above answers for other factors (the alert condition
 // input_size_above_baseline).
 //
+// # Cost
+//
+// An Attributor (cost.go) splits each GPU's busy time (utilisation ×
+// time) and energy (the energy counter's difference, or power × time)
+// among the models on it by their share of its busy time: the server's
+// per-model compute time where it exports one, else the upstream time of
+// the proxy's calls (from the registry's slice sums, never from a call).
+// It serves /api/v1/cost and infergate_model_gpu_seconds_total and
+// infergate_model_energy_joules_total; docs/cost.md says where it can be
+// wrong.
+//
 // The Correlator exports infergate_model_gpu_correlation,
 // infergate_model_gpu_queue_correlation, infergate_model_latency_baseline_seconds
 // and infergate_model_cause_hint (see Register), and serves the same state

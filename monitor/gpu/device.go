@@ -22,6 +22,7 @@ const (
 	FieldSMClock
 	FieldSMClockMax
 	FieldClockEventReasons
+	FieldEnergy
 )
 
 // Device is one GPU's state at one instant. Readings are in base units
@@ -52,6 +53,10 @@ type Device struct {
 	// ClockEventReasons is NVML's clock event (throttle) reasons bitmask;
 	// see Reason.
 	ClockEventReasons uint64
+	// EnergyJoules is the device's energy counter (since the server or
+	// driver started): cost attribution takes its differences, which are
+	// exact where power × time is sampled.
+	EnergyJoules float64
 	// Known holds a bit for every reading above that the source reported.
 	Known Field
 }
@@ -98,7 +103,15 @@ type Reading struct {
 	// Models maps a model name to the UUID of the GPU it runs on, where
 	// the source knows (Triton's per-model gpu_uuid labels); may be nil.
 	Models map[string]string
+	// Compute is each model's cumulative compute time on each GPU, in
+	// seconds (Triton's nv_inference_compute_infer_duration_us, summed
+	// over versions); nil when the source does not export it. Cost
+	// attribution splits a GPU's busy time by its differences.
+	Compute map[ModelOnGPU]float64
 }
+
+// ModelOnGPU keys a model's reading on one GPU.
+type ModelOnGPU struct{ Model, UUID string }
 
 // Reason is one bit of NVML's clock event reasons mask
 // (nvmlClocksEventReason*, DCGM_FI_DEV_CLOCKS_EVENT_REASONS).

@@ -15,7 +15,8 @@
 //   - Scrape (NewScrape) fetches a Prometheus endpoint and parses it with
 //     Prometheus' own text parser: Triton's nv_gpu_* gauges (label gpu_uuid)
 //     and per-model nv_inference_* metrics (labels model, gpu_uuid, which give
-//     the model-to-GPU map), DCGM exporter's DCGM_FI_* fields (label UUID),
+//     the model-to-GPU map, and nv_inference_compute_infer_duration_us,
+//     each model's compute time for cost attribution), DCGM exporter's DCGM_FI_* fields (label UUID),
 //     or both on one endpoint, merged by UUID.
 //   - simserver's simulated GPU exports Triton's and DCGM's names, so the
 //     scrape source reads it unchanged. SourceFunc adapts any function.

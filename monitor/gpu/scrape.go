@@ -80,25 +80,27 @@ var tritonFields = map[string]deviceField{
 	"nv_gpu_memory_total_bytes": {FieldMemoryTotal, func(d *Device, v float64) { d.MemoryTotalBytes = v }},
 	"nv_gpu_power_usage":        {FieldPower, func(d *Device, v float64) { d.PowerWatts = v }},
 	"nv_gpu_power_limit":        {FieldPowerLimit, func(d *Device, v float64) { d.PowerLimitWatts = v }},
+	"nv_energy_consumption":     {FieldEnergy, func(d *Device, v float64) { d.EnergyJoules = v }},
 }
 
 // dcgmFields are DCGM exporter's fields (label UUID). FB_FREE is handled
 // apart: total = used + free.
 var dcgmFields = map[string]deviceField{
-	"DCGM_FI_DEV_GPU_UTIL":               {FieldUtilization, func(d *Device, v float64) { d.Utilization = v / 100 }},
-	"DCGM_FI_PROF_GR_ENGINE_ACTIVE":      {FieldUtilization, func(d *Device, v float64) { d.Utilization = v }},
-	"DCGM_FI_DEV_MEM_COPY_UTIL":          {FieldMemoryUtilization, func(d *Device, v float64) { d.MemoryUtilization = v / 100 }},
-	"DCGM_FI_DEV_FB_USED":                {FieldMemoryUsed, func(d *Device, v float64) { d.MemoryUsedBytes = v * mib }},
-	"DCGM_FI_DEV_FB_TOTAL":               {FieldMemoryTotal, func(d *Device, v float64) { d.MemoryTotalBytes = v * mib }},
-	"DCGM_FI_DEV_GPU_TEMP":               {FieldTemperature, func(d *Device, v float64) { d.TemperatureCelsius = v }},
-	"DCGM_FI_DEV_POWER_USAGE":            {FieldPower, func(d *Device, v float64) { d.PowerWatts = v }},
-	"DCGM_FI_DEV_POWER_MGMT_LIMIT":       {FieldPowerLimit, func(d *Device, v float64) { d.PowerLimitWatts = v }},
-	"DCGM_FI_DEV_ENFORCED_POWER_LIMIT":   {FieldPowerLimit, func(d *Device, v float64) { d.PowerLimitWatts = v }},
-	"DCGM_FI_DEV_SM_CLOCK":               {FieldSMClock, func(d *Device, v float64) { d.SMClockHz = v * 1e6 }},
-	"DCGM_FI_DEV_MAX_SM_CLOCK":           {FieldSMClockMax, func(d *Device, v float64) { d.SMClockMaxHz = v * 1e6 }},
-	"DCGM_FI_DEV_CLOCKS_EVENT_REASONS":   {FieldClockEventReasons, func(d *Device, v float64) { d.ClockEventReasons = uint64(v) }},
-	"DCGM_FI_DEV_CLOCK_THROTTLE_REASONS": {FieldClockEventReasons, func(d *Device, v float64) { d.ClockEventReasons = uint64(v) }},
-	"DCGM_FI_DEV_FB_FREE":                {0, nil}, // see ParseExposition
+	"DCGM_FI_DEV_GPU_UTIL":                 {FieldUtilization, func(d *Device, v float64) { d.Utilization = v / 100 }},
+	"DCGM_FI_PROF_GR_ENGINE_ACTIVE":        {FieldUtilization, func(d *Device, v float64) { d.Utilization = v }},
+	"DCGM_FI_DEV_MEM_COPY_UTIL":            {FieldMemoryUtilization, func(d *Device, v float64) { d.MemoryUtilization = v / 100 }},
+	"DCGM_FI_DEV_FB_USED":                  {FieldMemoryUsed, func(d *Device, v float64) { d.MemoryUsedBytes = v * mib }},
+	"DCGM_FI_DEV_FB_TOTAL":                 {FieldMemoryTotal, func(d *Device, v float64) { d.MemoryTotalBytes = v * mib }},
+	"DCGM_FI_DEV_GPU_TEMP":                 {FieldTemperature, func(d *Device, v float64) { d.TemperatureCelsius = v }},
+	"DCGM_FI_DEV_POWER_USAGE":              {FieldPower, func(d *Device, v float64) { d.PowerWatts = v }},
+	"DCGM_FI_DEV_POWER_MGMT_LIMIT":         {FieldPowerLimit, func(d *Device, v float64) { d.PowerLimitWatts = v }},
+	"DCGM_FI_DEV_ENFORCED_POWER_LIMIT":     {FieldPowerLimit, func(d *Device, v float64) { d.PowerLimitWatts = v }},
+	"DCGM_FI_DEV_SM_CLOCK":                 {FieldSMClock, func(d *Device, v float64) { d.SMClockHz = v * 1e6 }},
+	"DCGM_FI_DEV_MAX_SM_CLOCK":             {FieldSMClockMax, func(d *Device, v float64) { d.SMClockMaxHz = v * 1e6 }},
+	"DCGM_FI_DEV_CLOCKS_EVENT_REASONS":     {FieldClockEventReasons, func(d *Device, v float64) { d.ClockEventReasons = uint64(v) }},
+	"DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": {FieldEnergy, func(d *Device, v float64) { d.EnergyJoules = v / 1000 }},
+	"DCGM_FI_DEV_CLOCK_THROTTLE_REASONS":   {FieldClockEventReasons, func(d *Device, v float64) { d.ClockEventReasons = uint64(v) }},
+	"DCGM_FI_DEV_FB_FREE":                  {0, nil}, // see ParseExposition
 }
 
 // ParseExposition reads a Prometheus text exposition into a Reading. It
@@ -169,11 +171,29 @@ func ParseExposition(r io.Reader) (Reading, error) {
 		}
 	}
 
-	out := Reading{Models: modelMap(fams)}
+	out := Reading{Models: modelMap(fams), Compute: modelCompute(fams)}
 	for _, uuid := range sortedKeys(devs) {
 		out.Devices = append(out.Devices, *devs[uuid])
 	}
 	return out, nil
+}
+
+// modelCompute reads each model's cumulative compute time per GPU from
+// Triton's nv_inference_compute_infer_duration_us (microseconds).
+func modelCompute(fams map[string]*dto.MetricFamily) map[ModelOnGPU]float64 {
+	var out map[ModelOnGPU]float64
+	for _, m := range fams["nv_inference_compute_infer_duration_us"].GetMetric() {
+		mdl, uuid := label(m, "model"), label(m, "gpu_uuid")
+		v, ok := value(m)
+		if mdl == "" || uuid == "" || !ok {
+			continue
+		}
+		if out == nil {
+			out = map[ModelOnGPU]float64{}
+		}
+		out[ModelOnGPU{mdl, uuid}] += v / 1e6
+	}
+	return out
 }
 
 // modelMap reads the model → GPU map from Triton's per-model metrics.

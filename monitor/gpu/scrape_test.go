@@ -29,7 +29,7 @@ func TestParseTriton(t *testing.T) {
 	const a, b = "GPU-0a1b2c3d-0000-1111-2222-333344445555", "GPU-9f8e7d6c-aaaa-bbbb-cccc-ddddeeeeffff"
 	want := []Device{
 		{UUID: a, Utilization: 0.93, MemoryUsedBytes: 40 << 30, MemoryTotalBytes: 80 << 30, PowerWatts: 612.5, PowerLimitWatts: 700,
-			Known: FieldUtilization | FieldMemoryUsed | FieldMemoryTotal | FieldPower | FieldPowerLimit},
+			EnergyJoules: 1.5e6, Known: FieldUtilization | FieldMemoryUsed | FieldMemoryTotal | FieldPower | FieldPowerLimit | FieldEnergy},
 		{UUID: b, Utilization: 0.12, MemoryUsedBytes: 23 << 30, MemoryTotalBytes: 24 << 30, PowerWatts: 71, PowerLimitWatts: 300,
 			Known: FieldUtilization | FieldMemoryUsed | FieldMemoryTotal | FieldPower | FieldPowerLimit},
 	}

@@ -27,7 +27,12 @@ const sources = {
   releases: "../api/v1/releases",
   endpoints: "../api/v1/endpoints",
   gpus: "../api/v1/gpus",
+  cost: "../api/v1/cost",
 };
+
+// Sources a section can do without: the cost column shows "—" when
+// /api/v1/cost cannot be read (an older proxy), without a stale banner.
+const optionalSources = new Set(["cost"]);
 
 // Which sources each section is drawn from, to grey it out when one fails.
 const sectionSources = {
@@ -373,6 +378,7 @@ function renderModels() {
     if (m.anomaly && m.anomaly.explanation) hint += (hint ? "; " : "") + "anomaly " + m.anomaly.score.toFixed(2) + ": " + m.anomaly.explanation;
     // Recurring rises the baselines named: "recurring: every day at 10:00 ...".
     for (const p of m.recurring || []) hint += (hint ? "; " : "") + "recurring: " + p.note;
+    const cost = costCell(r.name);
     const gpu = m.gpu_uuid ? shortGPU(m.gpu_uuid) + (isNum(m.gpu_utilization) ? " " + pct(m.gpu_utilization) : "") : "—";
     let route = "—";
     if (r.route) {
@@ -391,12 +397,38 @@ function renderModels() {
       }, r.n1m ? pct(r.err1m / r.n1m) : "—"),
       td(route),
       num(gpu),
+      cost,
       td(txt(hint || "—")),
       td(versions(m.versions)),
     ));
   }
   setCount("models", out.length ? String(out.length) : "");
   show("models", out, out.length ? "" : "no models yet: no calls seen since start");
+}
+
+// costCell is a model's GPU-seconds per 1,000 calls (and money, when
+// priced), from /api/v1/cost; joules and the method in its title.
+function costCell(model) {
+  const d = state.cost.data;
+  const cell = el("td", { className: "num" }, "—");
+  if (!d) return cell;
+  if (!d.available) {
+    cell.title = d.reason || "no cost attribution";
+    return cell;
+  }
+  const c = (d.models || []).find((x) => x.model === model);
+  if (!c || !isNum(c.gpu_seconds_per_1k_calls)) return cell;
+  cell.replaceChildren(c.gpu_seconds_per_1k_calls.toPrecision(3) + " GPU·s");
+  // Money on a line of its own; a currency is a code, so a long one is
+  // clipped (its title holds it whole).
+  if (isNum(c.cost_per_1k_calls)) {
+    cell.append(el("div", { className: "muted" }, c.cost_per_1k_calls.toPrecision(3) + " ", txt(d.currency || "", null, 6)));
+  }
+  cell.title = "per 1,000 calls: " + c.gpu_seconds_per_1k_calls.toPrecision(3) + " GPU-seconds, " +
+    (isNum(c.joules_per_1k_calls) ? c.joules_per_1k_calls.toPrecision(3) + " J" : "? J") +
+    "; split by " + (c.method === "compute_time" ? "the server's compute time" : "the proxy's upstream time") +
+    " (" + c.calls + " calls since start)";
+  return cell;
 }
 
 // versions is the version comparison of a model's row: the canary's p99
@@ -563,7 +595,7 @@ function renderGPUs() {
 // when the page shows older data; sections drawn from a failed source are
 // greyed out.
 function renderBanner() {
-  const failed = Object.keys(sources).filter((n) => state[n].error);
+  const failed = Object.keys(sources).filter((n) => state[n].error && !optionalSources.has(n));
   const banner = document.getElementById("stale");
   for (const [id, names] of Object.entries(sectionSources)) {
     document.getElementById(id).classList.toggle("stale", names.some((n) => state[n].error));

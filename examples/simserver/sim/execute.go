@@ -56,9 +56,9 @@ func (s *Server) execute(ctx context.Context, m *model, version string, batch in
 	// A throttled GPU runs at a lower clock: compute takes longer.
 	slowdown *= s.gpu.slowdown()
 	if d := m.cfg.Latency.Duration(batch, slowdown, s.tail(m, batch)); d > 0 {
-		s.gpu.begin(batch, computeStart)
+		s.gpu.beginAs(m.cfg.Name, batch, computeStart)
 		err = s.sleep(ctx, d)
-		s.gpu.end(batch, s.now())
+		s.gpu.endAs(m.cfg.Name, batch, s.now())
 	}
 	if m.slots != nil {
 		<-m.slots

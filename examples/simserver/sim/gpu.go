@@ -102,6 +102,25 @@ type gpu struct {
 	lastSample time.Time
 	last       GPUStats
 	throttle   string // "", ThrottleThermal or ThrottlePower
+	// use is the ground truth a cost attribution is checked against:
+	// each model's share of the busy time, every instant split among the
+	// executions running then (so overlapped time counts once), and of
+	// the energy, each period's split by the models' busy time in it.
+	use       map[string]*modelUse
+	lastEvent time.Time // when use was last advanced
+}
+
+// modelUse is one model's accounted GPU use.
+type modelUse struct {
+	active            int     // executions of the model running
+	periodBusy        float64 // seconds of the current period
+	busyTotal, joules float64
+}
+
+// ModelUse is a model's accounted GPU use since the server started.
+type ModelUse struct {
+	BusySeconds  float64 `json:"busy_seconds"`
+	EnergyJoules float64 `json:"energy_joules"`
 }
 
 func newGPU(now time.Time) *gpu {
@@ -126,9 +145,39 @@ func (g *gpu) slowdown() float64 {
 	return 1 / throttleClock[g.throttle]
 }
 
-// begin records the start of an execution of items.
-func (g *gpu) begin(items int, now time.Time) {
+// advance splits the time since the last event among the models running,
+// in proportion to their executions. Called with mu held.
+func (g *gpu) advance(now time.Time) {
+	if g.active > 0 {
+		dt := now.Sub(g.lastEvent).Seconds()
+		for _, u := range g.use {
+			if u.active > 0 && dt > 0 {
+				u.periodBusy += dt * float64(u.active) / float64(g.active)
+			}
+		}
+	}
+	g.lastEvent = now
+}
+
+// begin records the start of an execution of items (of no model).
+func (g *gpu) begin(items int, now time.Time) { g.beginAs("", items, now) }
+
+// end records the end of an execution of items (of no model).
+func (g *gpu) end(items int, now time.Time) { g.endAs("", items, now) }
+
+// beginAs records the start of an execution of items of model.
+func (g *gpu) beginAs(model string, items int, now time.Time) {
 	g.mu.Lock()
+	g.advance(now)
+	if g.use == nil {
+		g.use = map[string]*modelUse{}
+	}
+	u := g.use[model]
+	if u == nil {
+		u = &modelUse{}
+		g.use[model] = u
+	}
+	u.active++
 	if g.active == 0 {
 		g.busySince = now
 	}
@@ -138,9 +187,13 @@ func (g *gpu) begin(items int, now time.Time) {
 	g.mu.Unlock()
 }
 
-// end records the end of an execution of items.
-func (g *gpu) end(items int, now time.Time) {
+// endAs records the end of an execution of items of model.
+func (g *gpu) endAs(model string, items int, now time.Time) {
 	g.mu.Lock()
+	g.advance(now)
+	if u := g.use[model]; u != nil {
+		u.active--
+	}
 	g.active--
 	g.items -= items
 	if g.active == 0 {
@@ -162,6 +215,7 @@ func (g *gpu) sample(now time.Time) GPUStats {
 		busy += now.Sub(g.busySince)
 		g.busySince = now
 	}
+	g.advance(now)
 	util := min(max(busy.Seconds()/elapsed.Seconds(), 0), 1)
 	power := GPUIdleWatts + (GPUPowerLimitWatts-GPUIdleWatts)*util
 	mem := uint64(gpuBaseMemoryBytes) + uint64(g.peakItems)*gpuItemMemoryBytes
@@ -189,6 +243,17 @@ func (g *gpu) sample(now time.Time) GPUStats {
 		SMClockMHz:         clock,
 		ClockEventReasons:  reasons,
 	}
+	var periodBusy float64
+	for _, u := range g.use {
+		periodBusy += u.periodBusy
+	}
+	for _, u := range g.use {
+		u.busyTotal += u.periodBusy
+		if periodBusy > 0 {
+			u.joules += power * elapsed.Seconds() * u.periodBusy / periodBusy
+		}
+		u.periodBusy = 0
+	}
 	g.busy = 0
 	g.peakItems = g.items
 	g.lastSample = now
@@ -200,4 +265,17 @@ func (g *gpu) snapshot() GPUStats {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.last
+}
+
+// modelUse returns each model's accounted use up to the last sample.
+func (g *gpu) modelUse() map[string]ModelUse {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := make(map[string]ModelUse, len(g.use))
+	for m, u := range g.use {
+		if m != "" {
+			out[m] = ModelUse{BusySeconds: u.busyTotal, EnergyJoules: u.joules}
+		}
+	}
+	return out
 }

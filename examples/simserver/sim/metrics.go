@@ -31,6 +31,11 @@ var (
 	descPriority  = prometheus.NewDesc("simserver_requests_by_priority_total", "Inference requests by their priority parameter (\"0\": none; \"9+\": 9 or more).", []string{"model", "priority"}, nil)
 	descCancelled = prometheus.NewDesc("simserver_cancelled_total", "Requests that ended because the client cancelled or its deadline passed while hung, queued, executing or delayed.", []string{"model"}, nil)
 
+	// The ground truth of cost attribution (not Triton's: Triton does not
+	// know it either).
+	descModelBusy   = prometheus.NewDesc("simserver_model_gpu_busy_seconds_total", "The model's share of the simulated GPU's busy time: every instant split among the executions running then; up to the last GPU sample.", []string{"model"}, nil)
+	descModelEnergy = prometheus.NewDesc("simserver_model_gpu_energy_joules_total", "The model's share of the simulated GPU's energy: each sample period's split by the models' busy time in it.", []string{"model"}, nil)
+
 	descGPUUtil     = prometheus.NewDesc("nv_gpu_utilization", "GPU utilization rate [0.0 - 1.0)", gpuLabels, nil)
 	descGPUMemTotal = prometheus.NewDesc("nv_gpu_memory_total_bytes", "GPU total memory, in bytes", gpuLabels, nil)
 	descGPUMemUsed  = prometheus.NewDesc("nv_gpu_memory_used_bytes", "GPU used memory, in bytes", gpuLabels, nil)
@@ -53,7 +58,7 @@ type collector struct{ s *Server }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descSuccess, descFailure, descCount, descExecCount, descPending,
-		descRequestUS, descQueueUS, descComputeUS, descCancelled, descPriority,
+		descRequestUS, descQueueUS, descComputeUS, descCancelled, descPriority, descModelBusy, descModelEnergy,
 		descGPUUtil, descGPUMemTotal, descGPUMemUsed, descGPUPower, descGPULimit, descGPUEnergy,
 		descDCGMTemp, descDCGMSMClock, descDCGMSMMax, descDCGMReasons} {
 		ch <- d
@@ -90,6 +95,10 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 				counter(descPriority, float64(v), name, label)
 			}
 		}
+	}
+	for name, u := range c.s.gpu.modelUse() {
+		counter(descModelBusy, u.BusySeconds, name)
+		counter(descModelEnergy, u.EnergyJoules, name)
 	}
 	g := c.s.gpu.snapshot()
 	gauge(descGPUUtil, g.Utilization, GPUUUID)

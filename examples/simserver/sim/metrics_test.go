@@ -157,3 +157,25 @@ func TestGPUSampler(t *testing.T) {
 		}
 	})
 }
+
+// TestGPUModelUse: overlapped time is split among the executions running,
+// so the models' busy time sums to the GPU's, and each period's energy
+// goes to the models by their busy time in it.
+func TestGPUModelUse(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	g := newGPU(t0)
+	g.beginAs("a", 1, at(0))
+	g.beginAs("b", 1, at(200))
+	g.endAs("a", 1, at(400))
+	g.endAs("b", 1, at(600))
+	st := g.sample(at(1000))
+	u := g.modelUse()
+	// a: 200ms alone + half of 200ms = 300ms; b the same.
+	if math.Abs(u["a"].BusySeconds-0.3) > 1e-9 || math.Abs(u["b"].BusySeconds-0.3) > 1e-9 {
+		t.Fatalf("busy: %+v", u)
+	}
+	if total := u["a"].EnergyJoules + u["b"].EnergyJoules; math.Abs(total-st.EnergyJoules) > 1e-6 {
+		t.Fatalf("energy %v, GPU's %v", total, st.EnergyJoules)
+	}
+}

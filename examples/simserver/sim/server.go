@@ -215,6 +215,11 @@ func (s *Server) copyFaults() faultSet {
 // sample; the sampler calls it every SampleInterval.
 func (s *Server) SampleGPU(now time.Time) GPUStats { return s.gpu.sample(now) }
 
+// ModelGPUUse returns each model's share of the simulated GPU's busy time
+// and energy up to the last sample: the ground truth for a proxy's cost
+// attribution.
+func (s *Server) ModelGPUUse() map[string]ModelUse { return s.gpu.modelUse() }
+
 // GPU returns the last GPU telemetry sample.
 func (s *Server) GPU() GPUStats { return s.gpu.snapshot() }
 
