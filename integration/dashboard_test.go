@@ -246,6 +246,9 @@ const dashboardRules = `rules:
     ratio: 1%
     window: 2s
     severity: critical
+  - name: ModelAnomaly
+    kind: anomaly
+    severity: warning
 `
 
 // TestGrafanaDashboardQueriesHaveData: two infergate replicas with
