@@ -739,6 +739,24 @@ func setupPod(t *testing.T, objs []*k8sObject, name string) *k8sSetup {
 	return s
 }
 
+// checkProbes: readiness on /readyz, liveness on /healthz (a Triton
+// outage must not restart infergate), both on the admin port.
+func checkProbes(t *testing.T, s *k8sSetup) {
+	c := s.infergate
+	for _, p := range []struct {
+		name, path string
+		probe      *probe
+	}{{"readinessProbe", "/readyz", c.ReadinessProbe}, {"livenessProbe", "/healthz", c.LivenessProbe}} {
+		if p.probe == nil || p.probe.HTTPGet == nil {
+			t.Errorf("container infergate: no %s.httpGet", p.name)
+			continue
+		}
+		if got := c.port(t, p.probe.HTTPGet.Port); p.probe.HTTPGet.Path != p.path || got != s.adminPort {
+			t.Errorf("container infergate: %s asks %s on port %d; want %s on the admin port %d", p.name, p.probe.HTTPGet.Path, got, p.path, s.adminPort)
+		}
+	}
+}
+
 // TestKubernetes: the infergate container's args and the ConfigMap's file,
 // exactly as mounted, pass --check-config; probes, ports, the Service, the
 // scrape annotations and the PodMonitor name the addresses those args
@@ -757,20 +775,7 @@ func TestKubernetes(t *testing.T) {
 		t.Error("container infergate: securityContext.runAsNonRoot is not true")
 	}
 
-	// Probes: readiness on /readyz, liveness on /healthz (a Triton outage
-	// must not restart infergate), both on the admin port.
-	for _, p := range []struct {
-		name, path string
-		probe      *probe
-	}{{"readinessProbe", "/readyz", c.ReadinessProbe}, {"livenessProbe", "/healthz", c.LivenessProbe}} {
-		if p.probe == nil || p.probe.HTTPGet == nil {
-			t.Errorf("container infergate: no %s.httpGet", p.name)
-			continue
-		}
-		if got := c.port(t, p.probe.HTTPGet.Port); p.probe.HTTPGet.Path != p.path || got != s.adminPort {
-			t.Errorf("container infergate: %s asks %s on port %d; want %s on the admin port %d", p.name, p.probe.HTTPGet.Path, got, p.path, s.adminPort)
-		}
-	}
+	checkProbes(t, s)
 
 	// Clients reach infergate's gRPC listener, never Triton directly.
 	listen := setting(t, "infergate args", s.args, "listen", "listen")

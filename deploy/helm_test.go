@@ -315,18 +315,7 @@ func checkRendered(t *testing.T, c chartCase, objs []*k8sObject, flags map[strin
 // Deployment.
 func checkChartPod(t *testing.T, s *k8sSetup, dep *k8sObject) {
 	c := s.infergate
-	for _, p := range []struct {
-		name, path string
-		probe      *probe
-	}{{"readinessProbe", "/readyz", c.ReadinessProbe}, {"livenessProbe", "/healthz", c.LivenessProbe}} {
-		if p.probe == nil || p.probe.HTTPGet == nil {
-			t.Errorf("container infergate: no %s.httpGet", p.name)
-			continue
-		}
-		if got := c.port(t, p.probe.HTTPGet.Port); p.probe.HTTPGet.Path != p.path || got != s.adminPort {
-			t.Errorf("container infergate: %s asks %s on port %d; want %s on the admin port %d", p.name, p.probe.HTTPGet.Path, got, p.path, s.adminPort)
-		}
-	}
+	checkProbes(t, s)
 	sc := c.SecurityContext
 	if sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
 		t.Error("container infergate: want runAsNonRoot and readOnlyRootFilesystem")
